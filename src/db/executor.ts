@@ -1,0 +1,98 @@
+// The one door to Postgres. Every statement corq runs goes through `Executor.run`, so the
+// round-trip budget is countable (tests pin it) and drivers are interchangeable: node-postgres
+// Pool/Client, the Neon serverless Pool/Client, or a drizzle database/transaction.
+import { sql, type SQL } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
+
+/** What node-postgres and @neondatabase/serverless pools and clients have in common. */
+export interface Queryable {
+  query(config: { text: string; values: unknown[]; name?: string }): Promise<{ rows: any[] }>;
+}
+
+/** A pool that can lend a dedicated client (for transactions). */
+export interface PoolLike extends Queryable {
+  connect(): Promise<Queryable & { release(err?: unknown): void }>;
+  end?(): Promise<void>;
+}
+
+/** A drizzle database or transaction: anything with `execute(sql)`. */
+export interface DrizzleLike {
+  execute(query: SQL): Promise<unknown>;
+}
+
+export type Connection = Queryable | DrizzleLike;
+
+export interface Executor {
+  /** Runs one statement and returns its rows. */
+  run<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
+  /** Runs `fn` in a transaction on a dedicated connection (the pool itself if it cannot lend one). */
+  transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
+}
+
+const dialect = new PgDialect();
+
+export interface ExecutorOptions {
+  /** Use named prepared statements (node-postgres): Postgres parses and plans each text once per connection. */
+  prepare?: boolean;
+  /** Called once per statement sent; used to pin the round-trip budget. */
+  onStatement?: (text: string) => void;
+}
+
+export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
+  const run = async <T>(query: SQL): Promise<T[]> => {
+    const { sql: text, params } = dialect.sqlToQuery(query);
+    options.onStatement?.(text);
+    if (isQueryable(connection)) {
+      const name = options.prepare ? statementName(text) : undefined;
+      const result = await connection.query({ text, values: params, name });
+      return result.rows as T[];
+    }
+    const result = (await connection.execute(query)) as { rows?: T[] } | T[];
+    return Array.isArray(result) ? result : (result.rows ?? []);
+  };
+
+  const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
+    if (!isPool(connection)) return inTransaction(createExecutor(connection, options), fn);
+    const client = await connection.connect();
+    try {
+      return await inTransaction(createExecutor(client, options), fn);
+    } finally {
+      client.release();
+    }
+  };
+
+  return { run, transaction };
+}
+
+async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {
+  await tx.run(sql`BEGIN`);
+  try {
+    const result = await fn(tx);
+    await tx.run(sql`COMMIT`);
+    return result;
+  } catch (error) {
+    await tx.run(sql`ROLLBACK`).catch(() => undefined);
+    throw error;
+  }
+}
+
+function isQueryable(connection: Connection): connection is Queryable {
+  return typeof (connection as Queryable).query === "function";
+}
+
+function isPool(connection: Connection): connection is PoolLike {
+  return isQueryable(connection) && typeof (connection as PoolLike).connect === "function" && "totalCount" in connection;
+}
+
+// Prepared statement names must be unique per text on a connection; a hash of the text is.
+const names = new Map<string, string>();
+function statementName(text: string): string {
+  let name = names.get(text);
+  if (!name) {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+    name = `corq_${(h >>> 0).toString(36)}_${text.length}`;
+    names.set(text, name);
+  }
+  return name;
+}

@@ -1,0 +1,30 @@
+import { sql } from "drizzle-orm";
+import type { Executor } from "./executor.js";
+import { migrations } from "./migrations.js";
+
+// Any fixed 64-bit number: the advisory lock that serialises concurrent migrate() calls.
+const MIGRATION_LOCK = 7_364_201_983;
+
+/**
+ * Applies the bundled drizzle migrations that are not applied yet, in one transaction under
+ * an advisory lock: two processes migrating at once apply each migration exactly once (the
+ * second waits, then finds nothing to do). drizzle's own migrator takes no lock.
+ * Returns the tags applied by this call.
+ */
+export async function migrate(executor: Executor): Promise<string[]> {
+  return executor.transaction(async (tx) => {
+    await tx.run(sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+    const [{ exists }] = await tx.run<{ exists: boolean }>(
+      sql`SELECT to_regclass('corq.migrations') IS NOT NULL AS exists`,
+    );
+    const applied = new Set(
+      exists ? (await tx.run<{ tag: string }>(sql`SELECT tag FROM corq.migrations`)).map((r) => r.tag) : [],
+    );
+    const pending = migrations.filter((m) => !applied.has(m.tag));
+    for (const migration of pending) {
+      for (const statement of migration.statements) await tx.run(sql.raw(statement));
+      await tx.run(sql`INSERT INTO corq.migrations (tag) VALUES (${migration.tag})`);
+    }
+    return pending.map((m) => m.tag);
+  });
+}

@@ -1,0 +1,125 @@
+// The whole corq schema, in its own Postgres schema `corq`. drizzle-kit generates
+// the migrations in drizzle/ from this file; what drizzle cannot express (storage
+// settings) lives in custom migrations there.
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  customType,
+  doublePrecision,
+  index,
+  integer,
+  jsonb,
+  pgSchema,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+export const corqSchema = pgSchema("corq");
+
+/** 64-bit transaction id (Postgres 13+): the commit-safe ordering key of the log. */
+const xid8 = customType<{ data: string }>({ dataType: () => "xid8" });
+
+const createdAt = () => timestamp("created_at", { withTimezone: true }).notNull().defaultNow();
+
+/** The append-only log. Log order is (tx, position), never position alone (DESIGN.md invariant 1). */
+export const events = corqSchema.table(
+  "events",
+  {
+    position: bigint("position", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    stream: text("stream").notNull(),
+    version: integer("version").notNull(),
+    name: text("name").notNull(),
+    data: jsonb("data").notNull(),
+    meta: jsonb("meta").notNull().default({}),
+    createdAt: createdAt(),
+    tx: xid8("tx").notNull().default(sql`pg_current_xact_id()`),
+  },
+  (t) => [
+    uniqueIndex("events_stream_version_key").on(t.stream, t.version),
+    index("events_tx_position_idx").on(t.tx, t.position),
+  ],
+);
+
+/** One row per stream: its last version. The row lock serialises appends to one stream. */
+export const streams = corqSchema.table("streams", {
+  stream: text("stream").primaryKey(),
+  version: integer("version").notNull(),
+});
+
+/** Code and push subscriptions alike; the watermark is the (tx, position) pair last advanced. */
+export const subscriptions = corqSchema.table("subscriptions", {
+  id: integer("id").primaryKey().generatedAlwaysAsIdentity(),
+  name: text("name").notNull().unique("subscriptions_name_key"),
+  kind: text("kind").notNull(), // "code" | "push"
+  events: text("events").array().notNull(), // ["*"] = every event
+  key: text("key").notNull(), // "stream" | "data.x.y" | "meta.x" | "function"
+  from: text("from").notNull(),
+  batchSize: integer("batch_size").notNull(),
+  maxAttempts: integer("max_attempts").notNull(),
+  backoffInitialMs: integer("backoff_initial_ms").notNull(),
+  backoffMaxMs: integer("backoff_max_ms").notNull(),
+  backoffFactor: doublePrecision("backoff_factor").notNull(),
+  leaseMs: integer("lease_ms").notNull(),
+  deliver: jsonb("deliver"),
+  paused: boolean("paused").notNull().default(false),
+  watermarkTx: xid8("watermark_tx").notNull(),
+  watermarkPosition: bigint("watermark_position", { mode: "number" }).notNull(),
+  skipped: bigint("skipped", { mode: "number" }).notNull().default(0),
+  createdAt: createdAt(),
+  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * The per-key state row, claimed with FOR UPDATE SKIP LOCKED. Status is derived:
+ *   dead     dead_at is not null               (available_at is null)
+ *   leased   lease_until > now()                (available_at = lease_until)
+ *   backoff  available_at > now(), no live lease
+ *   ready    available_at <= now()              (includes an expired lease)
+ *   idle     available_at is null, not dead     (pending = 0)
+ */
+export const keys = corqSchema.table(
+  "keys",
+  {
+    subscriptionId: integer("subscription_id").notNull(),
+    key: text("key").notNull(),
+    pending: integer("pending").notNull().default(0),
+    attempts: integer("attempts").notNull().default(0),
+    availableAt: timestamp("available_at", { withTimezone: true }),
+    leaseToken: uuid("lease_token"),
+    leaseUntil: timestamp("lease_until", { withTimezone: true }),
+    deadAt: timestamp("dead_at", { withTimezone: true }),
+    failedPosition: bigint("failed_position", { mode: "number" }),
+    lastError: text("last_error"),
+    lastPosition: bigint("last_position", { mode: "number" }),
+    acked: bigint("acked", { mode: "number" }).notNull().default(0),
+    skipped: bigint("skipped", { mode: "number" }).notNull().default(0),
+  },
+  (t) => [
+    primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
+    // Only keys with work are indexed: claims stay fast with millions of idle keys.
+    index("keys_available_at_idx").on(t.subscriptionId, t.availableAt).where(sql`available_at IS NOT NULL`),
+    index("keys_dead_at_idx").on(t.subscriptionId, t.deadAt).where(sql`dead_at IS NOT NULL`),
+  ],
+);
+
+/** Queued, unacked events of one key, in log order. References the event; acked rows are deleted. */
+export const queue = corqSchema.table(
+  "queue",
+  {
+    subscriptionId: integer("subscription_id").notNull(),
+    key: text("key").notNull(),
+    tx: xid8("tx").notNull(),
+    position: bigint("position", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.tx, t.position] })],
+);
+
+/** Applied migrations (our own runner: it takes an advisory lock, drizzle's does not). */
+export const migrations = corqSchema.table("migrations", {
+  tag: text("tag").primaryKey(),
+  appliedAt: timestamp("applied_at", { withTimezone: true }).notNull().defaultNow(),
+});

@@ -1,0 +1,37 @@
+// One error base class for everything corq raises on purpose. `code` is stable (tests,
+// clients and the HTTP layer match on it); `status` is the HTTP status it maps to.
+
+export type CorqErrorCode =
+  | "invalid_input"
+  | "invalid_config"
+  | "version_conflict"
+  | "unknown_subscription"
+  | "database_unavailable";
+
+const statusByCode: Record<CorqErrorCode, number> = {
+  invalid_input: 400,
+  invalid_config: 400,
+  version_conflict: 409,
+  unknown_subscription: 404,
+  database_unavailable: 503,
+};
+
+export class CorqError extends Error {
+  readonly code: CorqErrorCode;
+  readonly status: number;
+  readonly details?: unknown;
+
+  constructor(code: CorqErrorCode, message: string, options: { details?: unknown; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = "CorqError";
+    this.code = code;
+    this.status = statusByCode[code];
+    this.details = options.details;
+  }
+}
+
+/** Coerce anything thrown into an Error, for messages and logs. */
+export function toError(thrown: unknown): Error {
+  if (thrown instanceof Error) return thrown;
+  return new Error(typeof thrown === "string" ? thrown : JSON.stringify(thrown) ?? String(thrown));
+}

@@ -1,0 +1,5 @@
+// corq — correlated queues on a Postgres event log. Runs in Node and in Workers.
+export { createCorq, type Corq, type CorqOptions } from "./corq.js";
+export { CorqError, type CorqErrorCode } from "./errors.js";
+export type { Connection, Queryable } from "./db/executor.js";
+export type * from "./types.js";

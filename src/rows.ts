@@ -1,0 +1,70 @@
+// Database rows → the public shapes. node-postgres returns bigint as string; positions and
+// counters are converted to numbers here (safe up to 2^53, API.md).
+import type { KeyState, KeyStatus, SubscriptionStats } from "./types.js";
+
+export interface StatsRow {
+  name: string;
+  kind: "code" | "push";
+  events: string[];
+  key: string;
+  from: "beginning" | "now";
+  batch_size: number;
+  max_attempts: number;
+  lease_ms: number;
+  backoff_initial_ms: number;
+  backoff_max_ms: number;
+  backoff_factor: number;
+  paused: boolean;
+  watermark_position: string;
+  skipped: string;
+  lag: string;
+  pending: string;
+  ready: number;
+  leased: number;
+  backoff: number;
+  dead: number;
+  oldest_pending_age_ms: string | null;
+}
+
+export function toSubscriptionStats(row: StatsRow): SubscriptionStats {
+  return {
+    name: row.name,
+    kind: row.kind,
+    events: row.events,
+    key: row.key,
+    from: row.from,
+    batchSize: row.batch_size,
+    maxAttempts: row.max_attempts,
+    leaseMs: row.lease_ms,
+    backoff: { initialMs: row.backoff_initial_ms, maxMs: row.backoff_max_ms, factor: Number(row.backoff_factor) },
+    paused: row.paused,
+    watermark: Number(row.watermark_position),
+    lag: Number(row.lag),
+    pending: Number(row.pending),
+    skipped: Number(row.skipped),
+    keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead },
+    oldestPendingAgeMs: row.oldest_pending_age_ms === null ? null : Math.max(0, Number(row.oldest_pending_age_ms)),
+  };
+}
+
+export interface KeyRow {
+  key: string;
+  status: KeyStatus;
+  pending: number;
+  attempts: number;
+  available_at: Date | null;
+  last_error: string | null;
+  last_position: string | null;
+}
+
+export function toKeyState(row: KeyRow): KeyState {
+  return {
+    key: row.key,
+    status: row.status,
+    pending: row.pending,
+    attempts: row.attempts,
+    availableAt: row.available_at === null ? null : new Date(row.available_at).toISOString(),
+    lastError: row.last_error,
+    lastPosition: row.last_position === null ? null : Number(row.last_position),
+  };
+}

@@ -1,0 +1,35 @@
+import { sql, type SQL } from "drizzle-orm";
+import { keys, queue } from "../db/schema.js";
+
+export interface Lease {
+  subscriptionId: number;
+  key: string;
+  token: string;
+}
+
+/**
+ * Acks the prefix of a claimed batch through event (tx, position), `count` events, in ONE
+ * statement: only while the lease is ours and unexpired (fencing; a stale ack changes
+ * nothing and returns no row). The key row's pending counter is the truth about remaining
+ * work: an advance that commits while we ack bumps it under the same row lock, so a key is
+ * never left idle with events queued.
+ */
+export function ackBatch(lease: Lease, through: { tx: string; position: number }, count: number): SQL {
+  return sql`
+    WITH acked AS (
+      UPDATE ${keys} k SET
+        pending = k.pending - ${count},
+        available_at = CASE WHEN k.pending - ${count} > 0 THEN now() END,
+        lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
+        last_position = ${through.position}, acked = k.acked + ${count}
+      WHERE k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
+        AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now()
+      RETURNING k.subscription_id, k.key
+    ),
+    removed AS (
+      DELETE FROM ${queue} q USING acked
+      WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key
+        AND (q.tx, q.position) <= (${through.tx}::xid8, ${through.position}::bigint)
+    )
+    SELECT count(*)::int AS acked FROM acked`;
+}

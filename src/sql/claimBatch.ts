@@ -1,0 +1,68 @@
+import { sql, type SQL } from "drizzle-orm";
+import { events, keys, queue, subscriptions } from "../db/schema.js";
+import { eventColumns, type EventRow } from "./eventColumns.js";
+
+export interface ClaimRow extends Partial<EventRow> {
+  subscription_id: number;
+  key: string;
+  lease_token: string | null;
+  attempts: number;
+  dies: boolean;
+}
+
+/**
+ * Claims ONE ready key of a subscription and returns its next batch with the event data,
+ * in ONE statement (DESIGN.md invariants 2 and 3):
+ *   pick     the key that has waited longest (partial index on available_at), locked with
+ *            FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
+ *   claimed  a fresh lease token, and available_at = lease_until, so the key is claimable
+ *            again exactly when the lease expires (a crashed consumer loses nothing).
+ *            Taking over an expired lease counts as a failed attempt; if that was the last
+ *            one the key is dead-lettered here instead of handed out (a batch that crashes
+ *            its consumer every time still ends in the dead letters);
+ *   batch    the key's oldest queued events in log order: batchSize of them, or only the
+ *            head after a failure, so the event that keeps failing is pinned down.
+ * One row per event; a single row with null event columns when the key died here.
+ */
+export function claimBatch(subscription: string): SQL {
+  return sql`
+    WITH sub AS (
+      SELECT id, batch_size, lease_ms, max_attempts FROM ${subscriptions}
+      WHERE name = ${subscription} AND NOT paused
+    ),
+    pick AS (
+      SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired,
+             (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies
+      FROM ${keys} k JOIN sub ON k.subscription_id = sub.id
+      WHERE k.available_at <= now()
+      ORDER BY k.available_at
+      LIMIT 1
+      FOR UPDATE OF k SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE ${keys} k SET
+        attempts = k.attempts + pick.expired::int,
+        last_error = CASE WHEN pick.expired THEN 'lease expired before the batch was acked' ELSE k.last_error END,
+        lease_token = CASE WHEN pick.dies THEN NULL ELSE gen_random_uuid() END,
+        lease_until = CASE WHEN pick.dies THEN NULL ELSE now() + sub.lease_ms * interval '1 millisecond' END,
+        available_at = CASE WHEN pick.dies THEN NULL ELSE now() + sub.lease_ms * interval '1 millisecond' END,
+        dead_at = CASE WHEN pick.dies THEN now() END,
+        failed_position = CASE WHEN pick.dies THEN (
+          SELECT q.position FROM ${queue} q WHERE q.subscription_id = k.subscription_id AND q.key = k.key
+          ORDER BY q.tx, q.position LIMIT 1) ELSE k.failed_position END
+      FROM pick, sub
+      WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
+      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies,
+                CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit
+    )
+    SELECT c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, ${eventColumns}
+    FROM claimed c
+    LEFT JOIN LATERAL (
+      SELECT q.tx, q.position FROM ${queue} q
+      WHERE q.subscription_id = c.subscription_id AND q.key = c.key AND NOT c.dies
+      ORDER BY q.tx, q.position
+      LIMIT (SELECT batch_limit FROM claimed)
+    ) q ON true
+    LEFT JOIN ${events} e ON e.position = q.position
+    ORDER BY q.tx, q.position`;
+}

@@ -1,0 +1,26 @@
+import { sql, type SQL } from "drizzle-orm";
+import { keys, subscriptions } from "../db/schema.js";
+import type { Lease } from "./ackBatch.js";
+
+/**
+ * Fails a claimed batch in ONE statement (fenced by the lease like ackBatch): attempts + 1,
+ * then either backoff (initialMs · factor^(attempts-1), capped at maxMs, computed in SQL
+ * from the subscription's settings and the database clock) or dead after maxAttempts.
+ * The batch stays at the head of its key: order is kept.
+ */
+export function failBatch(lease: Lease, error: string, headPosition: number): SQL {
+  return sql`
+    UPDATE ${keys} k SET
+      attempts = k.attempts + 1,
+      last_error = ${error},
+      failed_position = ${headPosition},
+      lease_token = NULL, lease_until = NULL,
+      dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN now() END,
+      available_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN NULL
+        ELSE now() + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
+                     * interval '1 millisecond' END
+    FROM ${subscriptions} s
+    WHERE s.id = k.subscription_id AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
+      AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now()
+    RETURNING k.dead_at IS NOT NULL AS dead`;
+}

@@ -1,0 +1,43 @@
+import { sql, type SQL } from "drizzle-orm";
+import { keys, queue, subscriptions } from "../db/schema.js";
+
+/**
+ * Releases dead keys of a subscription (one key, or all when `key` is undefined), in ONE
+ * statement. retry: ready again from the failed event, attempts reset. skip: the failed
+ * event (the key's head) is deleted from the queue and recorded as skipped, and the key goes
+ * on with the next event, or becomes idle when there is none.
+ */
+export function releaseDeadKeys(subscription: string, key: string | undefined, mode: "retry" | "skip"): SQL {
+  const which = sql`k.dead_at IS NOT NULL AND ${key === undefined ? sql`true` : sql`k.key = ${key}`}`;
+  if (mode === "retry") {
+    return sql`
+      UPDATE ${keys} k SET dead_at = NULL, attempts = 0, available_at = now()
+      FROM ${subscriptions} s
+      WHERE s.name = ${subscription} AND k.subscription_id = s.id AND ${which}
+      RETURNING k.key`;
+  }
+  return sql`
+    WITH dead AS (
+      SELECT k.subscription_id, k.key FROM ${keys} k JOIN ${subscriptions} s ON k.subscription_id = s.id
+      WHERE s.name = ${subscription} AND ${which}
+      ORDER BY k.key
+      FOR UPDATE OF k
+    ),
+    head AS (
+      SELECT d.subscription_id, d.key, h.tx, h.position FROM dead d
+      CROSS JOIN LATERAL (
+        SELECT q.tx, q.position FROM ${queue} q WHERE q.subscription_id = d.subscription_id AND q.key = d.key
+        ORDER BY q.tx, q.position LIMIT 1
+      ) h
+    ),
+    removed AS (
+      DELETE FROM ${queue} q USING head
+      WHERE q.subscription_id = head.subscription_id AND q.key = head.key AND q.tx = head.tx AND q.position = head.position
+    )
+    UPDATE ${keys} k SET dead_at = NULL, attempts = 0, failed_position = NULL,
+      pending = k.pending - 1, skipped = k.skipped + 1, last_position = head.position,
+      available_at = CASE WHEN k.pending - 1 > 0 THEN now() END
+    FROM head
+    WHERE k.subscription_id = head.subscription_id AND k.key = head.key
+    RETURNING k.key`;
+}

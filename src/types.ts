@@ -1,0 +1,113 @@
+// The public shapes of the library (API.md, "Library").
+
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+export interface EventInput {
+  name: string;
+  data: Json;
+  meta?: Record<string, Json>;
+}
+
+/** An event as stored in the log. */
+export interface StoredEvent {
+  position: number;
+  stream: string;
+  version: number;
+  name: string;
+  data: Json;
+  meta: Record<string, Json>;
+  createdAt: string; // ISO 8601
+}
+
+/** Computes the correlation key of an event in JS; null/undefined = the event does not match. */
+export type KeyFunction = (event: StoredEvent) => string | null | undefined;
+
+export interface HandlerContext {
+  subscription: string;
+  key: string;
+  /** 1 on the first delivery of this batch's head event, then 2, 3 … */
+  attempt: number;
+  /** Aborted when the lease is about to expire: stop work you can stop. */
+  signal: AbortSignal;
+}
+
+/**
+ * Receives the events of ONE key, ascending log order. Return nothing to ack the batch,
+ * `{ ackedThrough: position }` to ack a prefix (the rest is delivered again, in order),
+ * or throw to fail it (retried with backoff, dead after maxAttempts).
+ */
+export type Handler = (
+  events: StoredEvent[],
+  context: HandlerContext,
+) => Promise<void | { ackedThrough: number }> | void | { ackedThrough: number };
+
+export interface SubscriptionDefinition {
+  name: string;
+  events?: string[];
+  key?: string | KeyFunction;
+  from?: "beginning" | "now";
+  batchSize?: number;
+  maxAttempts?: number;
+  leaseMs?: number;
+  backoff?: { initialMs?: number; maxMs?: number; factor?: number };
+  handle: Handler;
+}
+
+export interface AppendResult {
+  stream: string;
+  /** The stream's last version after the append. */
+  version: number;
+  /** The global position of each appended event, in input order. */
+  positions: number[];
+}
+
+/** "expired": the lease ran out before the outcome was recorded; nothing changed, the batch comes again. */
+export type Outcome = "acked" | "retry" | "dead" | "expired";
+
+export interface ConsumeResult {
+  key: string;
+  /** Number of events handed to the handler. */
+  events: number;
+  outcome: Outcome;
+  error?: string;
+}
+
+export type KeyStatus = "ready" | "leased" | "backoff" | "dead" | "idle";
+
+export interface KeyState {
+  key: string;
+  status: KeyStatus;
+  pending: number;
+  attempts: number;
+  availableAt: string | null;
+  lastError: string | null;
+  lastPosition: number | null;
+}
+
+export interface SubscriptionStats {
+  name: string;
+  kind: "code" | "push";
+  events: string[];
+  key: string;
+  from: "beginning" | "now";
+  batchSize: number;
+  maxAttempts: number;
+  leaseMs: number;
+  backoff: { initialMs: number; maxMs: number; factor: number };
+  paused: boolean;
+  watermark: number;
+  lag: number;
+  pending: number;
+  skipped: number;
+  keys: { ready: number; leased: number; backoff: number; dead: number };
+  oldestPendingAgeMs: number | null;
+}
+
+export interface DeadLetter {
+  subscription: string;
+  key: string;
+  position: number | null;
+  attempts: number;
+  lastError: string | null;
+  deadAt: string;
+}

@@ -10,7 +10,7 @@ import { enqueueAndMove } from "./advanceSubscription.js";
  * back without data (`matches` false), only to move the watermark past them.
  */
 export function readAdvanceBatch(subscriptionId: number, names: string[], limit: number): SQL {
-  const matches = names.includes("*") ? sql`true` : sql`e.name = ANY(${names}::text[])`;
+  const matches = names.includes("*") ? sql`true` : sql`e.name = ANY(${sql.param(names)}::text[])`;
   return sql`
     SELECT ${eventColumns}, ${matches} AS matches,
            s.watermark_tx::text AS watermark_tx, s.watermark_position

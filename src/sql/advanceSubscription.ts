@@ -15,7 +15,7 @@ function keyExpression(strategy: Exclude<KeyStrategy, { kind: "function" }>): SQ
 }
 
 function nameFilter(names: string[]): SQL {
-  return names.includes("*") ? sql`true` : sql`name = ANY(${names}::text[])`;
+  return names.includes("*") ? sql`true` : sql`name = ANY(${sql.param(names)}::text[])`;
 }
 
 /**

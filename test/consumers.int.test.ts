@@ -1,0 +1,259 @@
+import { describe, expect, it } from "vitest";
+import type { StoredEvent } from "../src/index.js";
+import { drain, sleep, useCorq } from "./helpers/corq.js";
+
+const open = useCorq();
+
+describe("concurrent consumers", () => {
+  it("8 consumers over hundreds of keys never run one key twice at once and keep per-key order", async () => {
+    const KEYS = 300;
+    const PER_KEY = 8;
+    const running = new Set<string>();
+    let overlaps = 0;
+    const handled = new Map<string, number[]>();
+    const rooms = {
+      name: "rooms",
+      key: "data.roomId",
+      batchSize: 3,
+      handle: async (events: StoredEvent[], ctx: { key: string }) => {
+        if (running.has(ctx.key)) overlaps++;
+        running.add(ctx.key);
+        await sleep(Math.random() * 3);
+        handled.set(ctx.key, [...(handled.get(ctx.key) ?? []), ...events.map((e) => e.position)]);
+        running.delete(ctx.key);
+      },
+    };
+    const { corq, another } = await open({ subscriptions: [rooms] });
+    // events of one room come from several streams, interleaved
+    const expected = new Map<string, number[]>();
+    for (let round = 0; round < PER_KEY; round++) {
+      const events = Array.from({ length: KEYS }, (_, k) => ({ name: "Arrived", data: { roomId: `room-${k}`, round } }));
+      const { positions } = await corq.append(`visitors-${round % 3}`, events);
+      positions.forEach((p, k) => expected.set(`room-${k}`, [...(expected.get(`room-${k}`) ?? []), p]));
+    }
+    await corq.advance();
+    // 8 separate corq instances (separate pools and connections), each claiming in a loop
+    const workers = Array.from({ length: 8 }, async () => {
+      const consumer = another({ subscriptions: [rooms], poolSize: 1 });
+      let batches = 0;
+      while ((await consumer.consume("rooms")) !== null) batches++;
+      return batches;
+    });
+    const batches = (await Promise.all(workers)).reduce((a, b) => a + b, 0);
+    expect(overlaps).toBe(0);
+    expect(handled).toEqual(expected);
+    expect(batches).toBeGreaterThanOrEqual((KEYS * PER_KEY) / 3);
+    expect(await corq.subscription("rooms")).toMatchObject({ pending: 0, keys: { ready: 0, leased: 0, backoff: 0, dead: 0 } });
+  });
+});
+
+describe("leases", () => {
+  it("hands an unacked batch to another consumer after the lease expires and rejects the stale ack", async () => {
+    const deliveries: { attempt: number; positions: number[] }[] = [];
+    let release: () => void = () => undefined;
+    let firstCall = true;
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "slow",
+          leaseMs: 200,
+          handle: async (events: StoredEvent[], ctx) => {
+            deliveries.push({ attempt: ctx.attempt, positions: events.map((e) => e.position) });
+            if (firstCall) {
+              firstCall = false;
+              await new Promise<void>((resolve) => (release = resolve)); // outlives its lease
+            }
+          },
+        },
+      ],
+    });
+    const { positions } = await corq.append("v1", [{ name: "A", data: {} }, { name: "B", data: {} }]);
+    await corq.advance();
+    const stuck = corq.consume("slow");
+    await sleep(50);
+    expect(await corq.consume("slow")).toBeNull(); // leased: nobody else may take the key
+    expect((await corq.subscription("slow")).keys.leased).toBe(1);
+    await sleep(250);
+    // the lease expired: the batch goes to the next consumer (the expiry counts as an attempt,
+    // so only the head is handed out until one succeeds)
+    expect(await corq.consume("slow")).toEqual({ key: "v1", events: 1, outcome: "acked" });
+    release();
+    expect(await stuck).toMatchObject({ key: "v1", outcome: "expired" });
+    expect(await corq.consume("slow")).toEqual({ key: "v1", events: 1, outcome: "acked" });
+    expect(deliveries).toEqual([
+      { attempt: 1, positions },
+      { attempt: 2, positions: [positions[0]] },
+      { attempt: 1, positions: [positions[1]] },
+    ]);
+    expect(await corq.keys("slow")).toMatchObject([{ key: "v1", status: "idle", pending: 0, lastPosition: positions[1] }]);
+  });
+});
+
+describe("crash loops", () => {
+  it("dead-letters a key whose consumer never finishes, once its last lease expires", async () => {
+    let calls = 0;
+    const { corq } = await open({
+      subscriptions: [{ name: "hang", leaseMs: 60, maxAttempts: 2, handle: () => { calls++; return new Promise<void>(() => undefined); } }],
+    });
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.advance();
+    void corq.consume("hang"); // attempt 1 hangs
+    await sleep(100);
+    void corq.consume("hang"); // takes over the expired lease: attempt 2 hangs
+    await sleep(100);
+    expect(await corq.consume("hang")).toEqual({ key: "k", events: 0, outcome: "dead", error: "lease expired on the last attempt" });
+    expect(calls).toBe(2);
+    expect(await corq.deadLetters()).toMatchObject([{ key: "k", attempts: 2, lastError: "lease expired before the batch was acked" }]);
+  });
+});
+
+describe("failures", () => {
+  it("backs off, then dead-letters the poison key alone while the other keys finish", async () => {
+    const handled: string[] = [];
+    const { corq, raw } = await open({
+      subscriptions: [
+        {
+          name: "p",
+          maxAttempts: 3,
+          backoff: { initialMs: 40, maxMs: 1000, factor: 2 },
+          handle: (events: StoredEvent[], ctx) => {
+            if (events.some((e) => (e.data as { poison?: boolean }).poison)) throw new Error(`cannot handle ${ctx.key}`);
+            handled.push(ctx.key);
+          },
+        },
+      ],
+    });
+    await corq.append("bad", [{ name: "X", data: { poison: true } }, { name: "Y", data: {} }]);
+    for (let i = 0; i < 20; i++) await corq.append(`good-${i}`, [{ name: "X", data: {} }]);
+    await corq.advance();
+    const outcomes: string[] = [];
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline) {
+      const result = await corq.consume("p");
+      if (result === null) {
+        if ((await corq.subscription("p")).keys.dead === 1) break;
+        await sleep(10);
+        continue;
+      }
+      if (result.key === "bad") outcomes.push(result.outcome);
+    }
+    expect(outcomes).toEqual(["retry", "retry", "dead"]);
+    expect(new Set(handled).size).toBe(20);
+    const { rows } = await raw.query(
+      "SELECT attempts, (available_at - now()) AS wait FROM corq.keys WHERE key = 'bad'",
+    );
+    expect(rows[0].attempts).toBe(3);
+    const stats = await corq.subscription("p");
+    expect(stats).toMatchObject({ pending: 2, keys: { dead: 1, ready: 0, backoff: 0 } });
+    const [dead] = await corq.deadLetters({ subscription: "p" });
+    expect(dead).toMatchObject({ subscription: "p", key: "bad", attempts: 3, lastError: "Error: cannot handle bad" });
+    expect(dead.position).toBe((await corq.readStream("bad"))[0].position);
+  });
+
+  it("computes the backoff in SQL: initialMs · factor^(attempts-1), capped at maxMs", async () => {
+    const { corq, raw } = await open({
+      subscriptions: [
+        { name: "b", maxAttempts: 10, backoff: { initialMs: 1000, maxMs: 3000, factor: 2 }, handle: () => { throw new Error("no"); } },
+      ],
+    });
+    await corq.append("k", [{ name: "X", data: {} }]);
+    await corq.advance();
+    const waits: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      expect(await corq.consume("b")).toMatchObject({ outcome: "retry" });
+      const { rows } = await raw.query("SELECT extract(epoch FROM available_at - now()) * 1000 AS ms FROM corq.keys");
+      waits.push(Math.round(Number(rows[0].ms) / 100) * 100);
+      await raw.query("UPDATE corq.keys SET available_at = now()"); // skip the wait
+    }
+    expect(waits).toEqual([1000, 2000, 3000, 3000]);
+    expect((await corq.keys("b", { status: "ready" }))[0]).toMatchObject({ attempts: 4, lastError: "Error: no" });
+  });
+
+  it("retry resumes a dead key from the failed event; skip drops it and continues in order", async () => {
+    let poisoned = new Set<string>(["1"]);
+    const handled: string[] = [];
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "r",
+          maxAttempts: 1,
+          handle: (events: StoredEvent[]) => {
+            const bad = events.find((e) => poisoned.has((e.data as { n: string }).n));
+            if (bad) throw new Error(`poison ${(bad.data as { n: string }).n}`);
+            handled.push(...events.map((e) => (e.data as { n: string }).n));
+          },
+        },
+      ],
+    });
+    const ev = (n: string) => ({ name: "E", data: { n } });
+    await corq.append("k", [ev("0")]);
+    await drain(corq, "r");
+    await corq.append("k", [ev("1"), ev("2")]);
+    await corq.append("other", [ev("x")]);
+    await drain(corq, "r");
+    expect(handled).toEqual(["0", "x"]);
+    expect((await corq.deadLetters()).map((d) => d.key)).toEqual(["k"]);
+
+    // retry while still poisoned: dead again, nothing delivered out of order
+    expect(await corq.releaseDeadLetters({ subscription: "r", key: "k" })).toEqual({ released: 1 });
+    await drain(corq, "r");
+    expect(handled).toEqual(["0", "x"]);
+
+    // skip: "1" is acknowledged without delivery, "2" follows
+    expect(await corq.releaseDeadLetters({ subscription: "r", mode: "skip" })).toEqual({ released: 1 });
+    await corq.append("k", [ev("3")]);
+    await drain(corq, "r");
+    expect(handled).toEqual(["0", "x", "2", "3"]);
+    expect(await corq.keys("r", { status: "idle" })).toHaveLength(2);
+
+    // retry after the cause is fixed: delivered from the failed event, in order
+    poisoned = new Set(["4"]);
+    await corq.append("k", [ev("4"), ev("5")]);
+    await drain(corq, "r");
+    poisoned = new Set();
+    expect(await corq.releaseDeadLetters({ subscription: "r", mode: "retry" })).toEqual({ released: 1 });
+    expect(await corq.releaseDeadLetters({ subscription: "r", mode: "retry" })).toEqual({ released: 0 });
+    await drain(corq, "r");
+    expect(handled).toEqual(["0", "x", "2", "3", "4", "5"]);
+    await expect(corq.releaseDeadLetters({ subscription: "nope" })).rejects.toMatchObject({ code: "unknown_subscription" });
+  });
+
+  it("acks a prefix with ackedThrough and delivers the rest next, in order", async () => {
+    const seen: number[][] = [];
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "partial",
+          handle: (events: StoredEvent[]) => {
+            seen.push(events.map((e) => e.position));
+            return events.length > 1 ? { ackedThrough: events[1].position } : undefined;
+          },
+        },
+      ],
+    });
+    const { positions } = await corq.append("k", Array.from({ length: 5 }, () => ({ name: "E", data: {} })));
+    await drain(corq, "partial");
+    expect(seen).toEqual([positions, positions.slice(2), positions.slice(4)]);
+  });
+
+  it("fails the batch when ackedThrough is not a position of it", async () => {
+    const { corq } = await open({
+      subscriptions: [{ name: "wrong", maxAttempts: 1, handle: () => ({ ackedThrough: 123456 }) }],
+    });
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.advance();
+    expect(await corq.consume("wrong")).toMatchObject({ outcome: "dead", error: "Error: ackedThrough 123456 is not a position of this batch" });
+  });
+
+  it("pauses and resumes consumption", async () => {
+    const { corq } = await open({ subscriptions: [{ name: "pz", handle: () => undefined }] });
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.advance();
+    await corq.pause("pz");
+    expect(await corq.consume("pz")).toBeNull();
+    expect(await corq.subscription("pz")).toMatchObject({ paused: true, pending: 1 });
+    await corq.resume("pz");
+    expect(await corq.consume("pz")).toMatchObject({ outcome: "acked" });
+    await expect(corq.pause("nope")).rejects.toMatchObject({ code: "unknown_subscription" });
+  });
+});

@@ -1,0 +1,137 @@
+import { describe, expect, it } from "vitest";
+import type { StoredEvent, SubscriptionDefinition } from "../src/index.js";
+import { drain, useCorq } from "./helpers/corq.js";
+
+const open = useCorq();
+
+/** A subscription that records what it handled, per key, in handling order. */
+function recorder(definition: Omit<SubscriptionDefinition, "handle">) {
+  const handled: { key: string; positions: number[] }[] = [];
+  return {
+    handled,
+    byKey() {
+      const map = new Map<string, number[]>();
+      for (const batch of handled) map.set(batch.key, [...(map.get(batch.key) ?? []), ...batch.positions]);
+      return map;
+    },
+    subscription: {
+      ...definition,
+      handle: (events: StoredEvent[], ctx: { key: string }) => {
+        handled.push({ key: ctx.key, positions: events.map((e) => e.position) });
+      },
+    } satisfies SubscriptionDefinition,
+  };
+}
+
+describe("advance and consume", () => {
+  it("delivers each key's events in log order, one batch of ONE key at a time", async () => {
+    const rec = recorder({ name: "policy", batchSize: 2 });
+    const { corq } = await open({ subscriptions: [rec.subscription] });
+    const a = await corq.append("visitor-a", [{ name: "Registered", data: {} }, { name: "Arrived", data: {} }, { name: "Departed", data: {} }]);
+    const b = await corq.append("visitor-b", [{ name: "Registered", data: {} }]);
+    expect(await corq.advance()).toEqual({ policy: 4 });
+    expect(await corq.advance()).toEqual({ policy: 0 });
+    const first = await corq.consume("policy");
+    expect(first).toEqual({ key: "visitor-a", events: 2, outcome: "acked" });
+    expect(await drain(corq, "policy")).toBe(2);
+    expect(await corq.consume("policy")).toBeNull();
+    expect(rec.byKey()).toEqual(new Map([["visitor-a", a.positions], ["visitor-b", b.positions]]));
+    const stats = await corq.subscription("policy");
+    expect(stats).toMatchObject({ lag: 0, pending: 0, keys: { ready: 0, leased: 0, backoff: 0, dead: 0 }, oldestPendingAgeMs: null });
+    const keys = await corq.keys("policy");
+    expect(keys.map((k) => [k.key, k.status, k.lastPosition])).toEqual([
+      ["visitor-a", "idle", a.positions[2]],
+      ["visitor-b", "idle", b.positions[0]],
+    ]);
+  });
+
+  it("fans out to every subscription by event-name filter, and replays the log for a late subscription", async () => {
+    const all = recorder({ name: "all" });
+    const arrivals = recorder({ name: "arrivals", events: ["Arrived"] });
+    const { corq, another } = await open({ subscriptions: [all.subscription, arrivals.subscription] });
+    await corq.append("v1", [{ name: "Registered", data: {} }, { name: "Arrived", data: {} }]);
+    await corq.append("v2", [{ name: "Arrived", data: {} }, { name: "Departed", data: {} }]);
+    expect(await corq.advance()).toEqual({ all: 4, arrivals: 2 });
+    await drain(corq, "all");
+    await drain(corq, "arrivals");
+    expect(all.handled.flatMap((b) => b.positions)).toHaveLength(4);
+    expect(arrivals.handled.flatMap((b) => b.positions)).toHaveLength(2);
+
+    const late = recorder({ name: "late", from: "beginning" });
+    const fresh = recorder({ name: "fresh", from: "now" });
+    const laterCorq = another({ subscriptions: [late.subscription, fresh.subscription] });
+    await laterCorq.migrate();
+    await corq.append("v3", [{ name: "Arrived", data: {} }]);
+    expect(await laterCorq.advance()).toEqual({ late: 5, fresh: 1 });
+    await drain(laterCorq, "late");
+    await drain(laterCorq, "fresh");
+    expect(late.handled.flatMap((b) => b.positions)).toHaveLength(5);
+    expect(fresh.byKey()).toEqual(new Map([["v3", [expect.any(Number)]]]));
+  });
+
+  it("computes the key from a JSON path, a meta path or a function, and skips events without one", async () => {
+    const rooms = recorder({ name: "rooms", key: "data.roomId" });
+    const tenants = recorder({ name: "tenants", key: "meta.tenant" });
+    const fn = recorder({ name: "fn", key: (e) => (e.name === "Departed" ? null : `${e.stream}/${e.name}`) });
+    const { corq } = await open({ subscriptions: [rooms.subscription, tenants.subscription, fn.subscription] });
+    const p1 = (await corq.append("v1", [{ name: "Arrived", data: { roomId: "12" }, meta: { tenant: "acme" } }])).positions[0];
+    const p2 = (await corq.append("v2", [{ name: "Arrived", data: { roomId: 12 }, meta: { tenant: "acme" } }])).positions[0];
+    const p3 = (await corq.append("v3", [{ name: "Arrived", data: { roomId: "7" } }])).positions[0];
+    const p4 = (await corq.append("v4", [{ name: "Departed", data: { roomId: null } }])).positions[0];
+    expect(await corq.advance()).toEqual({ rooms: 3, tenants: 2, fn: 3 });
+    for (const name of ["rooms", "tenants", "fn"]) await drain(corq, name);
+    // "12" and 12 have the same text form (Postgres ->>), so they share a key
+    expect(rooms.byKey()).toEqual(new Map([["12", [p1, p2]], ["7", [p3]]]));
+    expect(tenants.byKey()).toEqual(new Map([["acme", [p1, p2]]]));
+    expect(fn.byKey()).toEqual(new Map([["v1/Arrived", [p1]], ["v2/Arrived", [p2]], ["v3/Arrived", [p3]]]));
+    expect((await corq.subscription("rooms")).skipped).toBe(1);
+    expect((await corq.subscription("tenants")).skipped).toBe(2);
+    expect((await corq.subscription("fn")).skipped).toBe(1);
+    void p4;
+  });
+
+  it("does not skip an event whose transaction commits late (held open with a lower position)", async () => {
+    const rec = recorder({ name: "rooms", key: "data.roomId" });
+    const { corq, raw } = await open({ subscriptions: [rec.subscription] });
+    const slow = await raw.connect();
+    await slow.query("BEGIN");
+    const late = await corq.append("v-slow", [{ name: "Arrived", data: { roomId: "1" } }], { tx: slow });
+    const early = await corq.append("v-fast", [{ name: "Arrived", data: { roomId: "1" } }]);
+    expect(late.positions[0]).toBeLessThan(early.positions[0]);
+    // the later position is committed, but the advancer must not move past the open transaction
+    expect(await corq.advance()).toEqual({ rooms: 0 });
+    await slow.query("COMMIT");
+    slow.release();
+    expect(await corq.advance()).toEqual({ rooms: 2 });
+    await drain(corq, "rooms");
+    expect(rec.byKey().get("1")).toEqual([late.positions[0], early.positions[0]]);
+  });
+
+  it("keeps the queue consistent when two advancers run at once", async () => {
+    const rec = recorder({ name: "rooms", key: "data.roomId", batchSize: 1000 });
+    const fn = recorder({ name: "fn", key: (e) => String((e.data as { n: number }).n % 7), batchSize: 1000 });
+    const subscriptions = [rec.subscription, fn.subscription];
+    const { corq, another, raw } = await open({ subscriptions, advanceBatchSize: 50 });
+    const second = another({ subscriptions, advanceBatchSize: 50 });
+    let expected = 0;
+    for (let round = 0; round < 5; round++) {
+      const appends = Array.from({ length: 10 }, (_, i) =>
+        corq.append(`s-${i}`, Array.from({ length: 20 }, (_, n) => ({ name: "Tick", data: { roomId: String(n % 5), n } }))),
+      );
+      const [, x, y] = await Promise.all([Promise.all(appends), corq.advance(), second.advance()]);
+      expected += 200;
+      void x;
+      void y;
+    }
+    await corq.advance();
+    const { rows } = await raw.query(
+      "SELECT s.name, count(*)::int AS n, count(DISTINCT q.position)::int AS distinct_positions FROM corq.queue q JOIN corq.subscriptions s ON s.id = q.subscription_id GROUP BY s.name ORDER BY s.name",
+    );
+    expect(rows).toEqual([
+      { name: "fn", n: expected, distinct_positions: expected },
+      { name: "rooms", n: expected, distinct_positions: expected },
+    ]);
+    const pending = await raw.query("SELECT sum(pending)::int AS p FROM corq.keys GROUP BY subscription_id");
+    expect(pending.rows.map((r) => r.p)).toEqual([expected, expected]);
+  });
+});

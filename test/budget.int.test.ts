@@ -1,0 +1,58 @@
+// Pins the round-trip budget (DESIGN.md "Round trips are the cost model"): on Workers every
+// statement is a network round trip to Neon, so these counts must not silently grow.
+import { describe, expect, it } from "vitest";
+import { useCorq } from "./helpers/corq.js";
+
+const open = useCorq();
+
+function counter() {
+  const statements: string[] = [];
+  return {
+    statements,
+    onStatement: (text: string) => void statements.push(text),
+    take() {
+      return statements.splice(0).length;
+    },
+  };
+}
+
+describe("round trips per operation", () => {
+  it("append = 1, advance = 1 + 1 per subscription (stream or JSON path), claim+fetch = 1, ack = 1, fail = 1", async () => {
+    const count = counter();
+    let fail = false;
+    const { corq } = await open({
+      onStatement: count.onStatement,
+      subscriptions: [
+        { name: "by-stream", handle: () => { if (fail) throw new Error("x"); } },
+        { name: "by-room", key: "data.roomId", handle: () => undefined },
+      ],
+    });
+    count.take();
+    await corq.append("v1", Array.from({ length: 100 }, () => ({ name: "Arrived", data: { roomId: "1" } })));
+    expect(count.take()).toBe(1);
+    await corq.advance();
+    expect(count.take()).toBe(3); // sync+list, then one per subscription
+    expect(await corq.consume("by-stream")).toMatchObject({ events: 100, outcome: "acked" });
+    expect(count.take()).toBe(2); // claim+fetch, ack
+    await corq.append("v1", [{ name: "Arrived", data: { roomId: "1" } }]);
+    await corq.advance();
+    count.take();
+    fail = true;
+    expect(await corq.consume("by-stream")).toMatchObject({ outcome: "retry" });
+    expect(count.take()).toBe(2); // claim+fetch, fail
+    expect(await corq.consume("by-stream")).toBeNull();
+    expect(count.take()).toBe(1); // nothing ready: one statement
+  });
+
+  it("a function key costs one read and one write per round", async () => {
+    const count = counter();
+    const { corq } = await open({
+      onStatement: count.onStatement,
+      subscriptions: [{ name: "fn", key: (e) => e.stream, handle: () => undefined }],
+    });
+    await corq.append("v1", [{ name: "Arrived", data: {} }]);
+    count.take();
+    expect(await corq.advance()).toEqual({ fn: 1 });
+    expect(count.take()).toBe(3); // sync+list, read, write
+  });
+});

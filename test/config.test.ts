@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { createCorq, CorqError } from "../src/index.js";
+
+const handle = () => undefined;
+const configError = (fn: () => unknown) => {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(CorqError);
+    return error as CorqError;
+  }
+  throw new Error("expected a CorqError");
+};
+
+describe("createCorq validates its configuration up front", () => {
+  it.each([
+    ["bad name", { name: "no spaces", handle }],
+    ["bad key path", { name: "s", key: "data", handle }],
+    ["key path into an unknown column", { name: "s", key: "payload.x", handle }],
+    ["batch size 0", { name: "s", batchSize: 0, handle }],
+    ["maxAttempts 0", { name: "s", maxAttempts: 0, handle }],
+    ["backoff max < initial", { name: "s", backoff: { initialMs: 10, maxMs: 5 }, handle }],
+    ["unknown from", { name: "s", from: "yesterday", handle }],
+    ["empty event filter", { name: "s", events: [], handle }],
+    ["bad event name", { name: "s", events: ["has space"], handle }],
+    ["missing handler", { name: "s" }],
+  ])("rejects %s", (_, definition) => {
+    const error = configError(() => createCorq({ databaseUrl: "postgres://x", subscriptions: [definition as never] }));
+    expect(error.code).toBe("invalid_config");
+  });
+
+  it("rejects a duplicate subscription name and a missing database", () => {
+    expect(configError(() => createCorq({ databaseUrl: "postgres://x", subscriptions: [{ name: "a", handle }, { name: "a", handle }] })).message).toMatch(/twice/);
+    expect(configError(() => createCorq({})).code).toBe("invalid_config");
+  });
+
+  it("names the offending field", () => {
+    const error = configError(() => createCorq({ databaseUrl: "postgres://x", subscriptions: [{ name: "ok", batchSize: -1, handle }] }));
+    expect(error.message).toContain("subscriptions[0].batchSize");
+  });
+
+  it("refuses consuming an unknown subscription", async () => {
+    const corq = createCorq({ databaseUrl: "postgres://x" });
+    await expect(corq.consume("nope")).rejects.toMatchObject({ code: "unknown_subscription", status: 404 });
+  });
+});

@@ -1,0 +1,50 @@
+import { describe, expect, it } from "vitest";
+import { sleep, useCorq } from "./helpers/corq.js";
+
+const open = useCorq();
+
+describe("stats", () => {
+  it("reports lag, pending, keys by state, oldest pending age and the log head", async () => {
+    let fail = true;
+    const { corq, raw } = await open({
+      subscriptions: [
+        { name: "s", maxAttempts: 2, backoff: { initialMs: 60_000, maxMs: 60_000, factor: 1 }, leaseMs: 60_000, handle: () => { if (fail) throw new Error("down"); } },
+      ],
+    });
+    for (const stream of ["a", "b", "c", "d"]) await corq.append(stream, [{ name: "E", data: {} }, { name: "E", data: {} }]);
+    expect(await corq.subscription("s")).toMatchObject({ name: "s", kind: "code", events: ["*"], key: "stream", lag: 8, pending: 0, watermark: 0 });
+    await corq.advance();
+    await sleep(20);
+    let stats = await corq.subscription("s");
+    expect(stats).toMatchObject({ lag: 0, pending: 8, keys: { ready: 4, leased: 0, backoff: 0, dead: 0 } });
+    expect(stats.watermark).toBe((await corq.stats()).log.head);
+    expect(stats.oldestPendingAgeMs).toBeGreaterThanOrEqual(10);
+
+    expect(await corq.consume("s")).toMatchObject({ key: "a", outcome: "retry" }); // a → backoff
+    // b → leased by a consumer elsewhere; c has waited longest and is on its last attempt
+    await raw.query("UPDATE corq.keys SET lease_token = gen_random_uuid(), lease_until = now() + interval '1 minute', available_at = now() + interval '1 minute' WHERE key = 'b'");
+    await raw.query("UPDATE corq.keys SET attempts = 1, available_at = now() - interval '1 hour' WHERE key = 'c'");
+    expect(await corq.consume("s")).toMatchObject({ key: "c", outcome: "dead" }); // c → dead
+    stats = await corq.subscription("s");
+    expect(stats.keys).toEqual({ ready: 1, leased: 1, backoff: 1, dead: 1 });
+    expect(stats.pending).toBe(8);
+
+    const byStatus = async (status: "ready" | "leased" | "backoff" | "dead") => (await corq.keys("s", { status })).map((k) => k.key);
+    expect([await byStatus("ready"), await byStatus("leased"), await byStatus("backoff"), await byStatus("dead")]).toEqual([["d"], ["b"], ["a"], ["c"]]);
+    const [a] = await corq.keys("s", { status: "backoff" });
+    expect(a).toMatchObject({ pending: 2, attempts: 1, lastError: "Error: down", lastPosition: null });
+    expect(Date.parse(a.availableAt!)).toBeGreaterThan(Date.now() + 30_000);
+
+    // keyset paging
+    const page1 = await corq.keys("s", { limit: 2 });
+    const page2 = await corq.keys("s", { limit: 2, after: page1[1].key });
+    expect([...page1, ...page2].map((k) => k.key)).toEqual(["a", "b", "c", "d"]);
+
+    const all = await corq.stats();
+    expect(all.log).toEqual({ head: expect.any(Number), events: 8 });
+    expect(all.subscriptions.map((s) => s.name)).toEqual(["s"]);
+    await expect(corq.subscription("missing")).rejects.toMatchObject({ code: "unknown_subscription" });
+    await expect(corq.keys("s", { limit: 0 })).rejects.toMatchObject({ code: "invalid_input" });
+    fail = false;
+  });
+});

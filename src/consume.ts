@@ -6,6 +6,7 @@ import { ackBatch, type Lease } from "./sql/ackBatch.js";
 import { failBatch } from "./sql/failBatch.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
 import type { ConsumeResult, StoredEvent } from "./types.js";
+import type { Corq } from "./corq.js";
 
 /** Where a handler's outcome is recorded: ack (a prefix of) the batch, or fail it. */
 export interface BatchSink {
@@ -20,7 +21,11 @@ export interface BatchSink {
  * failed attempt, never an escaped error. A lease that expired before the ack makes both
  * a no-op ("expired"): the next holder gets the batch again.
  */
-export async function consumeOne(executor: Executor, subscription: Subscription): Promise<ConsumeResult | null> {
+export async function consumeOne(
+  executor: Executor,
+  subscription: Subscription,
+  corq: Corq,
+): Promise<ConsumeResult | null> {
   const rows = await executor.run<ClaimRow>(claimBatch(subscription.name));
   if (rows.length === 0) return null;
   const head = rows[0];
@@ -41,6 +46,8 @@ export async function consumeOne(executor: Executor, subscription: Subscription)
       key: head.key,
       attempt: head.attempts + 1,
       signal: abort.signal,
+      corq,
+      run: executor.run,
     });
     const through = ackedThroughIndex(events, result);
     outcome = (await sink.ack({ tx: batch[through].tx, position: events[through].position }, through + 1))

@@ -21,6 +21,7 @@ import { listKeys } from "./sql/listKeys.js";
 import { listDeadLetters } from "./sql/listDeadLetters.js";
 import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { setPaused } from "./sql/setPaused.js";
+import { readyKeys } from "./sql/readyKeys.js";
 import { toKeyState, toSubscriptionStats, type KeyRow, type StatsRow } from "./rows.js";
 import type {
   AppendResult,
@@ -59,6 +60,16 @@ export interface Corq {
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
   advance(): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
+  /**
+   * Consumes batches one after another (each its own claim) until nothing is ready, the time
+   * budget is spent or `maxBatches` ran. Returns the first batch's result and the totals.
+   */
+  drain(
+    subscription: string,
+    options?: { budgetMs?: number; maxBatches?: number },
+  ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
+  /** Ready keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
+  readyKeys(cap: number): Promise<Record<string, number>>;
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
@@ -79,6 +90,10 @@ const keysOptions = z.object({
   limit: limit(1000, 100),
 });
 const deadLetterOptions = z.object({ subscription: subscriptionName.optional(), limit: limit(1000, 100) });
+const drainOptions = z.object({
+  budgetMs: z.number().int().min(0).max(900_000).default(10_000),
+  maxBatches: z.number().int().min(1).default(1_000_000),
+});
 const releaseOptions = z.object({
   subscription: subscriptionName,
   key: z.string().min(1).optional(),
@@ -104,7 +119,7 @@ export function createCorq(options: CorqOptions): Corq {
     if (rows.length === 0) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
   };
 
-  return {
+  const corq: Corq = {
     async migrate() {
       const db = await executor();
       const applied = await migrate(db);
@@ -152,7 +167,29 @@ export function createCorq(options: CorqOptions): Corq {
     async consume(name) {
       const subscription = code.get(name);
       if (!subscription) throw new CorqError("unknown_subscription", `no code subscription named "${String(name)}"`);
-      return consumeOne(await executor(), subscription);
+      return consumeOne(await executor(), subscription, corq);
+    },
+
+    async drain(name, drainOpts = {}) {
+      const { budgetMs, maxBatches } = parseOrThrow(drainOptions, drainOpts, "invalid_input", "options");
+      const deadline = Date.now() + budgetMs;
+      let first: ConsumeResult | null = null;
+      let batches = 0;
+      let events = 0;
+      while (batches < maxBatches && Date.now() < deadline) {
+        const result = await corq.consume(name);
+        if (result === null) break;
+        first ??= result;
+        batches++;
+        events += result.events;
+      }
+      return { first, batches, events };
+    },
+
+    async readyKeys(cap) {
+      parseOrThrow(limit(10_000, 8), cap, "invalid_input", "cap");
+      const rows = await (await executor()).run<{ name: string; ready: number }>(readyKeys(cap));
+      return Object.fromEntries(rows.filter((r) => r.ready > 0).map((r) => [r.name, r.ready]));
     },
 
     async stats() {
@@ -208,7 +245,12 @@ export function createCorq(options: CorqOptions): Corq {
 
     close: end,
   };
+  return corq;
 }
+
+// A variable specifier keeps bundlers (wrangler's esbuild) from pulling node-postgres into the
+// Worker, which always passes its own Neon pool as `db`.
+const NODE_POSTGRES = "pg";
 
 /** Lazily opens the connection (pg is imported on first use, so Workers never load it). */
 function connect(options: CorqOptions): { executor: () => Promise<Executor>; end: () => Promise<void> } {
@@ -224,7 +266,7 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
   let opened: Promise<Executor> | undefined;
   return {
     executor: () =>
-      (opened ??= import("pg").then(({ default: pg }) => {
+      (opened ??= import(/* @vite-ignore */ NODE_POSTGRES).then(({ default: pg }: typeof import("pg")) => {
         pool = new pg.Pool({ connectionString: databaseUrl, max: options.poolSize ?? 10 }) as unknown as PoolLike;
         // An idle client that loses its connection emits 'error'; the pool replaces it.
         (pool as unknown as { on(event: string, fn: () => void): void }).on("error", () => undefined);

@@ -1,4 +1,6 @@
 // The public shapes of the library (API.md, "Library").
+import type { SQL } from "drizzle-orm";
+import type { Corq } from "./corq.js";
 
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 
@@ -27,8 +29,12 @@ export interface HandlerContext {
   key: string;
   /** 1 on the first delivery of this batch's head event, then 2, 3 … */
   attempt: number;
-  /** Aborted when the lease is about to expire: stop work you can stop. */
+  /** Aborted when the lease expires: stop work you can stop. */
   signal: AbortSignal;
+  /** The corq instance that claimed the batch: policies and process managers append with it. */
+  corq: Corq;
+  /** Runs one statement (drizzle `sql` template) on corq's connection: projections write with it. */
+  run<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
 }
 
 /**

@@ -1,0 +1,159 @@
+// The HTTP API of API.md. Every input is validated before anything is written; every
+// refusal is problem+json (functions/problem.ts).
+import { Hono, type Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { z } from "zod";
+import { CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
+import { eventInput, expectedVersion, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
+import { requireAdmin, requireAdminOrSignature } from "./auth.js";
+import { openCorq } from "./database.js";
+import { advanceAndDispatch, selfInvoker } from "./dispatch.js";
+import { settings, type Env } from "./env.js";
+import { onError, problem, ProblemError } from "./problem.js";
+
+type AppEnv = { Bindings: Env; Variables: { corq: () => Corq } };
+
+const appendBody = z.object({
+  events: z.array(eventInput).min(1).max(1000),
+  expectedVersion: expectedVersion.optional(),
+});
+const releaseBody = z.object({
+  subscription: subscriptionName,
+  key: z.string().min(1).max(1000).optional(),
+  mode: z.enum(["retry", "skip"]).optional(),
+});
+const count = z.string().regex(/^\d{1,15}$/, "must be a non-negative integer").transform(Number);
+const streamQuery = z.object({ from: count.optional(), limit: count.optional() });
+const logQuery = z.object({ after: count.optional(), limit: count.optional() });
+const keysQuery = z.object({
+  status: z.enum(["ready", "leased", "backoff", "dead", "idle"]).optional(),
+  limit: count.optional(),
+  after: z.string().max(1000).optional(),
+});
+const deadLettersQuery = z.object({ subscription: subscriptionName.optional(), limit: count.optional() });
+
+/** The request's JSON body, validated; a wrong content type or malformed JSON is a 4xx. */
+async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
+  const type = c.req.header("content-type") ?? "";
+  if (!/^application\/([\w.+-]+\+)?json\b/i.test(type)) {
+    throw new ProblemError(415, "unsupported_media_type", "send the body as application/json");
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await c.req.text());
+  } catch {
+    throw new CorqError("invalid_input", "the body is not valid JSON");
+  }
+  return parseOrThrow(schema, parsed, "invalid_input", "body");
+}
+
+const query = <T extends z.ZodType>(c: Context, schema: T): z.output<T> =>
+  parseOrThrow(schema, c.req.query(), "invalid_input", "query");
+
+const param = <T extends z.ZodType>(c: Context, name: string, schema: T): z.output<T> =>
+  parseOrThrow(schema, c.req.param(name), "invalid_input", name);
+
+export function createApi(subscriptions: SubscriptionDefinition[]) {
+  const app = new Hono<AppEnv>();
+  app.onError(onError);
+  app.notFound((c) => problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
+
+  // One pool per request, opened on first use and closed after the response.
+  app.use("*", async (c, next) => {
+    let opened: ReturnType<typeof openCorq> | undefined;
+    c.set("corq", () => (opened ??= openCorq(c.env, subscriptions)).corq);
+    try {
+      await next();
+    } finally {
+      if (opened) c.executionCtx.waitUntil(opened.end());
+    }
+  });
+
+  app.use("*", async (c, next) =>
+    bodyLimit({
+      maxSize: settings(c.env).maxBodyBytes,
+      onError: (c) => problem(413, "payload_too_large", `the body is over ${settings(c.env).maxBodyBytes} bytes`),
+    })(c, next),
+  );
+
+  app.get("/health", async (c) => {
+    try {
+      await c.var.corq().readyKeys(1);
+      return c.json({ ok: true, db: "ok" });
+    } catch (error) {
+      return c.json({ ok: false, db: error instanceof Error ? error.message : String(error) }, 503);
+    }
+  });
+
+  app.post(
+    "/streams/:stream/events",
+    requireAdmin({ unless: (c) => settings(c.env).publicAppend }),
+    async (c) => {
+      const stream = param(c, "stream", streamName);
+      const body = await jsonBody(c, appendBody);
+      const result = await c.var.corq().append(stream, body.events as never, { expectedVersion: body.expectedVersion });
+      // Deliver without waiting for the cron: advance and dispatch consumers in the background.
+      c.executionCtx.waitUntil(
+        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin)).catch((error) =>
+          console.error("corq: background advance failed:", error),
+        ),
+      );
+      return c.json(result, 201);
+    },
+  );
+
+  app.use("*", requireAdmin({ unless: (c) => c.req.path === "/dead-letters/retry" || c.req.path === "/" }));
+
+  app.get("/streams/:stream", async (c) => {
+    const stream = param(c, "stream", streamName);
+    const { from, limit } = query(c, streamQuery);
+    return c.json({ stream, events: await c.var.corq().readStream(stream, { from, limit }) });
+  });
+
+  app.get("/events", async (c) => {
+    const { after, limit } = query(c, logQuery);
+    return c.json(await c.var.corq().readLog({ after, limit }));
+  });
+
+  app.get("/subscriptions", async (c) => c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }));
+
+  app.get("/subscriptions/:name", async (c) => c.json(await c.var.corq().subscription(param(c, "name", subscriptionName))));
+
+  app.get("/subscriptions/:name/keys", async (c) => {
+    const name = param(c, "name", subscriptionName);
+    return c.json({ keys: await c.var.corq().keys(name, query(c, keysQuery)) });
+  });
+
+  for (const action of ["pause", "resume"] as const) {
+    app.post(`/subscriptions/:name/${action}`, async (c) => {
+      const name = param(c, "name", subscriptionName);
+      await c.var.corq()[action](name);
+      return c.json(await c.var.corq().subscription(name));
+    });
+  }
+
+  app.post("/advance", async (c) => c.json({ advanced: await c.var.corq().advance() }));
+
+  app.post("/consume/:subscription", async (c) => {
+    const name = param(c, "subscription", subscriptionName);
+    const budget = c.req.header("corq-budget-ms");
+    const budgetMs = budget === undefined ? undefined : parseOrThrow(count, budget, "invalid_input", "corq-budget-ms");
+    const { first, batches, events } = await c.var.corq().drain(name, budgetMs === undefined ? { maxBatches: 1 } : { budgetMs });
+    if (first === null) return c.body(null, 204);
+    return c.json(budgetMs === undefined ? first : { ...first, batches, eventsTotal: events });
+  });
+
+  app.get("/dead-letters", async (c) => {
+    const { subscription, limit } = query(c, deadLettersQuery);
+    return c.json({ deadLetters: await c.var.corq().deadLetters({ subscription, limit }) });
+  });
+
+  app.post("/dead-letters/retry", requireAdminOrSignature(), async (c) => {
+    const body = await jsonBody(c, releaseBody);
+    return c.json(await c.var.corq().releaseDeadLetters(body));
+  });
+
+  app.get("/stats", async (c) => c.json(await c.var.corq().stats()));
+
+  return app;
+}

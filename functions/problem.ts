@@ -1,0 +1,55 @@
+// Every error leaves the API as application/problem+json (RFC 9457): type, title, status, detail.
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { CorqError, toError } from "../src/errors.js";
+
+const titles: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  404: "Not Found",
+  409: "Conflict",
+  413: "Payload Too Large",
+  415: "Unsupported Media Type",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+};
+
+export function problem(status: number, code: string, detail: string, extra: Record<string, unknown> = {}): Response {
+  return new Response(
+    JSON.stringify({ type: `urn:corq:problem:${code}`, title: titles[status] ?? "Error", status, detail, ...extra }),
+    { status, headers: { "content-type": "application/problem+json" } },
+  );
+}
+
+/** Thrown by routes and middleware for a refusal that is not a CorqError. */
+export class ProblemError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    detail: string,
+  ) {
+    super(detail);
+  }
+}
+
+// Postgres SQLSTATE classes that mean "the database is not there right now", not "you sent
+// something wrong": connection exceptions, admin shutdown, too many connections, and the
+// like (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+const unavailableStates = /^(08|57P|53)/;
+const networkErrors = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated/i;
+
+export function isDatabaseUnavailable(error: Error & { code?: unknown }): boolean {
+  return (typeof error.code === "string" && unavailableStates.test(error.code)) || networkErrors.test(error.message);
+}
+
+export function onError(thrown: unknown, c: Context): Response {
+  if (thrown instanceof CorqError) {
+    return problem(thrown.status, thrown.code, thrown.message, thrown.details ? { errors: thrown.details } : {});
+  }
+  if (thrown instanceof ProblemError) return problem(thrown.status, thrown.code, thrown.message);
+  if (thrown instanceof HTTPException) return problem(thrown.status, "http_error", thrown.message || titles[thrown.status] || "");
+  const error = toError(thrown);
+  if (isDatabaseUnavailable(error)) return problem(503, "database_unavailable", "the database is unreachable; try again");
+  console.error(`corq: ${c.req.method} ${c.req.path} failed:`, error);
+  return problem(500, "internal", "internal error");
+}

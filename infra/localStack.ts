@@ -1,0 +1,141 @@
+// The local stack, as `npm start` and the Worker tests run it: Postgres (embedded unless a
+// URL is given) → migrations → WebSocket proxy → the Worker under wrangler's dev server
+// (workerd, the real Workers runtime) → a cron that fires the scheduled handler.
+import pg from "pg";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { fileURLToPath } from "node:url";
+import { unstable_startWorker } from "wrangler";
+import { createCorq } from "../src/index.js";
+import { exampleSchema } from "../example/visitors.js";
+import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
+import { startWsProxy } from "./wsProxy.js";
+
+export interface LocalStackOptions {
+  /** Use this database; default: embedded Postgres with data in `dataDir`. */
+  databaseUrl?: string;
+  dataDir?: string;
+  port?: number;
+  adminToken?: string;
+  webhookSecret?: string;
+  /** Fire the scheduled handler this often (ms); 0 = never. */
+  cronIntervalMs?: number;
+  /** Extra vars for the Worker (CORQ_CONCURRENCY, …). */
+  vars?: Record<string, string>;
+  log?: (line: string) => void;
+}
+
+export interface LocalStack {
+  url: string;
+  databaseUrl: string;
+  adminToken: string;
+  webhookSecret: string;
+  /** Fires the scheduled handler once. */
+  runCron(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
+
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const log = options.log ?? (() => undefined);
+  const stops: (() => Promise<unknown>)[] = [];
+  const stop = async () => {
+    for (const fn of stops.splice(0).reverse()) await fn().catch((error) => log(`shutdown: ${String(error)}`));
+  };
+  try {
+    let databaseUrl = options.databaseUrl;
+    if (!databaseUrl) {
+      const embedded: RunningPostgres = await startEmbeddedPostgres({ dataDir: options.dataDir });
+      stops.push(() => embedded.stop());
+      databaseUrl = await ensureDatabase(embedded.url, "corq");
+      log(`postgres: embedded, ${redact(databaseUrl)}`);
+    }
+    const corq = createCorq({ databaseUrl });
+    const { applied } = await corq.migrate();
+    await corq.close();
+    await applyExampleSchema(databaseUrl);
+    log(`migrations: ${applied.length ? applied.join(", ") : "up to date"}`);
+
+    const target = new URL(databaseUrl);
+    const proxy = await startWsProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    stops.push(() => proxy.close());
+
+    const adminToken = options.adminToken ?? "dev-admin-token";
+    const webhookSecret = options.webhookSecret ?? "dev-webhook-secret";
+    const text = (value: string) => ({ type: "plain_text" as const, value });
+    const secret = (value: string) => ({ type: "secret_text" as const, value });
+    const worker = await unstable_startWorker({
+      config: configPath,
+      bindings: {
+        DATABASE_URL: secret(databaseUrl),
+        CORQ_ADMIN_TOKEN: secret(adminToken),
+        CORQ_WEBHOOK_SECRET: secret(webhookSecret),
+        CORQ_NEON_WS_PROXY: text(proxy.address),
+        ...Object.fromEntries(Object.entries(options.vars ?? {}).map(([k, v]) => [k, text(v)])),
+      },
+      dev: {
+        server: { hostname: "127.0.0.1", port: options.port ?? 0 },
+        inspector: false,
+        watch: false,
+        persist: false,
+        logLevel: "warn",
+        testScheduled: true, // exposes /__scheduled: the local cron fires the real scheduled handler
+      },
+    });
+    stops.push(() => worker.dispose());
+    await worker.ready;
+    const url = (await worker.url).origin;
+
+    const runCron = async () => {
+      const response = await fetch(`${url}/__scheduled?cron=${encodeURIComponent("* * * * *")}`);
+      await response.body?.cancel();
+      if (!response.ok) throw new Error(`scheduled handler answered ${response.status}`);
+    };
+    if (options.cronIntervalMs) {
+      let running = false;
+      const timer = setInterval(() => {
+        if (running) return; // a slow run is never overlapped by the local cron
+        running = true;
+        runCron()
+          .catch((error) => log(`cron: ${String(error)}`))
+          .finally(() => (running = false));
+      }, options.cronIntervalMs);
+      stops.push(async () => clearInterval(timer));
+    }
+    return { url, databaseUrl, adminToken, webhookSecret, runCron, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
+    if (!rowCount) await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** The example app's own table (its projection); idempotent. */
+export async function applyExampleSchema(databaseUrl: string) {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  try {
+    const db = drizzle(pool);
+    for (const statement of exampleSchema) await db.execute(statement);
+  } finally {
+    await pool.end();
+  }
+}
+
+function redact(url: string): string {
+  const u = new URL(url);
+  if (u.password) u.password = "***";
+  return u.toString();
+}

@@ -1,0 +1,36 @@
+// `npm start`: the local stack in the foreground until Ctrl-C / SIGTERM.
+import { startLocalStack } from "./localStack.js";
+
+const port = Number(process.env.PORT ?? 8787);
+const stack = await startLocalStack({
+  databaseUrl: process.env.DATABASE_URL,
+  dataDir: process.env.DATABASE_URL ? undefined : ".data/postgres",
+  port,
+  adminToken: process.env.CORQ_ADMIN_TOKEN,
+  webhookSecret: process.env.CORQ_WEBHOOK_SECRET,
+  cronIntervalMs: 1000,
+  log: (line) => console.log(line),
+}).catch((error) => {
+  console.error("corq: the local stack failed to start:", error);
+  process.exit(1);
+});
+
+const health = await fetch(`${stack.url}/health`);
+if (health.status !== 200) {
+  console.error(`corq: GET /health answered ${health.status}: ${await health.text()}`);
+  await stack.stop();
+  process.exit(1);
+}
+if (!process.env.CORQ_ADMIN_TOKEN) console.log(`admin token: ${stack.adminToken} (set CORQ_ADMIN_TOKEN to change it)`);
+console.log(`corq ready ${stack.url}`);
+
+let stopping = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, async () => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`\n${signal}: stopping…`);
+    await stack.stop();
+    process.exit(0);
+  });
+}

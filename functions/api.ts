@@ -134,6 +134,11 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   app.post("/advance", async (c) => c.json({ advanced: await c.var.corq().advance() }));
 
+  // What the cron does, on request: advance, then fan out consumer invocations.
+  app.post("/dispatch", async (c) =>
+    c.json(await advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin))),
+  );
+
   app.post("/consume/:subscription", async (c) => {
     const name = param(c, "subscription", subscriptionName);
     const budget = c.req.header("corq-budget-ms");

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { unstable_startWorker } from "wrangler";
 import { createCorq } from "../src/index.js";
 import { exampleSchema } from "../example/visitors.js";
+import { subscriptions } from "../functions/app.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
 
@@ -50,7 +51,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       databaseUrl = await ensureDatabase(embedded.url, "corq");
       log(`postgres: embedded, ${redact(databaseUrl)}`);
     }
-    const corq = createCorq({ databaseUrl });
+    // Registers the Worker's code subscriptions too, so they are listed before the first advance.
+    const corq = createCorq({ databaseUrl, subscriptions });
     const { applied } = await corq.migrate();
     await corq.close();
     await applyExampleSchema(databaseUrl);

@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, inject } from "vitest";
+import pg from "pg";
+import { startLocalStack, type LocalStack } from "../../infra/localStack.js";
+import { createTestDatabase } from "./database.js";
+
+/**
+ * The real local stack for a Worker test file: the Worker in workerd under wrangler's dev
+ * server, the Neon driver through the WebSocket proxy, on a fresh database of its own.
+ */
+export function useStack(options: { vars?: Record<string, string> } = {}) {
+  const state = {} as { stack: LocalStack; db: pg.Pool; drop: () => Promise<void> };
+  beforeAll(async () => {
+    const database = await createTestDatabase(inject("postgresUrl"));
+    state.drop = database.drop;
+    state.stack = await startLocalStack({ databaseUrl: database.url, vars: options.vars });
+    state.db = new pg.Pool({ connectionString: database.url, max: 4 });
+  }, 120_000);
+  afterAll(async () => {
+    await state.stack?.stop();
+    await state.db?.end();
+    await state.drop?.();
+  });
+
+  const api = async (method: string, path: string, init: { body?: unknown; headers?: Record<string, string>; token?: string | null } = {}) => {
+    const headers: Record<string, string> = { ...init.headers };
+    const token = init.token === undefined ? state.stack.adminToken : init.token;
+    if (token !== null) headers.authorization = `Bearer ${token}`;
+    let body: string | undefined;
+    if (init.body !== undefined) {
+      body = typeof init.body === "string" ? init.body : JSON.stringify(init.body);
+      headers["content-type"] ??= "application/json";
+    }
+    const response = await fetch(`${state.stack.url}${path}`, { method, headers, body });
+    const text = await response.text();
+    return { status: response.status, type: response.headers.get("content-type") ?? "", json: text ? JSON.parse(text) : null };
+  };
+  return { state, api };
+}
+
+export async function eventually<T>(check: () => Promise<T>, { timeoutMs = 15_000, intervalMs = 50 } = {}): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    }
+  }
+}

@@ -1,0 +1,75 @@
+// The Worker as a pipeline: cron, fan-out over the SELF binding, concurrent consumer
+// invocations, per-key order — in workerd, through the Neon driver, on real Postgres.
+import { describe, expect, it } from "vitest";
+import { createCorq, type EventInput } from "../../src/index.js";
+import { eventually, useStack } from "../helpers/stack.js";
+
+const { state, api } = useStack({ vars: { CORQ_CONCURRENCY: "6", CORQ_CONSUMER_BUDGET_MS: "2000" } });
+
+/** Appends straight into the database (no HTTP, so no background kick): only the cron or a call delivers. */
+async function appendQuietly(stream: string, events: EventInput[]) {
+  const corq = createCorq({ databaseUrl: state.stack.databaseUrl });
+  try {
+    return await corq.append(stream, events);
+  } finally {
+    await corq.close();
+  }
+}
+
+const pendingOf = async (name: string) => (await api("GET", `/subscriptions/${name}`)).json.pending as number;
+
+describe("scheduled handler", () => {
+  it("advances and dispatches consumers by itself", async () => {
+    for (let v = 0; v < 12; v++) await appendQuietly(`visitor-s${v}`, [{ name: "Registered", data: { name: `S${v}` } }]);
+    expect((await api("GET", "/subscriptions/visitor-directory")).json.lag).toBe(12);
+    await state.stack.runCron();
+    await eventually(async () => {
+      const { rows } = await state.db.query("SELECT count(*)::int AS n FROM example.visitors WHERE stream LIKE 'visitor-s%'");
+      expect(rows[0].n).toBe(12);
+    });
+    expect(await pendingOf("greeter")).toBe(0);
+  });
+
+  it("fans out separate consumer invocations over the SELF binding, up to CORQ_CONCURRENCY", async () => {
+    for (let v = 0; v < 20; v++) await appendQuietly(`visitor-f${v}`, [{ name: "Registered", data: { name: `F${v}` } }]);
+    const response = await api("POST", "/dispatch");
+    expect(response.status).toBe(200);
+    expect(response.json.advanced).toMatchObject({ greeter: 20, "visitor-directory": 20 });
+    expect(response.json.dispatched).toBe(6);
+    await eventually(async () => expect(await pendingOf("visitor-directory")).toBe(0));
+  });
+});
+
+describe("concurrent consumer invocations", () => {
+  it("keep per-key order: each room's process manager sees its arrivals and departures in log order", async () => {
+    const rooms = ["r1", "r2", "r3", "r4"];
+    const expected = new Map<string, number[]>(rooms.map((r) => [r, []]));
+    for (let round = 0; round < 6; round++) {
+      for (let v = 0; v < 10; v++) {
+        const room = rooms[(v + round) % rooms.length];
+        const { positions } = await appendQuietly(`visitor-c${v}`, [
+          { name: "Arrived", data: { roomId: room } },
+          { name: "Departed", data: { roomId: room } },
+        ]);
+        expected.get(room)!.push(...positions);
+      }
+    }
+    await api("POST", "/advance");
+    // 12 concurrent invocations at a time until nothing is ready
+    for (;;) {
+      const results = await Promise.all(Array.from({ length: 12 }, () => api("POST", "/consume/room-occupancy")));
+      expect(results.every((r) => r.status === 200 || r.status === 204)).toBe(true);
+      expect(results.filter((r) => r.status === 200).every((r) => r.json.outcome === "acked")).toBe(true);
+      if (results.every((r) => r.status === 204)) break;
+    }
+    for (const room of rooms) {
+      const stream = (await api("GET", `/streams/room-${room}?limit=1000`)).json.events;
+      const causations = stream.filter((e: { name: string }) => e.name === "OccupancyChanged").map((e: { meta: { causation: number } }) => e.meta.causation);
+      expect(causations).toEqual(expected.get(room));
+      const occupants = stream.map((e: { data: { occupants?: number } }) => e.data.occupants).filter((o: unknown) => o !== undefined);
+      expect(occupants).toEqual(causations.map((_: number, i: number) => (i % 2 === 0 ? 1 : 0)));
+    }
+    const keys = (await api("GET", "/subscriptions/room-occupancy/keys")).json.keys;
+    expect(keys.every((k: { attempts: number; lastError: string | null }) => k.attempts === 0 && k.lastError === null)).toBe(true);
+  });
+});

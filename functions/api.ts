@@ -91,10 +91,18 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     async (c) => {
       const stream = param(c, "stream", streamName);
       const body = await jsonBody(c, appendBody);
-      const result = await c.var.corq().append(stream, body.events as never, { expectedVersion: body.expectedVersion });
+      // Its own connection, kept open for the background work below.
+      const opened = openCorq(c.env, subscriptions);
+      let result;
+      try {
+        result = await opened.corq.append(stream, body.events as never, { expectedVersion: body.expectedVersion });
+      } catch (error) {
+        c.executionCtx.waitUntil(opened.end());
+        throw error;
+      }
       // Deliver without waiting for the cron: advance and dispatch consumers in the background.
       c.executionCtx.waitUntil(
-        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin)).catch((error) =>
+        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), opened).catch((error) =>
           console.error("corq: background advance failed:", error),
         ),
       );

@@ -1,52 +1,59 @@
 // Moves the log into the queues and fans out consumer invocations. Runs from the cron and,
 // in the background (ctx.waitUntil), after every append so delivery does not wait a minute.
 import type { SubscriptionDefinition } from "../src/index.js";
-import { openCorq } from "./database.js";
+import { openCorq, type OpenCorq } from "./database.js";
 import { settings, type Env } from "./env.js";
 
 export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
 
 /**
- * Advance, then start up to CORQ_CONCURRENCY separate consumer invocations, spread over the
- * subscriptions with ready keys (round robin), each draining keys for its time budget.
- * Returns what was advanced and how many consumers were started.
+ * Advance, then put consumers on the ready keys, spread over the subscriptions (round robin),
+ * each draining keys for its time budget: this invocation is the first consumer (on the
+ * connection it already has: every new connection is a full Postgres handshake), the others
+ * are separate invocations. Keys under a live lease count as consumers already at work, so
+ * however many appends kick this at once, about CORQ_CONCURRENCY consumers run.
+ * Uses (and closes) `opened` when the caller already has a connection.
  */
 export async function advanceAndDispatch(
   env: Env,
   subscriptions: SubscriptionDefinition[],
   invoke: Invoke,
-): Promise<{ advanced: Record<string, number>; dispatched: number }> {
+  opened: OpenCorq = openCorq(env, subscriptions),
+): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const { concurrency, consumerBudgetMs } = settings(env);
-  const { corq, end } = openCorq(env, subscriptions);
   let advanced: Record<string, number>;
-  let ready: Record<string, number>;
+  let plan: string[];
+  let consumedHere = 0;
+  let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
   try {
-    advanced = await corq.advance();
-    ready = await corq.readyKeys(concurrency);
+    advanced = await opened.corq.advance();
+    const readiness = await opened.corq.readyKeys(concurrency);
+    const consumable = Object.entries(readiness).filter(([name]) => subscriptions.some((s) => s.name === name));
+    const working = consumable.reduce((sum, [, r]) => sum + r.leased, 0);
+    plan = roundRobin(
+      consumable.map(([name, r]) => [name, r.ready]),
+      concurrency - working,
+    );
+    const init = {
+      method: "POST",
+      headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-budget-ms": String(consumerBudgetMs) },
+    };
+    others = Promise.allSettled(plan.slice(1).map((name) => invoke(`/consume/${encodeURIComponent(name)}`, init)));
+    if (plan.length > 0) consumedHere = (await opened.corq.drain(plan[0], { budgetMs: consumerBudgetMs })).batches;
   } finally {
-    await end();
+    await opened.end();
   }
-  const consumable = new Set(subscriptions.map((s) => s.name));
-  const plan = roundRobin(
-    Object.entries(ready).filter(([name]) => consumable.has(name)),
-    concurrency,
-  );
-  const init = {
-    method: "POST",
-    headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-budget-ms": String(consumerBudgetMs) },
-  };
-  const results = await Promise.allSettled(plan.map((name) => invoke(`/consume/${encodeURIComponent(name)}`, init)));
-  for (const result of results) {
+  for (const result of await others) {
     if (result.status === "rejected") console.error("corq: consumer invocation failed:", result.reason);
     else await result.value.body?.cancel();
   }
-  return { advanced, dispatched: plan.length };
+  return { advanced, dispatched: Math.max(0, plan.length - 1), consumedHere };
 }
 
 /** Up to `total` subscription names, one invocation per ready key, taking turns. */
 function roundRobin(ready: [string, number][], total: number): string[] {
   const plan: string[] = [];
-  const left = new Map(ready);
+  const left = new Map(ready.filter(([, count]) => count > 0));
   while (plan.length < total && left.size > 0) {
     for (const [name, count] of left) {
       if (plan.length >= total) break;

@@ -28,7 +28,7 @@ async function drainInProcess(env: Env) {
   try {
     await corq.advance();
     const budgetMs = settings(env).consumerBudgetMs;
-    await Promise.all(subscriptions.map((s) => corq.drain(s.name, { budgetMs })));
+    for (const { name } of subscriptions) await corq.drain(name, { budgetMs });
   } finally {
     await end();
   }

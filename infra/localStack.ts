@@ -23,6 +23,8 @@ export interface LocalStackOptions {
   /** Extra vars for the Worker (CORQ_CONCURRENCY, …). */
   vars?: Record<string, string>;
   log?: (line: string) => void;
+  /** wrangler's log level; "log" shows the Worker's console output. */
+  logLevel?: "none" | "error" | "warn" | "info" | "log" | "debug";
 }
 
 export interface LocalStack {
@@ -36,6 +38,10 @@ export interface LocalStack {
 }
 
 const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
+
+// Miniflare would fetch a sample `request.cf` object from Cloudflare at every start; there is
+// no internet here and the API does not read it.
+process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
 
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
   const log = options.log ?? (() => undefined);
@@ -80,7 +86,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         inspector: false,
         watch: false,
         persist: false,
-        logLevel: "warn",
+        logLevel: options.logLevel ?? "warn",
         testScheduled: true, // exposes /__scheduled: the local cron fires the real scheduled handler
       },
     });

@@ -1,6 +1,16 @@
 // `npm start`: the local stack in the foreground until Ctrl-C / SIGTERM.
 import { startLocalStack } from "./localStack.js";
 
+// The local cron hits /__scheduled every second; keep those request lines out of the terminal
+// (the Worker's own console output and every other request still show).
+for (const method of ["log", "info"] as const) {
+  const original = console[method].bind(console);
+  console[method] = (...args: unknown[]) => {
+    if (typeof args[0] === "string" && args[0].includes("/__scheduled")) return;
+    original(...args);
+  };
+}
+
 const port = Number(process.env.PORT ?? 8787);
 const stack = await startLocalStack({
   databaseUrl: process.env.DATABASE_URL,
@@ -10,6 +20,7 @@ const stack = await startLocalStack({
   webhookSecret: process.env.CORQ_WEBHOOK_SECRET,
   cronIntervalMs: 1000,
   log: (line) => console.log(line),
+  logLevel: "log",
 }).catch((error) => {
   console.error("corq: the local stack failed to start:", error);
   process.exit(1);

@@ -68,8 +68,8 @@ export interface Corq {
     subscription: string,
     options?: { budgetMs?: number; maxBatches?: number },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
-  /** Ready keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
-  readyKeys(cap: number): Promise<Record<string, number>>;
+  /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
+  readyKeys(cap: number): Promise<Record<string, { ready: number; leased: number }>>;
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
@@ -188,16 +188,14 @@ export function createCorq(options: CorqOptions): Corq {
 
     async readyKeys(cap) {
       parseOrThrow(limit(10_000, 8), cap, "invalid_input", "cap");
-      const rows = await (await executor()).run<{ name: string; ready: number }>(readyKeys(cap));
-      return Object.fromEntries(rows.filter((r) => r.ready > 0).map((r) => [r.name, r.ready]));
+      const rows = await (await executor()).run<{ name: string; ready: number; leased: number }>(readyKeys(cap));
+      return Object.fromEntries(rows.map((r) => [r.name, { ready: r.ready, leased: r.leased }]));
     },
 
     async stats() {
       const db = await executor();
-      const [rows, [head]] = await Promise.all([
-        db.run<StatsRow>(subscriptionStats()),
-        db.run<{ head: string | null; events: string }>(logHead()),
-      ]);
+      const rows = await db.run<StatsRow>(subscriptionStats());
+      const [head] = await db.run<{ head: string | null; events: string }>(logHead());
       return {
         subscriptions: rows.map(toSubscriptionStats),
         log: { head: head.head === null ? null : Number(head.head), events: Number(head.events) },

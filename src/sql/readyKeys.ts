@@ -2,17 +2,19 @@ import { sql, type SQL } from "drizzle-orm";
 import { keys, subscriptions } from "../db/schema.js";
 
 /**
- * How many keys are ready per unpaused subscription, counting at most `cap` each (an index
- * range scan of the partial index that stops at `cap`): what a dispatcher needs to decide how
- * many consumer invocations to start.
+ * Per unpaused subscription: keys ready to claim and keys under a live lease (consumers at
+ * work), each counted up to `cap` by a range scan of the partial index that stops at `cap`.
+ * What a dispatcher needs to decide how many consumer invocations to start.
  */
 export function readyKeys(cap: number): SQL {
   return sql`
-    SELECT s.name, (
-      SELECT count(*) FROM (
+    SELECT s.name,
+      (SELECT count(*) FROM (
         SELECT 1 FROM ${keys} k WHERE k.subscription_id = s.id AND k.available_at <= now() LIMIT ${cap}
-      ) ready
-    )::int AS ready
+      ) ready)::int AS ready,
+      (SELECT count(*) FROM (
+        SELECT 1 FROM ${keys} k WHERE k.subscription_id = s.id AND k.available_at > now() AND k.lease_until > now() LIMIT ${cap}
+      ) leased)::int AS leased
     FROM ${subscriptions} s
     WHERE NOT s.paused`;
 }

@@ -127,6 +127,18 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   app.get("/subscriptions/:name", async (c) => c.json(await c.var.corq().subscription(param(c, "name", subscriptionName))));
 
+  app.put("/subscriptions/:name", async (c) => {
+    const name = param(c, "name", subscriptionName);
+    const body = await jsonBody(c, z.unknown());
+    const { created, subscription, secret } = await c.var.corq().putSubscription(name, body);
+    return c.json(secret === undefined ? subscription : { ...subscription, secret }, created ? 201 : 200);
+  });
+
+  app.delete("/subscriptions/:name", async (c) => {
+    await c.var.corq().deleteSubscription(param(c, "name", subscriptionName));
+    return c.body(null, 204);
+  });
+
   app.get("/subscriptions/:name/keys", async (c) => {
     const name = param(c, "name", subscriptionName);
     return c.json({ keys: await c.var.corq().keys(name, query(c, keysQuery)) });

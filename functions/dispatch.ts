@@ -28,7 +28,10 @@ export async function advanceAndDispatch(
   try {
     advanced = await opened.corq.advance();
     const readiness = await opened.corq.readyKeys(concurrency);
-    const consumable = Object.entries(readiness).filter(([name]) => subscriptions.some((s) => s.name === name));
+    // push subscriptions, and the code subscriptions of this Worker (not those of other apps sharing the database)
+    const consumable = Object.entries(readiness).filter(
+      ([name, r]) => r.kind === "push" || subscriptions.some((s) => s.name === name),
+    );
     const working = consumable.reduce((sum, [, r]) => sum + r.leased, 0);
     plan = roundRobin(
       consumable.map(([name, r]) => [name, r.ready]),

@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { CorqError } from "./errors.js";
 import type { EventInput, Handler, KeyFunction, SubscriptionDefinition } from "./types.js";
+import { deliverConfig } from "./pushDelivery.js";
 
 export const streamName = z
   .string()
@@ -71,6 +72,16 @@ export const subscriptionSettings = z.object({
   leaseMs: z.number().int().min(10).max(3_600_000).default(30_000),
   backoff: backoff.default({ initialMs: 1000, maxMs: 300_000, factor: 2 }),
 });
+
+/** PUT /subscriptions/:name — a push subscription (the name comes from the path). */
+export const pushSubscriptionInput = subscriptionSettings
+  .omit({ name: true, key: true })
+  .extend({ key: keyPath.default("stream"), deliver: deliverConfig })
+  .strict()
+  .refine((s) => s.leaseMs > s.deliver.timeoutMs, {
+    message: "leaseMs must be longer than deliver.timeoutMs (a lease must outlive its delivery)",
+    path: ["leaseMs"],
+  });
 
 export interface Subscription {
   name: string;

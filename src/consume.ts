@@ -1,78 +1,71 @@
 import type { Executor } from "./db/executor.js";
-import { toError } from "./errors.js";
+import { CorqError, toError } from "./errors.js";
 import type { Subscription } from "./config.js";
 import { claimBatch, type ClaimRow } from "./sql/claimBatch.js";
 import { ackBatch, type Lease } from "./sql/ackBatch.js";
 import { failBatch } from "./sql/failBatch.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
-import type { ConsumeResult, StoredEvent } from "./types.js";
+import { pushHandler } from "./pushDelivery.js";
+import type { ConsumeResult, Handler, StoredEvent } from "./types.js";
 import type { Corq } from "./corq.js";
 
-/** Where a handler's outcome is recorded: ack (a prefix of) the batch, or fail it. */
-export interface BatchSink {
-  ack(through: { tx: string; position: number }, count: number): Promise<boolean>;
-  fail(error: string, headPosition: number): Promise<"retry" | "dead" | "expired">;
-}
-
 /**
- * Consumes one batch: claim ONE ready key with its batch (1 statement), run the handler with
- * no transaction open, then ack or fail (1 statement). Invariant: once a key is claimed we
- * MUST record an outcome for it (ack or fail) unless the lease is gone; a thrown handler is a
- * failed attempt, never an escaped error. A lease that expired before the ack makes both
- * a no-op ("expired"): the next holder gets the batch again.
+ * Consumes one batch of a code subscription (`code` given: its handler runs here) or of a
+ * push subscription (the batch is POSTed to its URL): claim ONE ready key with its batch
+ * (1 statement), run the handler with no transaction open, then ack or fail (1 statement).
+ * Invariant: once a key is claimed we MUST record an outcome for it (ack or fail); a thrown
+ * handler is a failed attempt, never an escaped error. A lease that expired before the
+ * outcome is recorded makes both a no-op ("expired"): the next holder gets the batch again.
  */
 export async function consumeOne(
   executor: Executor,
-  subscription: Subscription,
+  target: { name: string; code?: Subscription },
   corq: Corq,
 ): Promise<ConsumeResult | null> {
-  const rows = await executor.run<ClaimRow>(claimBatch(subscription.name));
-  if (rows.length === 0) return null;
+  const rows = await executor.run<ClaimRow>(claimBatch(target.name, target.code ? undefined : "push"));
+  if (rows.length === 0) {
+    if (target.code) return null; // defined in code, not registered yet: nothing to do
+    throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
+  }
   const head = rows[0];
+  if (head.key === null) return null;
   if (head.dies) return { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" };
 
-  const lease: Lease = { subscriptionId: head.subscription_id, key: head.key, token: head.lease_token! };
+  const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
   const batch = rows.map((row) => ({ event: toStoredEvent(row as EventRow), tx: row.tx! }));
   const events = batch.map((b) => b.event);
-  const sink = leaseSink(executor, lease);
+  const handle: Handler = target.code ? target.code.handle : pushHandler(head.deliver);
 
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(new Error("lease expired")), subscription.leaseMs);
-  let outcome: ConsumeResult["outcome"];
+  const timer = setTimeout(() => abort.abort(new Error("lease expired")), head.lease_ms);
+  let through = -1;
   let error: string | undefined;
   try {
-    const result = await subscription.handle(events, {
-      subscription: subscription.name,
+    const result = await handle(events, {
+      subscription: target.name,
       key: head.key,
-      attempt: head.attempts + 1,
+      attempt: head.attempts! + 1,
       signal: abort.signal,
       corq,
       run: executor.run,
     });
-    const through = ackedThroughIndex(events, result);
-    outcome = (await sink.ack({ tx: batch[through].tx, position: events[through].position }, through + 1))
-      ? "acked"
-      : "expired";
+    through = ackedThroughIndex(events, result);
   } catch (thrown) {
     error = describe(thrown);
-    outcome = await sink.fail(error, events[0].position);
   } finally {
     clearTimeout(timer);
   }
+  let outcome: ConsumeResult["outcome"];
+  if (error === undefined) {
+    const [row] = await executor.run<{ acked: number }>(
+      ackBatch(lease, { tx: batch[through].tx, position: events[through].position }, through + 1),
+    );
+    outcome = row.acked === 1 ? "acked" : "expired";
+  } else {
+    const [row] = await executor.run<{ dead: boolean }>(failBatch(lease, error, events[0].position));
+    outcome = row === undefined ? "expired" : row.dead ? "dead" : "retry";
+  }
   return { key: head.key, events: events.length, outcome, ...(error ? { error } : {}) };
-}
-
-export function leaseSink(executor: Executor, lease: Lease): BatchSink {
-  return {
-    async ack(through, count) {
-      const [row] = await executor.run<{ acked: number }>(ackBatch(lease, through, count));
-      return row.acked === 1;
-    },
-    async fail(error, headPosition) {
-      const [row] = await executor.run<{ dead: boolean }>(failBatch(lease, error, headPosition));
-      return row === undefined ? "expired" : row.dead ? "dead" : "retry";
-    },
-  };
 }
 
 /** Index of the last acked event: the whole batch, or through `ackedThrough`, which must be in it. */

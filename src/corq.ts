@@ -6,6 +6,7 @@ import {
   expectedVersion as expectedVersionSchema,
   parseOrThrow,
   parseSubscriptions,
+  pushSubscriptionInput,
   streamName,
   subscriptionName,
 } from "./config.js";
@@ -22,6 +23,7 @@ import { listDeadLetters } from "./sql/listDeadLetters.js";
 import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { setPaused } from "./sql/setPaused.js";
 import { readyKeys } from "./sql/readyKeys.js";
+import { deleteSubscription, putSubscription, type PutRow } from "./sql/putSubscription.js";
 import { toKeyState, toSubscriptionStats, type KeyRow, type StatsRow } from "./rows.js";
 import type {
   AppendResult,
@@ -69,12 +71,22 @@ export interface Corq {
     options?: { budgetMs?: number; maxBatches?: number },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
-  readyKeys(cap: number): Promise<Record<string, { ready: number; leased: number }>>;
+  readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
   deadLetters(options?: { subscription?: string; limit?: number }): Promise<DeadLetter[]>;
   releaseDeadLetters(options: { subscription: string; key?: string; mode?: "retry" | "skip" }): Promise<{ released: number }>;
+  /**
+   * Creates or updates a push subscription (API.md "Subscriptions"). The signing secret is
+   * returned only when the subscription is created.
+   */
+  putSubscription(
+    name: string,
+    input: unknown,
+  ): Promise<{ created: boolean; subscription: SubscriptionStats; secret?: string }>;
+  /** Deletes a push subscription with its queue and key rows. */
+  deleteSubscription(name: string): Promise<void>;
   pause(subscription: string): Promise<void>;
   resume(subscription: string): Promise<void>;
   close(): Promise<void>;
@@ -165,9 +177,8 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async consume(name) {
-      const subscription = code.get(name);
-      if (!subscription) throw new CorqError("unknown_subscription", `no code subscription named "${String(name)}"`);
-      return consumeOne(await executor(), subscription, corq);
+      parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+      return consumeOne(await executor(), { name, code: code.get(name) }, corq);
     },
 
     async drain(name, drainOpts = {}) {
@@ -188,8 +199,10 @@ export function createCorq(options: CorqOptions): Corq {
 
     async readyKeys(cap) {
       parseOrThrow(limit(10_000, 8), cap, "invalid_input", "cap");
-      const rows = await (await executor()).run<{ name: string; ready: number; leased: number }>(readyKeys(cap));
-      return Object.fromEntries(rows.map((r) => [r.name, { ready: r.ready, leased: r.leased }]));
+      const rows = await (await executor()).run<{ name: string; kind: "code" | "push"; ready: number; leased: number }>(
+        readyKeys(cap),
+      );
+      return Object.fromEntries(rows.map((r) => [r.name, { kind: r.kind, ready: r.ready, leased: r.leased }]));
     },
 
     async stats() {
@@ -236,6 +249,28 @@ export function createCorq(options: CorqOptions): Corq {
       await knownSubscription(subscription);
       const rows = await (await executor()).run(releaseDeadKeys(subscription, key, mode));
       return { released: rows.length };
+    },
+
+    async putSubscription(name, input) {
+      parseOrThrow(subscriptionName, name, "invalid_input", "name");
+      const settings = parseOrThrow(pushSubscriptionInput, input, "invalid_config", "subscription");
+      if (code.has(name)) throw new CorqError("conflict", `subscription "${name}" is defined in code`);
+      const generated = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(24))))}`;
+      const { secret: given, ...deliver } = settings.deliver;
+      const events = settings.events.includes("*") ? ["*"] : [...new Set(settings.events)];
+      const [row] = await (await executor()).run<PutRow>(
+        putSubscription({ ...settings, name, events }, deliver, { given, generated }),
+      );
+      if (!row) throw new CorqError("conflict", `subscription "${name}" is defined in code`);
+      const subscription = await knownSubscription(name);
+      return row.created ? { created: true, subscription, secret: given ?? generated } : { created: false, subscription };
+    },
+
+    async deleteSubscription(name) {
+      parseOrThrow(subscriptionName, name, "invalid_input", "name");
+      const [row] = await (await executor()).run<{ kind: string; deleted: number }>(deleteSubscription(name));
+      if (!row) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
+      if (row.deleted === 0) throw new CorqError("conflict", `subscription "${name}" is defined in code; remove it there`);
     },
 
     pause: (name) => pausedTo(name, true),

@@ -5,6 +5,7 @@ export type CorqErrorCode =
   | "invalid_input"
   | "invalid_config"
   | "version_conflict"
+  | "conflict"
   | "unknown_subscription"
   | "database_unavailable";
 
@@ -12,6 +13,7 @@ const statusByCode: Record<CorqErrorCode, number> = {
   invalid_input: 400,
   invalid_config: 400,
   version_conflict: 409,
+  conflict: 409,
   unknown_subscription: 404,
   database_unavailable: 503,
 };

@@ -14,6 +14,7 @@ export interface StatsRow {
   backoff_initial_ms: number;
   backoff_max_ms: number;
   backoff_factor: number;
+  deliver: { url: string; timeoutMs: number } | null;
   paused: boolean;
   watermark_position: string;
   skipped: string;
@@ -37,6 +38,8 @@ export function toSubscriptionStats(row: StatsRow): SubscriptionStats {
     maxAttempts: row.max_attempts,
     leaseMs: row.lease_ms,
     backoff: { initialMs: row.backoff_initial_ms, maxMs: row.backoff_max_ms, factor: Number(row.backoff_factor) },
+    // never the signing secret
+    ...(row.deliver ? { deliver: { url: row.deliver.url, timeoutMs: row.deliver.timeoutMs } } : {}),
     paused: row.paused,
     watermark: Number(row.watermark_position),
     lag: Number(row.lag),

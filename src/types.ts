@@ -100,6 +100,8 @@ export interface SubscriptionStats {
   maxAttempts: number;
   leaseMs: number;
   backoff: { initialMs: number; maxMs: number; factor: number };
+  /** Push subscriptions: where batches are POSTed (the secret is never shown again). */
+  deliver?: { url: string; timeoutMs: number };
   paused: boolean;
   watermark: number;
   lag: number;

@@ -39,8 +39,8 @@ describe("createCorq validates its configuration up front", () => {
     expect(error.message).toContain("subscriptions[0].batchSize");
   });
 
-  it("refuses consuming an unknown subscription", async () => {
-    const corq = createCorq({ databaseUrl: "postgres://x" });
-    await expect(corq.consume("nope")).rejects.toMatchObject({ code: "unknown_subscription", status: 404 });
+  it("refuses a malformed subscription name before touching the database", async () => {
+    const corq = createCorq({ databaseUrl: "postgres://nowhere.invalid/x" });
+    await expect(corq.consume("no spaces allowed")).rejects.toMatchObject({ code: "invalid_input", status: 400 });
   });
 });

@@ -3,11 +3,15 @@ import { events, keys, queue, subscriptions } from "../db/schema.js";
 import { eventColumns, type EventRow } from "./eventColumns.js";
 
 export interface ClaimRow extends Partial<EventRow> {
-  subscription_id: number;
-  key: string;
+  kind: "code" | "push";
+  deliver: unknown;
+  lease_ms: number;
+  // null when the subscription exists but no key was claimed (nothing ready, or paused)
+  subscription_id: number | null;
+  key: string | null;
   lease_token: string | null;
-  attempts: number;
-  dies: boolean;
+  attempts: number | null;
+  dies: boolean | null;
 }
 
 /**
@@ -22,19 +26,20 @@ export interface ClaimRow extends Partial<EventRow> {
  *            its consumer every time still ends in the dead letters);
  *   batch    the key's oldest queued events in log order: batchSize of them, or only the
  *            head after a failure, so the event that keeps failing is pinned down.
- * One row per event; a single row with null event columns when the key died here.
+ * One row per event; one row with null event columns when the key died here; one row with
+ * a null key when nothing was claimed; no row when there is no such subscription (of `kind`).
  */
-export function claimBatch(subscription: string): SQL {
+export function claimBatch(subscription: string, kind?: "push"): SQL {
   return sql`
     WITH sub AS (
-      SELECT id, batch_size, lease_ms, max_attempts FROM ${subscriptions}
-      WHERE name = ${subscription} AND NOT paused
+      SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts FROM ${subscriptions}
+      WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``}
     ),
     pick AS (
       SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired,
              (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies
       FROM ${keys} k JOIN sub ON k.subscription_id = sub.id
-      WHERE k.available_at <= now()
+      WHERE k.available_at <= now() AND NOT sub.paused
       ORDER BY k.available_at
       LIMIT 1
       FOR UPDATE OF k SKIP LOCKED
@@ -55,8 +60,9 @@ export function claimBatch(subscription: string): SQL {
       RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit
     )
-    SELECT c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, ${eventColumns}
-    FROM claimed c
+    SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, ${eventColumns}
+    FROM sub
+    LEFT JOIN claimed c ON true
     LEFT JOIN LATERAL (
       SELECT q.tx, q.position FROM ${queue} q
       WHERE q.subscription_id = c.subscription_id AND q.key = c.key AND NOT c.dies

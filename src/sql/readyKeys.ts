@@ -8,7 +8,7 @@ import { keys, subscriptions } from "../db/schema.js";
  */
 export function readyKeys(cap: number): SQL {
   return sql`
-    SELECT s.name,
+    SELECT s.name, s.kind,
       (SELECT count(*) FROM (
         SELECT 1 FROM ${keys} k WHERE k.subscription_id = s.id AND k.available_at <= now() LIMIT ${cap}
       ) ready)::int AS ready,

@@ -10,7 +10,7 @@ import { events, keys, queue, subscriptions } from "../db/schema.js";
 export function subscriptionStats(name?: string): SQL {
   return sql`
     SELECT s.id, s.name, s.kind, s.events, s.key, s."from", s.batch_size, s.max_attempts, s.lease_ms,
-      s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.paused, s.watermark_position, s.skipped,
+      s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.deliver, s.paused, s.watermark_position, s.skipped,
       (SELECT count(*) FROM ${events} e WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position))::bigint AS lag,
       c.pending, c.ready, c.leased, c.backoff, c.dead,
       (SELECT (extract(epoch FROM now() - e.created_at) * 1000)::bigint FROM ${events} e

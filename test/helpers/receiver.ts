@@ -1,0 +1,100 @@
+// A real HTTP receiver for push deliveries: records every request, verifies every signature
+// with node:crypto (independently of corq's own signing code), and fails, stalls or acks
+// partially on demand.
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createHmac, timingSafeEqual } from "node:crypto";
+import type { StoredEvent } from "../../src/index.js";
+
+export interface Delivery {
+  id: string;
+  timestamp: number;
+  signatureValid: boolean;
+  subscription: string;
+  key: string;
+  attempt: number;
+  events: StoredEvent[];
+  receivedAt: number;
+  finishedAt?: number;
+}
+
+export type Behaviour = (delivery: Delivery) =>
+  | { status?: number; body?: unknown; delayMs?: number }
+  | undefined;
+
+export async function startReceiver(secret: () => string | undefined) {
+  const deliveries: Delivery[] = [];
+  let behave: Behaviour = () => undefined;
+  let inFlight = new Map<string, number>();
+  let overlaps = 0;
+
+  const server = createServer(async (request: IncomingMessage, response: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const raw = Buffer.concat(chunks).toString("utf8");
+    const body = JSON.parse(raw);
+    const id = String(request.headers["webhook-id"]);
+    const timestamp = Number(request.headers["webhook-timestamp"]);
+    const delivery: Delivery = {
+      id,
+      timestamp,
+      signatureValid: verify(secret(), id, timestamp, raw, String(request.headers["webhook-signature"] ?? "")),
+      subscription: body.subscription,
+      key: body.key,
+      attempt: body.attempt,
+      events: body.events,
+      receivedAt: Date.now(),
+    };
+    deliveries.push(delivery);
+    const slot = `${delivery.subscription}/${delivery.key}`;
+    if (inFlight.get(slot)) overlaps++;
+    inFlight.set(slot, (inFlight.get(slot) ?? 0) + 1);
+    const plan = behave(delivery) ?? {};
+    if (plan.delayMs) await new Promise((resolve) => setTimeout(resolve, plan.delayMs));
+    inFlight.set(slot, inFlight.get(slot)! - 1);
+    delivery.finishedAt = Date.now();
+    if (response.destroyed) return;
+    response.writeHead(plan.status ?? 200, { "content-type": "application/json" });
+    response.end(plan.body === undefined ? "" : JSON.stringify(plan.body));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    deliveries,
+    get overlaps() {
+      return overlaps;
+    },
+    behave(fn: Behaviour) {
+      behave = fn;
+    },
+    reset() {
+      deliveries.length = 0;
+      inFlight = new Map();
+      overlaps = 0;
+      behave = () => undefined;
+    },
+    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+  };
+}
+
+function verify(secret: string | undefined, id: string, timestamp: number, body: string, header: string): boolean {
+  if (!secret) return false;
+  const key = secret.startsWith("whsec_") ? Buffer.from(secret.slice(6), "base64") : Buffer.from(secret, "utf8");
+  const expected = createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest();
+  return header.split(" ").some((entry) => {
+    if (!entry.startsWith("v1,")) return false;
+    const given = Buffer.from(entry.slice(3), "base64");
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
+
+/** Per key, the positions of first deliveries in delivery order (redeliveries of a position dropped). */
+export function firstDeliveries(deliveries: Delivery[]): Map<string, number[]> {
+  const byKey = new Map<string, number[]>();
+  for (const d of deliveries) {
+    const seen = byKey.get(d.key) ?? [];
+    for (const e of d.events) if (!seen.includes(e.position)) seen.push(e.position);
+    byKey.set(d.key, seen);
+  }
+  return byKey;
+}

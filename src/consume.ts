@@ -1,7 +1,8 @@
+import type { SQL } from "drizzle-orm";
 import type { Executor } from "./db/executor.js";
 import { CorqError, toError } from "./errors.js";
 import type { Subscription } from "./config.js";
-import { claimBatch, type ClaimRow } from "./sql/claimBatch.js";
+import { ackAndClaim, claimBatch, type ClaimRow } from "./sql/claimBatch.js";
 import { ackBatch, type Lease } from "./sql/ackBatch.js";
 import { failBatch } from "./sql/failBatch.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
@@ -9,64 +10,151 @@ import { pushHandler } from "./pushDelivery.js";
 import type { ConsumeResult, Handler, StoredEvent } from "./types.js";
 import type { Corq } from "./corq.js";
 
+/** A code subscription (its handler runs here) or a push subscription (batches are POSTed). */
+export interface ConsumeTarget {
+  name: string;
+  code?: Subscription;
+}
+
+interface Claimed {
+  lease: Lease;
+  attempt: number;
+  leaseMs: number;
+  handle: Handler;
+  events: StoredEvent[];
+  txs: string[];
+}
+
+/** What a handler run decided: ack through an index of the batch, or fail with an error. */
+type Verdict = { through: number } | { error: string };
+
 /**
- * Consumes one batch of a code subscription (`code` given: its handler runs here) or of a
- * push subscription (the batch is POSTed to its URL): claim ONE ready key with its batch
- * (1 statement), run the handler with no transaction open, then ack or fail (1 statement).
- * Invariant: once a key is claimed we MUST record an outcome for it (ack or fail); a thrown
- * handler is a failed attempt, never an escaped error. A lease that expired before the
- * outcome is recorded makes both a no-op ("expired"): the next holder gets the batch again.
+ * The consumer loop's invariant: once a key is claimed we MUST record an outcome for it —
+ * ack or fail, in the database — unless its lease is gone. A thrown handler is a failed
+ * attempt, never an escaped error. Nothing is held open while the handler runs.
+ *
+ *   consumeOne   claim (1 statement) → handler → ack or fail (1 statement)
+ *   drainKeys    claim → handler → ack+claim the next (1 statement) → handler → … → ack
  */
-export async function consumeOne(
+export async function consumeOne(executor: Executor, target: ConsumeTarget, corq: Corq): Promise<ConsumeResult | null> {
+  const { claimed, result } = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+  if (!claimed) return result;
+  const verdict = await handle(executor, target, claimed, corq);
+  return finish(claimed, verdict, await record(executor, claimed, verdict));
+}
+
+/**
+ * Consumes batch after batch (each its own key claim) until nothing is ready, `deadline`
+ * (epoch ms) passes or `maxBatches` ran. A successful batch is acked in the same statement
+ * that claims the next one.
+ */
+export async function drainKeys(
   executor: Executor,
-  target: { name: string; code?: Subscription },
+  target: ConsumeTarget,
   corq: Corq,
-): Promise<ConsumeResult | null> {
-  const rows = await executor.run<ClaimRow>(claimBatch(target.name, target.code ? undefined : "push"));
+  limits: { deadline: number; maxBatches: number },
+): Promise<ConsumeResult[]> {
+  const results: ConsumeResult[] = [];
+  const claimNext = () => runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+  const more = () => results.length < limits.maxBatches && Date.now() < limits.deadline;
+  let next = await claimNext();
+  for (;;) {
+    if (!next.claimed) {
+      if (!next.result) return results; // nothing ready
+      results.push(next.result); // a key whose last lease expired was dead-lettered by the claim
+      if (!more()) return results;
+      next = await claimNext();
+      continue;
+    }
+    const claimed: Claimed = next.claimed;
+    const verdict = await handle(executor, target, claimed, corq);
+    if ("error" in verdict || results.length + 1 >= limits.maxBatches || Date.now() >= limits.deadline) {
+      results.push(finish(claimed, verdict, await record(executor, claimed, verdict)));
+      if (!more()) return results;
+      next = await claimNext();
+      continue;
+    }
+    const ack = { lease: claimed.lease, through: throughOf(claimed, verdict.through), count: verdict.through + 1 };
+    next = await runClaim(executor, target, ackAndClaim(target.name, kindFilter(target), ack));
+    results.push(finish(claimed, verdict, next.acked ? "acked" : "expired"));
+  }
+}
+
+const kindFilter = (target: ConsumeTarget) => (target.code ? undefined : ("push" as const));
+
+/** Runs a claim statement and reads its rows into a batch (or a result without one). */
+async function runClaim(
+  executor: Executor,
+  target: ConsumeTarget,
+  statement: SQL,
+): Promise<{ claimed?: Claimed; result: ConsumeResult | null; acked?: boolean }> {
+  const rows = await executor.run<ClaimRow>(statement);
   if (rows.length === 0) {
-    if (target.code) return null; // defined in code, not registered yet: nothing to do
+    if (target.code) return { result: null }; // defined in code, not registered yet: nothing to do
     throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
   }
   const head = rows[0];
-  if (head.key === null) return null;
-  if (head.dies) return { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" };
-
-  const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
-  const batch = rows.map((row) => ({ event: toStoredEvent(row as EventRow), tx: row.tx! }));
-  const events = batch.map((b) => b.event);
-  const handle: Handler = target.code ? target.code.handle : pushHandler(head.deliver);
-
-  const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(new Error("lease expired")), head.lease_ms);
-  let through = -1;
-  let error: string | undefined;
-  try {
-    const result = await handle(events, {
-      subscription: target.name,
-      key: head.key,
+  const acked = head.acked === null ? undefined : head.acked === 1;
+  if (head.key === null) return { result: null, acked };
+  if (head.dies) {
+    return { result: { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" }, acked };
+  }
+  return {
+    claimed: {
+      lease: { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! },
       attempt: head.attempts! + 1,
+      leaseMs: head.lease_ms,
+      handle: target.code ? target.code.handle : pushHandler(head.deliver),
+      events: rows.map((row) => toStoredEvent(row as EventRow)),
+      txs: rows.map((row) => row.tx!),
+    },
+    result: null,
+    acked,
+  };
+}
+
+async function handle(executor: Executor, target: ConsumeTarget, claimed: Claimed, corq: Corq): Promise<Verdict> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(new Error("lease expired")), claimed.leaseMs);
+  try {
+    const result = await claimed.handle(claimed.events, {
+      subscription: target.name,
+      key: claimed.lease.key,
+      attempt: claimed.attempt,
       signal: abort.signal,
       corq,
       run: executor.run,
     });
-    through = ackedThroughIndex(events, result);
+    return { through: ackedThroughIndex(claimed.events, result) };
   } catch (thrown) {
-    error = describe(thrown);
+    return { error: describe(thrown) };
   } finally {
     clearTimeout(timer);
   }
-  let outcome: ConsumeResult["outcome"];
-  if (error === undefined) {
-    const [row] = await executor.run<{ acked: number }>(
-      ackBatch(lease, { tx: batch[through].tx, position: events[through].position }, through + 1),
-    );
-    outcome = row.acked === 1 ? "acked" : "expired";
-  } else {
-    const [row] = await executor.run<{ dead: boolean }>(failBatch(lease, error, events[0].position));
-    outcome = row === undefined ? "expired" : row.dead ? "dead" : "retry";
-  }
-  return { key: head.key, events: events.length, outcome, ...(error ? { error } : {}) };
 }
+
+/** Records a verdict on its own: 1 statement (ack, or fail with backoff / dead). */
+async function record(executor: Executor, claimed: Claimed, verdict: Verdict): Promise<ConsumeResult["outcome"]> {
+  if ("through" in verdict) {
+    const [row] = await executor.run<{ acked: number }>(
+      ackBatch(claimed.lease, throughOf(claimed, verdict.through), verdict.through + 1),
+    );
+    return row.acked === 1 ? "acked" : "expired";
+  }
+  const [row] = await executor.run<{ dead: boolean }>(failBatch(claimed.lease, verdict.error, claimed.events[0].position));
+  return row === undefined ? "expired" : row.dead ? "dead" : "retry";
+}
+
+function finish(claimed: Claimed, verdict: Verdict, outcome: ConsumeResult["outcome"]): ConsumeResult {
+  return {
+    key: claimed.lease.key,
+    events: claimed.events.length,
+    outcome,
+    ...("error" in verdict ? { error: verdict.error } : {}),
+  };
+}
+
+const throughOf = (claimed: Claimed, index: number) => ({ tx: claimed.txs[index], position: claimed.events[index].position });
 
 /** Index of the last acked event: the whole batch, or through `ackedThrough`, which must be in it. */
 function ackedThroughIndex(events: StoredEvent[], result: unknown): number {

@@ -12,7 +12,7 @@ import {
 } from "./config.js";
 import { z } from "zod";
 import { advance, syncCodeSubscriptions } from "./advance.js";
-import { consumeOne } from "./consume.js";
+import { consumeOne, drainKeys } from "./consume.js";
 import { appendEvents, type AppendRow } from "./sql/appendEvents.js";
 import { readStream } from "./sql/readStream.js";
 import { eventExists, readLog } from "./sql/readLog.js";
@@ -182,19 +182,17 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async drain(name, drainOpts = {}) {
+      parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { budgetMs, maxBatches } = parseOrThrow(drainOptions, drainOpts, "invalid_input", "options");
-      const deadline = Date.now() + budgetMs;
-      let first: ConsumeResult | null = null;
-      let batches = 0;
-      let events = 0;
-      while (batches < maxBatches && Date.now() < deadline) {
-        const result = await corq.consume(name);
-        if (result === null) break;
-        first ??= result;
-        batches++;
-        events += result.events;
-      }
-      return { first, batches, events };
+      const results = await drainKeys(await executor(), { name, code: code.get(name) }, corq, {
+        deadline: Date.now() + budgetMs,
+        maxBatches,
+      });
+      return {
+        first: results[0] ?? null,
+        batches: results.length,
+        events: results.reduce((sum, r) => sum + r.events, 0),
+      };
     },
 
     async readyKeys(cap) {

@@ -33,8 +33,11 @@ describe("concurrent consumers", () => {
     }
     await corq.advance();
     // 8 separate corq instances (separate pools and connections), each claiming in a loop
+    let consumers = 0;
     const workers = Array.from({ length: 8 }, async () => {
       const consumer = another({ subscriptions: [rooms], poolSize: 1 });
+      // half the workers claim batch by batch, half drain (ack and next claim in one statement)
+      if (consumers++ % 2 === 0) return (await consumer.drain("rooms")).batches;
       let batches = 0;
       while ((await consumer.consume("rooms")) !== null) batches++;
       return batches;

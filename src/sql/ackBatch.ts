@@ -15,8 +15,13 @@ export interface Lease {
  * never left idle with events queued.
  */
 export function ackBatch(lease: Lease, through: { tx: string; position: number }, count: number): SQL {
+  return sql`WITH ${ackCtes(lease, through, count)} SELECT count(*)::int AS acked FROM acked`;
+}
+
+/** The CTEs `acked` (the key row, when the lease held) and `removed` (its queue rows); see ackBatch. */
+export function ackCtes(lease: Lease, through: { tx: string; position: number }, count: number): SQL {
   return sql`
-    WITH acked AS (
+    acked AS (
       UPDATE ${keys} k SET
         pending = k.pending - ${count},
         available_at = CASE WHEN k.pending - ${count} > 0 THEN now() END,
@@ -30,6 +35,5 @@ export function ackBatch(lease: Lease, through: { tx: string; position: number }
       DELETE FROM ${queue} q USING acked
       WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key
         AND (q.tx, q.position) <= (${through.tx}::xid8, ${through.position}::bigint)
-    )
-    SELECT count(*)::int AS acked FROM acked`;
+    )`;
 }

@@ -1,0 +1,160 @@
+// corq, measured end to end and stage by stage, through the library (Node, node-postgres).
+import { createCorq, type Corq, type StoredEvent, type SubscriptionDefinition } from "../../src/index.js";
+import { chunks, OrderCheck, producerItems, sleep, type Item } from "../workload.js";
+
+export interface Workload {
+  events: number;
+  keys: number;
+  consumers: number;
+  batchSize: number;
+  producers?: number;
+}
+
+const noop = () => undefined;
+
+/** Appends the workload: `producers` concurrent producers, batches of 100, key = data.key. */
+export async function appendWorkload(corq: Corq, w: Workload, onAppended?: (items: Item[]) => void): Promise<void> {
+  const producers = w.producers ?? 8;
+  await Promise.all(
+    Array.from({ length: producers }, async (_, p) => {
+      for (const batch of chunks(producerItems(p, producers, w.events, w.keys), 100)) {
+        await corq.append(`producer-${p}`, batch.map((item) => ({ name: "Work", data: { ...item, t0: Date.now() } })));
+        onAppended?.(batch);
+      }
+    }),
+  );
+}
+
+function subscription(w: Workload, handle: SubscriptionDefinition["handle"], key = "data.key"): SubscriptionDefinition {
+  return { name: "bench", key, batchSize: w.batchSize, leaseMs: 60_000, handle };
+}
+
+/** Runs `advance` in a loop until `done()`: what the cron + append kicks do in production. */
+async function advancer(corq: Corq, done: () => boolean) {
+  while (!done()) {
+    const advanced = await corq.advance();
+    if (Object.values(advanced).every((n) => n === 0)) await sleep(2);
+  }
+}
+
+/** A consumer invocation loop: claim → handle → ack, idling 2 ms when nothing is ready. */
+async function consumer(corq: Corq, done: () => boolean) {
+  while (!done()) if ((await corq.consume("bench")) === null) await sleep(2);
+}
+
+/** End to end: first append → last handler, with producers, the advancer and consumers all running. */
+export async function endToEnd(databaseUrl: string, w: Workload) {
+  const check = new OrderCheck();
+  const handle = (events: StoredEvent[]) => {
+    for (const e of events) check.record(e.data as unknown as Item);
+  };
+  const sub = subscription(w, handle);
+  const producer = createCorq({ databaseUrl, subscriptions: [sub], poolSize: w.producers ?? 8 });
+  await producer.migrate();
+  const consumers = Array.from({ length: w.consumers }, () => createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }));
+  const done = () => check.handled >= w.events;
+  const started = performance.now();
+  try {
+    await Promise.all([
+      appendWorkload(producer, w),
+      advancer(producer, done),
+      ...consumers.map((c) => consumer(c, done)),
+    ]);
+  } finally {
+    await Promise.all([producer, ...consumers].map((c) => c.close()));
+  }
+  const seconds = (performance.now() - started) / 1000;
+  return { eps: w.events / seconds, seconds, violations: check.violations, duplicates: check.duplicates };
+}
+
+/** Append alone: 8 producers, batches of 100. */
+export async function appendStage(databaseUrl: string, w: Workload) {
+  const corq = createCorq({ databaseUrl, poolSize: w.producers ?? 8 });
+  await corq.migrate();
+  const started = performance.now();
+  await appendWorkload(corq, w);
+  const seconds = (performance.now() - started) / 1000;
+  await corq.close();
+  return { eps: w.events / seconds };
+}
+
+/** Advance alone: a subscription created over an existing log replays it (key = stream or a JSON path). */
+export async function advanceStage(databaseUrl: string, w: Workload, key: "stream" | "data.key") {
+  const loader = createCorq({ databaseUrl });
+  await loader.migrate();
+  await appendWorkload(loader, w);
+  await loader.close();
+  const corq = createCorq({ databaseUrl, subscriptions: [subscription(w, noop, key)] });
+  await corq.migrate();
+  const started = performance.now();
+  let enqueued = 0;
+  for (;;) {
+    const n = (await corq.advance()).bench;
+    if (n === 0) break;
+    enqueued += n;
+  }
+  const seconds = (performance.now() - started) / 1000;
+  await corq.close();
+  return { eps: enqueued / seconds, enqueued };
+}
+
+/** Consume alone: a queue already advanced, C consumers, no-op handler; statements per batch. */
+export async function consumeStage(databaseUrl: string, w: Workload) {
+  let statements = 0;
+  const sub = subscription(w, noop);
+  const loader = createCorq({ databaseUrl, subscriptions: [sub] });
+  await loader.migrate();
+  await appendWorkload(loader, w);
+  while ((await loader.advance()).bench > 0);
+  await loader.close();
+  const consumers = Array.from({ length: w.consumers }, () =>
+    createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1, onStatement: () => void statements++ }),
+  );
+  let batches = 0;
+  let events = 0;
+  const started = performance.now();
+  await Promise.all(
+    consumers.map(async (c) => {
+      for (let r = await c.consume("bench"); r !== null; r = await c.consume("bench")) {
+        batches++;
+        events += r.events;
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  await Promise.all(consumers.map((c) => c.close()));
+  // each consumer's last claim found nothing: that one is not part of a batch
+  return { eps: events / seconds, batchesPerSecond: batches / seconds, statementsPerBatch: (statements - w.consumers) / batches };
+}
+
+/** Append-to-handler latency at a fixed offered rate (single-event appends, many keys). */
+export async function latency(databaseUrl: string, options: { rate: number; seconds: number; consumers: number }) {
+  const samples: number[] = [];
+  const total = Math.round(options.rate * options.seconds);
+  const sub: SubscriptionDefinition = {
+    name: "bench",
+    key: "data.key",
+    handle: (events) => {
+      const now = Date.now();
+      for (const e of events) samples.push(now - (e.data as { t0: number }).t0);
+    },
+  };
+  const producer = createCorq({ databaseUrl, subscriptions: [sub], poolSize: 8 });
+  await producer.migrate();
+  const consumers = Array.from({ length: options.consumers }, () => createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }));
+  const done = () => samples.length >= total;
+  const started = Date.now();
+  const appends: Promise<unknown>[] = [];
+  const produce = async () => {
+    for (let i = 0; i < total; i++) {
+      const due = started + (i * 1000) / options.rate;
+      const wait = due - Date.now();
+      if (wait > 0) await sleep(wait);
+      appends.push(producer.append(`s${i % 8}`, [{ name: "Ping", data: { key: `k${i % 1000}`, t0: Date.now() } }]));
+    }
+    await Promise.all(appends);
+  };
+  await Promise.all([produce(), advancer(producer, done), ...consumers.map((c) => consumer(c, done))]);
+  await Promise.all([producer, ...consumers].map((c) => c.close()));
+  return samples;
+}

@@ -5,6 +5,7 @@ import type { Subscription } from "./config.js";
 import { ackAndClaim, claimBatch, type ClaimRow } from "./sql/claimBatch.js";
 import { ackBatch, type Lease } from "./sql/ackBatch.js";
 import { failBatch } from "./sql/failBatch.js";
+import { releaseLease } from "./sql/releaseLease.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
 import type { ConsumeResult, Handler, StoredEvent } from "./types.js";
@@ -99,9 +100,17 @@ async function runClaim(
   if (head.dies) {
     return { result: { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" }, acked };
   }
+  const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
+  if (head.position === null) {
+    // Claimed, but every row this statement's snapshot saw had been acked by another
+    // consumer while it waited (see claimBatch): give the key back and claim afresh.
+    await executor.run(releaseLease(lease));
+    const again = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+    return { ...again, acked };
+  }
   return {
     claimed: {
-      lease: { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! },
+      lease,
       attempt: head.attempts! + 1,
       leaseMs: head.lease_ms,
       handle: target.code ? target.code.handle : pushHandler(head.deliver),

@@ -37,9 +37,9 @@ async function advancer(corq: Corq, done: () => boolean) {
   }
 }
 
-/** A consumer invocation loop: claim → handle → ack, idling 2 ms when nothing is ready. */
+/** A consumer invocation: drain (one statement per batch), idling 2 ms when nothing is ready. */
 async function consumer(corq: Corq, done: () => boolean) {
-  while (!done()) if ((await corq.consume("bench")) === null) await sleep(2);
+  while (!done()) if ((await corq.drain("bench", { budgetMs: 1000 })).batches === 0) await sleep(2);
 }
 
 /** End to end: first append → last handler, with producers, the advancer and consumers all running. */
@@ -115,15 +115,14 @@ export async function consumeStage(databaseUrl: string, w: Workload) {
   const started = performance.now();
   await Promise.all(
     consumers.map(async (c) => {
-      for (let r = await c.consume("bench"); r !== null; r = await c.consume("bench")) {
-        batches++;
-        events += r.events;
-      }
+      const drained = await c.drain("bench", { budgetMs: 600_000 });
+      batches += drained.batches;
+      events += drained.events;
     }),
   );
   const seconds = (performance.now() - started) / 1000;
   await Promise.all(consumers.map((c) => c.close()));
-  // each consumer's last claim found nothing: that one is not part of a batch
+  // each consumer's first claim is extra: after it, every statement acks a batch and claims the next
   return { eps: events / seconds, batchesPerSecond: batches / seconds, statementsPerBatch: (statements - w.consumers) / batches };
 }
 
@@ -157,4 +156,45 @@ export async function latency(databaseUrl: string, options: { rate: number; seco
   await Promise.all([produce(), advancer(producer, done), ...consumers.map((c) => consumer(c, done))]);
   await Promise.all([producer, ...consumers].map((c) => c.close()));
   return samples;
+}
+
+/**
+ * A long open transaction holds the xmin horizon: the advancer must wait (never skip) and
+ * resume when it ends. Events are appended while it is open; we count what was handled
+ * during, then commit and time the catch-up. Table sizes before / during / after.
+ */
+export async function xminHorizon(databaseUrl: string, w: Workload, holdMs: number) {
+  const pg = (await import("pg")).default;
+  const check = new OrderCheck();
+  const sub = subscription(w, (events) => {
+    for (const e of events) check.record(e.data as unknown as Item);
+  });
+  const corq = createCorq({ databaseUrl, subscriptions: [sub], poolSize: 8 });
+  await corq.migrate();
+  const admin = new pg.Client({ connectionString: databaseUrl });
+  await admin.connect();
+  const size = async () =>
+    Number((await admin.query("SELECT pg_total_relation_size('corq.queue') + pg_total_relation_size('corq.keys') AS b")).rows[0].b);
+  const before = await size();
+  const holder = new pg.Client({ connectionString: databaseUrl });
+  await holder.connect();
+  await holder.query("BEGIN");
+  await holder.query("SELECT pg_current_xact_id()");
+  let stop = false;
+  const loops = Promise.all([advancer(corq, () => stop), ...Array.from({ length: w.consumers }, () => consumer(corq, () => stop))]);
+  await appendWorkload(corq, w);
+  await sleep(holdMs);
+  const handledDuring = check.handled;
+  const during = await size();
+  await holder.query("COMMIT");
+  const released = performance.now();
+  while (check.handled < w.events) await sleep(5);
+  const catchUpSeconds = (performance.now() - released) / 1000;
+  stop = true;
+  await loops;
+  const after = await size();
+  await holder.end();
+  await admin.end();
+  await corq.close();
+  return { handledDuring, catchUpEps: w.events / catchUpSeconds, violations: check.violations, bytes: { before, during, after } };
 }

@@ -22,5 +22,11 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "-- Custom migration: storage settings drizzle cannot express.\n-- queue and keys churn (every ack deletes queue rows and rewrites a key row), so vacuum\n-- them after 1% dead rows instead of the default 20%: the claim's index scans stay short.\nALTER TABLE \"corq\".\"queue\" SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0);",
       "ALTER TABLE \"corq\".\"keys\" SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0, fillfactor = 80);"
     ]
+  },
+  {
+    "tag": "0002_ack_cursor",
+    "statements": [
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"last_tx\" \"xid8\";"
+    ]
   }
 ];

@@ -94,6 +94,10 @@ export const keys = corqSchema.table(
     deadAt: timestamp("dead_at", { withTimezone: true }),
     failedPosition: bigint("failed_position", { mode: "number" }),
     lastError: text("last_error"),
+    // (last_tx, last_position): the last acked (or skipped) event. A claim reads the queue with
+    // its statement's snapshot, which can predate another consumer's ack of the same key; rows
+    // at or below this cursor are already done and never handed out again.
+    lastTx: xid8("last_tx"),
     lastPosition: bigint("last_position", { mode: "number" }),
     acked: bigint("acked", { mode: "number" }).notNull().default(0),
     skipped: bigint("skipped", { mode: "number" }).notNull().default(0),

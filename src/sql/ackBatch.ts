@@ -26,7 +26,7 @@ export function ackCtes(lease: Lease, through: { tx: string; position: number },
         pending = k.pending - ${count},
         available_at = CASE WHEN k.pending - ${count} > 0 THEN now() END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
-        last_position = ${through.position}, acked = k.acked + ${count}
+        last_tx = ${through.tx}::xid8, last_position = ${through.position}, acked = k.acked + ${count}
       WHERE k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
         AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now()
       RETURNING k.subscription_id, k.key

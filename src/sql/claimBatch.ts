@@ -28,7 +28,10 @@ export interface ClaimRow extends Partial<EventRow> {
  *            one the key is dead-lettered here instead of handed out (a batch that crashes
  *            its consumer every time still ends in the dead letters);
  *   batch    the key's oldest queued events in log order: batchSize of them, or only the
- *            head after a failure, so the event that keeps failing is pinned down.
+ *            head after a failure, so the event that keeps failing is pinned down. Read with
+ *            the statement's snapshot, so only rows past the key row's ack cursor (its latest,
+ *            locked version) count: a consumer that claimed, handled and acked this key while
+ *            this statement waited is never repeated.
  * One row per event; one row with null event columns when the key died here; one row with
  * a null key when nothing was claimed; no row when there is no such subscription (of `kind`).
  */
@@ -40,6 +43,9 @@ export function claimBatch(subscription: string, kind?: "push"): SQL {
  * Acks the batch just handled AND claims the next key, in ONE statement: a consumer that
  * drains pays one round trip per batch instead of two. The ack's key row cannot be picked
  * again here: the statement's snapshot still sees it leased.
+ * Lock order: the pick refers to `acked`, so the ack's row lock is taken (and waited for)
+ * BEFORE the pick locks the next key. The other way round an advancer holding the acked key
+ * and waiting for the picked one deadlocks with us (seen in the benchmark).
  */
 export function ackAndClaim(
   subscription: string,
@@ -67,6 +73,7 @@ function claim(
       -- scalar subqueries, not a join: the planner then walks the partial index in
       -- available_at order and stops at the first unlocked row (a join sorted every ready key)
       WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
+        ${ack ? sql`AND (SELECT count(*) FROM acked) >= 0` : sql``}
       ORDER BY k.available_at
       LIMIT 1
       FOR UPDATE OF k SKIP LOCKED
@@ -81,10 +88,11 @@ function claim(
         dead_at = CASE WHEN pick.dies THEN now() END,
         failed_position = CASE WHEN pick.dies THEN (
           SELECT q.position FROM ${queue} q WHERE q.subscription_id = k.subscription_id AND q.key = k.key
+            AND (k.last_tx IS NULL OR (q.tx, q.position) > (k.last_tx, k.last_position))
           ORDER BY q.tx, q.position LIMIT 1) ELSE k.failed_position END
       FROM pick, sub
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
-      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies,
+      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_tx, k.last_position,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit
     )
     SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies,
@@ -94,6 +102,8 @@ function claim(
     LEFT JOIN LATERAL (
       SELECT q.tx, q.position FROM ${queue} q
       WHERE q.subscription_id = c.subscription_id AND q.key = c.key AND NOT c.dies
+        -- the snapshot may predate another consumer's ack of this key: skip what it acked
+        AND (c.last_tx IS NULL OR (q.tx, q.position) > (c.last_tx, c.last_position))
       ORDER BY q.tx, q.position
       LIMIT (SELECT batch_limit FROM claimed)
     ) q ON true

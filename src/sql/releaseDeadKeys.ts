@@ -35,7 +35,7 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
       WHERE q.subscription_id = head.subscription_id AND q.key = head.key AND q.tx = head.tx AND q.position = head.position
     )
     UPDATE ${keys} k SET dead_at = NULL, attempts = 0, failed_position = NULL,
-      pending = k.pending - 1, skipped = k.skipped + 1, last_position = head.position,
+      pending = k.pending - 1, skipped = k.skipped + 1, last_tx = head.tx, last_position = head.position,
       available_at = CASE WHEN k.pending - 1 > 0 THEN now() END
     FROM head
     WHERE k.subscription_id = head.subscription_id AND k.key = head.key

@@ -1,0 +1,1 @@
+ALTER TABLE "corq"."keys" ADD COLUMN "last_tx" "xid8";

@@ -1,0 +1,13 @@
+import { sql, type SQL } from "drizzle-orm";
+import { keys } from "../db/schema.js";
+import type { Lease } from "./ackBatch.js";
+
+/**
+ * Gives a claimed key back untouched (ready again now): for a claim whose batch came out
+ * empty because everything its snapshot saw had been acked by another consumer meanwhile.
+ */
+export function releaseLease(lease: Lease): SQL {
+  return sql`
+    UPDATE ${keys} SET lease_token = NULL, lease_until = NULL, available_at = now()
+    WHERE subscription_id = ${lease.subscriptionId} AND key = ${lease.key} AND lease_token = ${lease.token}::uuid`;
+}

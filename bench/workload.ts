@@ -46,3 +46,27 @@ export class OrderCheck {
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * An in-process wake-up: what an append's kick and the dispatcher are on Workers. Waiters
+ * sleep until notified or `ms` pass (the fallback poll, like the cron).
+ */
+export class Wakeup {
+  private waiters: (() => void)[] = [];
+  notify() {
+    for (const wake of this.waiters.splice(0)) wake();
+  }
+  wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      function done() {
+        resolve();
+      }
+      this.waiters.push(wake);
+    });
+  }
+}

@@ -1,6 +1,6 @@
 // corq, measured end to end and stage by stage, through the library (Node, node-postgres).
 import { createCorq, type Corq, type StoredEvent, type SubscriptionDefinition } from "../../src/index.js";
-import { chunks, OrderCheck, producerItems, sleep, type Item } from "../workload.js";
+import { chunks, OrderCheck, producerItems, sleep, Wakeup, type Item } from "../workload.js";
 
 export interface Workload {
   events: number;
@@ -29,17 +29,28 @@ function subscription(w: Workload, handle: SubscriptionDefinition["handle"], key
   return { name: "bench", key, batchSize: w.batchSize, leaseMs: 60_000, handle };
 }
 
-/** Runs `advance` in a loop until `done()`: what the cron + append kicks do in production. */
-async function advancer(corq: Corq, done: () => boolean) {
+/**
+ * Production's shape, in process: an append kicks the advancer (`appended`), an advance that
+ * enqueued something wakes the consumers (`enqueued`); otherwise each idles up to 50 ms.
+ */
+interface Signals {
+  appended: Wakeup;
+  enqueued: Wakeup;
+}
+
+const newSignals = (): Signals => ({ appended: new Wakeup(), enqueued: new Wakeup() });
+
+async function advancer(corq: Corq, done: () => boolean, signals: Signals) {
   while (!done()) {
     const advanced = await corq.advance();
-    if (Object.values(advanced).every((n) => n === 0)) await sleep(2);
+    if (Object.values(advanced).some((n) => n > 0)) signals.enqueued.notify();
+    else await signals.appended.wait(50);
   }
 }
 
-/** A consumer invocation: drain (one statement per batch), idling 2 ms when nothing is ready. */
-async function consumer(corq: Corq, done: () => boolean) {
-  while (!done()) if ((await corq.drain("bench", { budgetMs: 1000 })).batches === 0) await sleep(2);
+/** A consumer invocation: drain (one statement per batch), then wait to be woken. */
+async function consumer(corq: Corq, done: () => boolean, signals: Signals) {
+  while (!done()) if ((await corq.drain("bench", { budgetMs: 1000 })).batches === 0) await signals.enqueued.wait(50);
 }
 
 /** End to end: first append → last handler, with producers, the advancer and consumers all running. */
@@ -53,12 +64,13 @@ export async function endToEnd(databaseUrl: string, w: Workload) {
   await producer.migrate();
   const consumers = Array.from({ length: w.consumers }, () => createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }));
   const done = () => check.handled >= w.events;
+  const signals = newSignals();
   const started = performance.now();
   try {
     await Promise.all([
-      appendWorkload(producer, w),
-      advancer(producer, done),
-      ...consumers.map((c) => consumer(c, done)),
+      appendWorkload(producer, w, () => signals.appended.notify()),
+      advancer(producer, done, signals),
+      ...consumers.map((c) => consumer(c, done, signals)),
     ]);
   } finally {
     await Promise.all([producer, ...consumers].map((c) => c.close()));
@@ -142,6 +154,7 @@ export async function latency(databaseUrl: string, options: { rate: number; seco
   await producer.migrate();
   const consumers = Array.from({ length: options.consumers }, () => createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }));
   const done = () => samples.length >= total;
+  const signals = newSignals();
   const started = Date.now();
   const appends: Promise<unknown>[] = [];
   const produce = async () => {
@@ -149,11 +162,15 @@ export async function latency(databaseUrl: string, options: { rate: number; seco
       const due = started + (i * 1000) / options.rate;
       const wait = due - Date.now();
       if (wait > 0) await sleep(wait);
-      appends.push(producer.append(`s${i % 8}`, [{ name: "Ping", data: { key: `k${i % 1000}`, t0: Date.now() } }]));
+      appends.push(
+        producer
+          .append(`s${i % 8}`, [{ name: "Ping", data: { key: `k${i % 1000}`, t0: Date.now() } }])
+          .then(() => signals.appended.notify()),
+      );
     }
     await Promise.all(appends);
   };
-  await Promise.all([produce(), advancer(producer, done), ...consumers.map((c) => consumer(c, done))]);
+  await Promise.all([produce(), advancer(producer, done, signals), ...consumers.map((c) => consumer(c, done, signals))]);
   await Promise.all([producer, ...consumers].map((c) => c.close()));
   return samples;
 }
@@ -181,8 +198,12 @@ export async function xminHorizon(databaseUrl: string, w: Workload, holdMs: numb
   await holder.query("BEGIN");
   await holder.query("SELECT pg_current_xact_id()");
   let stop = false;
-  const loops = Promise.all([advancer(corq, () => stop), ...Array.from({ length: w.consumers }, () => consumer(corq, () => stop))]);
-  await appendWorkload(corq, w);
+  const signals = newSignals();
+  const loops = Promise.all([
+    advancer(corq, () => stop, signals),
+    ...Array.from({ length: w.consumers }, () => consumer(corq, () => stop, signals)),
+  ]);
+  await appendWorkload(corq, w, () => signals.appended.notify());
   await sleep(holdMs);
   const handledDuring = check.handled;
   const during = await size();

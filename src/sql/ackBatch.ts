@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys, queue } from "../db/schema.js";
+import { asyncCommit } from "./asyncCommit.js";
 
 export interface Lease {
   subscriptionId: number;
@@ -28,7 +29,7 @@ export function ackCtes(lease: Lease, through: { tx: string; position: number },
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
         last_tx = ${through.tx}::xid8, last_position = ${through.position}, acked = k.acked + ${count}
       WHERE k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
-        AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now()
+        AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
       RETURNING k.subscription_id, k.key
     ),
     removed AS (

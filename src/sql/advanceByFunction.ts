@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { events, subscriptions } from "../db/schema.js";
 import { eventColumns } from "./eventColumns.js";
 import { enqueueAndMove } from "./advanceSubscription.js";
+import { asyncCommit } from "./asyncCommit.js";
 
 /**
  * Read half of advancing a subscription whose key is a JS function: the next `limit` events
@@ -46,7 +47,7 @@ export function writeAdvanceBatch(
     ${enqueueAndMove(
       sql`${subscriptionId}::int`,
       { tx: sql`${last.tx}::xid8`, position: sql`${last.position}::bigint` },
-      sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position}`,
+      sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position} AND ${asyncCommit}`,
     )}
     SELECT (SELECT count(*) FROM moved)::int AS applied`;
 }

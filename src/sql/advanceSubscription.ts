@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../db/schema.js";
 import type { KeyStrategy } from "../config.js";
+import { asyncCommit } from "./asyncCommit.js";
 
 export interface AdvanceRow {
   scanned: number;
@@ -33,7 +34,8 @@ export function advanceSubscription(
 ): SQL {
   return sql`
     WITH sub AS (
-      SELECT id, watermark_tx, watermark_position FROM ${subscriptions} WHERE id = ${subscriptionId} FOR UPDATE
+      SELECT id, watermark_tx, watermark_position FROM ${subscriptions} WHERE id = ${subscriptionId} AND ${asyncCommit}
+      FOR UPDATE
     ),
     scan AS (
       SELECT e.tx, e.position, e.name, ${keyExpression(options.key)} AS key

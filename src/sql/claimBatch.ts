@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../db/schema.js";
 import { eventColumns, type EventRow } from "./eventColumns.js";
 import { ackCtes, type Lease } from "./ackBatch.js";
+import { asyncCommit } from "./asyncCommit.js";
 
 export interface ClaimRow extends Partial<EventRow> {
   kind: "code" | "push";
@@ -64,7 +65,7 @@ function claim(
     WITH ${ack ? sql`${ackCtes(ack.lease, ack.through, ack.count)},` : sql``}
     sub AS (
       SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts FROM ${subscriptions}
-      WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``}
+      WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
     pick AS (
       SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired,

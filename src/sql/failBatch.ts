@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys, subscriptions } from "../db/schema.js";
 import type { Lease } from "./ackBatch.js";
+import { asyncCommit } from "./asyncCommit.js";
 
 /**
  * Fails a claimed batch in ONE statement (fenced by the lease like ackBatch): attempts + 1,
@@ -21,6 +22,6 @@ export function failBatch(lease: Lease, error: string, headPosition: number): SQ
                      * interval '1 millisecond' END
     FROM ${subscriptions} s
     WHERE s.id = k.subscription_id AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
-      AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now()
+      AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
     RETURNING k.dead_at IS NOT NULL AS dead`;
 }

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys } from "../db/schema.js";
 import type { Lease } from "./ackBatch.js";
+import { asyncCommit } from "./asyncCommit.js";
 
 /**
  * Gives a claimed key back untouched (ready again now): for a claim whose batch came out
@@ -9,5 +10,5 @@ import type { Lease } from "./ackBatch.js";
 export function releaseLease(lease: Lease): SQL {
   return sql`
     UPDATE ${keys} SET lease_token = NULL, lease_until = NULL, available_at = now()
-    WHERE subscription_id = ${lease.subscriptionId} AND key = ${lease.key} AND lease_token = ${lease.token}::uuid`;
+    WHERE subscription_id = ${lease.subscriptionId} AND key = ${lease.key} AND lease_token = ${lease.token}::uuid AND ${asyncCommit}`;
 }

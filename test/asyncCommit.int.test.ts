@@ -18,6 +18,7 @@ describe("synchronous_commit per statement", () => {
     const settingAfter = async (statement: SQL) => {
       const client = await raw.connect();
       try {
+        await client.query("SET synchronous_commit = on"); // the test cluster runs with it off
         await client.query("BEGIN");
         const { sql, params } = dialect.sqlToQuery(statement);
         await client.query(sql, params);
@@ -25,6 +26,7 @@ describe("synchronous_commit per statement", () => {
         await client.query("ROLLBACK");
         return rows[0].value;
       } finally {
+        await client.query("RESET synchronous_commit");
         client.release();
       }
     };

@@ -1,7 +1,7 @@
 // `npm run bench [-- --quick]`: corq against graphile-worker and pg-boss on the same Postgres
 // in the same run, then corq's stages, scale curves and the local Workers stack. Writes
 // bench/RESULTS.md and bench/*.svg; the last line printed is one JSON object.
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
 import { dropDatabase, freshDatabase } from "./database.js";
@@ -131,7 +131,8 @@ try {
     say(`long open transaction: handled while it was open ${x.handledDuring} (the advancer waits, never skips); catch-up after commit ${fmt(x.catchUpEps)} events/s; queue+keys bytes before/during/after ${fmt(x.bytes.before)} / ${fmt(x.bytes.during)} / ${fmt(x.bytes.after)}; ${x.violations} out of order`);
     writeFileSync(new URL("./throughput-vs-keys.svg", import.meta.url), lineChart({ title: "corq end to end vs keys (8 consumers)", xLabel: "keys", yLabel: "events/s", logX: true, series: [{ name: "corq", points: byKeys }] }));
     writeFileSync(new URL("./throughput-vs-consumers.svg", import.meta.url), lineChart({ title: "corq end to end vs consumers (1,000 keys)", xLabel: "consumers", yLabel: "events/s", series: [{ name: "corq", points: byConsumers }] }));
-    writeFileSync(new URL("./RESULTS.md", import.meta.url), lines.join("\n") + "\n");
+    const notes = readFileSync(new URL("./notes.md", import.meta.url), "utf8");
+    writeFileSync(new URL("./RESULTS.md", import.meta.url), `${lines.join("\n")}\n\n${notes}`);
   }
 } finally {
   await embedded?.stop();

@@ -216,9 +216,10 @@ export function createCorq(options: CorqOptions): Corq {
     subscription: knownSubscription,
 
     async keys(name, keyOpts = {}) {
-      await knownSubscription(name);
+      parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const parsed = parseOrThrow(keysOptions, keyOpts, "invalid_input", "options");
       const rows = await (await executor()).run<KeyRow>(listKeys(name, parsed));
+      if (rows.length === 0) await knownSubscription(name); // empty page, or no such subscription?
       return rows.map(toKeyState);
     },
 
@@ -244,8 +245,8 @@ export function createCorq(options: CorqOptions): Corq {
 
     async releaseDeadLetters(releaseOpts) {
       const { subscription, key, mode } = parseOrThrow(releaseOptions, releaseOpts, "invalid_input", "options");
-      await knownSubscription(subscription);
       const rows = await (await executor()).run(releaseDeadKeys(subscription, key, mode));
+      if (rows.length === 0) await knownSubscription(subscription); // nothing dead, or no such subscription?
       return { released: rows.length };
     },
 

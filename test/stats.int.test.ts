@@ -44,6 +44,8 @@ describe("stats", () => {
     expect(all.log).toEqual({ head: expect.any(Number), events: 8 });
     expect(all.subscriptions.map((s) => s.name)).toEqual(["s"]);
     await expect(corq.subscription("missing")).rejects.toMatchObject({ code: "unknown_subscription" });
+    await expect(corq.keys("missing")).rejects.toMatchObject({ code: "unknown_subscription" });
+    expect(await corq.keys("s", { status: "idle" })).toEqual([]); // known, just nothing idle
     await expect(corq.keys("s", { limit: 0 })).rejects.toMatchObject({ code: "invalid_input" });
     fail = false;
   });

@@ -5,27 +5,35 @@ import { createTestDatabase } from "./database.js";
 
 /**
  * Per-test corq instances, each on a fresh migrated database (dropped after the test).
- * `open(options)` returns the instance, its database URL and a raw pg pool for assertions.
+ * `open(options)` returns the instance, its database URL, a raw pg pool for assertions,
+ * `another(options)` for more instances on the same database, and `dispose()` to close and
+ * drop it all right away (property tests open one per run).
  */
 export function useCorq() {
-  const cleanups: (() => Promise<void>)[] = [];
+  const pending = new Set<() => Promise<void>>();
   afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+    for (const dispose of [...pending]) await dispose();
   });
 
   return async function open(options: Omit<CorqOptions, "databaseUrl"> = {}) {
     const database = await createTestDatabase(inject("postgresUrl"));
-    cleanups.push(database.drop);
-    const corq = createCorq({ databaseUrl: database.url, ...options });
+    const instances: Corq[] = [];
     const raw = new pg.Pool({ connectionString: database.url, max: 4 });
-    cleanups.push(() => corq.close(), () => raw.end());
-    await corq.migrate();
+    const dispose = async () => {
+      pending.delete(dispose);
+      await Promise.all(instances.map((instance) => instance.close()));
+      await raw.end();
+      await database.drop();
+    };
+    pending.add(dispose);
     const another = (more: Omit<CorqOptions, "databaseUrl"> = options) => {
       const instance = createCorq({ databaseUrl: database.url, ...more });
-      cleanups.push(() => instance.close());
+      instances.push(instance);
       return instance;
     };
-    return { corq, url: database.url, raw, another };
+    const corq = another(options);
+    await corq.migrate();
+    return { corq, url: database.url, raw, another, dispose };
   };
 }
 

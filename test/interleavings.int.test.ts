@@ -9,6 +9,7 @@ import type { Corq, StoredEvent, SubscriptionDefinition } from "../src/index.js"
 import { useCorq } from "./helpers/corq.js";
 
 const open = useCorq();
+const runs = Number(process.env.CORQ_PROPERTY_RUNS ?? 12);
 
 type Op =
   | { kind: "append"; key: number; count: number; hold: boolean; poison: boolean }
@@ -167,7 +168,7 @@ describe("random interleavings", () => {
           await dispose();
         }
       }),
-      { numRuns: Number(process.env.CORQ_PROPERTY_RUNS ?? 12), seed: process.env.CORQ_PROPERTY_SEED ? Number(process.env.CORQ_PROPERTY_SEED) : undefined },
+      { numRuns: runs, seed: process.env.CORQ_PROPERTY_SEED ? Number(process.env.CORQ_PROPERTY_SEED) : undefined },
     );
-  }, 240_000);
+  }, 60_000 + runs * 3000);
 });

@@ -59,7 +59,7 @@ describe("leases", () => {
       subscriptions: [
         {
           name: "slow",
-          leaseMs: 200,
+          leaseMs: 400,
           handle: async (events: StoredEvent[], ctx) => {
             deliveries.push({ attempt: ctx.attempt, positions: events.map((e) => e.position) });
             if (firstCall) {
@@ -73,10 +73,10 @@ describe("leases", () => {
     const { positions } = await corq.append("v1", [{ name: "A", data: {} }, { name: "B", data: {} }]);
     await corq.advance();
     const stuck = corq.consume("slow");
-    await sleep(50);
+    while (deliveries.length === 0) await sleep(5); // the first consumer is in its handler
     expect(await corq.consume("slow")).toBeNull(); // leased: nobody else may take the key
     expect((await corq.subscription("slow")).keys.leased).toBe(1);
-    await sleep(250);
+    await sleep(450);
     // the lease expired: the batch goes to the next consumer (the expiry counts as an attempt,
     // so only the head is handed out until one succeeds)
     expect(await corq.consume("slow")).toEqual({ key: "v1", events: 1, outcome: "acked" });
@@ -101,9 +101,9 @@ describe("crash loops", () => {
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
     void corq.consume("hang"); // attempt 1 hangs
-    await sleep(100);
+    await sleep(200);
     void corq.consume("hang"); // takes over the expired lease: attempt 2 hangs
-    await sleep(100);
+    await sleep(200);
     expect(await corq.consume("hang")).toEqual({ key: "k", events: 0, outcome: "dead", error: "lease expired on the last attempt" });
     expect(calls).toBe(2);
     expect(await corq.deadLetters()).toMatchObject([{ key: "k", attempts: 2, lastError: "lease expired before the batch was acked" }]);
@@ -165,7 +165,8 @@ describe("failures", () => {
     for (let i = 0; i < 4; i++) {
       expect(await corq.consume("b")).toMatchObject({ outcome: "retry" });
       const { rows } = await raw.query("SELECT extract(epoch FROM available_at - now()) * 1000 AS ms FROM corq.keys");
-      waits.push(Math.round(Number(rows[0].ms) / 100) * 100);
+      // the backoff as set, seen a moment later: round up the few ms that passed in between
+      waits.push(Math.ceil(Number(rows[0].ms) / 250) * 250);
       await raw.query("UPDATE corq.keys SET available_at = now()"); // skip the wait
     }
     expect(waits).toEqual([1000, 2000, 3000, 3000]);

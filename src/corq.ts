@@ -2,8 +2,8 @@ import { CorqError } from "./errors.js";
 import { createExecutor, type Connection, type Executor, type PoolLike } from "./db/executor.js";
 import { migrate } from "./db/migrate.js";
 import {
-  eventInput,
   expectedVersion as expectedVersionSchema,
+  parseEvents,
   parseOrThrow,
   parseSubscriptions,
   pushSubscriptionInput,
@@ -141,10 +141,10 @@ export function createCorq(options: CorqOptions): Corq {
 
     async append(stream, events, appendOpts = {}) {
       parseOrThrow(streamName, stream, "invalid_input", "stream");
-      const input = parseOrThrow(z.array(eventInput).min(1).max(10_000), events, "invalid_input", "events");
+      const input = parseEvents(events);
       const { expectedVersion } = parseOrThrow(appendOptions, { expectedVersion: appendOpts.expectedVersion }, "invalid_input", "options");
       const db = appendOpts.tx ? createExecutor(appendOpts.tx, statementOptions) : await executor();
-      const [row] = await db.run<AppendRow>(appendEvents(stream, input as EventInput[], expectedVersion));
+      const [row] = await db.run<AppendRow>(appendEvents(stream, input, expectedVersion));
       if (row.version === null) {
         const current = row.current === null ? "does not exist" : `is at version ${row.current}`;
         throw new CorqError("version_conflict", `stream "${stream}" ${current}, expected ${expectedVersion}`, {

@@ -150,7 +150,7 @@ async function record(executor: Executor, claimed: Claimed, verdict: Verdict): P
     );
     return row.acked === 1 ? "acked" : "expired";
   }
-  const [row] = await executor.run<{ dead: boolean }>(failBatch(claimed.lease, verdict.error, claimed.events[0].position));
+  const [row] = await executor.run<{ dead: boolean }>(failBatch(claimed.lease, verdict.error, claimed.events[0].position, claimed.events.length));
   return row === undefined ? "expired" : row.dead ? "dead" : "retry";
 }
 

@@ -20,13 +20,24 @@ import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
 import { logHead, subscriptionStats } from "./sql/subscriptionStats.js";
 import { listKeys } from "./sql/listKeys.js";
 import { listDeadLetters } from "./sql/listDeadLetters.js";
+import { ackedPerBucket, logTail, pruneActivity, recentBatches, subscriptionNames } from "./sql/activity.js";
 import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { setPaused } from "./sql/setPaused.js";
 import { readyKeys } from "./sql/readyKeys.js";
 import { deleteSubscription, putSubscription, type PutRow } from "./sql/putSubscription.js";
-import { toKeyState, toSubscriptionStats, type KeyRow, type StatsRow } from "./rows.js";
+import {
+  toBatchRecord,
+  toDeadLetter,
+  toKeyState,
+  toSubscriptionStats,
+  type BatchRow,
+  type DeadLetterRow,
+  type KeyRow,
+  type StatsRow,
+} from "./rows.js";
 import type {
   AppendResult,
+  BatchRecord,
   ConsumeResult,
   DeadLetter,
   EventInput,
@@ -75,7 +86,8 @@ export interface Corq {
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
-  deadLetters(options?: { subscription?: string; limit?: number }): Promise<DeadLetter[]>;
+  /** Dead keys, newest first; `withEvent` adds the event that failed (the dashboard shows it). */
+  deadLetters(options?: { subscription?: string; limit?: number; withEvent?: boolean }): Promise<DeadLetter[]>;
   releaseDeadLetters(options: { subscription: string; key?: string; mode?: "retry" | "skip" }): Promise<{ released: number }>;
   /**
    * Creates or updates a push subscription (API.md "Subscriptions"). The signing secret is
@@ -89,6 +101,14 @@ export interface Corq {
   deleteSubscription(name: string): Promise<void>;
   pause(subscription: string): Promise<void>;
   resume(subscription: string): Promise<void>;
+  /** Batches that finished in the last `sinceMs` (default 5 min), newest first. */
+  activity(options?: { subscription?: string; sinceMs?: number; limit?: number }): Promise<BatchRecord[]>;
+  /** Events acked per second by each subscription, in `bucketMs` buckets over `windowMs`, oldest first. */
+  throughput(options?: { windowMs?: number; bucketMs?: number }): Promise<Record<string, number[]>>;
+  /** Forgets batch records older than `olderThanMs` (default 15 min); the Worker's cron calls it. */
+  pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
+  /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
+  logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
   close(): Promise<void>;
 }
 
@@ -101,7 +121,24 @@ const keysOptions = z.object({
   after: z.string().optional(),
   limit: limit(1000, 100),
 });
-const deadLetterOptions = z.object({ subscription: subscriptionName.optional(), limit: limit(1000, 100) });
+const deadLetterOptions = z.object({
+  subscription: subscriptionName.optional(),
+  limit: limit(1000, 100),
+  withEvent: z.boolean().default(false),
+});
+const HOUR_MS = 3_600_000;
+const activityOptions = z.object({
+  subscription: subscriptionName.optional(),
+  sinceMs: z.number().int().min(1).max(24 * HOUR_MS).default(300_000),
+  limit: limit(10_000, 1000),
+});
+const throughputOptions = z
+  .object({
+    windowMs: z.number().int().min(1000).max(24 * HOUR_MS).default(300_000),
+    bucketMs: z.number().int().min(1000).max(HOUR_MS).default(10_000),
+  })
+  .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
+const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
 const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),
   maxBatches: z.number().int().min(1).default(1_000_000),
@@ -224,23 +261,9 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async deadLetters(deadOpts = {}) {
-      const { subscription, limit: max } = parseOrThrow(deadLetterOptions, deadOpts, "invalid_input", "options");
-      const rows = await (await executor()).run<{
-        subscription: string;
-        key: string;
-        failed_position: string | null;
-        attempts: number;
-        last_error: string | null;
-        dead_at: Date;
-      }>(listDeadLetters(subscription, max));
-      return rows.map((r) => ({
-        subscription: r.subscription,
-        key: r.key,
-        position: r.failed_position === null ? null : Number(r.failed_position),
-        attempts: r.attempts,
-        lastError: r.last_error,
-        deadAt: new Date(r.dead_at).toISOString(),
-      }));
+      const { subscription, limit: max, withEvent } = parseOrThrow(deadLetterOptions, deadOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<DeadLetterRow>(listDeadLetters(subscription, max, withEvent));
+      return rows.map((r) => toDeadLetter(r, withEvent));
     },
 
     async releaseDeadLetters(releaseOpts) {
@@ -274,6 +297,37 @@ export function createCorq(options: CorqOptions): Corq {
 
     pause: (name) => pausedTo(name, true),
     resume: (name) => pausedTo(name, false),
+
+    async activity(activityOpts = {}) {
+      const { subscription, sinceMs, limit: max } = parseOrThrow(activityOptions, activityOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<BatchRow>(recentBatches(subscription, sinceMs, max));
+      return rows.map(toBatchRecord);
+    },
+
+    async throughput(throughputOpts = {}) {
+      const { windowMs, bucketMs } = parseOrThrow(throughputOptions, throughputOpts, "invalid_input", "options");
+      const buckets = Math.ceil(windowMs / bucketMs);
+      const db = await executor();
+      const rows = await db.run<{ subscription: string; bucket: number; events: string }>(ackedPerBucket(windowMs, bucketMs));
+      const series: Record<string, number[]> = {};
+      for (const { name } of await db.run<{ name: string }>(subscriptionNames())) series[name] = new Array(buckets).fill(0);
+      for (const r of rows) {
+        const perSecond = (Number(r.events) * 1000) / bucketMs;
+        if (series[r.subscription] && r.bucket < buckets) series[r.subscription][buckets - 1 - r.bucket] = perSecond;
+      }
+      return series;
+    },
+
+    async pruneActivity(pruneOpts = {}) {
+      const { olderThanMs } = parseOrThrow(pruneOptions, pruneOpts, "invalid_input", "options");
+      const [row] = await (await executor()).run<{ pruned: number }>(pruneActivity(olderThanMs));
+      return row;
+    },
+
+    async logTail(tailOpts = {}) {
+      const { limit: max } = parseOrThrow(z.object({ limit: limit(1000, 50) }), tailOpts, "invalid_input", "options");
+      return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
+    },
 
     close: end,
   };

@@ -1,6 +1,6 @@
 // Database rows → the public shapes. node-postgres returns bigint as string; positions and
 // counters are converted to numbers here (safe up to 2^53, API.md).
-import type { KeyState, KeyStatus, SubscriptionStats } from "./types.js";
+import type { BatchRecord, DeadLetter, KeyState, KeyStatus, SubscriptionStats } from "./types.js";
 
 export interface StatsRow {
   name: string;
@@ -69,5 +69,50 @@ export function toKeyState(row: KeyRow): KeyState {
     availableAt: row.available_at === null ? null : new Date(row.available_at).toISOString(),
     lastError: row.last_error,
     lastPosition: row.last_position === null ? null : Number(row.last_position),
+  };
+}
+
+export interface DeadLetterRow {
+  subscription: string;
+  key: string;
+  failed_position: string | null;
+  attempts: number;
+  last_error: string | null;
+  dead_at: Date;
+  // with the event (listDeadLetters withEvent)
+  stream?: string | null;
+  name?: string | null;
+  data?: unknown;
+}
+
+export function toDeadLetter(row: DeadLetterRow, withEvent: boolean): DeadLetter {
+  return {
+    subscription: row.subscription,
+    key: row.key,
+    position: row.failed_position === null ? null : Number(row.failed_position),
+    attempts: row.attempts,
+    lastError: row.last_error,
+    deadAt: new Date(row.dead_at).toISOString(),
+    ...(withEvent ? { event: row.name == null ? null : { stream: row.stream!, name: row.name, data: row.data } } : {}),
+  };
+}
+
+export interface BatchRow {
+  subscription: string;
+  key: string;
+  started_at: Date;
+  finished_at: Date;
+  events: number;
+  outcome: BatchRecord["outcome"];
+}
+
+export function toBatchRecord(row: BatchRow): BatchRecord {
+  return {
+    subscription: row.subscription,
+    key: row.key,
+    startedAt: new Date(row.started_at).toISOString(),
+    finishedAt: new Date(row.finished_at).toISOString(),
+    events: row.events,
+    outcome: row.outcome,
   };
 }

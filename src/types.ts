@@ -118,4 +118,17 @@ export interface DeadLetter {
   attempts: number;
   lastError: string | null;
   deadAt: string;
+  /** Only with `withEvent`: the event that failed (null if it no longer exists). */
+  event?: { stream: string; name: string; data: unknown } | null;
+}
+
+/** One batch in the activity record (Corq.activity): what the dashboard's timeline draws. */
+export interface BatchRecord {
+  subscription: string;
+  key: string;
+  startedAt: string;
+  finishedAt: string;
+  /** Events in the batch (0 for "expired": a lease that ran out; its size is not known). */
+  events: number;
+  outcome: "acked" | "failed" | "dead" | "expired";
 }

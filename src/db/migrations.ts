@@ -28,5 +28,13 @@ export const migrations: { tag: string; statements: string[] }[] = [
     "statements": [
       "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"last_tx\" \"xid8\";"
     ]
+  },
+  {
+    "tag": "0003_activity",
+    "statements": [
+      "-- Edited by hand: UNLOGGED (drizzle cannot express it). Telemetry: no WAL, emptied by a crash.\nCREATE UNLOGGED TABLE \"corq\".\"activity\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"key\" text NOT NULL,\n\t\"started_at\" timestamp with time zone NOT NULL,\n\t\"finished_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"events\" integer NOT NULL,\n\t\"outcome\" text NOT NULL\n);",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"leased_at\" timestamp with time zone;",
+      "CREATE INDEX \"activity_finished_at_idx\" ON \"corq\".\"activity\" USING btree (\"subscription_id\",\"finished_at\");"
+    ]
   }
 ];

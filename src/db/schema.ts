@@ -91,6 +91,8 @@ export const keys = corqSchema.table(
     availableAt: timestamp("available_at", { withTimezone: true }),
     leaseToken: uuid("lease_token"),
     leaseUntil: timestamp("lease_until", { withTimezone: true }),
+    // when the latest lease was taken: the start of its batch in the activity table
+    leasedAt: timestamp("leased_at", { withTimezone: true }),
     deadAt: timestamp("dead_at", { withTimezone: true }),
     failedPosition: bigint("failed_position", { mode: "number" }),
     lastError: text("last_error"),
@@ -120,6 +122,25 @@ export const queue = corqSchema.table(
     position: bigint("position", { mode: "number" }).notNull(),
   },
   (t) => [primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.tx, t.position] })],
+);
+
+/**
+ * Recent batches (the dashboard's timeline and throughput): one row per batch acked, failed or
+ * lost to an expired lease, written by the ack / fail / claim statement itself. UNLOGGED (a
+ * custom migration): it is telemetry, cheap to write and fine to lose on a crash. The cron
+ * prunes it (Corq.pruneActivity).
+ */
+export const activity = corqSchema.table(
+  "activity",
+  {
+    subscriptionId: integer("subscription_id").notNull(),
+    key: text("key").notNull(),
+    startedAt: timestamp("started_at", { withTimezone: true }).notNull(),
+    finishedAt: timestamp("finished_at", { withTimezone: true }).notNull().defaultNow(),
+    events: integer("events").notNull(),
+    outcome: text("outcome").notNull(), // "acked" | "failed" | "dead" | "expired"
+  },
+  (t) => [index("activity_finished_at_idx").on(t.subscriptionId, t.finishedAt)],
 );
 
 /** Applied migrations (our own runner: it takes an advisory lock, drizzle's does not). */

@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { keys, queue } from "../db/schema.js";
+import { activity, keys, queue } from "../db/schema.js";
 import { asyncCommit } from "./asyncCommit.js";
 
 export interface Lease {
@@ -19,7 +19,10 @@ export function ackBatch(lease: Lease, through: { tx: string; position: number }
   return sql`WITH ${ackCtes(lease, through, count)} SELECT count(*)::int AS acked FROM acked`;
 }
 
-/** The CTEs `acked` (the key row, when the lease held) and `removed` (its queue rows); see ackBatch. */
+/**
+ * The CTEs `acked` (the key row, when the lease held), `removed` (its queue rows) and
+ * `recorded` (the batch in the activity table); see ackBatch.
+ */
 export function ackCtes(lease: Lease, through: { tx: string; position: number }, count: number): SQL {
   return sql`
     acked AS (
@@ -30,11 +33,15 @@ export function ackCtes(lease: Lease, through: { tx: string; position: number },
         last_tx = ${through.tx}::xid8, last_position = ${through.position}, acked = k.acked + ${count}
       WHERE k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
         AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
-      RETURNING k.subscription_id, k.key
+      RETURNING k.subscription_id, k.key, k.leased_at
     ),
     removed AS (
       DELETE FROM ${queue} q USING acked
       WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key
         AND (q.tx, q.position) <= (${through.tx}::xid8, ${through.position}::bigint)
+    ),
+    recorded AS (
+      INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
+      SELECT subscription_id, key, coalesce(leased_at, now()), ${count}, 'acked' FROM acked
     )`;
 }

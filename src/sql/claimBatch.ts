@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { events, keys, queue, subscriptions } from "../db/schema.js";
+import { activity, events, keys, queue, subscriptions } from "../db/schema.js";
 import { eventColumns, type EventRow } from "./eventColumns.js";
 import { ackCtes, type Lease } from "./ackBatch.js";
 import { asyncCommit } from "./asyncCommit.js";
@@ -69,7 +69,8 @@ function claim(
     ),
     pick AS (
       SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired,
-             (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies
+             (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies,
+             k.leased_at, k.lease_until
       FROM ${keys} k, sub
       -- scalar subqueries, not a join: the planner then walks the partial index in
       -- available_at order and stops at the first unlocked row (a join sorted every ready key)
@@ -86,6 +87,7 @@ function claim(
         lease_token = CASE WHEN pick.dies THEN NULL ELSE gen_random_uuid() END,
         lease_until = CASE WHEN pick.dies THEN NULL ELSE now() + sub.lease_ms * interval '1 millisecond' END,
         available_at = CASE WHEN pick.dies THEN NULL ELSE now() + sub.lease_ms * interval '1 millisecond' END,
+        leased_at = now(),
         dead_at = CASE WHEN pick.dies THEN now() END,
         failed_position = CASE WHEN pick.dies THEN (
           SELECT q.position FROM ${queue} q WHERE q.subscription_id = k.subscription_id AND q.key = k.key
@@ -95,6 +97,11 @@ function claim(
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
       RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_tx, k.last_position,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit
+    ),
+    -- the batch whose lease expired, for the timeline (how many events it held is not known)
+    expired AS (
+      INSERT INTO ${activity} (subscription_id, key, started_at, finished_at, events, outcome)
+      SELECT subscription_id, key, coalesce(leased_at, lease_until), lease_until, 0, 'expired' FROM pick WHERE expired
     )
     SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies,
       ${ack ? sql`(SELECT count(*) FROM acked)::int` : sql`NULL::int`} AS acked, ${eventColumns}

@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { keys, subscriptions } from "../db/schema.js";
+import { activity, keys, subscriptions } from "../db/schema.js";
 import type { Lease } from "./ackBatch.js";
 import { asyncCommit } from "./asyncCommit.js";
 
@@ -7,10 +7,12 @@ import { asyncCommit } from "./asyncCommit.js";
  * Fails a claimed batch in ONE statement (fenced by the lease like ackBatch): attempts + 1,
  * then either backoff (initialMs · factor^(attempts-1), capped at maxMs, computed in SQL
  * from the subscription's settings and the database clock) or dead after maxAttempts.
- * The batch stays at the head of its key: order is kept.
+ * The batch stays at the head of its key: order is kept. The batch (`count` events) is
+ * recorded in the activity table.
  */
-export function failBatch(lease: Lease, error: string, headPosition: number): SQL {
+export function failBatch(lease: Lease, error: string, headPosition: number, count: number): SQL {
   return sql`
+    WITH failed AS (
     UPDATE ${keys} k SET
       attempts = k.attempts + 1,
       last_error = ${error},
@@ -23,5 +25,12 @@ export function failBatch(lease: Lease, error: string, headPosition: number): SQ
     FROM ${subscriptions} s
     WHERE s.id = k.subscription_id AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
       AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
-    RETURNING k.dead_at IS NOT NULL AS dead`;
+    RETURNING k.subscription_id, k.key, k.leased_at, k.dead_at IS NOT NULL AS dead
+    ),
+    recorded AS (
+      INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
+      SELECT subscription_id, key, coalesce(leased_at, now()), ${count}, CASE WHEN dead THEN 'dead' ELSE 'failed' END
+      FROM failed
+    )
+    SELECT dead FROM failed`;
 }

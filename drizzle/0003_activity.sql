@@ -1,0 +1,12 @@
+-- Edited by hand: UNLOGGED (drizzle cannot express it). Telemetry: no WAL, emptied by a crash.
+CREATE UNLOGGED TABLE "corq"."activity" (
+	"subscription_id" integer NOT NULL,
+	"key" text NOT NULL,
+	"started_at" timestamp with time zone NOT NULL,
+	"finished_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"events" integer NOT NULL,
+	"outcome" text NOT NULL
+);
+--> statement-breakpoint
+ALTER TABLE "corq"."keys" ADD COLUMN "leased_at" timestamp with time zone;--> statement-breakpoint
+CREATE INDEX "activity_finished_at_idx" ON "corq"."activity" USING btree ("subscription_id","finished_at");

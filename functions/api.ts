@@ -8,10 +8,9 @@ import { eventInput, expectedVersion, parseOrThrow, streamName, subscriptionName
 import { requireAdmin, requireAdminOrSignature } from "./auth.js";
 import { openCorq } from "./database.js";
 import { advanceAndDispatch, selfInvoker } from "./dispatch.js";
-import { settings, type Env } from "./env.js";
+import { settings, type AppEnv } from "./env.js";
 import { onError, problem, ProblemError } from "./problem.js";
-
-type AppEnv = { Bindings: Env; Variables: { corq: () => Corq } };
+import { dashboard } from "./dashboard/routes.js";
 
 const appendBody = z.object({
   events: z.array(eventInput).min(1).max(1000),
@@ -110,7 +109,10 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     },
   );
 
-  app.use("*", requireAdmin({ unless: (c) => c.req.path === "/dead-letters/retry" || c.req.path === "/" }));
+  // The dashboard (GET /, /login, /ui/*): its own session cookie instead of the bearer token.
+  app.route("/", dashboard());
+
+  app.use("*", requireAdmin({ unless: (c) => c.req.path === "/dead-letters/retry" }));
 
   app.get("/streams/:stream", async (c) => {
     const stream = param(c, "stream", streamName);

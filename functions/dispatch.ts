@@ -12,13 +12,15 @@ export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
  * connection it already has: every new connection is a full Postgres handshake), the others
  * are separate invocations. Keys under a live lease count as consumers already at work, so
  * however many appends kick this at once, about CORQ_CONCURRENCY consumers run.
- * Uses (and closes) `opened` when the caller already has a connection.
+ * Uses (and closes) `opened` when the caller already has a connection. The cron also prunes
+ * the activity record (`pruneActivity`).
  */
 export async function advanceAndDispatch(
   env: Env,
   subscriptions: SubscriptionDefinition[],
   invoke: Invoke,
   opened: OpenCorq = openCorq(env, subscriptions),
+  options: { pruneActivity?: boolean } = {},
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const { concurrency, consumerBudgetMs } = settings(env);
   let advanced: Record<string, number>;
@@ -27,6 +29,7 @@ export async function advanceAndDispatch(
   let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
   try {
     advanced = await opened.corq.advance();
+    if (options.pruneActivity) await opened.corq.pruneActivity();
     const readiness = await opened.corq.readyKeys(concurrency);
     // push subscriptions, and the code subscriptions of this Worker (not those of other apps sharing the database)
     const consumable = Object.entries(readiness).filter(

@@ -1,5 +1,6 @@
 // The Worker's environment: secrets (wrangler secret put / .dev.vars), vars and bindings.
 import { z } from "zod";
+import type { Corq } from "../src/index.js";
 
 export interface Env {
   DATABASE_URL?: string;
@@ -43,3 +44,6 @@ export function settings(env: Env): Settings {
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
   };
 }
+
+/** Hono's environment for every route: the bindings, and the request's corq (opened on first use). */
+export type AppEnv = { Bindings: Env; Variables: { corq: () => Corq } };

@@ -1,0 +1,77 @@
+// GET / — every subscription at a glance.
+import type { SubscriptionStats } from "../../src/index.js";
+import { Sparkline } from "./charts.js";
+import { ActionButton, Badge, Page, age, num } from "./layout.js";
+
+export function Overview(props: {
+  subscriptions: SubscriptionStats[];
+  log: { head: number | null; events: number };
+  throughput: Record<string, number[]>;
+  notice?: string;
+}) {
+  const dead = props.subscriptions.reduce((sum, s) => sum + s.keys.dead, 0);
+  const pending = props.subscriptions.reduce((sum, s) => sum + s.pending, 0);
+  const perSecond = Object.values(props.throughput).reduce((sum, series) => sum + (series.at(-1) ?? 0), 0);
+  return (
+    <Page title="Overview" section="overview" notice={props.notice}>
+      <div id="live">
+        <h1>Overview</h1>
+        <div class="card figures" aria-label="Totals">
+          <div class="figure"><b data-testid="log-head">{num(props.log.head)}</b><span>log head (position)</span></div>
+          <div class="figure"><b>{num(props.log.events)}</b><span>events in the log</span></div>
+          <div class="figure"><b>{num(props.subscriptions.length)}</b><span>subscriptions</span></div>
+          <div class="figure"><b>{num(pending)}</b><span>pending events</span></div>
+          <div class="figure"><b>{num(Math.round(perSecond))}/s</b><span>acked, last 10 s</span></div>
+          <div class="figure">
+            <b><a href="/ui/dead-letters">{num(dead)}</a></b><span>dead keys</span>
+          </div>
+        </div>
+        <div class="scroll">
+          <table aria-label="Subscriptions">
+            <thead>
+              <tr>
+                <th>Subscription</th><th>Kind</th><th class="num">Lag</th><th class="num">Pending</th>
+                <th class="num">Ready</th><th class="num">Leased</th><th class="num">Backoff</th><th class="num">Dead</th>
+                <th class="num">Oldest pending</th><th>Events/s (5 min)</th><th>State</th>
+              </tr>
+            </thead>
+            <tbody>
+              {props.subscriptions.map((s) => (
+                <tr data-subscription={s.name}>
+                  <td><a href={`/ui/subscriptions/${encodeURIComponent(s.name)}`}>{s.name}</a></td>
+                  <td>{s.kind}</td>
+                  <td class="num" data-testid="lag">{num(s.lag)}</td>
+                  <td class="num" data-testid="pending">{num(s.pending)}</td>
+                  <td class="num">{num(s.keys.ready)}</td>
+                  <td class="num">{num(s.keys.leased)}</td>
+                  <td class="num">{num(s.keys.backoff)}</td>
+                  <td class="num" data-testid="dead">
+                    {s.keys.dead > 0 ? (
+                      <a href={`/ui/dead-letters?subscription=${encodeURIComponent(s.name)}`}>{num(s.keys.dead)}</a>
+                    ) : (
+                      "0"
+                    )}
+                  </td>
+                  <td class="num">{age(s.oldestPendingAgeMs)}</td>
+                  <td>
+                    <Sparkline values={props.throughput[s.name] ?? []} label={`${s.name}: events acked per second over the last 5 minutes`} />
+                  </td>
+                  <td>
+                    {s.paused ? <Badge kind="paused">paused</Badge> : <Badge kind="ready">running</Badge>}{" "}
+                    <ActionButton
+                      action={s.paused ? "resume" : "pause"}
+                      subscription={s.name}
+                      back="/"
+                      label={`${s.paused ? "Resume" : "Pause"} ${s.name}`}
+                    />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+        {props.subscriptions.length === 0 && <p class="muted">No subscriptions yet.</p>}
+      </div>
+    </Page>
+  );
+}

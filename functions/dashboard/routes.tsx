@@ -1,0 +1,188 @@
+// The operator dashboard, served by the Worker: server-rendered pages (Hono JSX), a login
+// that keeps a signed session in an http-only cookie, and form POSTs for the actions.
+import { Hono, type Context } from "hono";
+import type { HtmlEscapedString } from "hono/utils/html";
+import { csrf } from "hono/csrf";
+import { z } from "zod";
+import { CorqError, type SubscriptionStats } from "../../src/index.js";
+import { subscriptionName, parseOrThrow } from "../../src/config.js";
+import { isAdmin } from "../auth.js";
+import type { AppEnv } from "../env.js";
+import { css, script } from "./assets.js";
+import { DeadLetters } from "./deadLetters.js";
+import { Keys } from "./keys.js";
+import { Page } from "./layout.js";
+import { Login } from "./login.js";
+import { Overview } from "./overview.js";
+import { endSession, hasSession, startSession } from "./session.js";
+import { LogTail, Stream } from "./streams.js";
+import { TimelinePage, windows } from "./timeline.js";
+
+type DashboardContext = Context<AppEnv>;
+
+const KEYS_PER_PAGE = 50;
+const EVENTS_PER_PAGE = 100;
+
+const keysQuery = z.object({
+  status: z.enum(["ready", "leased", "backoff", "dead", "idle"]).or(z.literal("").transform(() => undefined)).optional(),
+  after: z.string().min(1).max(1000).optional(),
+  notice: z.string().max(200).optional(),
+});
+const subscriptionFilter = z.object({
+  subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional(),
+  notice: z.string().max(200).optional(),
+});
+const timelineQuery = z.object({
+  subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional(),
+  minutes: z.enum(windows.map(String) as [string, ...string[]]).transform(Number).default(1),
+});
+const streamQuery = z.object({ from: z.string().regex(/^\d{1,9}$/).transform(Number).default(0) });
+const actionForm = z.object({
+  subscription: subscriptionName,
+  key: z.string().min(1).max(1000).optional(),
+  // where to come back to: a path on this site only (no scheme, no //host)
+  back: z.string().regex(/^\/(?![/\\])[^\s\\]*$/).max(2000).default("/"),
+});
+const actions = ["retry", "skip", "pause", "resume"] as const;
+
+/** The path and query of this request, to come back to after an action. */
+const here = (c: DashboardContext) => {
+  const url = new URL(c.req.url);
+  url.searchParams.delete("notice");
+  return url.pathname + url.search;
+};
+
+export function dashboard(): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.get("/assets/corq.css", (c) => c.body(css, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "public, max-age=300" }));
+  app.get("/assets/corq.js", (c) =>
+    c.body(script, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=300" }),
+  );
+
+  // Forms post from our own origin only (SameSite=Strict already keeps the cookie off cross-site posts).
+  app.use("/login", csrf());
+  app.use("/logout", csrf());
+  app.use("/ui/actions/*", csrf());
+
+  app.get("/login", async (c) => {
+    if (await hasSession(c)) return c.redirect("/", 303);
+    return c.html(<Login disabled={!c.env.CORQ_ADMIN_TOKEN} />, c.env.CORQ_ADMIN_TOKEN ? 200 : 401);
+  });
+
+  app.post("/login", async (c) => {
+    if (!c.env.CORQ_ADMIN_TOKEN) return c.html(<Login disabled />, 401);
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const token = typeof form.token === "string" ? form.token : "";
+    if (token === "" || token.length > 1000 || !(await isAdmin(c.env, `Bearer ${token}`))) {
+      return c.html(<Login error="Wrong token." />, 401);
+    }
+    await startSession(c, token);
+    return c.redirect("/", 303);
+  });
+
+  app.post("/logout", (c) => {
+    endSession(c);
+    return c.redirect("/login", 303);
+  });
+
+  // Everything below needs a session: pages send the browser to the login form.
+  const requireSession = async (c: DashboardContext, next: () => Promise<void>) => {
+    if (await hasSession(c)) return next();
+    if (c.req.method === "GET") return c.redirect("/login", 302);
+    return c.html(<Login error="Your session has ended; log in again." />, 401);
+  };
+  app.use("/", requireSession);
+  app.use("/ui/*", requireSession);
+
+  app.get("/", (c) =>
+    render(c, async (corq) => {
+      const { notice } = parseOrThrow(subscriptionFilter, c.req.query(), "invalid_input", "query");
+      const stats = await corq.stats();
+      const throughput = await corq.throughput({ windowMs: 300_000, bucketMs: 10_000 });
+      return <Overview subscriptions={stats.subscriptions} log={stats.log} throughput={throughput} notice={notice} />;
+    }),
+  );
+
+  app.get("/ui/subscriptions/:name", (c) =>
+    render(c, async (corq) => {
+      const name = parseOrThrow(subscriptionName, c.req.param("name"), "invalid_input", "name");
+      const { status, after, notice } = parseOrThrow(keysQuery, c.req.query(), "invalid_input", "query");
+      const subscription = await corq.subscription(name);
+      const keys = await corq.keys(name, { status, after, limit: KEYS_PER_PAGE });
+      return <Keys subscription={subscription} keys={keys} status={status} after={after} limit={KEYS_PER_PAGE} back={here(c)} notice={notice} />;
+    }),
+  );
+
+  app.get("/ui/dead-letters", (c) =>
+    render(c, async (corq) => {
+      const { subscription, notice } = parseOrThrow(subscriptionFilter, c.req.query(), "invalid_input", "query");
+      const subscriptions: SubscriptionStats[] = subscription ? [await corq.subscription(subscription)] : (await corq.stats()).subscriptions;
+      const deadLetters = await corq.deadLetters({ subscription, limit: 200, withEvent: true });
+      return <DeadLetters deadLetters={deadLetters} subscriptions={subscriptions} subscription={subscription} back={here(c)} notice={notice} />;
+    }),
+  );
+
+  app.get("/ui/timeline", (c) =>
+    render(c, async (corq) => {
+      const { subscription, minutes } = parseOrThrow(timelineQuery, c.req.query(), "invalid_input", "query");
+      const { subscriptions } = await corq.stats();
+      const batches = await corq.activity({ subscription, sinceMs: minutes * 60_000, limit: 5000 });
+      return <TimelinePage batches={batches} subscriptions={subscriptions} subscription={subscription} minutes={minutes} now={Date.now()} />;
+    }),
+  );
+
+  app.get("/ui/streams", (c) => {
+    const stream = c.req.query("stream");
+    if (stream) return c.redirect(`/ui/streams/${encodeURIComponent(stream)}`, 303);
+    return render(c, async (corq) => <LogTail events={await corq.logTail({ limit: EVENTS_PER_PAGE })} />);
+  });
+
+  app.get("/ui/streams/:stream", (c) =>
+    render(c, async (corq) => {
+      const stream = c.req.param("stream");
+      const { from } = parseOrThrow(streamQuery, c.req.query(), "invalid_input", "query");
+      const events = await corq.readStream(stream, { from, limit: EVENTS_PER_PAGE });
+      return <Stream stream={stream} events={events} from={from} limit={EVENTS_PER_PAGE} />;
+    }),
+  );
+
+  for (const action of actions) {
+    app.post(`/ui/actions/${action}`, async (c) => {
+      const form = await c.req.parseBody().catch(() => {
+        throw new CorqError("invalid_input", "send the form as application/x-www-form-urlencoded");
+      });
+      const { subscription, key, back } = parseOrThrow(actionForm, form, "invalid_input", "form");
+      const corq = c.var.corq();
+      let notice: string;
+      if (action === "pause" || action === "resume") {
+        await corq[action](subscription);
+        notice = `${subscription} ${action === "pause" ? "paused" : "resumed"}.`;
+      } else {
+        const { released } = await corq.releaseDeadLetters({ subscription, key, mode: action });
+        notice = `${action === "retry" ? "Retried" : "Skipped the failed event of"} ${released} dead key${released === 1 ? "" : "s"} of ${subscription}.`;
+      }
+      const url = new URL(back, c.req.url);
+      url.searchParams.set("notice", notice);
+      return c.redirect(url.pathname + url.search, 303);
+    });
+  }
+
+  return app;
+}
+
+/** Renders a page; a refusal (unknown subscription, bad query) becomes an HTML error page with its status. */
+async function render(c: DashboardContext, page: (corq: ReturnType<AppEnv["Variables"]["corq"]>) => Promise<HtmlEscapedString>) {
+  try {
+    return c.html(await page(c.var.corq()));
+  } catch (error) {
+    if (!(error instanceof CorqError) || error.status >= 500) throw error;
+    return c.html(
+      <Page title="Error" section="overview" live={false}>
+        <p class="error" role="alert">{error.message}</p>
+        <p><a href="/">Back to the overview</a></p>
+      </Page>,
+      error.status as 400,
+    );
+  }
+}

@@ -1,0 +1,166 @@
+// The dashboard end to end in headless Chromium (Debian's package, driven by playwright-core)
+// against the real local stack: log in, watch a subscription, make a key dead, retry it from
+// the dead-letters page and watch it drain. CORQ_SCREENSHOTS=1 also writes docs/*.png.
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { startReceiver } from "../helpers/receiver.js";
+import { eventually, useStack } from "../helpers/stack.js";
+
+const executablePath = process.env.CORQ_CHROMIUM ?? "/usr/bin/chromium";
+const present = existsSync(executablePath);
+if (!present && process.env.CORQ_REQUIRE_BROWSER) {
+  throw new Error(`Chromium is required here (CORQ_REQUIRE_BROWSER) but ${executablePath} does not exist: apt-get install chromium`);
+}
+if (!present) {
+  console.warn(`\n  SKIPPING the dashboard browser tests: no Chromium at ${executablePath} (apt-get install chromium, or set CORQ_CHROMIUM)\n`);
+}
+
+describe.skipIf(!present)("dashboard in a real browser", () => {
+  const { state, api } = useStack();
+  let browser: Browser;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let accepting = false;
+
+  beforeAll(async () => {
+    browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+    receiver = await startReceiver(() => undefined);
+    receiver.behave(() => (accepting ? undefined : { status: 503 }));
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    await receiver?.close();
+  });
+
+  const url = (path: string) => `${state.stack.url}${path}`;
+
+  async function logIn(page: Page, token: string) {
+    await page.goto(url("/"));
+    await page.getByLabel("Admin token").fill(token);
+    await page.getByRole("button", { name: "Log in" }).click();
+  }
+
+  it("refuses a wrong token and keeps the dashboard behind the login", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(url("/ui/dead-letters"));
+    expect(new URL(page.url()).pathname).toBe("/login");
+    const refused = page.waitForResponse((r) => r.url().endsWith("/login") && r.request().method() === "POST");
+    await logIn(page, "not-the-token");
+    expect((await refused).status()).toBe(401);
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("Wrong token");
+    expect(await context.cookies()).toEqual([]);
+    // an action without a session changes nothing
+    const action = await fetch(url("/ui/actions/pause"), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: state.stack.url },
+      body: "subscription=greeter&back=/",
+    });
+    expect(action.status).toBe(401);
+    expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(false);
+    await context.close();
+  });
+
+  it("shows a subscription and its lag, dead-letters a key, retries it with a click and watches it drain", async () => {
+    // a push subscription whose receiver is down: the key "ping-a" dies on its first attempt
+    expect(
+      (await api("PUT", "/subscriptions/browser-feed", {
+        body: { events: ["Ping"], key: "stream", from: "now", maxAttempts: 1, deliver: { url: receiver.url, timeoutMs: 2000 } },
+      })).status,
+    ).toBe(201);
+    await api("POST", "/subscriptions/browser-feed/pause");
+    for (let i = 1; i <= 3; i++) await api("POST", "/streams/ping-a/events", { body: { events: [{ name: "Ping", data: { n: i } }] } });
+    await exampleTraffic();
+
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await logIn(page, state.stack.adminToken);
+    await page.waitForURL(url("/"));
+    const [cookie] = await context.cookies();
+    expect(cookie).toMatchObject({ name: "corq_session", httpOnly: true, sameSite: "Strict" });
+    expect(cookie.value).not.toContain(state.stack.adminToken);
+    // the session is for the dashboard only: the JSON API still wants the bearer token
+    expect((await context.request.get(url("/stats"))).status()).toBe(401);
+
+    const row = page.locator('tr[data-subscription="browser-feed"]');
+    await expect.poll(() => row.getByTestId("pending").textContent()).toBe("3");
+    expect(await row.textContent()).toContain("paused");
+    const { lag } = (await api("GET", "/subscriptions/browser-feed")).json;
+    await page.reload();
+    expect(await row.getByTestId("lag").textContent()).toBe(String(lag));
+    for (const name of ["greeter", "room-occupancy", "visitor-directory"]) {
+      expect(await page.locator(`tr[data-subscription="${name}"]`).count()).toBe(1);
+    }
+
+    // resume from the dashboard; the receiver refuses, the key dies
+    await row.getByRole("button", { name: "Resume browser-feed" }).click();
+    await expect.poll(() => page.getByRole("status").first().textContent()).toContain("browser-feed resumed");
+    await api("POST", "/dispatch");
+    // live refresh (no reload) shows the dead key
+    await expect.poll(() => page.locator('tr[data-subscription="browser-feed"]').getByTestId("dead").textContent(), { timeout: 20_000 }).toBe("1");
+
+    await page.getByRole("link", { name: "Dead letters" }).click();
+    const dead = page.locator('tr[data-key="ping-a"]');
+    expect(await dead.textContent()).toContain("Ping");
+    expect(await dead.textContent()).toContain('{"n":1}');
+    expect(await dead.textContent()).toContain("503");
+
+    accepting = true;
+    await dead.getByRole("button", { name: "Retry ping-a" }).click();
+    await expect.poll(() => page.getByRole("status").first().textContent()).toContain("Retried 1 dead key of browser-feed");
+    await api("POST", "/dispatch");
+    await eventually(async () => {
+      const delivered = receiver.deliveries.filter((d) => d.subscription === "browser-feed" && d.key === "ping-a" && d.events.length > 0);
+      expect(delivered.at(-1)!.events.map((e) => e.data)).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    });
+    await expect.poll(() => page.getByText("No dead letters.").count(), { timeout: 20_000 }).toBe(1);
+    expect((await api("GET", "/subscriptions/browser-feed")).json).toMatchObject({ pending: 0, keys: { dead: 0 } });
+
+    // the keys page, the timeline and the stream browser
+    await page.goto(url("/ui/subscriptions/browser-feed?status=idle"));
+    expect(await page.locator('tr[data-key="ping-a"]').textContent()).toContain("idle");
+    await page.goto(url("/ui/timeline?subscription=browser-feed"));
+    expect(await page.locator("svg.timeline rect.dead").count()).toBe(1);
+    expect(await page.locator("svg.timeline rect.acked").count()).toBeGreaterThanOrEqual(1);
+    await page.goto(url("/ui/streams"));
+    await page.getByLabel("Stream").fill("ping-a");
+    await page.getByRole("button", { name: "Open" }).click();
+    expect(await page.getByRole("table", { name: "Events of ping-a" }).locator("tbody tr").count()).toBe(3);
+
+    if (process.env.CORQ_SCREENSHOTS) await screenshots(page);
+    await context.close();
+  });
+
+  it("refuses a cross-site form post even with a session", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await logIn(page, state.stack.adminToken);
+    await page.waitForURL(url("/"));
+    const response = await context.request.post(url("/ui/actions/pause"), {
+      headers: { origin: "https://evil.example" },
+      form: { subscription: "greeter", back: "/" },
+    });
+    expect(response.status()).toBe(403);
+    expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(false);
+    await context.close();
+  });
+
+  /** Visitors of the example app, so the other subscriptions have work and the charts have data. */
+  async function exampleTraffic() {
+    const names = ["Registered", "Arrived", "Departed"];
+    for (let i = 0; i < 24; i++) {
+      const visitor = `visitor-${i % 8}`;
+      await api("POST", `/streams/${visitor}/events`, {
+        body: { events: [{ name: names[Math.floor(i / 8) % 3], data: { name: `Visitor ${i % 8}`, roomId: `room-${i % 3}` } }] },
+      });
+    }
+  }
+
+  async function screenshots(page: Page) {
+    await exampleTraffic();
+    await page.goto(url("/"));
+    await page.screenshot({ path: "docs/overview.png", fullPage: true });
+    await page.goto(url("/ui/timeline"));
+    await page.screenshot({ path: "docs/timeline.png", fullPage: true });
+  }
+});

@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    globalSetup: ["test/setup/postgres.ts"],
+    globalSetup: ["test/setup/postgres.ts", "test/setup/chaos.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
   },

@@ -7,6 +7,7 @@ import fc from "fast-check";
 import type { PoolClient } from "pg";
 import type { Corq, StoredEvent, SubscriptionDefinition } from "../src/index.js";
 import { useCorq } from "./helpers/corq.js";
+import { reportScenario, tally } from "./helpers/chaos.js";
 
 const open = useCorq();
 const runs = Number(process.env.CORQ_PROPERTY_RUNS ?? 12);
@@ -34,9 +35,11 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 
 describe("random interleavings", () => {
   it("lose nothing, keep per-key order, never run a key twice at once, deliver nothing rolled back", async () => {
+    const totals = { events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0 };
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 10, maxLength: 40 }), async (ops) => {
         const firsts = new Map<string, number[]>(); // key → positions in first-delivery order
+        const handled: { key: string; position: number }[] = []; // every successful delivery, in order
         // key → the handler call holding its live lease (an expired lease no longer counts)
         const running = new Map<string, number>();
         let calls = 0;
@@ -60,6 +63,7 @@ describe("random interleavings", () => {
               failedTransiently.add(events[0].position);
               throw new Error("transient");
             }
+            for (const e of events) handled.push({ key: ctx.key, position: e.position });
             const seen = firsts.get(ctx.key) ?? [];
             for (const e of events) if (!seen.includes(e.position)) seen.push(e.position);
             firsts.set(ctx.key, seen);
@@ -159,8 +163,11 @@ describe("random interleavings", () => {
             if (r.data.poison) continue;
             expected.set(r.data.k, [...(expected.get(r.data.k) ?? []), Number(r.position)]);
           }
+          const figures = tally(expected, handled);
           expect(overlaps).toBe(0);
           expect(new Map([...firsts].filter(([, v]) => v.length > 0))).toEqual(expected);
+          expect(figures).toMatchObject({ lost: 0, order: 0 });
+          for (const [field, value] of Object.entries({ ...figures, doubleClaims: overlaps })) totals[field as keyof typeof totals] += value;
           const { rows: left } = await raw.query("SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT coalesce(sum(pending), 0) FROM corq.keys)::int AS pending");
           expect(left[0]).toEqual({ queued: 0, pending: 0 });
         } finally {
@@ -170,5 +177,6 @@ describe("random interleavings", () => {
       }),
       { numRuns: runs, seed: process.env.CORQ_PROPERTY_SEED ? Number(process.env.CORQ_PROPERTY_SEED) : undefined },
     );
+    reportScenario({ scenario: "random interleavings", ...totals, notes: { runs } });
   }, 60_000 + runs * 3000);
 });

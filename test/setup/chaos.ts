@@ -25,7 +25,7 @@ export function teardown() {
   const file = join(dir, "scenarios.jsonl");
   if (existsSync(file)) {
     const scenarios: ScenarioFigures[] = readFileSync(file, "utf8").trim().split("\n").map((line) => JSON.parse(line));
-    const sum = (field: keyof Omit<ScenarioFigures, "scenario">) => scenarios.reduce((total, s) => total + s[field], 0);
+    const sum = (field: "events" | "lost" | "order" | "doubleClaims" | "dup") => scenarios.reduce((total, s) => total + s[field], 0);
     console.log(
       `\nchaos: scenarios=${new Set(scenarios.map((s) => s.scenario)).size} events=${sum("events")} lost=${sum("lost")} ` +
         `order=${sum("order")} double_claims=${sum("doubleClaims")} dup=${sum("dup")}`,

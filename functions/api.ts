@@ -177,7 +177,9 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   app.post("/dead-letters/retry", requireAdminOrSignature(), async (c) => {
     const body = await jsonBody(c, releaseBody);
-    return c.json(await c.var.corq().releaseDeadLetters(body));
+    // a signed request is acted on once per webhook-id (a replay gets 409)
+    const webhookId = c.req.header("authorization") === undefined ? c.req.header("webhook-id") : undefined;
+    return c.json(await c.var.corq().releaseDeadLetters({ ...body, webhookId }));
   });
 
   app.get("/stats", async (c) => c.json(await c.var.corq().stats()));

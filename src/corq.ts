@@ -22,6 +22,7 @@ import { listKeys } from "./sql/listKeys.js";
 import { listDeadLetters } from "./sql/listDeadLetters.js";
 import { ackedPerBucket, logTail, pruneActivity, recentBatches, subscriptionNames } from "./sql/activity.js";
 import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
+import { rememberWebhookId } from "./sql/webhookIds.js";
 import { setPaused } from "./sql/setPaused.js";
 import { readyKeys } from "./sql/readyKeys.js";
 import { deleteSubscription, putSubscription, type PutRow } from "./sql/putSubscription.js";
@@ -88,7 +89,13 @@ export interface Corq {
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
   /** Dead keys, newest first; `withEvent` adds the event that failed (the dashboard shows it). */
   deadLetters(options?: { subscription?: string; limit?: number; withEvent?: boolean }): Promise<DeadLetter[]>;
-  releaseDeadLetters(options: { subscription: string; key?: string; mode?: "retry" | "skip" }): Promise<{ released: number }>;
+  /** `webhookId`: refuse (conflict) a webhook id acted on in the last 10 minutes (replay protection). */
+  releaseDeadLetters(options: {
+    subscription: string;
+    key?: string;
+    mode?: "retry" | "skip";
+    webhookId?: string;
+  }): Promise<{ released: number }>;
   /**
    * Creates or updates a push subscription (API.md "Subscriptions"). The signing secret is
    * returned only when the subscription is created.
@@ -147,6 +154,7 @@ const releaseOptions = z.object({
   subscription: subscriptionName,
   key: z.string().min(1).optional(),
   mode: z.enum(["retry", "skip"]).default("retry"),
+  webhookId: z.string().min(1).max(200).optional(),
 });
 
 export function createCorq(options: CorqOptions): Corq {
@@ -267,8 +275,18 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async releaseDeadLetters(releaseOpts) {
-      const { subscription, key, mode } = parseOrThrow(releaseOptions, releaseOpts, "invalid_input", "options");
-      const rows = await (await executor()).run(releaseDeadKeys(subscription, key, mode));
+      const { subscription, key, mode, webhookId } = parseOrThrow(releaseOptions, releaseOpts, "invalid_input", "options");
+      const db = await executor();
+      // with a webhook id: the id is recorded in the same transaction, so a replay finds it and
+      // a release that fails leaves it unrecorded (the sender's retry with the same id works)
+      const rows = webhookId
+        ? await db.transaction(async (tx) => {
+            if ((await tx.run(rememberWebhookId(webhookId))).length === 0) {
+              throw new CorqError("conflict", `webhook ${webhookId} was already processed`);
+            }
+            return tx.run(releaseDeadKeys(subscription, key, mode));
+          })
+        : await db.run(releaseDeadKeys(subscription, key, mode));
       if (rows.length === 0) await knownSubscription(subscription); // nothing dead, or no such subscription?
       return { released: rows.length };
     },

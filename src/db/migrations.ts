@@ -36,5 +36,11 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"leased_at\" timestamp with time zone;",
       "CREATE INDEX \"activity_finished_at_idx\" ON \"corq\".\"activity\" USING btree (\"subscription_id\",\"finished_at\");"
     ]
+  },
+  {
+    "tag": "0004_webhook_ids",
+    "statements": [
+      "CREATE TABLE \"corq\".\"webhook_ids\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"seen_at\" timestamp with time zone DEFAULT now() NOT NULL\n);"
+    ]
   }
 ];

@@ -143,6 +143,16 @@ export const activity = corqSchema.table(
   (t) => [index("activity_finished_at_idx").on(t.subscriptionId, t.finishedAt)],
 );
 
+/**
+ * Webhook ids already acted on (replay protection for the signed dead-letter webhook): an id is
+ * kept for 10 minutes, twice the signature's timestamp window, so a captured request cannot be
+ * replayed while its signature is still accepted.
+ */
+export const webhookIds = corqSchema.table("webhook_ids", {
+  id: text("id").primaryKey(),
+  seenAt: timestamp("seen_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
 /** Applied migrations (our own runner: it takes an advisory lock, drizzle's does not). */
 export const migrations = corqSchema.table("migrations", {
   tag: text("tag").primaryKey(),

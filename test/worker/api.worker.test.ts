@@ -4,7 +4,8 @@ import { sign } from "../../src/webhookSignature.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 // CORQ_CONCURRENCY=0 is invalid and falls back; a tiny budget keeps background consumers short.
-const { state, api } = useStack({ vars: { CORQ_MAX_BODY_BYTES: "40000" } });
+// two webhook secrets: rotation (the stack signs with the first, dev-webhook-secret)
+const { state, api } = useStack({ vars: { CORQ_MAX_BODY_BYTES: "40000", CORQ_WEBHOOK_SECRET: "dev-webhook-secret rotated-secret" } });
 
 const count = async (table: string) => Number((await state.db.query(`SELECT count(*) FROM corq.${table}`)).rows[0].count);
 
@@ -136,10 +137,10 @@ describe("subscriptions, driving and dead letters", () => {
 
     const body = JSON.stringify({ subscription: "visitor-directory", key: "visitor-dee", mode: "retry" });
     const now = Math.floor(Date.now() / 1000);
-    const signed = async (secret: string, timestamp = now, payload = body) => ({
-      "webhook-id": "msg_1",
+    const signed = async (secret: string, timestamp = now, payload = body, id = "msg_1") => ({
+      "webhook-id": id,
       "webhook-timestamp": String(timestamp),
-      "webhook-signature": await sign(secret, { id: "msg_1", timestamp, body: payload }),
+      "webhook-signature": await sign(secret, { id, timestamp, body: payload }),
     });
     const refused: Record<string, string>[] = [
       {},
@@ -152,8 +153,14 @@ describe("subscriptions, driving and dead letters", () => {
     }
     expect((await api("GET", "/dead-letters")).json.deadLetters).toMatchObject([{ key: "visitor-dee" }]);
 
-    const released = await api("POST", "/dead-letters/retry", { token: null, body, headers: await signed(state.stack.webhookSecret) });
+    const headers = await signed(state.stack.webhookSecret);
+    const released = await api("POST", "/dead-letters/retry", { token: null, body, headers });
     expect(released).toMatchObject({ status: 200, json: { released: 1 } });
+    // the same signed request again (a replay, within the timestamp window) is refused
+    expectProblem(await api("POST", "/dead-letters/retry", { token: null, body, headers }), 409);
+    // rotation: the second secret is accepted too, under a new webhook id
+    const rotated = await signed("rotated-secret", now, body, "msg_2");
+    expect(await api("POST", "/dead-letters/retry", { token: null, body, headers: rotated })).toMatchObject({ status: 200, json: { released: 0 } });
     expect((await api("GET", "/dead-letters")).json.deadLetters).toHaveLength(0);
     expect(await api("POST", "/consume/visitor-directory")).toMatchObject({ status: 200, json: { key: "visitor-dee", outcome: "acked" } });
     // the admin token works too; nothing left to release

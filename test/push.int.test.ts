@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { useCorq, sleep } from "./helpers/corq.js";
 import { firstDeliveries, startReceiver } from "./helpers/receiver.js";
+import { reportScenario, tally } from "./helpers/chaos.js";
 
 const open = useCorq();
 let secret: string | undefined;
@@ -93,7 +94,8 @@ describe("push subscriptions", () => {
     // the retries carry the head event alone, under one stable webhook-id
     expect(attempts.map((d) => d.events.length)).toEqual([3, 1, 1]);
     expect(attempts[1].id).toBe(attempts[2].id);
-    expect(new Set(receiver.deliveries.filter((d) => d.key.startsWith("ok-")).map((d) => d.key)).size).toBe(10);
+    const otherKeysDone = new Set(receiver.deliveries.filter((d) => d.key.startsWith("ok-")).map((d) => d.key)).size;
+    expect(otherKeysDone).toBe(10);
     const [dead] = await corq.deadLetters({ subscription: "p" });
     expect(dead).toMatchObject({ key: "poison", position: poison.positions[0], attempts: 3, lastError: 'Error: receiver answered 503: {"error":"down"}' });
 
@@ -103,6 +105,12 @@ describe("push subscriptions", () => {
     expect(await corq.releaseDeadLetters({ subscription: "p", key: "poison", mode: "skip" })).toEqual({ released: 1 });
     await consumeAll(corq, "p");
     expect(firstDeliveries(receiver.deliveries).get("poison")).toEqual(poison.positions.slice(1));
+    reportScenario({
+      scenario: "poison event",
+      ...tally(new Map([["poison", poison.positions.slice(1)]]), receiver.deliveries.flatMap((d) => d.events.map((e) => ({ key: d.key, position: e.position })))),
+      doubleClaims: receiver.overlaps,
+      notes: { attempts_before_dead: attempts.length, other_keys_done: otherKeysDone },
+    });
   });
 
   it("counts a timeout and a redirect as failed attempts", async () => {

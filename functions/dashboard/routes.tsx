@@ -92,7 +92,7 @@ export function dashboard(): Hono<AppEnv> {
     if (c.req.method === "GET") return c.redirect("/login", 302);
     return c.html(<Login error="Your session has ended; log in again." />, 401);
   };
-  app.use("/", requireSession);
+  app.get("/", requireSession);
   app.use("/ui/*", requireSession);
 
   app.get("/", (c) =>

@@ -116,5 +116,5 @@ describe("crash mid-batch", () => {
     expect(killed.size).toBe(KILLS);
     const left = await corq.subscription("chaos");
     expect(left).toMatchObject({ pending: 0, keys: { dead: 0 } });
-  }, 180_000);
+  }, 120_000 * scale);
 });

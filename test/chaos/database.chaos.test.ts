@@ -128,7 +128,7 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
     expect(statuses.get(500) ?? 0).toBe(0);
     expect(figures).toMatchObject({ events: writers * perWriter, lost: 0, order: 0 });
     expect(receiver.overlaps).toBe(0);
-  }, 240_000);
+  }, 180_000 * scale);
 
   it(`more concurrent invocations than ${MAX_CONNECTIONS} connections: each answers 201 or 503 problem+json, state stays consistent`, async () => {
     const burst = 120 * scale;
@@ -175,5 +175,5 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
     });
     expect(figures).toMatchObject({ lost: 0, order: 0 });
     expect(receiver.overlaps).toBe(0);
-  }, 240_000);
+  }, 180_000 * scale);
 });

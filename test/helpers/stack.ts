@@ -32,7 +32,8 @@ export function useStack(options: { vars?: Record<string, string> } = {}) {
     }
     const response = await fetch(`${state.stack.url}${path}`, { method, headers, body });
     const text = await response.text();
-    return { status: response.status, type: response.headers.get("content-type") ?? "", json: text ? JSON.parse(text) : null };
+    const type = response.headers.get("content-type") ?? "";
+    return { status: response.status, type, json: text && type.includes("json") ? JSON.parse(text) : null, text };
   };
   return { state, api };
 }

@@ -1,11 +1,16 @@
 // The HTTP API of API.md against the real Worker (workerd) on real Postgres.
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { sign } from "../../src/webhookSignature.js";
 import { eventually, useStack } from "../helpers/stack.js";
+import { reportScenario } from "../helpers/chaos.js";
 
 // CORQ_CONCURRENCY=0 is invalid and falls back; a tiny budget keeps background consumers short.
 // two webhook secrets: rotation (the stack signs with the first, dev-webhook-secret)
 const { state, api } = useStack({ vars: { CORQ_MAX_BODY_BYTES: "40000", CORQ_WEBHOOK_SECRET: "dev-webhook-secret rotated-secret" } });
+
+// auth refusals (no token, wrong token, bad / stale / tampered / replayed signatures), for the chaos summary
+let refusedByAuth = 0;
+afterAll(() => reportScenario({ scenario: "auth", events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0, notes: { refused: refusedByAuth } }));
 
 const count = async (table: string) => Number((await state.db.query(`SELECT count(*) FROM corq.${table}`)).rows[0].count);
 
@@ -83,6 +88,7 @@ describe("auth", () => {
     for (const token of [null, "wrong", ""]) {
       for (const [method, path] of [["GET", "/stats"], ["GET", "/subscriptions"], ["POST", "/advance"], ["GET", "/dead-letters"], ["POST", "/streams/s/events"], ["POST", "/subscriptions/greeter/pause"]]) {
         expectProblem(await api(method, path, { token, body: method === "POST" ? { events: [{ name: "E", data: {} }] } : undefined }), 401);
+        refusedByAuth++;
       }
     }
     expect(await count("events")).toBe(before);
@@ -150,6 +156,7 @@ describe("subscriptions, driving and dead letters", () => {
     ];
     for (const headers of refused) {
       expectProblem(await api("POST", "/dead-letters/retry", { token: null, body, headers }), 401);
+      refusedByAuth++;
     }
     expect((await api("GET", "/dead-letters")).json.deadLetters).toMatchObject([{ key: "visitor-dee" }]);
 
@@ -158,6 +165,7 @@ describe("subscriptions, driving and dead letters", () => {
     expect(released).toMatchObject({ status: 200, json: { released: 1 } });
     // the same signed request again (a replay, within the timestamp window) is refused
     expectProblem(await api("POST", "/dead-letters/retry", { token: null, body, headers }), 409);
+    refusedByAuth++;
     // rotation: the second secret is accepted too, under a new webhook id
     const rotated = await signed("rotated-secret", now, body, "msg_2");
     expect(await api("POST", "/dead-letters/retry", { token: null, body, headers: rotated })).toMatchObject({ status: 200, json: { released: 0 } });

@@ -1,10 +1,15 @@
 // Fuzzed input at the HTTP boundary: random JSON bodies, random path segments, random content
 // types. Always a 4xx problem+json for a client's mistake, never a 5xx, and nothing written.
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { useStack } from "../helpers/stack.js";
+import { reportScenario } from "../helpers/chaos.js";
 
-const { state, api } = useStack();
+const { state, api } = useStack({ vars: { CORQ_MAX_BODY_BYTES: "40000" } });
+const report = { requests: 0 };
+afterAll(() =>
+  reportScenario({ scenario: "bad input", events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0, notes: { requests: report.requests } }),
+);
 
 const counts = async () =>
   (await state.db.query("SELECT (SELECT count(*) FROM corq.events)::int AS events, (SELECT count(*) FROM corq.subscriptions WHERE kind = 'push')::int AS push")).rows[0];
@@ -34,6 +39,9 @@ describe("fuzzed HTTP input", () => {
             body: typeof body === "string" ? body : JSON.stringify(body),
             headers: { "content-type": type },
           });
+          // ".." collapses the URL to the dashboard's "/" before it leaves the client: not an API request
+          expect(response.status).toBeLessThan(500);
+          if (new URL(path, state.stack.url).pathname === "/") return;
           if (response.status < 300) {
             // a valid input by chance: count what it may have written
             if (route === "append") acceptedEvents += response.json.positions.length;
@@ -50,5 +58,75 @@ describe("fuzzed HTTP input", () => {
     );
     // only the requests that were accepted wrote anything
     expect(await counts()).toEqual({ events: before.events + acceptedEvents, push: before.push + createdPush });
+    report.requests += 150;
+  });
+});
+
+/** Everything a request could change: the log, subscriptions (settings, pause), keys, queue, dead letters. */
+const fingerprint = async () =>
+  (
+    await state.db.query(`SELECT
+      (SELECT count(*) FROM corq.events)::int AS events,
+      (SELECT md5(coalesce(string_agg(name || paused || batch_size || key || array_to_string(events, ','), '|' ORDER BY name), '')) FROM corq.subscriptions) AS subscriptions,
+      (SELECT count(*) FROM corq.queue)::int AS queued,
+      (SELECT count(*) FROM corq.keys WHERE dead_at IS NOT NULL)::int AS dead,
+      (SELECT count(*) FROM corq.webhook_ids)::int AS webhooks`)
+  ).rows[0];
+
+const routes: [method: string, path: (s: string) => string][] = [
+  ["GET", (s) => `/streams/${s}`],
+  ["GET", (s) => `/streams/ok?from=${s}&limit=${s}`],
+  ["GET", (s) => `/events?after=${s}&limit=${s}`],
+  ["GET", (s) => `/subscriptions/${s}`],
+  ["DELETE", (s) => `/subscriptions/${s}`],
+  ["GET", (s) => `/subscriptions/${s}/keys`],
+  ["GET", (s) => `/subscriptions/greeter/keys?status=${s}&limit=${s}&after=${s}`],
+  ["POST", (s) => `/subscriptions/${s}/pause`],
+  ["POST", (s) => `/subscriptions/${s}/resume`],
+  ["POST", (s) => `/consume/${s}`],
+  ["GET", (s) => `/dead-letters?subscription=${s}&limit=${s}`],
+];
+
+describe("fuzzed paths and queries at every endpoint", () => {
+  it("answer 4xx problem+json for names and numbers that break a rule, and change nothing", async () => {
+    const before = await fingerprint();
+    let requests = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...routes), segment, async ([method, path], raw) => {
+        requests++;
+        const url = path(encodeURIComponent(raw));
+        const response = await api(method, url, { headers: { "corq-budget-ms": raw.slice(0, 20) || "x" } });
+        expect(response.status, `${method} ${url}`).toBeLessThan(500);
+        if (new URL(url, state.stack.url).pathname === "/") return; // ".." collapsed it to the dashboard
+        if (response.status >= 400) {
+          expect(response.type).toContain("application/problem+json");
+          expect(response.json.status).toBe(response.status);
+        }
+      }),
+      { numRuns: 200 },
+    );
+    expect(await fingerprint()).toEqual(before);
+    report.requests += requests;
+  });
+
+  it("refuses huge payloads with 413 and wrong content types with 415, at every body-taking endpoint", async () => {
+    const before = await fingerprint();
+    const huge = JSON.stringify({ events: [{ name: "E", data: { blob: "x".repeat(50_000) } }] }); // the stack's limit is 40,000 bytes
+    for (const [method, path] of [["POST", "/streams/big/events"], ["PUT", "/subscriptions/big"], ["POST", "/dead-letters/retry"]]) {
+      const tooBig = await api(method, path, { body: huge });
+      expect(tooBig.status, `${method} ${path}`).toBe(413);
+      expect(tooBig.type).toContain("application/problem+json");
+      const wrongType = await api(method, path, { body: "{}", headers: { "content-type": "text/csv" } });
+      expect(wrongType.status, `${method} ${path}`).toBe(415);
+      report.requests += 2;
+    }
+    const form = await fetch(`${state.stack.url}/login`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: state.stack.url },
+      body: `token=${"x".repeat(50_000)}`,
+    });
+    expect(form.status).toBe(413);
+    report.requests += 1;
+    expect(await fingerprint()).toEqual(before);
   });
 });

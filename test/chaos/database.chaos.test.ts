@@ -51,9 +51,12 @@ async function call(method: string, path: string, body?: unknown) {
   return { status: response.status, type: response.headers.get("content-type") ?? "", body: text ? JSON.parse(text) : null };
 }
 
+/** A query from the test itself, retried while the burst holds every connection slot. */
+const query = (text: string, params: unknown[] = []) => eventually(() => db.query(text, params), { timeoutMs: 30_000, intervalMs: 200 });
+
 /** Per stream: its events in log order, from Postgres. */
 async function truth(prefix: string): Promise<Map<string, number[]>> {
-  const { rows } = await db.query("SELECT stream, position FROM corq.events WHERE stream LIKE $1 || '%' ORDER BY tx, position", [prefix]);
+  const { rows } = await query("SELECT stream, position FROM corq.events WHERE stream LIKE $1 || '%' ORDER BY tx, position", [prefix]);
   const expected = new Map<string, number[]>();
   for (const r of rows) expected.set(r.stream, [...(expected.get(r.stream) ?? []), Number(r.position)]);
   return expected;
@@ -146,7 +149,7 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
     }
     // a refused append wrote nothing; an accepted one wrote its event once
     for (const a of answers.filter((x) => x.append)) {
-      const { rows } = await db.query("SELECT count(*)::int AS n FROM corq.events WHERE stream = $1", [`burst-${a.i}`]);
+      const { rows } = await query("SELECT count(*)::int AS n FROM corq.events WHERE stream = $1", [`burst-${a.i}`]);
       expect(rows[0].n, `burst-${a.i} answered ${a.status}`).toBe(a.status === 201 ? 1 : 0);
     }
     // the refused ones, again, one by one
@@ -162,7 +165,7 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
     await eventually(async () => expect(tally(expected, delivered("burst-")).lost).toBe(0), { timeoutMs: 60_000, intervalMs: 250 });
     // the queue and the counters agree, and end empty
     await eventually(async () => {
-      const { rows } = await db.query(`SELECT (SELECT count(*) FROM corq.queue)::int AS queued,
+      const { rows } = await query(`SELECT (SELECT count(*) FROM corq.queue)::int AS queued,
         (SELECT coalesce(sum(pending), 0) FROM corq.keys)::int AS pending, (SELECT count(*) FROM corq.keys WHERE pending < 0)::int AS negative`);
       expect(rows[0]).toEqual({ queued: 0, pending: 0, negative: 0 });
     }, { timeoutMs: 60_000, intervalMs: 250 });

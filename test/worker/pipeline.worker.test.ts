@@ -31,6 +31,17 @@ describe("scheduled handler", () => {
     expect(await pendingOf("greeter")).toBe(0);
   });
 
+  it("prunes the activity record older than 15 minutes", async () => {
+    await state.db.query(`INSERT INTO corq.activity (subscription_id, key, started_at, finished_at, events, outcome)
+      SELECT id, k, now() - interval '1 hour', now() - interval '1 hour' + ago, 1, 'acked'
+      FROM corq.subscriptions, (VALUES ('old', interval '0'), ('recent', interval '50 minutes')) AS v(k, ago) WHERE name = 'greeter'`);
+    await state.stack.runCron();
+    await eventually(async () => {
+      const { rows } = await state.db.query("SELECT key FROM corq.activity WHERE key IN ('old', 'recent')");
+      expect(rows.map((r) => r.key)).toEqual(["recent"]);
+    });
+  });
+
   it("fans out consumer invocations over the SELF binding, up to CORQ_CONCURRENCY", async () => {
     for (let v = 0; v < 20; v++) await appendQuietly(`visitor-f${v}`, [{ name: "Registered", data: { name: `F${v}` } }]);
     const response = await api("POST", "/dispatch");

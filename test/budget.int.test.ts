@@ -44,15 +44,18 @@ describe("round trips per operation", () => {
     expect(count.take()).toBe(1); // nothing ready: one statement
   });
 
-  it("drain acks each batch in the statement that claims the next: one statement per batch", async () => {
+  it("drain acks each batch in the statement that claims the next: one statement per batch (+1 to record them)", async () => {
     const count = counter();
     const { corq } = await open({ onStatement: count.onStatement, subscriptions: [{ name: "d", handle: () => undefined }] });
     for (let i = 0; i < 5; i++) await corq.append(`s${i}`, [{ name: "E", data: {} }, { name: "E", data: {} }]);
     await corq.advance();
     count.take();
     expect(await corq.drain("d")).toMatchObject({ batches: 5, events: 10 });
-    expect(count.take()).toBe(6); // claim, then 5 × ack+claim (the last finds nothing)
+    expect(count.take()).toBe(7); // claim, then 5 × ack+claim (the last finds nothing), then the 5 batches recorded at once
     expect(await corq.subscription("d")).toMatchObject({ pending: 0, keys: { ready: 0, leased: 0 } });
+    const recorded = await corq.activity({ subscription: "d" });
+    expect(recorded.map((b) => b.events)).toEqual([2, 2, 2, 2, 2]);
+    for (const b of recorded) expect(Date.parse(b.finishedAt)).toBeGreaterThanOrEqual(Date.parse(b.startedAt));
   });
 
   it("a function key costs one read and one write per round", async () => {

@@ -30,17 +30,12 @@ export const migrations: { tag: string; statements: string[] }[] = [
     ]
   },
   {
-    "tag": "0003_activity",
+    "tag": "0003_activity_and_webhook_ids",
     "statements": [
       "-- Edited by hand: UNLOGGED (drizzle cannot express it). Telemetry: no WAL, emptied by a crash.\nCREATE UNLOGGED TABLE \"corq\".\"activity\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"key\" text NOT NULL,\n\t\"started_at\" timestamp with time zone NOT NULL,\n\t\"finished_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"events\" integer NOT NULL,\n\t\"outcome\" text NOT NULL\n);",
+      "CREATE TABLE \"corq\".\"webhook_ids\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"seen_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
       "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"leased_at\" timestamp with time zone;",
-      "CREATE INDEX \"activity_finished_at_idx\" ON \"corq\".\"activity\" USING btree (\"subscription_id\",\"finished_at\");"
-    ]
-  },
-  {
-    "tag": "0004_webhook_ids",
-    "statements": [
-      "CREATE TABLE \"corq\".\"webhook_ids\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"seen_at\" timestamp with time zone DEFAULT now() NOT NULL\n);"
+      "CREATE INDEX \"activity_finished_at_idx\" ON \"corq\".\"activity\" USING btree (\"finished_at\");"
     ]
   }
 ];

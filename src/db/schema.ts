@@ -140,7 +140,8 @@ export const activity = corqSchema.table(
     events: integer("events").notNull(),
     outcome: text("outcome").notNull(), // "acked" | "failed" | "dead" | "expired"
   },
-  (t) => [index("activity_finished_at_idx").on(t.subscriptionId, t.finishedAt)],
+  // one index serves the timeline (newest first), the throughput window and the pruning
+  (t) => [index("activity_finished_at_idx").on(t.finishedAt)],
 );
 
 /**

@@ -13,16 +13,20 @@ export interface Lease {
  * statement: only while the lease is ours and unexpired (fencing; a stale ack changes
  * nothing and returns no row). The key row's pending counter is the truth about remaining
  * work: an advance that commits while we ack bumps it under the same row lock, so a key is
- * never left idle with events queued.
+ * never left idle with events queued. The batch is recorded in the activity table (the
+ * dashboard's timeline); ackAndClaim leaves that to the drain loop (recordBatches).
  */
 export function ackBatch(lease: Lease, through: { tx: string; position: number }, count: number): SQL {
-  return sql`WITH ${ackCtes(lease, through, count)} SELECT count(*)::int AS acked FROM acked`;
+  return sql`
+    WITH ${ackCtes(lease, through, count)},
+    recorded AS (
+      INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
+      SELECT subscription_id, key, coalesce(leased_at, now()), ${count}, 'acked' FROM acked
+    )
+    SELECT count(*)::int AS acked FROM acked`;
 }
 
-/**
- * The CTEs `acked` (the key row, when the lease held), `removed` (its queue rows) and
- * `recorded` (the batch in the activity table); see ackBatch.
- */
+/** The CTEs `acked` (the key row, when the lease held) and `removed` (its queue rows); see ackBatch. */
 export function ackCtes(lease: Lease, through: { tx: string; position: number }, count: number): SQL {
   return sql`
     acked AS (
@@ -39,9 +43,5 @@ export function ackCtes(lease: Lease, through: { tx: string; position: number },
       DELETE FROM ${queue} q USING acked
       WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key
         AND (q.tx, q.position) <= (${through.tx}::xid8, ${through.position}::bigint)
-    ),
-    recorded AS (
-      INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
-      SELECT subscription_id, key, coalesce(leased_at, now()), ${count}, 'acked' FROM acked
     )`;
 }

@@ -14,8 +14,8 @@ export function recentBatches(subscription: string | undefined, sinceMs: number,
 }
 
 /**
- * Events acked per subscription in buckets of `bucketMs` over the last `windowMs`, oldest
- * bucket first; bucket 0 ends now. Empty buckets are absent (the caller fills zeros).
+ * Events acked per subscription in buckets of `bucketMs` over the last `windowMs`: bucket 0
+ * is the newest (it ends now). Empty buckets are absent (the caller fills zeros).
  */
 export function ackedPerBucket(windowMs: number, bucketMs: number): SQL {
   return sql`
@@ -25,6 +25,28 @@ export function ackedPerBucket(windowMs: number, bucketMs: number): SQL {
     FROM ${activity} a JOIN ${subscriptions} s ON s.id = a.subscription_id
     WHERE a.outcome = 'acked' AND a.finished_at > now() - ${windowMs} * interval '1 millisecond'
     GROUP BY 1, 2`;
+}
+
+export interface BatchRecordRow {
+  subscriptionId: number;
+  key: string;
+  startedAt: Date;
+  finishedAt: Date;
+  events: number;
+}
+
+/**
+ * Records acked batches, many in one statement: the drain loop buffers what its ack+claim
+ * statements acked and writes it here now and then (an insert in every ack+claim cost a
+ * quarter of the consume throughput).
+ */
+export function recordBatches(rows: BatchRecordRow[]): SQL {
+  return sql`
+    INSERT INTO ${activity} (subscription_id, key, started_at, finished_at, events, outcome)
+    SELECT *, 'acked' FROM unnest(
+      ${sql.param(rows.map((r) => r.subscriptionId))}::int[], ${sql.param(rows.map((r) => r.key))}::text[],
+      ${sql.param(rows.map((r) => r.startedAt.toISOString()))}::timestamptz[],
+      ${sql.param(rows.map((r) => r.finishedAt.toISOString()))}::timestamptz[], ${sql.param(rows.map((r) => r.events))}::int[])`;
 }
 
 /** Forgets batches older than `olderThanMs`. */

@@ -16,6 +16,8 @@ export interface ClaimRow extends Partial<EventRow> {
   dies: boolean | null;
   // with ackAndClaim: 1 when the previous batch was acked, 0 when its lease was gone
   acked: number | null;
+  // the database clock: when this claim (and the ack before it) happened
+  now: Date;
 }
 
 /**
@@ -103,7 +105,7 @@ function claim(
       INSERT INTO ${activity} (subscription_id, key, started_at, finished_at, events, outcome)
       SELECT subscription_id, key, coalesce(leased_at, lease_until), lease_until, 0, 'expired' FROM pick WHERE expired
     )
-    SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies,
+    SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, now() AS now,
       ${ack ? sql`(SELECT count(*) FROM acked)::int` : sql`NULL::int`} AS acked, ${eventColumns}
     FROM sub
     LEFT JOIN claimed c ON true

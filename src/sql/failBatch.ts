@@ -13,19 +13,19 @@ import { asyncCommit } from "./asyncCommit.js";
 export function failBatch(lease: Lease, error: string, headPosition: number, count: number): SQL {
   return sql`
     WITH failed AS (
-    UPDATE ${keys} k SET
-      attempts = k.attempts + 1,
-      last_error = ${error},
-      failed_position = ${headPosition},
-      lease_token = NULL, lease_until = NULL,
-      dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN now() END,
-      available_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN NULL
-        ELSE now() + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
-                     * interval '1 millisecond' END
-    FROM ${subscriptions} s
-    WHERE s.id = k.subscription_id AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
-      AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
-    RETURNING k.subscription_id, k.key, k.leased_at, k.dead_at IS NOT NULL AS dead
+      UPDATE ${keys} k SET
+        attempts = k.attempts + 1,
+        last_error = ${error},
+        failed_position = ${headPosition},
+        lease_token = NULL, lease_until = NULL,
+        dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN now() END,
+        available_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN NULL
+          ELSE now() + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
+                       * interval '1 millisecond' END
+      FROM ${subscriptions} s
+      WHERE s.id = k.subscription_id AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
+        AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
+      RETURNING k.subscription_id, k.key, k.leased_at, k.dead_at IS NOT NULL AS dead
     ),
     recorded AS (
       INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)

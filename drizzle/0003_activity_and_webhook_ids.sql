@@ -8,5 +8,10 @@ CREATE UNLOGGED TABLE "corq"."activity" (
 	"outcome" text NOT NULL
 );
 --> statement-breakpoint
+CREATE TABLE "corq"."webhook_ids" (
+	"id" text PRIMARY KEY NOT NULL,
+	"seen_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
 ALTER TABLE "corq"."keys" ADD COLUMN "leased_at" timestamp with time zone;--> statement-breakpoint
-CREATE INDEX "activity_finished_at_idx" ON "corq"."activity" USING btree ("subscription_id","finished_at");
+CREATE INDEX "activity_finished_at_idx" ON "corq"."activity" USING btree ("finished_at");

@@ -127,6 +127,15 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await page.getByRole("button", { name: "Open" }).click();
     expect(await page.getByRole("table", { name: "Events of ping-a" }).locator("tbody tr").count()).toBe(3);
 
+    // a narrow screen: nothing wider than the viewport but the tables' own scroll boxes
+    await page.setViewportSize({ width: 390, height: 800 });
+    for (const path of ["/", "/ui/dead-letters", "/ui/timeline", "/ui/subscriptions/browser-feed", "/ui/streams"]) {
+      await page.goto(url(path));
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow, path).toBeLessThanOrEqual(0);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+
     if (process.env.CORQ_SCREENSHOTS) await screenshots(page);
     await context.close();
   });

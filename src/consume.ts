@@ -39,10 +39,13 @@ type Verdict = { through: number } | { error: string };
  *
  *   consumeOne   claim (1 statement) → handler → ack or fail (1 statement)
  *   drainKeys    claim → handler → ack+claim the next (1 statement) → handler → … → ack,
- *                and the acked batches recorded for the dashboard (1 statement per 500)
+ *                and the acked batches recorded for the dashboard (1 statement per 500 or
+ *                per second)
  */
 export async function consumeOne(executor: Executor, target: ConsumeTarget, corq: Corq): Promise<ConsumeResult | null> {
-  const { claimed, result } = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+  const { claimed, result, expired } = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+  // rare: the claim took over an expired lease (1 more statement, for the dashboard's timeline)
+  if (expired.length > 0) await executor.run(recordBatches(expired)).catch(() => undefined);
   if (!claimed) return result;
   const verdict = await handle(executor, target, claimed, corq);
   return finish(claimed, verdict, await record(executor, claimed, verdict));
@@ -59,16 +62,19 @@ export async function drainKeys(
   corq: Corq,
   limits: { deadline: number; maxBatches: number },
 ): Promise<ConsumeResult[]> {
-  // batches acked by ack+claim statements, recorded for the dashboard every 500 or every second
-  const acked: BatchRecordRow[] = [];
+  // batches acked by ack+claim statements and expired leases taken over, recorded for the
+  // dashboard every 500 or every second (telemetry: a failed write is dropped)
+  const buffered: BatchRecordRow[] = [];
   let since = 0;
   const flush = async () => {
-    if (acked.length > 0) await executor.run(recordBatches(acked.splice(0))).catch(() => undefined); // telemetry only
+    if (buffered.length > 0) await executor.run(recordBatches(buffered.splice(0))).catch(() => undefined);
   };
   try {
-    return await drainLoop(executor, target, corq, limits, async (record) => {
-      if (acked.push(record) === 1) since = Date.now();
-      if (acked.length >= 500 || Date.now() - since >= 1000) await flush();
+    return await drainLoop(executor, target, corq, limits, async (records) => {
+      if (records.length === 0) return;
+      if (buffered.length === 0) since = Date.now();
+      buffered.push(...records);
+      if (buffered.length >= 500 || Date.now() - since >= 1000) await flush();
     });
   } finally {
     await flush();
@@ -80,10 +86,14 @@ async function drainLoop(
   target: ConsumeTarget,
   corq: Corq,
   limits: { deadline: number; maxBatches: number },
-  onAcked: (record: BatchRecordRow) => Promise<void>,
+  onRecords: (records: BatchRecordRow[]) => Promise<void>,
 ): Promise<ConsumeResult[]> {
   const results: ConsumeResult[] = [];
-  const claimNext = () => runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+  const claimNext = async () => {
+    const claim = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+    await onRecords(claim.expired);
+    return claim;
+  };
   const more = () => results.length < limits.maxBatches && Date.now() < limits.deadline;
   let next = await claimNext();
   for (;;) {
@@ -105,10 +115,12 @@ async function drainLoop(
     const ack = { lease: claimed.lease, through: throughOf(claimed, verdict.through), count: verdict.through + 1 };
     next = await runClaim(executor, target, ackAndClaim(target.name, kindFilter(target), ack));
     results.push(finish(claimed, verdict, next.acked ? "acked" : "expired"));
-    if (next.acked && next.at) {
-      const { subscriptionId, key } = claimed.lease;
-      await onAcked({ subscriptionId, key, startedAt: claimed.claimedAt, finishedAt: next.at, events: ack.count });
-    }
+    const { subscriptionId, key } = claimed.lease;
+    const done: BatchRecordRow[] =
+      next.acked && next.at
+        ? [{ subscriptionId, key, startedAt: claimed.claimedAt, finishedAt: next.at, events: ack.count, outcome: "acked" }]
+        : [];
+    await onRecords([...done, ...next.expired]);
   }
 }
 
@@ -119,18 +131,24 @@ async function runClaim(
   executor: Executor,
   target: ConsumeTarget,
   statement: SQL,
-): Promise<{ claimed?: Claimed; result: ConsumeResult | null; acked?: boolean; at?: Date }> {
+): Promise<{ claimed?: Claimed; result: ConsumeResult | null; acked?: boolean; at?: Date; expired: BatchRecordRow[] }> {
   const rows = await executor.run<ClaimRow>(statement);
   if (rows.length === 0) {
-    if (target.code) return { result: null }; // defined in code, not registered yet: nothing to do
+    if (target.code) return { result: null, expired: [] }; // defined in code, not registered yet: nothing to do
     throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
   }
   const head = rows[0];
   const acked = head.acked === null ? undefined : head.acked === 1;
   const at = new Date(head.now);
-  if (head.key === null) return { result: null, acked, at };
+  if (head.key === null) return { result: null, acked, at, expired: [] };
+  // the claim took over a lease that had expired: that batch goes in the record as "expired"
+  const expired: BatchRecordRow[] = [];
+  if (head.expired_until !== null) {
+    const span = { startedAt: new Date(head.expired_from!), finishedAt: new Date(head.expired_until) };
+    expired.push({ subscriptionId: head.subscription_id!, key: head.key, ...span, events: 0, outcome: "expired" });
+  }
   if (head.dies) {
-    return { result: { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" }, acked, at };
+    return { result: { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" }, acked, at, expired };
   }
   const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
   if (head.position === null) {
@@ -138,7 +156,7 @@ async function runClaim(
     // consumer while it waited (see claimBatch): give the key back and claim afresh.
     await executor.run(releaseLease(lease));
     const again = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
-    return { ...again, acked, at };
+    return { ...again, acked, at, expired: [...expired, ...again.expired] };
   }
   return {
     claimed: {
@@ -153,6 +171,7 @@ async function runClaim(
     result: null,
     acked,
     at,
+    expired,
   };
 }
 

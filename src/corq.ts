@@ -110,7 +110,10 @@ export interface Corq {
   resume(subscription: string): Promise<void>;
   /** Batches that finished in the last `sinceMs` (default 5 min), newest first. */
   activity(options?: { subscription?: string; sinceMs?: number; limit?: number }): Promise<BatchRecord[]>;
-  /** Events acked per second by each subscription, in `bucketMs` buckets over `windowMs`, oldest first. */
+  /**
+   * Events acked per second by each subscription, in `bucketMs` buckets (multiples of 10 s)
+   * over `windowMs`, oldest first; the newest is the last complete 10 seconds.
+   */
   throughput(options?: { windowMs?: number; bucketMs?: number }): Promise<Record<string, number[]>>;
   /** Forgets batch records older than `olderThanMs` (default 15 min); the Worker's cron calls it. */
   pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
@@ -142,7 +145,7 @@ const activityOptions = z.object({
 const throughputOptions = z
   .object({
     windowMs: z.number().int().min(1000).max(24 * HOUR_MS).default(300_000),
-    bucketMs: z.number().int().min(1000).max(HOUR_MS).default(10_000),
+    bucketMs: z.number().int().min(10_000).max(HOUR_MS).multipleOf(10_000).default(10_000),
   })
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });

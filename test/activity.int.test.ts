@@ -42,15 +42,19 @@ describe("activity record (the dashboard's timeline and throughput)", () => {
     const finished = batches.map((b) => Date.parse(b.finishedAt));
     expect([...finished].sort((x, y) => y - x)).toEqual(finished);
 
+    // the acked events are counted in the current 10-second bucket, shown once it is complete
+    expect((await corq.throughput({ windowMs: 60_000 })).s).toEqual([0, 0, 0, 0, 0, 0]);
+    await raw.query("UPDATE corq.throughput SET bucket = bucket - interval '10 seconds'"); // ten seconds later
     const series = await corq.throughput({ windowMs: 60_000, bucketMs: 10_000 });
-    expect(series.s).toHaveLength(6);
-    expect(series.s.reduce((sum, perSecond) => sum + perSecond * 10, 0)).toBeCloseTo(4); // 3 + 1 events acked
-    expect(series.s[5]).toBeGreaterThan(0); // the newest bucket is last
+    expect(series.s).toEqual([0, 0, 0, 0, 0, 0.4]); // 3 + 1 events in the newest complete bucket, per second
+    expect((await corq.throughput({ windowMs: 60_000, bucketMs: 30_000 })).s).toEqual([0, 4 / 30]);
 
     expect(await corq.pruneActivity({ olderThanMs: 60_000 })).toEqual({ pruned: 0 });
     expect(await corq.pruneActivity({ olderThanMs: 0 })).toEqual({ pruned: 5 });
     expect(await corq.activity()).toEqual([]);
-    await expect(corq.throughput({ windowMs: 2_000_000, bucketMs: 1000 })).rejects.toMatchObject({ code: "invalid_input" });
+    expect((await raw.query("SELECT count(*)::int AS n FROM corq.throughput")).rows[0].n).toBe(0); // pruned too
+    await expect(corq.throughput({ windowMs: 20_000_000, bucketMs: 10_000 })).rejects.toMatchObject({ code: "invalid_input" });
+    await expect(corq.throughput({ bucketMs: 15_000 })).rejects.toMatchObject({ code: "invalid_input" });
   });
 
   it("shows the failing event with a dead letter when asked, and the log tail newest first", async () => {

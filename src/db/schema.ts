@@ -145,6 +145,21 @@ export const activity = corqSchema.table(
 );
 
 /**
+ * Events acked per subscription and 10-second bucket (the dashboard's events/s): one upsert per
+ * ack (single consumes) or per recorded drain flush, so the chart reads 30 rows, not 300,000
+ * batch rows. UNLOGGED like activity, pruned with it.
+ */
+export const throughput = corqSchema.table(
+  "throughput",
+  {
+    subscriptionId: integer("subscription_id").notNull(),
+    bucket: timestamp("bucket", { withTimezone: true }).notNull(),
+    events: bigint("events", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ name: "throughput_pkey", columns: [t.subscriptionId, t.bucket] })],
+);
+
+/**
  * Webhook ids already acted on (replay protection for the signed dead-letter webhook): an id is
  * kept for 10 minutes, twice the signature's timestamp window, so a captured request cannot be
  * replayed while its signature is still accepted.

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { activity, keys, queue } from "../db/schema.js";
 import { asyncCommit } from "./asyncCommit.js";
+import { countAcked } from "./activity.js";
 
 export interface Lease {
   subscriptionId: number;
@@ -22,7 +23,8 @@ export function ackBatch(lease: Lease, through: { tx: string; position: number }
     recorded AS (
       INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
       SELECT subscription_id, key, coalesce(leased_at, now()), ${count}, 'acked' FROM acked
-    )
+    ),
+    counted AS (${countAcked(sql`acked`, sql`now()`, sql`${count}::int`)})
     SELECT count(*)::int AS acked FROM acked`;
 }
 

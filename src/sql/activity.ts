@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { activity, events, subscriptions } from "../db/schema.js";
+import { activity, events, subscriptions, throughput } from "../db/schema.js";
 import { eventColumns } from "./eventColumns.js";
 
 /** The batches that finished in the last `sinceMs`, newest first (the dashboard's timeline). */
@@ -13,17 +13,32 @@ export function recentBatches(subscription: string | undefined, sinceMs: number,
     LIMIT ${limit}`;
 }
 
+/** The 10-second bucket (its start) that time `at` falls in: `throughput.bucket`. */
+const bucketOf = (at: SQL) => sql`to_timestamp(floor(extract(epoch FROM ${at}) / 10) * 10)`;
+
 /**
- * Events acked per subscription in buckets of `bucketMs` over the last `windowMs`: bucket 0
- * is the newest (it ends now). Empty buckets are absent (the caller fills zeros).
+ * Adds `events` acked by `source`'s (subscription_id, events_column) rows to their buckets.
+ * Rows go in (subscription, bucket) order, so concurrent writers lock counters in one order.
+ */
+export function countAcked(source: SQL, at: SQL, eventsColumn: SQL): SQL {
+  return sql`
+    INSERT INTO ${throughput} (subscription_id, bucket, events)
+    SELECT subscription_id, ${bucketOf(at)}, sum(${eventsColumn}) FROM ${source} GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (subscription_id, bucket) DO UPDATE SET events = ${throughput}.events + excluded.events`;
+}
+
+/**
+ * Events acked per subscription in buckets of `bucketMs` (a multiple of 10 s) over the last
+ * `windowMs`, complete 10-second buckets only: bucket 0 is the newest. Empty buckets are
+ * absent (the caller fills zeros).
  */
 export function ackedPerBucket(windowMs: number, bucketMs: number): SQL {
   return sql`
     SELECT s.name AS subscription,
-      floor(extract(epoch FROM now() - a.finished_at) * 1000 / ${bucketMs})::int AS bucket,
-      sum(a.events)::bigint AS events
-    FROM ${activity} a JOIN ${subscriptions} s ON s.id = a.subscription_id
-    WHERE a.outcome = 'acked' AND a.finished_at > now() - ${windowMs} * interval '1 millisecond'
+      floor(extract(epoch FROM ${bucketOf(sql`now()`)} - t.bucket - interval '10 seconds') * 1000 / ${bucketMs})::int AS bucket,
+      sum(t.events)::bigint AS events
+    FROM ${throughput} t JOIN ${subscriptions} s ON s.id = t.subscription_id
+    WHERE t.bucket < ${bucketOf(sql`now()`)} AND t.bucket >= ${bucketOf(sql`now()`)} - ${windowMs} * interval '1 millisecond'
     GROUP BY 1, 2`;
 }
 
@@ -33,26 +48,37 @@ export interface BatchRecordRow {
   startedAt: Date;
   finishedAt: Date;
   events: number;
+  outcome: "acked" | "expired";
 }
 
 /**
- * Records acked batches, many in one statement: the drain loop buffers what its ack+claim
- * statements acked and writes it here now and then (an insert in every ack+claim cost a
- * quarter of the consume throughput).
+ * Records batches, many in one statement: the consumer buffers what its ack+claim statements
+ * acked (and the expired leases its claims took over) and writes it here now and then. An
+ * insert inside every ack+claim statement cost a quarter of the consume throughput.
  */
 export function recordBatches(rows: BatchRecordRow[]): SQL {
   return sql`
-    INSERT INTO ${activity} (subscription_id, key, started_at, finished_at, events, outcome)
-    SELECT *, 'acked' FROM unnest(
-      ${sql.param(rows.map((r) => r.subscriptionId))}::int[], ${sql.param(rows.map((r) => r.key))}::text[],
-      ${sql.param(rows.map((r) => r.startedAt.toISOString()))}::timestamptz[],
-      ${sql.param(rows.map((r) => r.finishedAt.toISOString()))}::timestamptz[], ${sql.param(rows.map((r) => r.events))}::int[])`;
+    WITH batch AS (
+      SELECT * FROM unnest(
+        ${sql.param(rows.map((r) => r.subscriptionId))}::int[], ${sql.param(rows.map((r) => r.key))}::text[],
+        ${sql.param(rows.map((r) => r.startedAt.toISOString()))}::timestamptz[],
+        ${sql.param(rows.map((r) => r.finishedAt.toISOString()))}::timestamptz[], ${sql.param(rows.map((r) => r.events))}::int[],
+        ${sql.param(rows.map((r) => r.outcome))}::text[]
+      ) AS b(subscription_id, key, started_at, finished_at, events, outcome)
+    ),
+    recorded AS (
+      INSERT INTO ${activity} (subscription_id, key, started_at, finished_at, events, outcome)
+      SELECT subscription_id, key, started_at, finished_at, events, outcome FROM batch
+    )
+    ${countAcked(sql`(SELECT * FROM batch WHERE outcome = 'acked') acked`, sql`finished_at`, sql`events`)}`;
 }
 
-/** Forgets batches older than `olderThanMs`. */
+/** Forgets batches and throughput buckets older than `olderThanMs`; counts the batches. */
 export function pruneActivity(olderThanMs: number): SQL {
+  const cutoff = sql`now() - ${olderThanMs} * interval '1 millisecond'`;
   return sql`
-    WITH pruned AS (DELETE FROM ${activity} WHERE finished_at < now() - ${olderThanMs} * interval '1 millisecond' RETURNING 1)
+    WITH pruned AS (DELETE FROM ${activity} WHERE finished_at < ${cutoff} RETURNING 1),
+    buckets AS (DELETE FROM ${throughput} WHERE bucket < ${cutoff} - interval '10 seconds')
     SELECT count(*)::int AS pruned FROM pruned`;
 }
 

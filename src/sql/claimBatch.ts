@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { activity, events, keys, queue, subscriptions } from "../db/schema.js";
+import { events, keys, queue, subscriptions } from "../db/schema.js";
 import { eventColumns, type EventRow } from "./eventColumns.js";
 import { ackCtes, type Lease } from "./ackBatch.js";
 import { asyncCommit } from "./asyncCommit.js";
@@ -18,6 +18,9 @@ export interface ClaimRow extends Partial<EventRow> {
   acked: number | null;
   // the database clock: when this claim (and the ack before it) happened
   now: Date;
+  // when the claim took over an expired lease: that lease's span (for the activity record)
+  expired_from: Date | null;
+  expired_until: Date | null;
 }
 
 /**
@@ -29,7 +32,8 @@ export interface ClaimRow extends Partial<EventRow> {
  *            again exactly when the lease expires (a crashed consumer loses nothing).
  *            Taking over an expired lease counts as a failed attempt; if that was the last
  *            one the key is dead-lettered here instead of handed out (a batch that crashes
- *            its consumer every time still ends in the dead letters);
+ *            its consumer every time still ends in the dead letters). The lost lease's span
+ *            is returned for the activity record;
  *   batch    the key's oldest queued events in log order: batchSize of them, or only the
  *            head after a failure, so the event that keeps failing is pinned down. Read with
  *            the statement's snapshot, so only rows past the key row's ack cursor (its latest,
@@ -98,14 +102,12 @@ function claim(
       FROM pick, sub
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
       RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_tx, k.last_position,
-                CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit
-    ),
-    -- the batch whose lease expired, for the timeline (how many events it held is not known)
-    expired AS (
-      INSERT INTO ${activity} (subscription_id, key, started_at, finished_at, events, outcome)
-      SELECT subscription_id, key, coalesce(leased_at, lease_until), lease_until, 0, 'expired' FROM pick WHERE expired
+                CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
+                CASE WHEN pick.expired THEN coalesce(pick.leased_at, pick.lease_until) END AS expired_from,
+                CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
     )
     SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, now() AS now,
+      c.expired_from, c.expired_until,
       ${ack ? sql`(SELECT count(*) FROM acked)::int` : sql`NULL::int`} AS acked, ${eventColumns}
     FROM sub
     LEFT JOIN claimed c ON true

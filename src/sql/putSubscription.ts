@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { activity, keys, queue, subscriptions } from "../db/schema.js";
+import { activity, keys, queue, subscriptions, throughput } from "../db/schema.js";
 import type { StoredSettings } from "./syncSubscriptions.js";
 
 export interface PutRow {
@@ -46,6 +46,7 @@ export function deleteSubscription(name: string): SQL {
     removed AS (DELETE FROM ${subscriptions} s USING target WHERE s.id = target.id AND target.kind = 'push' RETURNING s.id),
     queue_rows AS (DELETE FROM ${queue} q USING removed WHERE q.subscription_id = removed.id),
     key_rows AS (DELETE FROM ${keys} k USING removed WHERE k.subscription_id = removed.id),
-    activity_rows AS (DELETE FROM ${activity} a USING removed WHERE a.subscription_id = removed.id)
+    activity_rows AS (DELETE FROM ${activity} a USING removed WHERE a.subscription_id = removed.id),
+    throughput_rows AS (DELETE FROM ${throughput} t USING removed WHERE t.subscription_id = removed.id)
     SELECT target.kind, (SELECT count(*) FROM removed)::int AS deleted FROM target`;
 }

@@ -1,4 +1,5 @@
--- Edited by hand: UNLOGGED (drizzle cannot express it). Telemetry: no WAL, emptied by a crash.
+-- Edited by hand: activity and throughput are UNLOGGED (drizzle cannot express it):
+-- dashboard telemetry, no WAL, emptied by a crash.
 CREATE UNLOGGED TABLE "corq"."activity" (
 	"subscription_id" integer NOT NULL,
 	"key" text NOT NULL,
@@ -6,6 +7,13 @@ CREATE UNLOGGED TABLE "corq"."activity" (
 	"finished_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"events" integer NOT NULL,
 	"outcome" text NOT NULL
+);
+--> statement-breakpoint
+CREATE UNLOGGED TABLE "corq"."throughput" (
+	"subscription_id" integer NOT NULL,
+	"bucket" timestamp with time zone NOT NULL,
+	"events" bigint NOT NULL,
+	CONSTRAINT "throughput_pkey" PRIMARY KEY("subscription_id","bucket")
 );
 --> statement-breakpoint
 CREATE TABLE "corq"."webhook_ids" (

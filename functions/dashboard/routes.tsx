@@ -26,12 +26,8 @@ const EVENTS_PER_PAGE = 100;
 const keysQuery = z.object({
   status: z.enum(["ready", "leased", "backoff", "dead", "idle"]).or(z.literal("").transform(() => undefined)).optional(),
   after: z.string().min(1).max(1000).optional(),
-  notice: z.string().max(200).optional(),
 });
-const subscriptionFilter = z.object({
-  subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional(),
-  notice: z.string().max(200).optional(),
-});
+const subscriptionFilter = z.object({ subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional() });
 const timelineQuery = z.object({
   subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional(),
   minutes: z.enum(windows.map(String) as [string, ...string[]]).transform(Number).default(1),
@@ -45,10 +41,29 @@ const actionForm = z.object({
 });
 const actions = ["retry", "skip", "pause", "resume"] as const;
 
+// After an action the page says what was done. The URL carries only the facts (`done`,
+// `count`, `of`), validated here; the sentence is ours, so a crafted link cannot put words on
+// the page.
+const doneQuery = z.object({
+  done: z.enum(actions),
+  count: z.string().regex(/^\d{1,9}$/).transform(Number).default(0),
+  of: subscriptionName,
+});
+const doneParams = ["done", "count", "of"];
+
+function noticeOf(c: DashboardContext): string | undefined {
+  const parsed = doneQuery.safeParse(c.req.query());
+  if (!parsed.success) return undefined;
+  const { done, count, of } = parsed.data;
+  if (done === "pause" || done === "resume") return `${of} ${done === "pause" ? "paused" : "resumed"}.`;
+  const keys = `${count} dead key${count === 1 ? "" : "s"}`;
+  return done === "retry" ? `Retried ${keys} of ${of}.` : `Skipped the failed event of ${keys} of ${of}.`;
+}
+
 /** The path and query of this request, to come back to after an action. */
 const here = (c: DashboardContext) => {
   const url = new URL(c.req.url);
-  url.searchParams.delete("notice");
+  for (const name of doneParams) url.searchParams.delete(name);
   return url.pathname + url.search;
 };
 
@@ -97,29 +112,28 @@ export function dashboard(): Hono<AppEnv> {
 
   app.get("/", (c) =>
     render(c, async (corq) => {
-      const { notice } = parseOrThrow(subscriptionFilter, c.req.query(), "invalid_input", "query");
       const stats = await corq.stats();
       const throughput = await corq.throughput({ windowMs: 300_000, bucketMs: 10_000 });
-      return <Overview subscriptions={stats.subscriptions} log={stats.log} throughput={throughput} notice={notice} />;
+      return <Overview subscriptions={stats.subscriptions} log={stats.log} throughput={throughput} notice={noticeOf(c)} />;
     }),
   );
 
   app.get("/ui/subscriptions/:name", (c) =>
     render(c, async (corq) => {
       const name = parseOrThrow(subscriptionName, c.req.param("name"), "invalid_input", "name");
-      const { status, after, notice } = parseOrThrow(keysQuery, c.req.query(), "invalid_input", "query");
+      const { status, after } = parseOrThrow(keysQuery, c.req.query(), "invalid_input", "query");
       const subscription = await corq.subscription(name);
       const keys = await corq.keys(name, { status, after, limit: KEYS_PER_PAGE });
-      return <Keys subscription={subscription} keys={keys} status={status} after={after} limit={KEYS_PER_PAGE} back={here(c)} notice={notice} />;
+      return <Keys subscription={subscription} keys={keys} status={status} after={after} limit={KEYS_PER_PAGE} back={here(c)} notice={noticeOf(c)} />;
     }),
   );
 
   app.get("/ui/dead-letters", (c) =>
     render(c, async (corq) => {
-      const { subscription, notice } = parseOrThrow(subscriptionFilter, c.req.query(), "invalid_input", "query");
+      const { subscription } = parseOrThrow(subscriptionFilter, c.req.query(), "invalid_input", "query");
       const subscriptions: SubscriptionStats[] = subscription ? [await corq.subscription(subscription)] : (await corq.stats()).subscriptions;
       const deadLetters = await corq.deadLetters({ subscription, limit: 200, withEvent: true });
-      return <DeadLetters deadLetters={deadLetters} subscriptions={subscriptions} subscription={subscription} back={here(c)} notice={notice} />;
+      return <DeadLetters deadLetters={deadLetters} subscriptions={subscriptions} subscription={subscription} back={here(c)} notice={noticeOf(c)} />;
     }),
   );
 
@@ -154,16 +168,12 @@ export function dashboard(): Hono<AppEnv> {
       });
       const { subscription, key, back } = parseOrThrow(actionForm, form, "invalid_input", "form");
       const corq = c.var.corq();
-      let notice: string;
-      if (action === "pause" || action === "resume") {
-        await corq[action](subscription);
-        notice = `${subscription} ${action === "pause" ? "paused" : "resumed"}.`;
-      } else {
-        const { released } = await corq.releaseDeadLetters({ subscription, key, mode: action });
-        notice = `${action === "retry" ? "Retried" : "Skipped the failed event of"} ${released} dead key${released === 1 ? "" : "s"} of ${subscription}.`;
-      }
+      let count = 0;
+      if (action === "pause" || action === "resume") await corq[action](subscription);
+      else count = (await corq.releaseDeadLetters({ subscription, key, mode: action })).released;
       const url = new URL(back, c.req.url);
-      url.searchParams.set("notice", notice);
+      const done = { done: action, count: String(count), of: subscription };
+      for (const [name, value] of Object.entries(done)) url.searchParams.set(name, value);
       return c.redirect(url.pathname + url.search, 303);
     });
   }

@@ -68,14 +68,15 @@ const delivered = (prefix: string) =>
 describe("database restarts and connection exhaustion (Workers stack)", () => {
   it("restarts under load: requests fail cleanly (503) while it is down, then appends, the cron and consumers resume; nothing lost", async () => {
     const writers = 4;
-    const perWriter = 60 * scale;
+    const perWriter = 60 * scale; // at least; writers keep appending until both restarts are over
     const statuses = new Map<number, number>();
-    let down = false;
     const healthWhileDown: number[] = []; // per restart, the last answer of /health while it was down
+    let restartsOver = false;
+    let appended = 0;
 
     const writer = async (w: number) => {
       const versions = new Map<string, number>();
-      for (let seq = 0; seq < perWriter; seq++) {
+      for (let seq = 0; seq < perWriter || !restartsOver; seq++) {
         const stream = `restart-${w}-${seq % 5}`;
         const expectedVersion = versions.get(stream) ?? -1;
         for (let attempt = 0; ; attempt++) {
@@ -88,38 +89,36 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
           statuses.set(status, (statuses.get(status) ?? 0) + 1);
           if (status === 201) break;
           if (status === 409 && attempt > 0) {
-            // an earlier attempt committed but its answer was lost: the stream says so
-            const read = await call("GET", `/streams/${stream}?from=${expectedVersion + 1}`);
-            if (read.status === 200 && read.body.events[0]?.data.seq === seq) break;
+            // an earlier attempt may have committed with its answer lost: the stream says so
+            const read = await call("GET", `/streams/${stream}?from=${expectedVersion + 1}`).catch(() => undefined);
+            if (read?.status === 200 && read.body.events[0]?.data.seq === seq) break;
+          } else {
+            expect([0, 503]).toContain(status); // never a 500, never a 4xx for the database being away
           }
-          expect([0, 503]).toContain(status); // never a 500, never a 4xx for the database being away
           await sleep(Math.min(1000, 50 * 2 ** attempt) * Math.random());
         }
         versions.set(stream, expectedVersion + 1);
+        appended++;
       }
     };
 
     const load = Promise.all(Array.from({ length: writers }, (_, w) => writer(w)));
-    const restarts = (async () => {
-      for (const mode of ["fast", "immediate"] as const) {
-        await sleep(2500);
-        down = true;
-        let restarted = false;
-        const restarting = postgres.restart({ mode, downMs: 4000 }).then(() => (restarted = true));
-        // down longer than the connect retries last (about 3 s): /health gives up and says 503
-        let health = 0;
-        while (!restarted && health !== 503) health = (await call("GET", "/health")).status;
-        healthWhileDown.push(health);
-        await restarting;
-        down = false;
-      }
-    })();
-    await Promise.all([load, restarts]);
-    expect(down).toBe(false);
+    for (const mode of ["fast", "immediate"] as const) {
+      await sleep(2500);
+      let restarted = false;
+      const restarting = postgres.restart({ mode, downMs: 4000 }).then(() => (restarted = true));
+      // down longer than the connect retries last (about 3 s): /health gives up and says 503
+      let health = 0;
+      while (!restarted && health !== 503) health = (await call("GET", "/health")).status;
+      healthWhileDown.push(health);
+      await restarting;
+    }
+    restartsOver = true;
+    await load;
     expect(healthWhileDown).toEqual([503, 503]);
 
     const expected = await truth("restart-");
-    expect([...expected.values()].reduce((n, p) => n + p.length, 0)).toBe(writers * perWriter); // each append exactly once
+    expect([...expected.values()].reduce((n, p) => n + p.length, 0)).toBe(appended); // each append exactly once
     await eventually(
       async () => expect(tally(expected, delivered("restart-")).lost).toBe(0),
       { timeoutMs: 60_000, intervalMs: 250 },
@@ -132,7 +131,7 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
       notes: { restarts: 2, http_503: statuses.get(503) ?? 0, http_refused: statuses.get(0) ?? 0, http_500: statuses.get(500) ?? 0 },
     });
     expect(statuses.get(500) ?? 0).toBe(0);
-    expect(figures).toMatchObject({ events: writers * perWriter, lost: 0, order: 0 });
+    expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
     expect(receiver.overlaps).toBe(0);
   }, 180_000 * scale);
 

@@ -21,5 +21,4 @@ CREATE TABLE "corq"."webhook_ids" (
 	"seen_at" timestamp with time zone DEFAULT now() NOT NULL
 );
 --> statement-breakpoint
-ALTER TABLE "corq"."keys" ADD COLUMN "leased_at" timestamp with time zone;--> statement-breakpoint
 CREATE INDEX "activity_finished_at_idx" ON "corq"."activity" USING btree ("finished_at");

@@ -199,11 +199,12 @@ async function handle(executor: Executor, target: ConsumeTarget, claimed: Claime
 async function record(executor: Executor, claimed: Claimed, verdict: Verdict): Promise<ConsumeResult["outcome"]> {
   if ("through" in verdict) {
     const [row] = await executor.run<{ acked: number }>(
-      ackBatch(claimed.lease, throughOf(claimed, verdict.through), verdict.through + 1),
+      ackBatch(claimed.lease, throughOf(claimed, verdict.through), verdict.through + 1, claimed.claimedAt),
     );
     return row.acked === 1 ? "acked" : "expired";
   }
-  const [row] = await executor.run<{ dead: boolean }>(failBatch(claimed.lease, verdict.error, claimed.events[0].position, claimed.events.length));
+  const failed = failBatch(claimed.lease, verdict.error, claimed.events[0].position, claimed.events.length, claimed.claimedAt);
+  const [row] = await executor.run<{ dead: boolean }>(failed);
   return row === undefined ? "expired" : row.dead ? "dead" : "retry";
 }
 

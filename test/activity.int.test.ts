@@ -25,7 +25,7 @@ describe("activity record (the dashboard's timeline and throughput)", () => {
     await corq.append("late", [{ name: "E", data: {} }]);
     // "late": a consumer elsewhere took the lease and vanished
     await corq.advance();
-    await raw.query(`UPDATE corq.keys SET lease_token = gen_random_uuid(), leased_at = now() - interval '1 second',
+    await raw.query(`UPDATE corq.keys SET lease_token = gen_random_uuid(),
       lease_until = now() - interval '1 millisecond', available_at = now() - interval '1 millisecond' WHERE key = 'late'`);
     await drain(corq, "s");
     await sleep(5);

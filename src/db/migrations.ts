@@ -35,7 +35,6 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "-- Edited by hand: activity and throughput are UNLOGGED (drizzle cannot express it):\n-- dashboard telemetry, no WAL, emptied by a crash.\nCREATE UNLOGGED TABLE \"corq\".\"activity\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"key\" text NOT NULL,\n\t\"started_at\" timestamp with time zone NOT NULL,\n\t\"finished_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"events\" integer NOT NULL,\n\t\"outcome\" text NOT NULL\n);",
       "CREATE UNLOGGED TABLE \"corq\".\"throughput\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"bucket\" timestamp with time zone NOT NULL,\n\t\"events\" bigint NOT NULL,\n\tCONSTRAINT \"throughput_pkey\" PRIMARY KEY(\"subscription_id\",\"bucket\")\n);",
       "CREATE TABLE \"corq\".\"webhook_ids\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"seen_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
-      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"leased_at\" timestamp with time zone;",
       "CREATE INDEX \"activity_finished_at_idx\" ON \"corq\".\"activity\" USING btree (\"finished_at\");"
     ]
   }

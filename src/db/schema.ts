@@ -91,8 +91,6 @@ export const keys = corqSchema.table(
     availableAt: timestamp("available_at", { withTimezone: true }),
     leaseToken: uuid("lease_token"),
     leaseUntil: timestamp("lease_until", { withTimezone: true }),
-    // when the latest lease was taken: the start of its batch in the activity table
-    leasedAt: timestamp("leased_at", { withTimezone: true }),
     deadAt: timestamp("dead_at", { withTimezone: true }),
     failedPosition: bigint("failed_position", { mode: "number" }),
     lastError: text("last_error"),

@@ -17,12 +17,17 @@ export interface Lease {
  * never left idle with events queued. The batch is recorded in the activity table (the
  * dashboard's timeline); ackAndClaim leaves that to the drain loop (recordBatches).
  */
-export function ackBatch(lease: Lease, through: { tx: string; position: number }, count: number): SQL {
+export function ackBatch(
+  lease: Lease,
+  through: { tx: string; position: number },
+  count: number,
+  claimedAt: Date,
+): SQL {
   return sql`
     WITH ${ackCtes(lease, through, count)},
     recorded AS (
       INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
-      SELECT subscription_id, key, coalesce(leased_at, now()), ${count}, 'acked' FROM acked
+      SELECT subscription_id, key, ${claimedAt.toISOString()}::timestamptz, ${count}, 'acked' FROM acked
     ),
     counted AS (${countAcked(sql`acked`, sql`now()`, sql`${count}::int`)})
     SELECT count(*)::int AS acked FROM acked`;
@@ -39,7 +44,7 @@ export function ackCtes(lease: Lease, through: { tx: string; position: number },
         last_tx = ${through.tx}::xid8, last_position = ${through.position}, acked = k.acked + ${count}
       WHERE k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
         AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
-      RETURNING k.subscription_id, k.key, k.leased_at
+      RETURNING k.subscription_id, k.key
     ),
     removed AS (
       DELETE FROM ${queue} q USING acked

@@ -76,7 +76,7 @@ function claim(
     pick AS (
       SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired,
              (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies,
-             k.leased_at, k.lease_until
+             k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from
       FROM ${keys} k, sub
       -- scalar subqueries, not a join: the planner then walks the partial index in
       -- available_at order and stops at the first unlocked row (a join sorted every ready key)
@@ -93,7 +93,6 @@ function claim(
         lease_token = CASE WHEN pick.dies THEN NULL ELSE gen_random_uuid() END,
         lease_until = CASE WHEN pick.dies THEN NULL ELSE now() + sub.lease_ms * interval '1 millisecond' END,
         available_at = CASE WHEN pick.dies THEN NULL ELSE now() + sub.lease_ms * interval '1 millisecond' END,
-        leased_at = now(),
         dead_at = CASE WHEN pick.dies THEN now() END,
         failed_position = CASE WHEN pick.dies THEN (
           SELECT q.position FROM ${queue} q WHERE q.subscription_id = k.subscription_id AND q.key = k.key
@@ -103,7 +102,7 @@ function claim(
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
       RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_tx, k.last_position,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
-                CASE WHEN pick.expired THEN coalesce(pick.leased_at, pick.lease_until) END AS expired_from,
+                CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
                 CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
     )
     SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, now() AS now,

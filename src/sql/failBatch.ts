@@ -10,7 +10,7 @@ import { asyncCommit } from "./asyncCommit.js";
  * The batch stays at the head of its key: order is kept. The batch (`count` events) is
  * recorded in the activity table.
  */
-export function failBatch(lease: Lease, error: string, headPosition: number, count: number): SQL {
+export function failBatch(lease: Lease, error: string, headPosition: number, count: number, claimedAt: Date): SQL {
   return sql`
     WITH failed AS (
       UPDATE ${keys} k SET
@@ -25,11 +25,11 @@ export function failBatch(lease: Lease, error: string, headPosition: number, cou
       FROM ${subscriptions} s
       WHERE s.id = k.subscription_id AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
         AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
-      RETURNING k.subscription_id, k.key, k.leased_at, k.dead_at IS NOT NULL AS dead
+      RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead
     ),
     recorded AS (
       INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
-      SELECT subscription_id, key, coalesce(leased_at, now()), ${count}, CASE WHEN dead THEN 'dead' ELSE 'failed' END
+      SELECT subscription_id, key, ${claimedAt.toISOString()}::timestamptz, ${count}, CASE WHEN dead THEN 'dead' ELSE 'failed' END
       FROM failed
     )
     SELECT dead FROM failed`;

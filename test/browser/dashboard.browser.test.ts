@@ -127,6 +127,11 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await page.getByRole("button", { name: "Open" }).click();
     expect(await page.getByRole("table", { name: "Events of ping-a" }).locator("tbody tr").count()).toBe(3);
 
+    // a refusal is a page with its status, not a stack trace
+    expect((await page.goto(url("/ui/subscriptions/nope")))!.status()).toBe(404);
+    expect(await page.getByRole("alert").textContent()).toContain('no subscription named "nope"');
+    expect((await page.goto(url("/ui/subscriptions/browser-feed?status=sleeping")))!.status()).toBe(400);
+
     // a narrow screen: nothing wider than the viewport but the tables' own scroll boxes
     await page.setViewportSize({ width: 390, height: 800 });
     for (const path of ["/", "/ui/dead-letters", "/ui/timeline", "/ui/subscriptions/browser-feed", "/ui/streams"]) {

@@ -162,29 +162,36 @@ export function dashboard(): Hono<AppEnv> {
   );
 
   for (const action of actions) {
-    app.post(`/ui/actions/${action}`, async (c) => {
-      const form = await c.req.parseBody().catch(() => {
-        throw new CorqError("invalid_input", "send the form as application/x-www-form-urlencoded");
-      });
-      const { subscription, key, back } = parseOrThrow(actionForm, form, "invalid_input", "form");
-      const corq = c.var.corq();
-      let count = 0;
-      if (action === "pause" || action === "resume") await corq[action](subscription);
-      else count = (await corq.releaseDeadLetters({ subscription, key, mode: action })).released;
-      const url = new URL(back, c.req.url);
-      const done = { done: action, count: String(count), of: subscription };
-      for (const [name, value] of Object.entries(done)) url.searchParams.set(name, value);
-      return c.redirect(url.pathname + url.search, 303);
-    });
+    app.post(`/ui/actions/${action}`, (c) =>
+      refusalsAsPages(c, async () => {
+        const form = await c.req.parseBody().catch(() => {
+          throw new CorqError("invalid_input", "send the form as application/x-www-form-urlencoded");
+        });
+        const { subscription, key, back } = parseOrThrow(actionForm, form, "invalid_input", "form");
+        const corq = c.var.corq();
+        let count = 0;
+        if (action === "pause" || action === "resume") await corq[action](subscription);
+        else count = (await corq.releaseDeadLetters({ subscription, key, mode: action })).released;
+        const url = new URL(back, c.req.url);
+        const done = { done: action, count: String(count), of: subscription };
+        for (const [name, value] of Object.entries(done)) url.searchParams.set(name, value);
+        return c.redirect(url.pathname + url.search, 303);
+      }),
+    );
   }
 
   return app;
 }
 
-/** Renders a page; a refusal (unknown subscription, bad query) becomes an HTML error page with its status. */
-async function render(c: DashboardContext, page: (corq: ReturnType<AppEnv["Variables"]["corq"]>) => Promise<HtmlEscapedString>) {
+/** Renders a page (see refusalsAsPages). */
+function render(c: DashboardContext, page: (corq: ReturnType<AppEnv["Variables"]["corq"]>) => Promise<HtmlEscapedString>) {
+  return refusalsAsPages(c, async () => c.html(await page(c.var.corq())));
+}
+
+/** A refusal (unknown subscription, bad query or form) becomes an HTML error page with its status, not problem+json. */
+async function refusalsAsPages(c: DashboardContext, respond: () => Promise<Response>): Promise<Response> {
   try {
-    return c.html(await page(c.var.corq()));
+    return await respond();
   } catch (error) {
     if (!(error instanceof CorqError) || error.status >= 500) throw error;
     return c.html(

@@ -145,7 +145,7 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await context.close();
   });
 
-  it("refuses a cross-site form post even with a session", async () => {
+  it("refuses a cross-site form post even with a session; a same-site one for an unknown subscription gets an error page", async () => {
     const context = await browser.newContext();
     const page = await context.newPage();
     await logIn(page, state.stack.adminToken);
@@ -156,6 +156,15 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     });
     expect(response.status()).toBe(403);
     expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(false);
+    // same origin, but no such subscription: an error page, not JSON
+    const unknown = await context.request.post(url("/ui/actions/retry"), {
+      headers: { origin: state.stack.url },
+      form: { subscription: "nope", back: "/" },
+      maxRedirects: 0,
+    });
+    expect(unknown.status()).toBe(404);
+    expect(unknown.headers()["content-type"]).toContain("text/html");
+    expect(await unknown.text()).toContain("no subscription named &quot;nope&quot;");
     await context.close();
   });
 

@@ -143,7 +143,7 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
 
     if (process.env.CORQ_SCREENSHOTS) await screenshots(page);
     await context.close();
-  });
+  }, 90_000);
 
   it("refuses a cross-site form post even with a session; a same-site one for an unknown subscription gets an error page", async () => {
     const context = await browser.newContext();

@@ -101,7 +101,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       }
       // Deliver without waiting for the cron: advance and dispatch consumers in the background.
       c.executionCtx.waitUntil(
-        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), opened).catch((error) =>
+        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), { opened }).catch((error) =>
           console.error("corq: background advance failed:", error),
         ),
       );

@@ -12,16 +12,16 @@ export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
  * connection it already has: every new connection is a full Postgres handshake), the others
  * are separate invocations. Keys under a live lease count as consumers already at work, so
  * however many appends kick this at once, about CORQ_CONCURRENCY consumers run.
- * Uses (and closes) `opened` when the caller already has a connection. The cron also prunes
- * the activity record (`pruneActivity`).
+ * Uses (and closes) `options.opened` when the caller already has a connection. The cron also
+ * prunes the activity record (`options.pruneActivity`).
  */
 export async function advanceAndDispatch(
   env: Env,
   subscriptions: SubscriptionDefinition[],
   invoke: Invoke,
-  opened: OpenCorq = openCorq(env, subscriptions),
-  options: { pruneActivity?: boolean } = {},
+  options: { opened?: OpenCorq; pruneActivity?: boolean } = {},
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
+  const opened = options.opened ?? openCorq(env, subscriptions);
   const { concurrency, consumerBudgetMs } = settings(env);
   let advanced: Record<string, number>;
   let plan: string[];

@@ -19,7 +19,9 @@ export default {
       ? selfInvoker(env, "https://corq.internal")
       : (path, init) => Promise.resolve(api.fetch(new Request(new URL(path, "https://corq.internal"), init), env, ctx));
     ctx.waitUntil(
-      advanceAndDispatch(env, subscriptions, invoke, undefined, { pruneActivity: true }).catch((error) => console.error("corq: scheduled run failed:", error)),
+      advanceAndDispatch(env, subscriptions, invoke, { pruneActivity: true }).catch((error) =>
+        console.error("corq: scheduled run failed:", error),
+      ),
     );
   },
 };

@@ -20,7 +20,7 @@ import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
 import { logHead, subscriptionStats } from "./sql/subscriptionStats.js";
 import { listKeys } from "./sql/listKeys.js";
 import { listDeadLetters } from "./sql/listDeadLetters.js";
-import { ackedPerBucket, logTail, pruneActivity, recentBatches, subscriptionNames } from "./sql/activity.js";
+import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/activity.js";
 import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/webhookIds.js";
 import { setPaused } from "./sql/setPaused.js";
@@ -149,6 +149,7 @@ const throughputOptions = z
   })
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
+const logTailOptions = z.object({ limit: limit(1000, 50) });
 const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),
   maxBatches: z.number().int().min(1).default(1_000_000),
@@ -328,13 +329,13 @@ export function createCorq(options: CorqOptions): Corq {
     async throughput(throughputOpts = {}) {
       const { windowMs, bucketMs } = parseOrThrow(throughputOptions, throughputOpts, "invalid_input", "options");
       const buckets = Math.ceil(windowMs / bucketMs);
-      const db = await executor();
-      const rows = await db.run<{ subscription: string; bucket: number; events: string }>(ackedPerBucket(windowMs, bucketMs));
+      const rows = await (await executor()).run<{ subscription: string; bucket: number | null; events: string | null }>(
+        ackedPerBucket(windowMs, bucketMs),
+      );
       const series: Record<string, number[]> = {};
-      for (const { name } of await db.run<{ name: string }>(subscriptionNames())) series[name] = new Array(buckets).fill(0);
       for (const r of rows) {
-        const perSecond = (Number(r.events) * 1000) / bucketMs;
-        if (series[r.subscription] && r.bucket < buckets) series[r.subscription][buckets - 1 - r.bucket] = perSecond;
+        series[r.subscription] ??= new Array(buckets).fill(0);
+        if (r.bucket !== null && r.bucket < buckets) series[r.subscription][buckets - 1 - r.bucket] = (Number(r.events) * 1000) / bucketMs;
       }
       return series;
     },
@@ -346,7 +347,7 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async logTail(tailOpts = {}) {
-      const { limit: max } = parseOrThrow(z.object({ limit: limit(1000, 50) }), tailOpts, "invalid_input", "options");
+      const { limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
       return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
     },
 

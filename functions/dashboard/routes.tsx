@@ -4,7 +4,7 @@ import { Hono, type Context } from "hono";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { csrf } from "hono/csrf";
 import { z } from "zod";
-import { CorqError, type SubscriptionStats } from "../../src/index.js";
+import { CorqError, type Corq, type SubscriptionStats } from "../../src/index.js";
 import { subscriptionName, parseOrThrow } from "../../src/config.js";
 import { isAdmin } from "../auth.js";
 import type { AppEnv } from "../env.js";
@@ -184,7 +184,7 @@ export function dashboard(): Hono<AppEnv> {
 }
 
 /** Renders a page (see refusalsAsPages). */
-function render(c: DashboardContext, page: (corq: ReturnType<AppEnv["Variables"]["corq"]>) => Promise<HtmlEscapedString>) {
+function render(c: DashboardContext, page: (corq: Corq) => Promise<HtmlEscapedString>) {
   return refusalsAsPages(c, async () => c.html(await page(c.var.corq())));
 }
 

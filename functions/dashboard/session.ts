@@ -17,8 +17,8 @@ async function mac(token: string, expiry: string): Promise<string> {
 }
 
 /** Whether the request carries a live session cookie made with the current admin token. */
-export async function hasSession(c: Context<any>): Promise<boolean> {
-  const token = (c.env as Env).CORQ_ADMIN_TOKEN;
+export async function hasSession<E extends { Bindings: Env }>(c: Context<E>): Promise<boolean> {
+  const token = c.env.CORQ_ADMIN_TOKEN;
   const value = getCookie(c, SESSION_COOKIE);
   if (!token || !value) return false;
   const match = /^(\d{1,15})\.([\w-]{43})$/.exec(value);
@@ -27,7 +27,7 @@ export async function hasSession(c: Context<any>): Promise<boolean> {
   return constantTimeEqual(encode(match[2]), encode(await mac(token, match[1])));
 }
 
-export async function startSession(c: Context<any>, token: string): Promise<void> {
+export async function startSession<E extends { Bindings: Env }>(c: Context<E>, token: string): Promise<void> {
   const expiry = String(Date.now() + SESSION_MS);
   setCookie(c, SESSION_COOKIE, `${expiry}.${await mac(token, expiry)}`, {
     httpOnly: true,

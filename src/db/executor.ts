@@ -36,8 +36,6 @@ export interface ExecutorOptions {
   prepare?: boolean;
   /** Called once per statement sent; used to pin the round-trip budget. */
   onStatement?: (text: string) => void;
-  /** Attempts to get a connection from a pool before giving up (default 6; see connectWithRetry). */
-  connectAttempts?: number;
 }
 
 export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
@@ -48,7 +46,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
       const config = { text, values: params, name: options.prepare ? statementName(text) : undefined };
       if (!isPool(connection)) return (await connection.query(config)).rows as T[];
       // what pool.query does, with the connect step retried
-      const client = await connectWithRetry(connection, options.connectAttempts ?? 6);
+      const client = await connectWithRetry(connection);
       try {
         const result = await client.query(config);
         client.release();
@@ -64,7 +62,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
 
   const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
     if (!isPool(connection)) return inTransaction(createExecutor(connection, options), fn);
-    const client = await connectWithRetry(connection, options.connectAttempts ?? 6);
+    const client = await connectWithRetry(connection);
     try {
       return await inTransaction(createExecutor(client, options), fn);
     } finally {
@@ -83,7 +81,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
  * is not retried here: the caller sees the error and corq's leases make the work come again.
  * Wrong credentials or a missing database (SQLSTATE 28xxx, 3D000) fail at once.
  */
-export async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts: number): Promise<C> {
+async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts = 6): Promise<C> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await pool.connect();

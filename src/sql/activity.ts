@@ -29,16 +29,17 @@ export function countAcked(source: SQL, at: SQL, eventsColumn: SQL): SQL {
 
 /**
  * Events acked per subscription in buckets of `bucketMs` (a multiple of 10 s) over the last
- * `windowMs`, complete 10-second buckets only: bucket 0 is the newest. Empty buckets are
- * absent (the caller fills zeros).
+ * `windowMs`, complete 10-second buckets only: bucket 0 is the newest. Every subscription has
+ * a row (bucket null when nothing was acked); empty buckets are absent (the caller fills zeros).
  */
 export function ackedPerBucket(windowMs: number, bucketMs: number): SQL {
+  const current = bucketOf(sql`now()`);
   return sql`
     SELECT s.name AS subscription,
-      floor(extract(epoch FROM ${bucketOf(sql`now()`)} - t.bucket - interval '10 seconds') * 1000 / ${bucketMs})::int AS bucket,
+      floor(extract(epoch FROM ${current} - t.bucket - interval '10 seconds') * 1000 / ${bucketMs})::int AS bucket,
       sum(t.events)::bigint AS events
-    FROM ${throughput} t JOIN ${subscriptions} s ON s.id = t.subscription_id
-    WHERE t.bucket < ${bucketOf(sql`now()`)} AND t.bucket >= ${bucketOf(sql`now()`)} - ${windowMs} * interval '1 millisecond'
+    FROM ${subscriptions} s LEFT JOIN ${throughput} t ON t.subscription_id = s.id
+      AND t.bucket < ${current} AND t.bucket >= ${current} - ${windowMs} * interval '1 millisecond'
     GROUP BY 1, 2`;
 }
 
@@ -85,9 +86,4 @@ export function pruneActivity(olderThanMs: number): SQL {
 /** The newest committed events of the log, newest first (a display, not a safe cursor read). */
 export function logTail(limit: number): SQL {
   return sql`SELECT ${eventColumns} FROM ${events} e ORDER BY e.position DESC LIMIT ${limit}`;
-}
-
-/** Every subscription's name. */
-export function subscriptionNames(): SQL {
-  return sql`SELECT name FROM ${subscriptions} ORDER BY name`;
 }

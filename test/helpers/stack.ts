@@ -33,7 +33,7 @@ export function useStack(options: { vars?: Record<string, string> } = {}) {
     const response = await fetch(`${state.stack.url}${path}`, { method, headers, body });
     const text = await response.text();
     const type = response.headers.get("content-type") ?? "";
-    return { status: response.status, type, json: text && type.includes("json") ? JSON.parse(text) : null, text };
+    return { status: response.status, type, json: text && type.includes("json") ? JSON.parse(text) : null };
   };
   return { state, api };
 }

@@ -167,9 +167,9 @@ export function createCorq(options: CorqOptions): Corq {
   const statementOptions = { onStatement: options.onStatement };
   const { executor, end } = connect(options);
 
-  const knownSubscription = async (name: string): Promise<SubscriptionStats> => {
+  const knownSubscription = async (name: string, db?: Executor): Promise<SubscriptionStats> => {
     parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
-    const [row] = await (await executor()).run<StatsRow>(subscriptionStats(name));
+    const [row] = await (db ?? (await executor())).run<StatsRow>(subscriptionStats(name));
     if (!row) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
     return toSubscriptionStats(row);
   };
@@ -280,19 +280,22 @@ export function createCorq(options: CorqOptions): Corq {
 
     async releaseDeadLetters(releaseOpts) {
       const { subscription, key, mode, webhookId } = parseOrThrow(releaseOptions, releaseOpts, "invalid_input", "options");
+      const release = async (db: Executor) => {
+        const rows = await db.run(releaseDeadKeys(subscription, key, mode));
+        if (rows.length === 0) await knownSubscription(subscription, db); // nothing dead, or no such subscription?
+        return { released: rows.length };
+      };
       const db = await executor();
+      if (!webhookId) return release(db);
       // with a webhook id: the id is recorded in the same transaction, so a replay finds it and
-      // a release that fails leaves it unrecorded (the sender's retry with the same id works)
-      const rows = webhookId
-        ? await db.transaction(async (tx) => {
-            if ((await tx.run(rememberWebhookId(webhookId))).length === 0) {
-              throw new CorqError("conflict", `webhook ${webhookId} was already processed`);
-            }
-            return tx.run(releaseDeadKeys(subscription, key, mode));
-          })
-        : await db.run(releaseDeadKeys(subscription, key, mode));
-      if (rows.length === 0) await knownSubscription(subscription); // nothing dead, or no such subscription?
-      return { released: rows.length };
+      // a release that fails (even as unknown_subscription) leaves it unrecorded: the sender's
+      // retry with the same id is not taken for a replay
+      return db.transaction(async (tx) => {
+        if ((await tx.run(rememberWebhookId(webhookId))).length === 0) {
+          throw new CorqError("conflict", `webhook ${webhookId} was already processed`);
+        }
+        return release(tx);
+      });
     },
 
     async putSubscription(name, input) {

@@ -3,6 +3,7 @@ import { events, keys, queue, subscriptions } from "../db/schema.js";
 import { eventColumns, type EventRow } from "./eventColumns.js";
 import { ackCtes, type Lease } from "./ackBatch.js";
 import { asyncCommit } from "./asyncCommit.js";
+import { lockedNow } from "./clock.js";
 
 export interface ClaimRow extends Partial<EventRow> {
   kind: "code" | "push";
@@ -28,8 +29,11 @@ export interface ClaimRow extends Partial<EventRow> {
  * in ONE statement (DESIGN.md invariants 2 and 3):
  *   pick     the key that has waited longest (partial index on available_at), locked with
  *            FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
+ *            Ties (keys made ready by one advance) go by key, so the order is total;
  *   claimed  a fresh lease token, and available_at = lease_until, so the key is claimable
- *            again exactly when the lease expires (a crashed consumer loses nothing).
+ *            again exactly when the lease expires (a crashed consumer loses nothing). The
+ *            lease starts when the key was locked (lockedNow), not when the statement began:
+ *            with ackAndClaim the statement may first have waited for the acked key's row.
  *            Taking over an expired lease counts as a failed attempt; if that was the last
  *            one the key is dead-lettered here instead of handed out (a batch that crashes
  *            its consumer every time still ends in the dead letters). The lost lease's span
@@ -74,7 +78,7 @@ function claim(
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
     pick AS (
-      SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired,
+      SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
              (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies,
              k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from
       FROM ${keys} k, sub
@@ -82,7 +86,7 @@ function claim(
       -- available_at order and stops at the first unlocked row (a join sorted every ready key)
       WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
         ${ack ? sql`AND (SELECT count(*) FROM acked) >= 0` : sql``}
-      ORDER BY k.available_at
+      ORDER BY k.available_at, k.key
       LIMIT 1
       FOR UPDATE OF k SKIP LOCKED
     ),
@@ -91,9 +95,9 @@ function claim(
         attempts = k.attempts + pick.expired::int,
         last_error = CASE WHEN pick.expired THEN 'lease expired before the batch was acked' ELSE k.last_error END,
         lease_token = CASE WHEN pick.dies THEN NULL ELSE gen_random_uuid() END,
-        lease_until = CASE WHEN pick.dies THEN NULL ELSE now() + sub.lease_ms * interval '1 millisecond' END,
-        available_at = CASE WHEN pick.dies THEN NULL ELSE now() + sub.lease_ms * interval '1 millisecond' END,
-        dead_at = CASE WHEN pick.dies THEN now() END,
+        lease_until = CASE WHEN pick.dies THEN NULL ELSE pick.locked_at + sub.lease_ms * interval '1 millisecond' END,
+        available_at = CASE WHEN pick.dies THEN NULL ELSE pick.locked_at + sub.lease_ms * interval '1 millisecond' END,
+        dead_at = CASE WHEN pick.dies THEN pick.locked_at END,
         failed_position = CASE WHEN pick.dies THEN (
           SELECT q.position FROM ${queue} q WHERE q.subscription_id = k.subscription_id AND q.key = k.key
             AND (k.last_tx IS NULL OR (q.tx, q.position) > (k.last_tx, k.last_position))

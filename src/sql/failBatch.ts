@@ -1,10 +1,10 @@
 import { sql, type SQL } from "drizzle-orm";
 import { activity, keys, subscriptions } from "../db/schema.js";
-import type { Lease } from "./ackBatch.js";
+import { fencedKey, type Lease } from "./ackBatch.js";
 import { asyncCommit } from "./asyncCommit.js";
 
 /**
- * Fails a claimed batch in ONE statement (fenced by the lease like ackBatch): attempts + 1,
+ * Fails a claimed batch in ONE statement (fenced by the lease like ackBatch: fencedKey): attempts + 1,
  * then either backoff (initialMs · factor^(attempts-1), capped at maxMs, computed in SQL
  * from the subscription's settings and the database clock) or dead after maxAttempts.
  * The batch stays at the head of its key: order is kept. The batch (`count` events) is
@@ -12,19 +12,19 @@ import { asyncCommit } from "./asyncCommit.js";
  */
 export function failBatch(lease: Lease, error: string, headPosition: number, count: number, claimedAt: Date): SQL {
   return sql`
-    WITH failed AS (
+    WITH ${fencedKey(lease)},
+    failed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + 1,
         last_error = ${error},
         failed_position = ${headPosition},
         lease_token = NULL, lease_until = NULL,
-        dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN now() END,
+        dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN f.at END,
         available_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN NULL
-          ELSE now() + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
+          ELSE f.at + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
                        * interval '1 millisecond' END
-      FROM ${subscriptions} s
-      WHERE s.id = k.subscription_id AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
-        AND k.lease_token = ${lease.token}::uuid AND k.lease_until > now() AND ${asyncCommit}
+      FROM fenced f, ${subscriptions} s
+      WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND s.id = k.subscription_id AND ${asyncCommit}
       RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead
     ),
     recorded AS (

@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys, queue, subscriptions } from "../db/schema.js";
+import { lockedNow } from "./clock.js";
 
 /**
  * Releases dead keys of a subscription (one key, or all when `key` is undefined), in ONE
@@ -11,7 +12,7 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
   const which = sql`k.dead_at IS NOT NULL AND ${key === undefined ? sql`true` : sql`k.key = ${key}`}`;
   if (mode === "retry") {
     return sql`
-      UPDATE ${keys} k SET dead_at = NULL, attempts = 0, available_at = now()
+      UPDATE ${keys} k SET dead_at = NULL, attempts = 0, available_at = ${lockedNow}
       FROM ${subscriptions} s
       WHERE s.name = ${subscription} AND k.subscription_id = s.id AND ${which}
       RETURNING k.key`;
@@ -36,7 +37,7 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
     )
     UPDATE ${keys} k SET dead_at = NULL, attempts = 0, failed_position = NULL,
       pending = k.pending - 1, skipped = k.skipped + 1, last_tx = head.tx, last_position = head.position,
-      available_at = CASE WHEN k.pending - 1 > 0 THEN now() END
+      available_at = CASE WHEN k.pending - 1 > 0 THEN ${lockedNow} END
     FROM head
     WHERE k.subscription_id = head.subscription_id AND k.key = head.key
     RETURNING k.key`;

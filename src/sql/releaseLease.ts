@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { keys } from "../db/schema.js";
 import type { Lease } from "./ackBatch.js";
 import { asyncCommit } from "./asyncCommit.js";
+import { lockedNow } from "./clock.js";
 
 /**
  * Gives a claimed key back untouched (ready again now): for a claim whose batch came out
@@ -9,6 +10,6 @@ import { asyncCommit } from "./asyncCommit.js";
  */
 export function releaseLease(lease: Lease): SQL {
   return sql`
-    UPDATE ${keys} SET lease_token = NULL, lease_until = NULL, available_at = now()
+    UPDATE ${keys} SET lease_token = NULL, lease_until = NULL, available_at = ${lockedNow}
     WHERE subscription_id = ${lease.subscriptionId} AND key = ${lease.key} AND lease_token = ${lease.token}::uuid AND ${asyncCommit}`;
 }

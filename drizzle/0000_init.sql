@@ -1,4 +1,5 @@
-CREATE SCHEMA "corq";
+-- Edited by hand: IF NOT EXISTS, so a schema a DBA created first (to set grants) is used.
+CREATE SCHEMA IF NOT EXISTS "corq";
 --> statement-breakpoint
 CREATE TABLE "corq"."events" (
 	"position" bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY (sequence name "corq"."events_position_seq" INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 START WITH 1 CACHE 1),

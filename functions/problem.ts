@@ -46,7 +46,7 @@ export function isDatabaseUnavailable(error: Error & { code?: unknown }): boolea
 
 export function onError(thrown: unknown, c: Context): Response {
   if (thrown instanceof CorqError) {
-    return problem(thrown.status, thrown.code, thrown.message, thrown.details ? { errors: thrown.details } : {});
+    return problem(thrown.status, thrown.code, thrown.message, { ...thrown.extra, ...(thrown.details ? { errors: thrown.details } : {}) });
   }
   if (thrown instanceof ProblemError) return problem(thrown.status, thrown.code, thrown.message);
   if (thrown instanceof HTTPException) return problem(thrown.status, "http_error", thrown.message || titles[thrown.status] || "");

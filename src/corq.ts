@@ -13,7 +13,7 @@ import {
 import { z } from "zod";
 import { advance, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
-import { appendEvents, type AppendRow } from "./sql/appendEvents.js";
+import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
 import { readStream } from "./sql/readStream.js";
 import { eventExists, readLog } from "./sql/readLog.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
@@ -193,14 +193,30 @@ export function createCorq(options: CorqOptions): Corq {
       const input = parseEvents(events);
       const { expectedVersion } = parseOrThrow(appendOptions, { expectedVersion: appendOpts.expectedVersion }, "invalid_input", "options");
       const db = appendOpts.tx ? createExecutor(appendOpts.tx, statementOptions) : await executor();
-      const [row] = await db.run<AppendRow>(appendEvents(stream, input, expectedVersion));
-      if (row.version === null) {
-        const current = row.current === null ? "does not exist" : `is at version ${row.current}`;
-        throw new CorqError("version_conflict", `stream "${stream}" ${current}, expected ${expectedVersion}`, {
-          details: { stream, expectedVersion, actualVersion: row.current ?? -1 },
-        });
+      // an append in a transaction of our own that was refused for order (see appendEvents)
+      // is simply run again: a new transaction is newer than the append it waited for
+      for (let attempt = 1; ; attempt++) {
+        const [row] = await db.run<AppendRow>(appendEvents(stream, input, expectedVersion));
+        if (row.version !== null) return { stream, version: row.version, positions: row.positions.map(Number) };
+        const [head] = await db.run<StreamHeadRow>(streamHead(stream));
+        const current = head?.version ?? null;
+        const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
+        if (!versionHeld) {
+          const actual = current === null ? "does not exist" : `is at version ${current}`;
+          throw new CorqError("version_conflict", `stream "${stream}" ${actual}, expected ${expectedVersion}`, {
+            details: { stream, expectedVersion, actualVersion: current ?? -1 },
+            extra: { currentVersion: current },
+          });
+        }
+        if (appendOpts.tx || attempt === 3) {
+          throw new CorqError(
+            "order_conflict",
+            `stream "${stream}" has an event from a newer transaction than this one; append again in a new transaction ` +
+              "(within a stream, events are delivered in version order)",
+            { details: { stream }, extra: { currentVersion: current } },
+          );
+        }
       }
-      return { stream, version: row.version, positions: row.positions.map(Number) };
     },
 
     async readStream(stream, readOpts = {}) {

@@ -5,6 +5,7 @@ export type CorqErrorCode =
   | "invalid_input"
   | "invalid_config"
   | "version_conflict"
+  | "order_conflict"
   | "conflict"
   | "unknown_subscription"
   | "database_unavailable";
@@ -13,6 +14,7 @@ const statusByCode: Record<CorqErrorCode, number> = {
   invalid_input: 400,
   invalid_config: 400,
   version_conflict: 409,
+  order_conflict: 409,
   conflict: 409,
   unknown_subscription: 404,
   database_unavailable: 503,
@@ -22,13 +24,20 @@ export class CorqError extends Error {
   readonly code: CorqErrorCode;
   readonly status: number;
   readonly details?: unknown;
+  /** Top-level members of the HTTP problem body (e.g. a conflict's currentVersion). */
+  readonly extra?: Record<string, unknown>;
 
-  constructor(code: CorqErrorCode, message: string, options: { details?: unknown; cause?: unknown } = {}) {
+  constructor(
+    code: CorqErrorCode,
+    message: string,
+    options: { details?: unknown; extra?: Record<string, unknown>; cause?: unknown } = {},
+  ) {
     super(message, { cause: options.cause });
     this.name = "CorqError";
     this.code = code;
     this.status = statusByCode[code];
     this.details = options.details;
+    this.extra = options.extra;
   }
 }
 

@@ -3,7 +3,7 @@ export const migrations: { tag: string; statements: string[] }[] = [
   {
     "tag": "0000_init",
     "statements": [
-      "CREATE SCHEMA \"corq\";",
+      "-- Edited by hand: IF NOT EXISTS, so a schema a DBA created first (to set grants) is used.\nCREATE SCHEMA IF NOT EXISTS \"corq\";",
       "CREATE TABLE \"corq\".\"events\" (\n\t\"position\" bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY (sequence name \"corq\".\"events_position_seq\" INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 START WITH 1 CACHE 1),\n\t\"stream\" text NOT NULL,\n\t\"version\" integer NOT NULL,\n\t\"name\" text NOT NULL,\n\t\"data\" jsonb NOT NULL,\n\t\"meta\" jsonb DEFAULT '{}'::jsonb NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"tx\" \"xid8\" DEFAULT pg_current_xact_id() NOT NULL\n);",
       "CREATE TABLE \"corq\".\"keys\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"key\" text NOT NULL,\n\t\"pending\" integer DEFAULT 0 NOT NULL,\n\t\"attempts\" integer DEFAULT 0 NOT NULL,\n\t\"available_at\" timestamp with time zone,\n\t\"lease_token\" uuid,\n\t\"lease_until\" timestamp with time zone,\n\t\"dead_at\" timestamp with time zone,\n\t\"failed_position\" bigint,\n\t\"last_error\" text,\n\t\"last_position\" bigint,\n\t\"acked\" bigint DEFAULT 0 NOT NULL,\n\t\"skipped\" bigint DEFAULT 0 NOT NULL,\n\tCONSTRAINT \"keys_pkey\" PRIMARY KEY(\"subscription_id\",\"key\")\n);",
       "CREATE TABLE \"corq\".\"migrations\" (\n\t\"tag\" text PRIMARY KEY NOT NULL,\n\t\"applied_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
@@ -36,6 +36,19 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "CREATE UNLOGGED TABLE \"corq\".\"throughput\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"bucket\" timestamp with time zone NOT NULL,\n\t\"events\" bigint NOT NULL,\n\tCONSTRAINT \"throughput_pkey\" PRIMARY KEY(\"subscription_id\",\"bucket\")\n);",
       "CREATE TABLE \"corq\".\"webhook_ids\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"seen_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
       "CREATE INDEX \"activity_finished_at_idx\" ON \"corq\".\"activity\" USING btree (\"finished_at\");"
+    ]
+  },
+  {
+    "tag": "0004_engine_races",
+    "statements": [
+      "DROP INDEX \"corq\".\"keys_available_at_idx\";",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"last_tx\" \"xid8\";",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"skipped_invalid\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"last_skip\" jsonb;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"advance_error\" text;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"advance_error_at\" timestamp with time zone;",
+      "CREATE INDEX \"keys_ready_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",\"available_at\",\"key\") WHERE available_at IS NOT NULL;",
+      "-- Edited by hand: the existing streams learn the transaction of their last event.\nUPDATE \"corq\".\"streams\" s SET \"last_tx\" = e.tx FROM \"corq\".\"events\" e WHERE e.stream = s.stream AND e.version = s.version;"
     ]
   }
 ];

@@ -48,6 +48,10 @@ export const events = corqSchema.table(
 export const streams = corqSchema.table("streams", {
   stream: text("stream").primaryKey(),
   version: integer("version").notNull(),
+  // The transaction of the stream's last append. The log is read in (tx, position) order, so
+  // an append from an OLDER transaction would sort before versions committed earlier: such an
+  // append is refused (a retryable conflict) and within a stream log order is version order.
+  lastTx: xid8("last_tx"),
 });
 
 /** Code and push subscriptions alike; the watermark is the (tx, position) pair last advanced. */
@@ -68,7 +72,14 @@ export const subscriptions = corqSchema.table("subscriptions", {
   paused: boolean("paused").notNull().default(false),
   watermarkTx: xid8("watermark_tx").notNull(),
   watermarkPosition: bigint("watermark_position", { mode: "number" }).notNull(),
+  // events the subscription matched but could not key: skipped = all of them (no key, or an
+  // invalid one), skipped_invalid = those whose key broke the key rule; last_skip says why
   skipped: bigint("skipped", { mode: "number" }).notNull().default(0),
+  skippedInvalid: bigint("skipped_invalid", { mode: "number" }).notNull().default(0),
+  lastSkip: jsonb("last_skip"), // { position, reason }
+  // the last advance of this subscription that failed (cleared by the next one that works)
+  advanceError: text("advance_error"),
+  advanceErrorAt: timestamp("advance_error_at", { withTimezone: true }),
   createdAt: createdAt(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 });
@@ -105,7 +116,8 @@ export const keys = corqSchema.table(
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
     // Only keys with work are indexed: claims stay fast with millions of idle keys.
-    index("keys_available_at_idx").on(t.subscriptionId, t.availableAt).where(sql`available_at IS NOT NULL`),
+    // (key breaks ties between keys made ready at the same moment: claims have one total order)
+    index("keys_ready_idx").on(t.subscriptionId, t.availableAt, t.key).where(sql`available_at IS NOT NULL`),
     index("keys_dead_at_idx").on(t.subscriptionId, t.deadAt).where(sql`dead_at IS NOT NULL`),
   ],
 );

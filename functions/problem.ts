@@ -1,7 +1,7 @@
 // Every error leaves the API as application/problem+json (RFC 9457): type, title, status, detail.
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { CorqError, toError } from "../src/errors.js";
+import { CorqError, isDatabaseUnavailable, toError } from "../src/errors.js";
 
 const titles: Record<number, string> = {
   400: "Bad Request",
@@ -30,18 +30,6 @@ export class ProblemError extends Error {
   ) {
     super(detail);
   }
-}
-
-// Postgres SQLSTATE classes that mean "the database is not there right now", not "you sent
-// something wrong": connection exceptions, admin shutdown, too many connections, and the
-// like (https://www.postgresql.org/docs/current/errcodes-appendix.html).
-const unavailableStates = /^(08|57P|53)/;
-// The drivers' own words for a connection that failed or was cut (node-postgres / Neon).
-const networkErrors =
-  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect/i;
-
-export function isDatabaseUnavailable(error: Error & { code?: unknown }): boolean {
-  return (typeof error.code === "string" && unavailableStates.test(error.code)) || networkErrors.test(error.message);
 }
 
 export function onError(thrown: unknown, c: Context): Response {

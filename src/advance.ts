@@ -1,7 +1,7 @@
 import type { Executor } from "./db/executor.js";
-import { CorqError, toError } from "./errors.js";
-import { keyText, parseKey, type KeyStrategy, type Subscription } from "./config.js";
-import { advanceSubscription, type AdvanceRow } from "./sql/advanceSubscription.js";
+import { CorqError, isDatabaseUnavailable, toError } from "./errors.js";
+import { keyProblem, keyText, type KeyStrategy, type Subscription } from "./config.js";
+import { advanceSubscription, recordAdvanceError, type AdvanceRow } from "./sql/advanceSubscription.js";
 import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advanceByFunction.js";
 import { syncSubscriptions, type SubscriptionRow } from "./sql/syncSubscriptions.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
@@ -29,7 +29,10 @@ export async function syncCodeSubscriptions(
 
 /**
  * Moves the log into the queues of this instance's code subscriptions and of every push
- * subscription. Returns the number of events enqueued per subscription.
+ * subscription. Returns the number of events enqueued per subscription that advanced.
+ * One subscription's failure (say, a key function that throws on every event's data, or a
+ * statement the database refuses) is recorded on that subscription (stats show it) and does
+ * not hold back the others, nor the caller's dispatch; only a database that is gone is thrown.
  */
 export async function advance(
   executor: Executor,
@@ -40,70 +43,85 @@ export async function advance(
   const targets = rows.filter((row) => code.has(row.name) || row.kind === "push");
   // One subscription after another on one connection: on Workers each parallel statement
   // would open another connection (a TCP+TLS+auth handshake), which costs far more than the
-  // few milliseconds a caught-up subscription takes. One failing (say, a key function that
-  // throws) does not hold back the others; the first error is rethrown after all ran.
+  // few milliseconds a caught-up subscription takes.
   const advanced: Record<string, number> = {};
-  let failure: unknown;
   for (const row of targets) {
     const definition = code.get(row.name);
-    const key = definition ? definition.key : parseKey(row.key);
-    const events = definition ? definition.events : row.events;
     try {
-      advanced[row.name] = await advanceOne(executor, row.id, { key, events, limit: options.batchSize });
-    } catch (error) {
-      failure ??= error;
+      advanced[row.name] =
+        definition?.key.kind === "function"
+          ? await advanceByFunction(executor, row.id, { key: definition.key, events: definition.events, limit: options.batchSize })
+          : await advanceInSql(executor, row.id, options.batchSize);
+    } catch (thrown) {
+      const error = toError(thrown);
+      if (isDatabaseUnavailable(error)) throw error;
+      await executor.run(recordAdvanceError(row.id, `${error.name}: ${error.message}`.slice(0, 2000)));
     }
   }
-  if (failure !== undefined) throw toError(failure);
   return advanced;
 }
 
-async function advanceOne(
-  executor: Executor,
-  subscriptionId: number,
-  options: { key: KeyStrategy; events: string[]; limit: number },
-): Promise<number> {
+/** Rounds of one statement (stream or JSON-path key) until the subscription is caught up. */
+async function advanceInSql(executor: Executor, subscriptionId: number, limit: number): Promise<number> {
   let enqueued = 0;
   for (;;) {
-    const round =
-      options.key.kind === "function"
-        ? await advanceByFunction(executor, subscriptionId, { ...options, key: options.key })
-        : (await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, { ...options, key: options.key })))[0];
+    const [round] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit));
     enqueued += round.enqueued;
-    if (round.scanned < options.limit) return enqueued;
+    if (round.scanned < limit) return enqueued;
   }
 }
 
-/** A key computed in JS: one read, one compare-and-set write (retried if another advancer won). */
+/**
+ * A key computed in JS, in rounds of one read and one compare-and-set write (retried if
+ * another advancer won), until the subscription is caught up.
+ */
 async function advanceByFunction(
   executor: Executor,
   subscriptionId: number,
   options: { key: Extract<KeyStrategy, { kind: "function" }>; events: string[]; limit: number },
-): Promise<AdvanceRow> {
-  const rows = await executor.run<EventRow & { matches: boolean; watermark_tx: string; watermark_position: string }>(
-    readAdvanceBatch(subscriptionId, options.events, options.limit),
-  );
-  if (rows.length === 0) return { scanned: 0, enqueued: 0 };
-  const matched: KeyedEvent[] = rows
-    .filter((row) => row.matches)
-    .map((row) => ({ tx: row.tx, position: Number(row.position), key: keyOf(options.key, row) }));
-  const last = rows[rows.length - 1];
-  const [{ applied }] = await executor.run<{ applied: number }>(
-    writeAdvanceBatch(
-      subscriptionId,
-      { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
-      { tx: last.tx, position: Number(last.position) },
-      matched,
-    ),
-  );
-  // Lost the race to a concurrent advancer: report a full round so the caller reads again.
-  if (applied === 0) return { scanned: options.limit, enqueued: 0 };
-  return { scanned: rows.length, enqueued: matched.filter((m) => m.key !== null).length };
+): Promise<number> {
+  let enqueued = 0;
+  for (;;) {
+    const rows = await executor.run<EventRow & { matches: boolean; watermark_tx: string; watermark_position: string }>(
+      readAdvanceBatch(subscriptionId, options.events, options.limit),
+    );
+    if (rows.length === 0) return enqueued;
+    const matched: KeyedEvent[] = rows
+      .filter((row) => row.matches)
+      .map((row) => ({ tx: row.tx, position: Number(row.position), ...keyOf(options.key, row) }));
+    const last = rows[rows.length - 1];
+    const [{ applied }] = await executor.run<{ applied: number }>(
+      writeAdvanceBatch(
+        subscriptionId,
+        { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
+        { tx: last.tx, position: Number(last.position) },
+        matched,
+      ),
+    );
+    // lost the race to a concurrent advancer: read again from the watermark it left
+    if (applied === 0) continue;
+    enqueued += matched.filter((m) => m.key !== null).length;
+    if (rows.length < options.limit) return enqueued;
+  }
 }
 
-function keyOf(strategy: Extract<KeyStrategy, { kind: "function" }>, row: EventRow): string | null {
-  const key = strategy.fn(toStoredEvent(row));
-  if (key === null || key === undefined) return null;
-  if (typeof key === "number" || typeof key === "string") return String(key);
-  throw new CorqError("invalid_config", `key function returned ${typeof key}, expected a string (event ${row.position})`);
+/**
+ * The key of one event: the function's string (or number) if it keeps the key rule; nothing
+ * (null / undefined: the event does not belong to this subscription); or, when the function
+ * throws or returns anything else, no key and the reason — the event is skipped, counted,
+ * and the advance goes on (one bad event never stalls a subscription).
+ */
+function keyOf(strategy: Extract<KeyStrategy, { kind: "function" }>, row: EventRow): { key: string | null; invalid: string | null } {
+  let key: unknown;
+  try {
+    key = strategy.fn(toStoredEvent(row));
+  } catch (thrown) {
+    const error = toError(thrown);
+    return { key: null, invalid: `key function threw ${error.name}: ${error.message}`.slice(0, 500) };
+  }
+  if (key === null || key === undefined) return { key: null, invalid: null };
+  if (typeof key !== "number" && typeof key !== "string") return { key: null, invalid: `key function returned ${typeof key}` };
+  const text = String(key);
+  const problem = keyProblem(text);
+  return problem ? { key: null, invalid: problem } : { key: text, invalid: null };
 }

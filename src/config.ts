@@ -33,6 +33,37 @@ export const keyPath = z
   .string()
   .regex(/^(stream|(data|meta)(\.[A-Za-z0-9_-]+)+)$/, 'must be "stream" or a path such as "data.roomId" or "meta.tenant"');
 
+/**
+ * The key rule, one for every correlation key: non-empty, well-formed UTF-8 (no U+0000, no
+ * lone surrogate), not "." or "..", at most 512 UTF-8 bytes. An event whose computed key
+ * breaks it is skipped (counted, with the reason) — never a stalled advance. The advance of
+ * stream and JSON-path keys checks the same rule in SQL (advanceSubscription.ts); text and
+ * jsonb cannot hold U+0000 or lone surrogates, so only the other three apply there.
+ */
+export const MAX_KEY_BYTES = 512;
+export const keyReasons = {
+  empty: "key is empty",
+  dots: 'key is "." or ".."',
+  long: `key is longer than ${MAX_KEY_BYTES} bytes`,
+  malformed: "key contains U+0000 or a lone surrogate",
+} as const;
+const malformed = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Why `key` breaks the key rule, or null when it keeps it. */
+export function keyProblem(key: string): string | null {
+  if (key === "") return keyReasons.empty;
+  if (key === "." || key === "..") return keyReasons.dots;
+  if (malformed.test(key)) return keyReasons.malformed;
+  if (new TextEncoder().encode(key).length > MAX_KEY_BYTES) return keyReasons.long;
+  return null;
+}
+
+/** A key named by a caller (release, key-level endpoints): it must keep the key rule. */
+export const correlationKey = z.string().superRefine((key, ctx) => {
+  const problem = keyProblem(key);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
 export type KeyStrategy =
   | { kind: "stream" }
   | { kind: "path"; column: "data" | "meta"; path: string[] }

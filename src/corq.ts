@@ -6,6 +6,7 @@ import {
   parseEvents,
   parseOrThrow,
   parseSubscriptions,
+  correlationKey,
   pushSubscriptionInput,
   streamName,
   subscriptionName,
@@ -25,7 +26,7 @@ import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/webhookIds.js";
 import { setPaused } from "./sql/setPaused.js";
 import { readyKeys } from "./sql/readyKeys.js";
-import { deleteSubscription, putSubscription, type PutRow } from "./sql/putSubscription.js";
+import { deleteSubscription, deleteSubscriptionRows, putSubscription, type PutRow } from "./sql/putSubscription.js";
 import {
   toBatchRecord,
   toDeadLetter,
@@ -104,7 +105,10 @@ export interface Corq {
     name: string,
     input: unknown,
   ): Promise<{ created: boolean; subscription: SubscriptionStats; secret?: string }>;
-  /** Deletes a push subscription with its queue and key rows. */
+  /**
+   * Deletes a push subscription with its queue and key rows; also a code subscription that
+   * this instance does not define (orphaned: its code is gone). One it defines is refused.
+   */
   deleteSubscription(name: string): Promise<void>;
   pause(subscription: string): Promise<void>;
   resume(subscription: string): Promise<void>;
@@ -156,7 +160,7 @@ const drainOptions = z.object({
 });
 const releaseOptions = z.object({
   subscription: subscriptionName,
-  key: z.string().min(1).optional(),
+  key: correlationKey.optional(),
   mode: z.enum(["retry", "skip"]).default("retry"),
   webhookId: z.string().min(1).max(200).optional(),
 });
@@ -167,11 +171,18 @@ export function createCorq(options: CorqOptions): Corq {
   const statementOptions = { onStatement: options.onStatement };
   const { executor, end } = connect(options);
 
+  // a code subscription this instance does not define is orphaned: its code is gone (or
+  // lives in another deployment); operators may delete it
+  const described = (row: StatsRow): SubscriptionStats => ({
+    ...toSubscriptionStats(row),
+    orphaned: row.kind === "code" && !code.has(row.name),
+  });
+
   const knownSubscription = async (name: string, db?: Executor): Promise<SubscriptionStats> => {
     parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
     const [row] = await (db ?? (await executor())).run<StatsRow>(subscriptionStats(name));
     if (!row) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
-    return toSubscriptionStats(row);
+    return described(row);
   };
 
   const pausedTo = async (name: string, paused: boolean) => {
@@ -273,7 +284,7 @@ export function createCorq(options: CorqOptions): Corq {
       const rows = await db.run<StatsRow>(subscriptionStats());
       const [head] = await db.run<{ head: string | null; events: string }>(logHead());
       return {
-        subscriptions: rows.map(toSubscriptionStats),
+        subscriptions: rows.map(described),
         log: { head: head.head === null ? null : Number(head.head), events: Number(head.events) },
       };
     },
@@ -331,9 +342,13 @@ export function createCorq(options: CorqOptions): Corq {
 
     async deleteSubscription(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "name");
-      const [row] = await (await executor()).run<{ kind: string; deleted: number }>(deleteSubscription(name));
+      const row = await (await executor()).transaction(async (tx) => {
+        const [found] = await tx.run<{ kind: string; removed: number | null }>(deleteSubscription(name, code.has(name) ? "keep" : "delete"));
+        if (found?.removed != null) await tx.run(deleteSubscriptionRows(found.removed));
+        return found;
+      });
       if (!row) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
-      if (row.deleted === 0) throw new CorqError("conflict", `subscription "${name}" is defined in code; remove it there`);
+      if (row.removed === null) throw new CorqError("conflict", `subscription "${name}" is defined in code; remove it there`);
     },
 
     pause: (name) => pausedTo(name, true),

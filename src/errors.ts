@@ -46,3 +46,22 @@ export function toError(thrown: unknown): Error {
   if (thrown instanceof Error) return thrown;
   return new Error(typeof thrown === "string" ? thrown : JSON.stringify(thrown) ?? String(thrown));
 }
+
+// Postgres SQLSTATE classes that mean "the database is not there right now", not "you sent
+// something wrong": connection exceptions, admin shutdown, too many connections, and the
+// like (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+const unavailableStates = /^(08|57P|53)/;
+// The drivers' own words for a connection that failed or was cut (node-postgres / Neon).
+const networkErrors =
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect/i;
+
+export function isDatabaseUnavailable(error: Error & { code?: unknown }): boolean {
+  if (error instanceof CorqError) return error.code === "database_unavailable";
+  return (typeof error.code === "string" && unavailableStates.test(error.code)) || networkErrors.test(error.message);
+}
+
+/** A driver error that means "no database right now" as the CorqError corq documents; others as they are. */
+export function fromDriverError(thrown: unknown): unknown {
+  if (thrown instanceof CorqError || !isDatabaseUnavailable(toError(thrown))) return thrown;
+  return new CorqError("database_unavailable", "the database is unreachable; try again", { cause: thrown });
+}

@@ -18,6 +18,11 @@ export interface StatsRow {
   paused: boolean;
   watermark_position: string;
   skipped: string;
+  skipped_invalid: string;
+  last_skip: { position: number; reason: string } | null;
+  skipped_dead: string;
+  advance_error: string | null;
+  advance_error_at: Date | null;
   lag: string;
   pending: string;
   ready: number;
@@ -27,7 +32,7 @@ export interface StatsRow {
   oldest_pending_age_ms: string | null;
 }
 
-export function toSubscriptionStats(row: StatsRow): SubscriptionStats {
+export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orphaned"> {
   return {
     name: row.name,
     kind: row.kind,
@@ -45,6 +50,11 @@ export function toSubscriptionStats(row: StatsRow): SubscriptionStats {
     lag: Number(row.lag),
     pending: Number(row.pending),
     skipped: Number(row.skipped),
+    skippedInvalidKeys: Number(row.skipped_invalid),
+    lastSkip: row.last_skip,
+    skippedDeadLetters: Number(row.skipped_dead),
+    advanceError:
+      row.advance_error === null ? null : { message: row.advance_error, at: new Date(row.advance_error_at!).toISOString() },
     keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead },
     oldestPendingAgeMs: row.oldest_pending_age_ms === null ? null : Math.max(0, Number(row.oldest_pending_age_ms)),
   };

@@ -106,7 +106,18 @@ export interface SubscriptionStats {
   watermark: number;
   lag: number;
   pending: number;
+  /** Matching events without a valid key (none, or one that breaks the key rule): never queued. */
   skipped: number;
+  /** Of those, the events whose key broke the key rule (empty, "." / "..", over 512 bytes, malformed, or a key function that threw). */
+  skippedInvalidKeys: number;
+  /** The last event skipped for an invalid key, and why. */
+  lastSkip: { position: number; reason: string } | null;
+  /** Failed events an operator skipped (dead letters released with mode "skip"). */
+  skippedDeadLetters: number;
+  /** Why the last advance of this subscription failed; null once an advance works again. */
+  advanceError: { message: string; at: string } | null;
+  /** A code subscription that the instance answering does not define (its code is gone): it can be deleted. */
+  orphaned: boolean;
   keys: { ready: number; leased: number; backoff: number; dead: number };
   oldestPendingAgeMs: number | null;
 }

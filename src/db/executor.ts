@@ -3,6 +3,7 @@
 // Pool/Client, the Neon serverless Pool/Client, or a drizzle database/transaction.
 import { sql, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
+import { fromDriverError } from "../errors.js";
 
 /** What node-postgres and @neondatabase/serverless pools and clients have in common. */
 export interface Queryable {
@@ -39,7 +40,12 @@ export interface ExecutorOptions {
 }
 
 export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
-  const run = async <T>(query: SQL): Promise<T[]> => {
+  // a lost or refused connection surfaces as CorqError("database_unavailable"), from every driver
+  const run = <T>(query: SQL): Promise<T[]> =>
+    send<T>(query).catch((error: unknown) => {
+      throw fromDriverError(error);
+    });
+  const send = async <T>(query: SQL): Promise<T[]> => {
     const { sql: text, params } = dialect.sqlToQuery(query);
     options.onStatement?.(text);
     if (isQueryable(connection)) {
@@ -62,7 +68,9 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
 
   const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
     if (!isPool(connection)) return inTransaction(createExecutor(connection, options), fn);
-    const client = await connectWithRetry(connection);
+    const client = await connectWithRetry(connection).catch((error: unknown) => {
+      throw fromDriverError(error);
+    });
     try {
       return await inTransaction(createExecutor(client, options), fn);
     } finally {

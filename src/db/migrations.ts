@@ -45,10 +45,12 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"last_tx\" \"xid8\";",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"skipped_invalid\" bigint DEFAULT 0 NOT NULL;",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"last_skip\" jsonb;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"skipped_dead\" bigint DEFAULT 0 NOT NULL;",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"advance_error\" text;",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"advance_error_at\" timestamp with time zone;",
       "CREATE INDEX \"keys_ready_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",\"available_at\",\"key\") WHERE available_at IS NOT NULL;",
-      "-- Edited by hand: the existing streams learn the transaction of their last event.\nUPDATE \"corq\".\"streams\" s SET \"last_tx\" = e.tx FROM \"corq\".\"events\" e WHERE e.stream = s.stream AND e.version = s.version;"
+      "-- Edited by hand from here: existing streams learn the transaction of their last event,\n-- existing subscriptions count the dead letters already skipped.\nUPDATE \"corq\".\"streams\" s SET \"last_tx\" = e.tx FROM \"corq\".\"events\" e WHERE e.stream = s.stream AND e.version = s.version;",
+      "UPDATE \"corq\".\"subscriptions\" s SET \"skipped_dead\" = (SELECT coalesce(sum(k.skipped), 0) FROM \"corq\".\"keys\" k WHERE k.subscription_id = s.id);"
     ]
   }
 ];

@@ -77,6 +77,8 @@ export const subscriptions = corqSchema.table("subscriptions", {
   skipped: bigint("skipped", { mode: "number" }).notNull().default(0),
   skippedInvalid: bigint("skipped_invalid", { mode: "number" }).notNull().default(0),
   lastSkip: jsonb("last_skip"), // { position, reason }
+  // dead letters an operator skipped (their failed event was acknowledged without delivery)
+  skippedDead: bigint("skipped_dead", { mode: "number" }).notNull().default(0),
   // the last advance of this subscription that failed (cleared by the next one that works)
   advanceError: text("advance_error"),
   advanceErrorAt: timestamp("advance_error_at", { withTimezone: true }),

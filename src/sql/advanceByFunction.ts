@@ -26,7 +26,8 @@ export function readAdvanceBatch(subscriptionId: number, names: string[], limit:
 export interface KeyedEvent {
   tx: string;
   position: number;
-  key: string | null; // null: the key function returned nothing; counted as skipped
+  key: string | null; // null: the key function returned nothing, or an invalid key; counted as skipped
+  invalid: string | null; // why the key was refused (the key rule, or the function threw)
 }
 
 /**
@@ -41,8 +42,8 @@ export function writeAdvanceBatch(
 ): SQL {
   return sql`
     WITH matched AS (
-      SELECT t.tx::xid8 AS tx, t.position, t.key
-      FROM jsonb_to_recordset(${JSON.stringify(matched)}::jsonb) AS t(tx text, position bigint, key text)
+      SELECT t.tx::xid8 AS tx, t.position, t.key, t.invalid
+      FROM jsonb_to_recordset(${JSON.stringify(matched)}::jsonb) AS t(tx text, position bigint, key text, invalid text)
     ),
     ${enqueueAndMove(
       sql`${subscriptionId}::int`,

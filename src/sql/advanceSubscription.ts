@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../db/schema.js";
-import type { KeyStrategy } from "../config.js";
+import { MAX_KEY_BYTES, keyReasons } from "../config.js";
 import { asyncCommit } from "./asyncCommit.js";
 
 export interface AdvanceRow {
@@ -8,44 +8,49 @@ export interface AdvanceRow {
   enqueued: number;
 }
 
-/** The correlation key of event `e` as SQL text; null when a JSON path is missing or null. */
-function keyExpression(strategy: Exclude<KeyStrategy, { kind: "function" }>): SQL {
-  if (strategy.kind === "stream") return sql`e.stream`;
-  const column = strategy.column === "data" ? sql`e.data` : sql`e.meta`;
-  return sql`${column} #>> ${`{${strategy.path.join(",")}}`}::text[]`;
-}
+/**
+ * The correlation key of event `e` as SQL text, from the LOCKED subscription row `sub` (its
+ * current key, not the one listed before the lock: an update that committed while this
+ * statement waited applies): "stream", or a JSON path "data.a.b" / "meta.x" (null when the
+ * path is missing or null).
+ */
+const keyExpression = sql`CASE WHEN sub.key = 'stream' THEN e.stream
+  ELSE (CASE WHEN split_part(sub.key, '.', 1) = 'data' THEN e.data ELSE e.meta END)
+       #>> (string_to_array(sub.key, '.'))[2:] END`;
 
-function nameFilter(names: string[]): SQL {
-  return names.includes("*") ? sql`true` : sql`name = ANY(${sql.param(names)}::text[])`;
-}
+/** Why a key breaks the key rule (config.ts keyProblem), or null. */
+const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReasons.empty}
+  WHEN ${key} IN ('.', '..') THEN ${keyReasons.dots}
+  WHEN octet_length(${key}) > ${MAX_KEY_BYTES} THEN ${keyReasons.long} END`;
 
 /**
  * Advances one subscription with a stream or JSON-path key, in ONE statement:
  *   lock the subscription row (a concurrent advancer waits, then sees the moved watermark:
- *   nothing is enqueued twice) → scan up to `limit` events past the watermark and below the
- *   xmin horizon in (tx, position) order → enqueue the matching ones and bump their key rows
- *   → move the watermark to the last event scanned (matching or not).
+ *   nothing is enqueued twice) and read its filter and key there → scan up to `limit` events
+ *   past the watermark and below the xmin horizon in (tx, position) order → enqueue the
+ *   matching ones with a valid key and bump their key rows → move the watermark to the last
+ *   event scanned (matching or not). A key that breaks the key rule skips its event.
  * A key row that was idle becomes ready now; ready, leased, backoff and dead keys keep their
  * available_at (fairness: the oldest waiter stays first; a dead key stays dead).
+ * A subscription whose key became a function (code changed) is left to the function path.
  */
-export function advanceSubscription(
-  subscriptionId: number,
-  options: { events: string[]; key: Exclude<KeyStrategy, { kind: "function" }>; limit: number },
-): SQL {
+export function advanceSubscription(subscriptionId: number, limit: number): SQL {
   return sql`
     WITH sub AS (
-      SELECT id, watermark_tx, watermark_position FROM ${subscriptions} WHERE id = ${subscriptionId} AND ${asyncCommit}
+      SELECT id, watermark_tx, watermark_position, events, key FROM ${subscriptions}
+      WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}
       FOR UPDATE
     ),
     scan AS (
-      SELECT e.tx, e.position, e.name, ${keyExpression(options.key)} AS key
+      SELECT e.tx, e.position, ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) AS matches, ${keyExpression} AS key
       FROM ${events} e, sub
       WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)
         AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
       ORDER BY e.tx, e.position
-      LIMIT ${options.limit}
+      LIMIT ${limit}
     ),
-    matched AS (SELECT tx, position, key FROM scan WHERE ${nameFilter(options.events)}),
+    checked AS (SELECT tx, position, key, ${keyProblem(sql`key`)} AS invalid FROM scan WHERE matches),
+    matched AS (SELECT tx, position, CASE WHEN invalid IS NULL THEN key END AS key, invalid FROM checked),
     last AS (SELECT tx, position FROM scan ORDER BY tx DESC, position DESC LIMIT 1),
     ${enqueueAndMove(sql`(SELECT id FROM sub)`, { tx: sql`(SELECT tx FROM last)`, position: sql`(SELECT position FROM last)` }, sql`true`)}
     SELECT (SELECT count(*) FROM scan)::int AS scanned,
@@ -53,18 +58,25 @@ export function advanceSubscription(
 }
 
 /**
- * The write half shared by both advance paths, given `matched(tx, position, key)`: move the
- * watermark first (only where `condition` holds: the function path's compare-and-set), then
- * enqueue the keyed rows and upsert their key rows only if it moved, and count the events
- * skipped for a missing key. The watermark and the queue change in one statement: nothing is
- * enqueued twice, nothing is lost.
+ * The write half shared by both advance paths, given `matched(tx, position, key, invalid)`
+ * (key null: no key, or an invalid one, whose reason is `invalid`): move the watermark first
+ * (only where `condition` holds: the function path's compare-and-set), then enqueue the keyed
+ * rows and upsert their key rows only if it moved, and count the skipped events. The
+ * watermark and the queue change in one statement: nothing is enqueued twice, nothing is
+ * lost. A working advance also clears the subscription's last advance error.
  */
 export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: SQL }, condition: SQL): SQL {
   return sql`
     moved AS (
-      UPDATE ${subscriptions} s SET watermark_tx = ${last.tx}, watermark_position = ${last.position},
-        skipped = s.skipped + (SELECT count(*) FROM matched WHERE key IS NULL)
-      WHERE s.id = ${subscriptionId} AND ${last.position} IS NOT NULL AND ${condition}
+      UPDATE ${subscriptions} s SET
+        watermark_tx = coalesce(${last.tx}, s.watermark_tx),
+        watermark_position = coalesce(${last.position}, s.watermark_position),
+        skipped = s.skipped + (SELECT count(*) FROM matched WHERE key IS NULL),
+        skipped_invalid = s.skipped_invalid + (SELECT count(*) FROM matched WHERE invalid IS NOT NULL),
+        last_skip = coalesce((SELECT jsonb_build_object('position', position, 'reason', invalid) FROM matched
+                              WHERE invalid IS NOT NULL ORDER BY tx DESC, position DESC LIMIT 1), s.last_skip),
+        advance_error = NULL, advance_error_at = NULL
+      WHERE s.id = ${subscriptionId} AND (${last.position} IS NOT NULL OR s.advance_error IS NOT NULL) AND ${condition}
       RETURNING s.id
     ),
     enqueued AS (
@@ -80,4 +92,9 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
         pending = k.pending + excluded.pending,
         available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END
     )`;
+}
+
+/** Records why the advance of a subscription failed (stats and the dashboard show it). */
+export function recordAdvanceError(subscriptionId: number, error: string): SQL {
+  return sql`UPDATE ${subscriptions} SET advance_error = ${error}, advance_error_at = now() WHERE id = ${subscriptionId}`;
 }

@@ -39,14 +39,31 @@ export function putSubscription(
     RETURNING s.id, (xmax = 0) AS created`;
 }
 
-/** Deletes a push subscription with its queue and key rows; returns the kind of what was found. */
-export function deleteSubscription(name: string): SQL {
+/**
+ * First half of deleting a subscription: deletes its row — a push subscription, or a code
+ * subscription when `code` allows it (one this instance does not define: orphaned) — and
+ * returns what was found. The row lock waits for an advance of it that is under way; once
+ * the row is gone no advance can enqueue for it. Run it in a transaction with
+ * deleteSubscriptionRows: that statement's snapshot is taken after this one's lock wait, so
+ * it sees (and deletes) the rows such an advance committed.
+ */
+export function deleteSubscription(name: string, code: "keep" | "delete"): SQL {
   return sql`
     WITH target AS (SELECT id, kind FROM ${subscriptions} WHERE name = ${name} FOR UPDATE),
-    removed AS (DELETE FROM ${subscriptions} s USING target WHERE s.id = target.id AND target.kind = 'push' RETURNING s.id),
-    queue_rows AS (DELETE FROM ${queue} q USING removed WHERE q.subscription_id = removed.id),
-    key_rows AS (DELETE FROM ${keys} k USING removed WHERE k.subscription_id = removed.id),
-    activity_rows AS (DELETE FROM ${activity} a USING removed WHERE a.subscription_id = removed.id),
-    throughput_rows AS (DELETE FROM ${throughput} t USING removed WHERE t.subscription_id = removed.id)
-    SELECT target.kind, (SELECT count(*) FROM removed)::int AS deleted FROM target`;
+    removed AS (
+      DELETE FROM ${subscriptions} s USING target
+      WHERE s.id = target.id AND (target.kind = 'push' OR ${code === "delete"})
+      RETURNING s.id
+    )
+    SELECT target.kind, (SELECT id FROM removed) AS removed FROM target`;
+}
+
+/** Second half: everything that belonged to the deleted subscription `id`. */
+export function deleteSubscriptionRows(id: number): SQL {
+  return sql`
+    WITH queue_rows AS (DELETE FROM ${queue} WHERE subscription_id = ${id}),
+    key_rows AS (DELETE FROM ${keys} WHERE subscription_id = ${id}),
+    activity_rows AS (DELETE FROM ${activity} WHERE subscription_id = ${id}),
+    throughput_rows AS (DELETE FROM ${throughput} WHERE subscription_id = ${id})
+    SELECT 1`;
 }

@@ -5,8 +5,9 @@ import { lockedNow } from "./clock.js";
 /**
  * Releases dead keys of a subscription (one key, or all when `key` is undefined), in ONE
  * statement. retry: ready again from the failed event, attempts reset. skip: the failed
- * event (the key's head) is deleted from the queue and recorded as skipped, and the key goes
- * on with the next event, or becomes idle when there is none.
+ * event (the key's head) is deleted from the queue and recorded as skipped (on the key and in
+ * the subscription's skippedDeadLetters), and the key goes on with the next event, or becomes
+ * idle when there is none.
  */
 export function releaseDeadKeys(subscription: string, key: string | undefined, mode: "retry" | "skip"): SQL {
   const which = sql`k.dead_at IS NOT NULL AND ${key === undefined ? sql`true` : sql`k.key = ${key}`}`;
@@ -17,10 +18,13 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
       WHERE s.name = ${subscription} AND k.subscription_id = s.id AND ${which}
       RETURNING k.key`;
   }
+  // the subscription row is locked first (its skip counter moves too): the lock order of the
+  // advance (subscription, then keys), so the two never deadlock
   return sql`
-    WITH dead AS (
-      SELECT k.subscription_id, k.key FROM ${keys} k JOIN ${subscriptions} s ON k.subscription_id = s.id
-      WHERE s.name = ${subscription} AND ${which}
+    WITH sub AS (SELECT id FROM ${subscriptions} WHERE name = ${subscription} FOR UPDATE),
+    dead AS (
+      SELECT k.subscription_id, k.key FROM ${keys} k JOIN sub ON k.subscription_id = sub.id
+      WHERE ${which}
       ORDER BY k.key
       FOR UPDATE OF k
     ),
@@ -34,11 +38,18 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
     removed AS (
       DELETE FROM ${queue} q USING head
       WHERE q.subscription_id = head.subscription_id AND q.key = head.key AND q.tx = head.tx AND q.position = head.position
+    ),
+    released AS (
+      UPDATE ${keys} k SET dead_at = NULL, attempts = 0, failed_position = NULL,
+        pending = k.pending - 1, skipped = k.skipped + 1, last_tx = head.tx, last_position = head.position,
+        available_at = CASE WHEN k.pending - 1 > 0 THEN ${lockedNow} END
+      FROM head
+      WHERE k.subscription_id = head.subscription_id AND k.key = head.key
+      RETURNING k.key
+    ),
+    counted AS (
+      UPDATE ${subscriptions} s SET skipped_dead = s.skipped_dead + (SELECT count(*) FROM released)
+      FROM sub WHERE s.id = sub.id
     )
-    UPDATE ${keys} k SET dead_at = NULL, attempts = 0, failed_position = NULL,
-      pending = k.pending - 1, skipped = k.skipped + 1, last_tx = head.tx, last_position = head.position,
-      available_at = CASE WHEN k.pending - 1 > 0 THEN ${lockedNow} END
-    FROM head
-    WHERE k.subscription_id = head.subscription_id AND k.key = head.key
-    RETURNING k.key`;
+    SELECT key FROM released`;
 }

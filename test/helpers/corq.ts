@@ -19,6 +19,8 @@ export function useCorq() {
     const database = await createTestDatabase(inject("postgresUrl"));
     const instances: Corq[] = [];
     const raw = new pg.Pool({ connectionString: database.url, max: 4 });
+    // dropping the database (WITH FORCE) ends its idle clients: not an error of the test
+    raw.on("error", () => undefined);
     const dispose = async () => {
       pending.delete(dispose);
       await Promise.all(instances.map((instance) => instance.close()));

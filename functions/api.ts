@@ -4,7 +4,7 @@ import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
-import { eventInput, expectedVersion, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
+import { correlationKey, eventInput, expectedVersion, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
 import { requireAdmin, requireAdminOrSignature } from "./auth.js";
 import { openCorq } from "./database.js";
 import { advanceAndDispatch, selfInvoker } from "./dispatch.js";
@@ -18,7 +18,7 @@ const appendBody = z.object({
 });
 const releaseBody = z.object({
   subscription: subscriptionName,
-  key: z.string().min(1).max(1000).optional(),
+  key: correlationKey.optional(),
   mode: z.enum(["retry", "skip"]).optional(),
 });
 const count = z.string().regex(/^\d{1,15}$/, "must be a non-negative integer").transform(Number);

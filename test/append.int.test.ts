@@ -82,6 +82,11 @@ describe("append", () => {
       ["s", [{ name: "Ok", data: {} }, { name: "Bad", data: undefined }]],
       ["s", [{ name: "Ok", data: { f: () => 1 } }]],
       ["s", [{ name: "Ok", data: "nul\u0000byte" }]],
+      ["s", [{ name: "Ok", data: { "lone\uD800": 1 } }]],
+      ["s", [{ name: "Ok", data: ["x\uDC00"] }]],
+      ["s", [{ name: "Ok", data: { n: Number.NaN } }]],
+      // 5,000 levels deep: a 400, not a stack overflow (and no partial write before it)
+      ["s", [arrived("1"), { name: "Ok", data: Array.from({ length: 5000 }).reduce<unknown>((inner) => ({ inner }), 1) }]],
       ["s", [{ name: "Ok", data: {}, meta: "not an object" }]],
       ["s", [arrived("1")], { expectedVersion: -2 }],
       ["s", [arrived("1")], { expectedVersion: 1.5 }],

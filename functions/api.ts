@@ -75,12 +75,15 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     })(c, next),
   );
 
+  // Public: the driver's error text (user names, hosts, "password authentication failed …")
+  // goes to the log only.
   app.get("/health", async (c) => {
     try {
       await c.var.corq().readyKeys(1);
       return c.json({ ok: true, db: "ok" });
     } catch (error) {
-      return c.json({ ok: false, db: error instanceof Error ? error.message : String(error) }, 503);
+      console.error("corq: GET /health: the database check failed:", error);
+      return problem(503, "database_unavailable", "the database is unavailable", { ok: false, db: "unavailable" });
     }
   });
 

@@ -36,8 +36,8 @@ const streamQuery = z.object({ from: z.string().regex(/^\d{1,9}$/).transform(Num
 const actionForm = z.object({
   subscription: subscriptionName,
   key: z.string().min(1).max(1000).optional(),
-  // where to come back to: a path on this site only (no scheme, no //host)
-  back: z.string().regex(/^\/(?![/\\])[^\s\\]*$/).max(2000).default("/"),
+  // where to come back to: a path on this site only (localPath)
+  back: z.string().max(2000).default("/"),
 });
 const actions = ["retry", "skip", "pause", "resume"] as const;
 
@@ -58,6 +58,23 @@ function noticeOf(c: DashboardContext): string | undefined {
   if (done === "pause" || done === "resume") return `${of} ${done === "pause" ? "paused" : "resumed"}.`;
   const keys = `${count} dead key${count === 1 ? "" : "s"}`;
   return done === "retry" ? `Retried ${keys} of ${of}.` : `Skipped the failed event of ${keys} of ${of}.`;
+}
+
+/**
+ * `back` as a path and query of this site, or null. Judged on what the browser will make of
+ * it, not on its text: `/.//evil.example` and `/%2e//evil.example` normalise to
+ * `//evil.example`, which a Location header sends to another host.
+ */
+function localPath(back: string, origin: string): string | null {
+  if (!back.startsWith("/") || back.includes("\\")) return null;
+  let url: URL;
+  try {
+    url = new URL(back, origin);
+  } catch {
+    return null;
+  }
+  if (url.origin !== origin || !url.pathname.startsWith("/") || url.pathname.startsWith("//")) return null;
+  return url.pathname + url.search;
 }
 
 /** The path and query of this request, to come back to after an action. */
@@ -168,11 +185,14 @@ export function dashboard(): Hono<AppEnv> {
           throw new CorqError("invalid_input", "send the form as application/x-www-form-urlencoded");
         });
         const { subscription, key, back } = parseOrThrow(actionForm, form, "invalid_input", "form");
+        const origin = new URL(c.req.url).origin;
+        const path = localPath(back, origin);
+        if (path === null) throw new CorqError("invalid_input", "back: must be a path on this site");
         const corq = c.var.corq();
         let count = 0;
         if (action === "pause" || action === "resume") await corq[action](subscription);
         else count = (await corq.releaseDeadLetters({ subscription, key, mode: action })).released;
-        const url = new URL(back, c.req.url);
+        const url = new URL(path, origin);
         const done = { done: action, count: String(count), of: subscription };
         for (const [name, value] of Object.entries(done)) url.searchParams.set(name, value);
         return c.redirect(url.pathname + url.search, 303);

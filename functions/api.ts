@@ -60,7 +60,9 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   // One pool per request, opened on first use and closed after the response.
   app.use("*", async (c, next) => {
     let opened: ReturnType<typeof openCorq> | undefined;
-    c.set("corq", () => (opened ??= openCorq(c.env, subscriptions)).corq);
+    const open = () => (opened ??= openCorq(c.env, subscriptions));
+    c.set("corq", () => open().corq);
+    c.set("db", () => open().db);
     try {
       await next();
     } finally {

@@ -1,6 +1,7 @@
 // The Worker's environment: secrets (wrangler secret put / .dev.vars), vars and bindings.
 import { z } from "zod";
 import type { Corq } from "../src/index.js";
+import type { Executor } from "../src/db/executor.js";
 
 export interface Env {
   DATABASE_URL?: string;
@@ -45,5 +46,5 @@ export function settings(env: Env): Settings {
   };
 }
 
-/** Hono's environment for every route: the bindings, and the request's corq (opened on first use). */
-export type AppEnv = { Bindings: Env; Variables: { corq: () => Corq } };
+/** Hono's environment for every route: the bindings, and the request's corq and its pool (opened on first use). */
+export type AppEnv = { Bindings: Env; Variables: { corq: () => Corq; db: () => Executor } };

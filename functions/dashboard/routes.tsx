@@ -109,12 +109,12 @@ export function dashboard(): Hono<AppEnv> {
     if (token === "" || token.length > 1000 || !(await isAdmin(c.env, `Bearer ${token}`))) {
       return c.html(<Login error="Wrong token." />, 401);
     }
-    await startSession(c, token);
+    await startSession(c);
     return c.redirect("/", 303);
   });
 
-  app.post("/logout", (c) => {
-    endSession(c);
+  app.post("/logout", async (c) => {
+    await endSession(c);
     return c.redirect("/login", 303);
   });
 

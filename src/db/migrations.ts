@@ -37,5 +37,11 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "CREATE TABLE \"corq\".\"webhook_ids\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"seen_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
       "CREATE INDEX \"activity_finished_at_idx\" ON \"corq\".\"activity\" USING btree (\"finished_at\");"
     ]
+  },
+  {
+    "tag": "0004_dashboard_sessions",
+    "statements": [
+      "CREATE TABLE \"corq\".\"dashboard_sessions\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL\n);"
+    ]
   }
 ];

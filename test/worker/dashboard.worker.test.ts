@@ -43,3 +43,23 @@ describe("dashboard actions", () => {
     await api("POST", "/subscriptions/greeter/resume");
   });
 });
+
+describe("dashboard sessions", () => {
+  const page = (cookie: string) => fetch(`${state.stack.url}/ui/dead-letters`, { headers: { cookie }, redirect: "manual" });
+
+  it("logout ends that session only: its cookie, replayed, is refused; another session goes on", async () => {
+    const first = await logIn();
+    const second = await logIn();
+    expect((await page(first)).status).toBe(200);
+    const out = await post("/logout", {}, first);
+    expect(out.status).toBe(303);
+    expect(out.headers.get("location")).toBe("/login");
+
+    const replayed = await page(first);
+    expect(replayed.status).toBe(302);
+    expect(replayed.headers.get("location")).toBe("/login");
+    expect((await post("/ui/actions/pause", { subscription: "greeter", back: "/" }, first)).status).toBe(401);
+    expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(false);
+    expect((await page(second)).status).toBe(200);
+  });
+});

@@ -9,6 +9,7 @@ import { requireAdmin, requireAdminOrSignature } from "./auth.js";
 import { openCorq } from "./database.js";
 import { advanceAndDispatch, selfInvoker } from "./dispatch.js";
 import { settings, type AppEnv } from "./env.js";
+import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
 import { dashboard } from "./dashboard/routes.js";
 
@@ -56,6 +57,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   const app = new Hono<AppEnv>();
   app.onError(onError);
   app.notFound((c) => problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
+  app.use("*", requireLocalHost());
 
   // One pool per request, opened on first use and closed after the response.
   app.use("*", async (c, next) => {

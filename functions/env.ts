@@ -12,6 +12,8 @@ export interface Env {
   CORQ_MAX_BODY_BYTES?: string;
   CORQ_CONCURRENCY?: string;
   CORQ_CONSUMER_BUDGET_MS?: string;
+  /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
+  CORQ_LOCAL?: string;
   /** Local only: host:port of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
@@ -26,6 +28,7 @@ const settingsSchema = z.object({
   CORQ_CONCURRENCY: positiveInt(8, 1000),
   CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
   CORQ_PUBLIC_APPEND: z.string().optional(),
+  CORQ_LOCAL: z.string().optional(),
 });
 
 export interface Settings {
@@ -33,6 +36,8 @@ export interface Settings {
   concurrency: number;
   consumerBudgetMs: number;
   publicAppend: boolean;
+  /** Running in the local stack (CORQ_LOCAL=true). */
+  local: boolean;
 }
 
 /** Numeric knobs with their defaults; a malformed value falls back to the default. */
@@ -43,6 +48,7 @@ export function settings(env: Env): Settings {
     concurrency: parsed.CORQ_CONCURRENCY,
     consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
+    local: parsed.CORQ_LOCAL === "true",
   };
 }
 

@@ -10,6 +10,7 @@ const titles: Record<number, string> = {
   409: "Conflict",
   413: "Payload Too Large",
   415: "Unsupported Media Type",
+  421: "Misdirected Request",
   500: "Internal Server Error",
   503: "Service Unavailable",
 };

@@ -14,6 +14,7 @@ import { Keys } from "./keys.js";
 import { Page } from "./layout.js";
 import { Login } from "./login.js";
 import { Overview } from "./overview.js";
+import { securityHeaders } from "./securityHeaders.js";
 import { endSession, hasSession, startSession } from "./session.js";
 import { LogTail, Stream } from "./streams.js";
 import { TimelinePage, windows } from "./timeline.js";
@@ -87,6 +88,10 @@ const here = (c: DashboardContext) => {
 export function dashboard(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
+  for (const path of ["/", "/login", "/logout", "/favicon.ico", "/ui/*", "/assets/*"]) app.use(path, securityHeaders());
+
+  // no icon: browsers ask for one on every page, and a 401 would be noise
+  app.get("/favicon.ico", (c) => c.body(null, 204, { "cache-control": "public, max-age=86400" }));
   app.get("/assets/corq.css", (c) => c.body(css, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "public, max-age=300" }));
   app.get("/assets/corq.js", (c) =>
     c.body(script, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=300" }),

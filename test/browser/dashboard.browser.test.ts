@@ -79,6 +79,11 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
+    // the pages live within their content security policy: nothing refused
+    const refused: string[] = [];
+    page.on("console", (message) => {
+      if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
+    });
     await logIn(page, state.stack.adminToken);
     await page.waitForURL(url("/"));
     const [cookie] = await context.cookies();
@@ -147,6 +152,7 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await page.setViewportSize({ width: 1280, height: 800 });
 
     if (process.env.CORQ_SCREENSHOTS) await screenshots(page);
+    expect(refused).toEqual([]);
     await context.close();
   }, 90_000);
 

@@ -2,22 +2,44 @@
 // secret that is not configured refuses everything (never an open admin API).
 import type { Context, MiddlewareHandler } from "hono";
 import { constantTimeEqual, verify } from "../src/webhookSignature.js";
-import type { Env } from "./env.js";
+import { settings, type Env } from "./env.js";
 import { ProblemError } from "./problem.js";
 
 type AppContext = Context<{ Bindings: Env }>;
 
+/** Shorter admin tokens are refused outside the local stack: too few to withstand guessing. */
+export const MIN_ADMIN_TOKEN_LENGTH = 32;
+
 const digest = async (text: string) =>
   new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
 
+const disabled = "the admin API and the dashboard are disabled";
+
+/**
+ * Why the configured admin token cannot be used at all (so every admin call and the dashboard
+ * login are refused, whatever is sent), or null when it can. Not set: 401, as before. Set but
+ * shorter than 32 characters outside the local stack (CORQ_LOCAL=true): 503, a deployment to fix.
+ */
+export function adminTokenRefusal(env: Env): ProblemError | null {
+  const token = env.CORQ_ADMIN_TOKEN;
+  if (!token) return new ProblemError(401, "admin_disabled", `${disabled}: CORQ_ADMIN_TOKEN is not configured`);
+  if (token.length < MIN_ADMIN_TOKEN_LENGTH && !settings(env).local) {
+    return new ProblemError(
+      503,
+      "admin_token_too_short",
+      `${disabled}: CORQ_ADMIN_TOKEN is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters; set a longer one (e.g. openssl rand -hex 32 | wrangler secret put CORQ_ADMIN_TOKEN)`,
+    );
+  }
+  return null;
+}
+
 /** Hashing both sides first makes the comparison independent of the token's length too. */
 export async function isAdmin(env: Env, authorization: string | undefined): Promise<boolean> {
-  if (!env.CORQ_ADMIN_TOKEN) {
-    throw new ProblemError(401, "admin_disabled", "admin API disabled: CORQ_ADMIN_TOKEN is not configured");
-  }
+  const refusal = adminTokenRefusal(env);
+  if (refusal) throw refusal;
   const match = /^Bearer (.+)$/.exec(authorization ?? "");
   if (!match) return false;
-  return constantTimeEqual(await digest(match[1]), await digest(env.CORQ_ADMIN_TOKEN));
+  return constantTimeEqual(await digest(match[1]), await digest(env.CORQ_ADMIN_TOKEN!));
 }
 
 async function assertAdmin(c: AppContext): Promise<void> {

@@ -6,7 +6,7 @@ import { csrf } from "hono/csrf";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionStats } from "../../src/index.js";
 import { subscriptionName, parseOrThrow } from "../../src/config.js";
-import { isAdmin } from "../auth.js";
+import { adminTokenRefusal, isAdmin } from "../auth.js";
 import type { AppEnv } from "../env.js";
 import { css, script } from "./assets.js";
 import { DeadLetters } from "./deadLetters.js";
@@ -103,12 +103,15 @@ export function dashboard(): Hono<AppEnv> {
   app.use("/ui/actions/*", csrf());
 
   app.get("/login", async (c) => {
+    const refusal = adminTokenRefusal(c.env);
+    if (refusal) return c.html(<Login disabled={refusal.message} />, refusal.status as 401);
     if (await hasSession(c)) return c.redirect("/", 303);
-    return c.html(<Login disabled={!c.env.CORQ_ADMIN_TOKEN} />, c.env.CORQ_ADMIN_TOKEN ? 200 : 401);
+    return c.html(<Login />);
   });
 
   app.post("/login", async (c) => {
-    if (!c.env.CORQ_ADMIN_TOKEN) return c.html(<Login disabled />, 401);
+    const refusal = adminTokenRefusal(c.env);
+    if (refusal) return c.html(<Login disabled={refusal.message} />, refusal.status as 401);
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const token = typeof form.token === "string" ? form.token : "";
     if (token === "" || token.length > 1000 || !(await isAdmin(c.env, `Bearer ${token}`))) {

@@ -7,6 +7,7 @@ import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { dashboardSessionAlive, endDashboardSession, startDashboardSession } from "../../src/sql/dashboardSessions.js";
 import { constantTimeEqual } from "../../src/webhookSignature.js";
+import { adminTokenRefusal } from "../auth.js";
 import type { AppEnv } from "../env.js";
 
 export const SESSION_COOKIE = "corq_session";
@@ -36,7 +37,7 @@ async function mac(token: string, id: string): Promise<string> {
 async function signedSessionId(c: SessionContext): Promise<string | null> {
   const token = c.env.CORQ_ADMIN_TOKEN;
   const value = getCookie(c, SESSION_COOKIE);
-  if (!token || !value) return null;
+  if (!token || !value || adminTokenRefusal(c.env)) return null;
   const match = /^([\w-]{22})\.([\w-]{43})$/.exec(value);
   if (!match || !constantTimeEqual(encode(match[2]), encode(await mac(token, match[1])))) return null;
   return match[1];

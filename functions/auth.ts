@@ -3,6 +3,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { constantTimeEqual, verify } from "../src/webhookSignature.js";
 import { settings, type Env } from "./env.js";
+import type { AuthThrottle } from "./authThrottle.js";
 import { ProblemError } from "./problem.js";
 
 type AppContext = Context<{ Bindings: Env }>;
@@ -42,16 +43,25 @@ export async function isAdmin(env: Env, authorization: string | undefined): Prom
   return constantTimeEqual(await digest(match[1]), await digest(env.CORQ_ADMIN_TOKEN!));
 }
 
-async function assertAdmin(c: AppContext): Promise<void> {
-  if (!(await isAdmin(c.env, c.req.header("authorization")))) {
-    throw new ProblemError(401, "unauthorized", "missing or wrong bearer token");
-  }
+/**
+ * The bearer token must be the admin token. A refusal for the configuration comes first (it
+ * depends on no credential), then the throttle; a wrong token counts as a failure, a missing
+ * one does not.
+ */
+async function assertAdmin(c: AppContext, throttle: AuthThrottle): Promise<void> {
+  const refusal = adminTokenRefusal(c.env);
+  if (refusal) throw refusal;
+  throttle.guard(c);
+  const authorization = c.req.header("authorization");
+  if (await isAdmin(c.env, authorization)) return;
+  if (authorization !== undefined) await throttle.failed(c);
+  throw new ProblemError(401, "unauthorized", "missing or wrong bearer token");
 }
 
 /** Requires `Authorization: Bearer $CORQ_ADMIN_TOKEN`. */
-export function requireAdmin(options: { unless?: (c: AppContext) => boolean } = {}): MiddlewareHandler<{ Bindings: Env }> {
+export function requireAdmin(options: { throttle: AuthThrottle; unless?: (c: AppContext) => boolean }): MiddlewareHandler<{ Bindings: Env }> {
   return async function requireAdminToken(c, next) {
-    if (!options.unless?.(c)) await assertAdmin(c);
+    if (!options.unless?.(c)) await assertAdmin(c, options.throttle);
     await next();
   };
 }
@@ -60,26 +70,28 @@ export function requireAdmin(options: { unless?: (c: AppContext) => boolean } = 
  * Accepts the admin bearer token, or else a Standard Webhooks signature made with
  * CORQ_WEBHOOK_SECRET (several space-separated secrets are all accepted, for rotation).
  */
-export function requireAdminOrSignature(): MiddlewareHandler<{ Bindings: Env }> {
+export function requireAdminOrSignature(options: { throttle: AuthThrottle }): MiddlewareHandler<{ Bindings: Env }> {
+  const { throttle } = options;
   return async function adminOrSignature(c, next) {
     if (c.req.header("authorization") !== undefined) {
-      await assertAdmin(c);
+      await assertAdmin(c, throttle);
       return next();
     }
     const secrets = (c.env.CORQ_WEBHOOK_SECRET ?? "").split(/\s+/).filter(Boolean);
     if (secrets.length === 0) {
       throw new ProblemError(401, "webhook_disabled", "webhook disabled: CORQ_WEBHOOK_SECRET is not configured");
     }
+    throttle.guard(c);
+    const signature = c.req.header("webhook-signature");
     const result = await verify(
       secrets,
-      {
-        id: c.req.header("webhook-id"),
-        timestamp: c.req.header("webhook-timestamp"),
-        signature: c.req.header("webhook-signature"),
-      },
+      { id: c.req.header("webhook-id"), timestamp: c.req.header("webhook-timestamp"), signature },
       await c.req.text(),
     );
-    if (!result.ok) throw new ProblemError(401, result.reason, `webhook signature refused: ${result.reason.replace(/_/g, " ")}`);
+    if (!result.ok) {
+      if (signature !== undefined) await throttle.failed(c);
+      throw new ProblemError(401, result.reason, `webhook signature refused: ${result.reason.replace(/_/g, " ")}`);
+    }
     await next();
   };
 }

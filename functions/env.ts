@@ -16,6 +16,11 @@ export interface Env {
   CORQ_LOCAL?: string;
   /** Local only: host:port of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
+  /** Failed authentications allowed per client and window (functions/authThrottle.ts). */
+  CORQ_AUTH_FAILURE_LIMIT?: string;
+  CORQ_AUTH_FAILURE_WINDOW_S?: string;
+  /** Workers rate-limit binding ([[ratelimits]]): failed authentications counted across isolates. */
+  CORQ_AUTH_LIMITER?: { limit(options: { key: string }): Promise<{ success: boolean }> };
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
   SELF?: { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
 }
@@ -29,6 +34,8 @@ const settingsSchema = z.object({
   CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
   CORQ_PUBLIC_APPEND: z.string().optional(),
   CORQ_LOCAL: z.string().optional(),
+  CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
+  CORQ_AUTH_FAILURE_WINDOW_S: positiveInt(60, 86_400),
 });
 
 export interface Settings {
@@ -38,6 +45,8 @@ export interface Settings {
   publicAppend: boolean;
   /** Running in the local stack (CORQ_LOCAL=true). */
   local: boolean;
+  authFailureLimit: number;
+  authFailureWindowMs: number;
 }
 
 /** Numeric knobs with their defaults; a malformed value falls back to the default. */
@@ -49,6 +58,8 @@ export function settings(env: Env): Settings {
     consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
     local: parsed.CORQ_LOCAL === "true",
+    authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,
+    authFailureWindowMs: parsed.CORQ_AUTH_FAILURE_WINDOW_S * 1000,
   };
 }
 

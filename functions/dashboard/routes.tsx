@@ -7,6 +7,8 @@ import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionStats } from "../../src/index.js";
 import { subscriptionName, parseOrThrow } from "../../src/config.js";
 import { adminTokenRefusal, isAdmin } from "../auth.js";
+import type { AuthThrottle } from "../authThrottle.js";
+import { ProblemError } from "../problem.js";
 import type { AppEnv } from "../env.js";
 import { css, script } from "./assets.js";
 import { DeadLetters } from "./deadLetters.js";
@@ -85,7 +87,8 @@ const here = (c: DashboardContext) => {
   return url.pathname + url.search;
 };
 
-export function dashboard(): Hono<AppEnv> {
+export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
+  const { throttle } = options;
   const app = new Hono<AppEnv>();
 
   for (const path of ["/", "/login", "/logout", "/favicon.ico", "/ui/*", "/assets/*"]) app.use(path, securityHeaders());
@@ -112,10 +115,18 @@ export function dashboard(): Hono<AppEnv> {
   app.post("/login", async (c) => {
     const refusal = adminTokenRefusal(c.env);
     if (refusal) return c.html(<Login disabled={refusal.message} />, refusal.status as 401);
-    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
-    const token = typeof form.token === "string" ? form.token : "";
-    if (token === "" || token.length > 1000 || !(await isAdmin(c.env, `Bearer ${token}`))) {
-      return c.html(<Login error="Wrong token." />, 401);
+    try {
+      throttle.guard(c);
+      const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+      const token = typeof form.token === "string" ? form.token : "";
+      if (token === "" || token.length > 1000 || !(await isAdmin(c.env, `Bearer ${token}`))) {
+        if (token !== "") await throttle.failed(c);
+        return c.html(<Login error="Wrong token." />, 401);
+      }
+    } catch (error) {
+      if (!(error instanceof ProblemError) || error.status !== 429) throw error;
+      const retryAfter = error.headers["retry-after"];
+      return c.html(<Login error={`Too many failed logins from here; try again in ${retryAfter} s.`} />, 429, { "retry-after": retryAfter });
     }
     await startSession(c);
     return c.redirect("/", 303);

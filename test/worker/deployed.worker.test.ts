@@ -18,8 +18,11 @@ function expectProblem(response: { status: number; type: string; json: any }, st
   expect(response.json).toMatchObject({ type: `urn:corq:problem:${type}`, status, title: expect.any(String), detail: expect.any(String) });
 }
 
-describe("database unreachable", () => {
-  const { api } = useStack({ vars: { CORQ_LOCAL: "", DATABASE_URL: wrongPassword(), CORQ_ADMIN_TOKEN: LONG_TOKEN } });
+describe("deployed, database unreachable", () => {
+  // the isolate's own limit out of the way: what stops the guessing below is the rate-limit binding
+  const { api } = useStack({
+    vars: { CORQ_LOCAL: "", DATABASE_URL: wrongPassword(), CORQ_ADMIN_TOKEN: LONG_TOKEN, CORQ_AUTH_FAILURE_LIMIT: "100000" },
+  });
 
   it("GET /health answers a generic 503 problem: no database error text", async () => {
     const response = await api("GET", "/health", { token: null });
@@ -42,6 +45,19 @@ describe("database unreachable", () => {
     expect(accepted.json.type).not.toMatch(/unauthorized|admin_token_too_short/);
     expectProblem(await api("GET", "/stats", { token: "wrong" }), 401, "unauthorized");
   });
+  it("counts failed authentications in the CORQ_AUTH_LIMITER rate-limit binding (wrangler.toml: 100 a minute)", async () => {
+    const client = { "cf-connecting-ip": "198.51.100.7" };
+    let first429 = -1;
+    for (let i = 0; i < 250 && first429 < 0; i++) {
+      const { status } = await api("GET", "/stats", { token: `guess-${i}`, headers: client });
+      if (status === 429) first429 = i;
+      else expect(status).toBe(401);
+    }
+    // the 101st failure, or up to 100 later if the binding's minute turned over meanwhile
+    expect(first429).toBeGreaterThanOrEqual(100);
+    expect(first429).toBeLessThanOrEqual(200);
+    expectProblem(await api("GET", "/stats", { token: LONG_TOKEN, headers: client }), 429, "too_many_failed_authentications");
+  }, 30_000);
 });
 
 describe("admin token under 32 characters outside the local stack", () => {

@@ -6,6 +6,9 @@ import { settings, type Env } from "./env.js";
 
 export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
 
+/** The origin the cron addresses its own invocations to (it has no request URL of its own). */
+export const INTERNAL_ORIGIN = "https://corq.internal";
+
 /**
  * Advance, then put consumers on the ready keys, spread over the subscriptions (round robin),
  * each draining keys for its time budget: this invocation is the first consumer (on the

@@ -181,6 +181,16 @@ export const webhookIds = corqSchema.table("webhook_ids", {
   seenAt: timestamp("seen_at", { withTimezone: true }).notNull().defaultNow(),
 });
 
+/**
+ * Dashboard logins, one row per session: logout deletes its row (ending that session only),
+ * a login prunes the expired ones. The cookie holds the id and its MAC
+ * (functions/dashboard/session.ts); a cookie without its row is refused.
+ */
+export const dashboardSessions = corqSchema.table("dashboard_sessions", {
+  id: text("id").primaryKey(),
+  expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+});
+
 /** Applied migrations (our own runner: it takes an advisory lock, drizzle's does not). */
 export const migrations = corqSchema.table("migrations", {
   tag: text("tag").primaryKey(),

@@ -135,7 +135,7 @@ export async function consumeStage(databaseUrl: string, w: Workload) {
   const seconds = (performance.now() - started) / 1000;
   await Promise.all(consumers.map((c) => c.close()));
   // each consumer's first claim is extra: after it, every statement acks a batch and claims the next
-  return { eps: events / seconds, batchesPerSecond: batches / seconds, statementsPerBatch: (statements - w.consumers) / batches };
+  return { eps: events / seconds, batches, batchesPerSecond: batches / seconds, statementsPerBatch: (statements - w.consumers) / batches };
 }
 
 /** Append-to-handler latency at a fixed offered rate (single-event appends, many keys). */

@@ -1,5 +1,5 @@
 import { CorqError } from "./errors.js";
-import { createExecutor, type Connection, type Executor, type PoolLike } from "./db/executor.js";
+import { createExecutor, type Connection, type Executor, type PoolLike, type Session } from "./db/executor.js";
 import { migrate } from "./db/migrate.js";
 import {
   expectedVersion as expectedVersionSchema,
@@ -60,6 +60,15 @@ export interface CorqOptions {
   advanceBatchSize?: number;
   /** Max connections of the pool corq creates from databaseUrl (default 10). */
   poolSize?: number;
+  /**
+   * How corq reaches databaseUrl: "pg" (default: a node-postgres pool), or "neon-http" (Neon's
+   * HTTP query path: one HTTPS request per statement, no connection to open or hold — for
+   * serverless functions; interactive transactions such as migrate() then use a short-lived
+   * node-postgres connection).
+   */
+  driver?: "pg" | "neon-http";
+  /** With `db` set to a neon() HTTP query function: opens a pool for an interactive transaction. */
+  session?: Session;
   /** Called with the text of every statement corq sends (round-trip accounting). */
   onStatement?: (text: string) => void;
 }
@@ -399,21 +408,33 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
   const statementOptions = { onStatement: options.onStatement };
   if (options.db) {
     const db = options.db as Connection & { $client?: Connection };
-    const executor = createExecutor(db.$client ?? db, statementOptions);
+    const executor = createExecutor(db.$client ?? db, { ...statementOptions, session: options.session });
     return { executor: async () => executor, end: async () => undefined };
   }
   if (!options.databaseUrl) throw new CorqError("invalid_config", "createCorq needs databaseUrl or db");
   const databaseUrl = options.databaseUrl;
   let pool: PoolLike | undefined;
   let opened: Promise<Executor> | undefined;
+  const nodePostgres = (max: number) =>
+    import(/* @vite-ignore */ NODE_POSTGRES).then(({ default: pg }: typeof import("pg")) => {
+      const created = new pg.Pool({ connectionString: databaseUrl, max });
+      // An idle client that loses its connection emits 'error'; the pool replaces it.
+      created.on("error", () => undefined);
+      return created as unknown as PoolLike;
+    });
   return {
     executor: () =>
-      (opened ??= import(/* @vite-ignore */ NODE_POSTGRES).then(({ default: pg }: typeof import("pg")) => {
-        pool = new pg.Pool({ connectionString: databaseUrl, max: options.poolSize ?? 10 }) as unknown as PoolLike;
-        // An idle client that loses its connection emits 'error'; the pool replaces it.
-        (pool as unknown as { on(event: string, fn: () => void): void }).on("error", () => undefined);
-        return createExecutor(pool, { ...statementOptions, prepare: true });
-      })),
+      (opened ??=
+        options.driver === "neon-http"
+          ? Promise.all([import("@neondatabase/serverless"), nodePostgres(1)]).then(([{ neon }, session]) => {
+              // one idle-until-needed connection for the rare interactive transaction
+              pool = session;
+              return createExecutor(neon(databaseUrl), { ...statementOptions, session: (use) => use(session) });
+            })
+          : nodePostgres(options.poolSize ?? 10).then((created) => {
+              pool = created;
+              return createExecutor(created, { ...statementOptions, prepare: true });
+            })),
     end: async () => {
       await pool?.end?.();
       pool = undefined;

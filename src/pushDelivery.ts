@@ -60,19 +60,24 @@ export function pushHandler(stored: unknown): Handler {
     if (response.status < 200 || response.status > 299) {
       throw new Error(`receiver answered ${response.status}${text ? `: ${text.slice(0, 200)}` : ""}`);
     }
-    const through = ackedThrough(text);
-    return through === undefined ? undefined : { ackedThrough: through };
+    return ackedThrough(text);
   };
 }
 
-/** `{ "ackedThrough": <position> }` in a 2xx body acks a prefix; any other body acks all. */
-function ackedThrough(text: string): number | undefined {
+/**
+ * `{ "ackedThrough": … }` in a 2xx body: the value as sent, whatever its type — consume's
+ * ackedThroughIndex acks a prefix for a position of the batch and fails the attempt for
+ * anything else. A body without the field acks all.
+ */
+function ackedThrough(text: string): { ackedThrough: number } | undefined {
+  let parsed: unknown;
   try {
-    const value = (JSON.parse(text) as { ackedThrough?: unknown } | null)?.ackedThrough;
-    return typeof value === "number" ? value : undefined;
+    parsed = JSON.parse(text);
   } catch {
     return undefined;
   }
+  if (parsed === null || typeof parsed !== "object" || !Object.hasOwn(parsed, "ackedThrough")) return undefined;
+  return parsed as { ackedThrough: number }; // checked by ackedThroughIndex, not here
 }
 
 /** Reads at most `max` bytes of the body (then cancels the rest), within the delivery timeout. */

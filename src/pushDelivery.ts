@@ -1,7 +1,8 @@
 // Push delivery: a claimed batch is POSTed to the subscription's URL, signed the Standard
-// Webhooks way (API.md "Push delivery"). Any 2xx acks the batch, or the prefix through
-// `{ "ackedThrough": p }`; anything else — non-2xx, a redirect, a timeout, a network error —
-// is a failed attempt. Runs on fetch, so the same code delivers from Node and from Workers.
+// Webhooks way (API.md "Push delivery"). A 2xx acks the batch, or the prefix through
+// `{ "ackedThrough": p }` (see `verdict`); anything else — non-2xx, a redirect, a timeout, a
+// network error — is a failed attempt. Runs on fetch, so the same code delivers from Node and
+// from Workers.
 import { z } from "zod";
 import { sign } from "./webhookSignature.js";
 import type { Handler, StoredEvent } from "./types.js";
@@ -17,7 +18,7 @@ export const deliverConfig = z.object({
 
 export type DeliverConfig = z.output<typeof deliverConfig>;
 
-/** Receivers answer with a small JSON body at most; anything larger is cut here. */
+/** Receivers answer with a small JSON body at most; a larger JSON answer fails the attempt. */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
 
 /**
@@ -36,13 +37,14 @@ export function pushHandler(stored: unknown): Handler {
     const body = JSON.stringify({ subscription: context.subscription, key: context.key, attempt: context.attempt, events });
     const id = await webhookId(context.subscription, context.key, events);
     const timestamp = Math.floor(Date.now() / 1000);
+    // one deadline for the whole exchange: connecting, the answer's headers and its body
     const timeout = AbortSignal.timeout(deliver.timeoutMs);
-    let response: Response;
+    const signal = AbortSignal.any([timeout, context.signal]);
     try {
-      response = await fetch(deliver.url, {
+      const response = await fetch(deliver.url, {
         method: "POST",
         redirect: "manual",
-        signal: timeout,
+        signal,
         headers: {
           "content-type": "application/json",
           "user-agent": "corq",
@@ -52,57 +54,81 @@ export function pushHandler(stored: unknown): Handler {
         },
         body,
       });
+      return await verdict(response, signal);
     } catch (error) {
-      if (timeout.aborted) throw new Error(`delivery timed out after ${deliver.timeoutMs} ms`);
+      if (timeout.aborted) throw new Error(`timeout after ${deliver.timeoutMs} ms`);
+      if (context.signal.aborted) throw new Error("lease expired");
+      if (error instanceof DeliveryError) throw error;
       throw new Error(`delivery failed: ${error instanceof Error ? error.message : String(error)}`);
     }
-    const text = await readCapped(response, MAX_RESPONSE_BYTES, timeout);
-    if (response.status < 200 || response.status > 299) {
-      throw new Error(`receiver answered ${response.status}${text ? `: ${text.slice(0, 200)}` : ""}`);
-    }
-    return ackedThrough(text);
   };
 }
 
+/** A delivery that reached the receiver and failed on its answer. */
+class DeliveryError extends Error {}
+
 /**
- * `{ "ackedThrough": … }` in a 2xx body: the value as sent, whatever its type — consume's
- * ackedThroughIndex acks a prefix for a position of the batch and fails the attempt for
- * anything else. A body without the field acks all.
+ * What an answer means. Non-2xx: a failed attempt. 2xx: the batch is acked, or the prefix
+ * through `{ "ackedThrough": … }`. A JSON answer (by content type) over 64 KiB or that does
+ * not parse fails the attempt: we never ack all on a body we could not read. An answer of
+ * another type is looked at only if it is small and parses; otherwise it acks all.
  */
-function ackedThrough(text: string): { ackedThrough: number } | undefined {
+async function verdict(response: Response, signal: AbortSignal): Promise<{ ackedThrough: number } | undefined> {
+  if (response.status < 200 || response.status > 299) {
+    const { text } = await readCapped(response, MAX_RESPONSE_BYTES, signal);
+    throw new DeliveryError(`receiver answered ${response.status}${text ? `: ${text.slice(0, 200)}` : ""}`);
+  }
+  const json = /^\s*(application|text)\/([\w.+-]+\+)?json\s*(;|$)/i.test(response.headers.get("content-type") ?? "");
+  const { text, tooLarge } = await readCapped(response, MAX_RESPONSE_BYTES, signal);
+  if (tooLarge) {
+    if (json) throw new DeliveryError(`response too large (over ${MAX_RESPONSE_BYTES / 1024} KiB)`);
+    return undefined;
+  }
+  if (text.trim() === "") return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
+    if (json) throw new DeliveryError("response is not valid JSON");
     return undefined;
   }
   if (parsed === null || typeof parsed !== "object" || !Object.hasOwn(parsed, "ackedThrough")) return undefined;
-  return parsed as { ackedThrough: number }; // checked by ackedThroughIndex, not here
+  return parsed as { ackedThrough: number }; // the value is checked by consume's ackedThroughIndex
 }
 
-/** Reads at most `max` bytes of the body (then cancels the rest), within the delivery timeout. */
-async function readCapped(response: Response, max: number, signal: AbortSignal): Promise<string> {
-  if (!response.body) return "";
+/**
+ * Reads the body up to `max` bytes (then cancels the rest and says it was too large). Each read
+ * races the signal, so a body that stalls ends at the deadline whatever the runtime's fetch does.
+ */
+async function readCapped(response: Response, max: number, signal: AbortSignal): Promise<{ text: string; tooLarge: boolean }> {
+  if (!response.body) return { text: "", tooLarge: false };
   const reader = response.body.getReader();
+  let onAbort = () => undefined as void;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  aborted.catch(() => undefined);
   const chunks: Uint8Array[] = [];
   let size = 0;
   try {
-    while (size < max) {
-      if (signal.aborted) throw new Error("delivery timed out while reading the response");
-      const { done, value } = await reader.read();
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), aborted]);
       if (done) break;
-      chunks.push(value);
       size += value.length;
+      if (size > max) return { text: "", tooLarge: true };
+      chunks.push(value);
     }
   } finally {
-    await reader.cancel().catch(() => undefined);
+    signal.removeEventListener("abort", onAbort);
+    reader.cancel().catch(() => undefined);
   }
-  const bytes = new Uint8Array(Math.min(size, max));
+  const bytes = new Uint8Array(size);
   let offset = 0;
   for (const chunk of chunks) {
-    const part = chunk.subarray(0, bytes.length - offset);
-    bytes.set(part, offset);
-    offset += part.length;
+    bytes.set(chunk, offset);
+    offset += chunk.length;
   }
-  return new TextDecoder().decode(bytes);
+  return { text: new TextDecoder().decode(bytes), tooLarge: false };
 }

@@ -119,11 +119,40 @@ describe("push subscriptions", () => {
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
     receiver.behave(() => ({ delayMs: 400 }));
-    expect(await corq.consume("slow")).toMatchObject({ outcome: "retry", error: "Error: delivery timed out after 150 ms" });
+    expect(await corq.consume("slow")).toMatchObject({ outcome: "retry", error: "Error: timeout after 150 ms" });
     receiver.behave(() => ({ status: 302 }));
     expect(await corq.consume("slow")).toMatchObject({ outcome: "retry", error: "Error: receiver answered 302" });
-    receiver.behave(() => ({ body: { ok: true, padding: "x".repeat(200_000) } })); // oversized 2xx body: read capped, acked
-    expect(await corq.consume("slow")).toMatchObject({ outcome: "acked" });
+    // the deadline covers the body too: headers and half a body in time, the rest too late
+    receiver.behave(() => ({ body: { ok: true }, stallMs: 400 }));
+    expect(await corq.consume("slow")).toMatchObject({ outcome: "retry", error: "Error: timeout after 150 ms" });
+    expect((await corq.subscription("slow")).pending).toBe(1);
+  });
+
+  it("fails a 2xx JSON answer over 64 KiB or that does not parse; other content types ack the batch", async () => {
+    const { corq } = await open();
+    secret = (await corq.putSubscription("bodies", push({ maxAttempts: 100, backoff: { initialMs: 0, maxMs: 0, factor: 1 } }))).secret;
+    await corq.advance();
+    const big = JSON.stringify({ ok: true, padding: "x".repeat(70_000) });
+    const answers: [string, Parameters<typeof receiver.behave>[0], { outcome: string; error?: string }][] = [
+      ["JSON over 64 KiB", () => ({ raw: big }), { outcome: "retry", error: "Error: response too large (over 64 KiB)" }],
+      ["+json over 64 KiB", () => ({ raw: big, contentType: "application/vnd.x+json; charset=utf-8" }), { outcome: "retry", error: "Error: response too large (over 64 KiB)" }],
+      ["JSON that does not parse", () => ({ raw: '{"ackedThrough": ' }), { outcome: "retry", error: "Error: response is not valid JSON" }],
+      ["text over 64 KiB", () => ({ raw: big, contentType: "text/plain" }), { outcome: "acked" }],
+      ["text that is not JSON", () => ({ raw: "OK", contentType: "text/plain" }), { outcome: "acked" }],
+      ["an empty JSON answer", () => ({ raw: "" }), { outcome: "acked" }],
+      ["JSON without ackedThrough", () => ({ body: { received: true } }), { outcome: "acked" }],
+    ];
+    for (const [label, behaviour, expected] of answers) {
+      await corq.append("k", [{ name: "E", data: {} }]);
+      await corq.advance();
+      receiver.behave(behaviour);
+      expect(await corq.consume("bodies"), label).toMatchObject(expected);
+      expect((await corq.subscription("bodies")).pending, label).toBe(expected.outcome === "acked" ? 0 : 1);
+      if (expected.outcome !== "acked") {
+        receiver.behave(() => undefined);
+        expect(await corq.consume("bodies")).toMatchObject({ outcome: "acked" });
+      }
+    }
   });
 
   it("acks a prefix when the receiver answers { ackedThrough } and delivers the rest next", async () => {

@@ -37,6 +37,9 @@ export function pushHandler(stored: unknown): Handler {
     const body = JSON.stringify({ subscription: context.subscription, key: context.key, attempt: context.attempt, events });
     const id = await webhookId(context.subscription, context.key, events);
     const timestamp = Math.floor(Date.now() / 1000);
+    const signature = await sign(deliver.secret, { id, timestamp, body }).catch(() => {
+      throw new DeliveryError("the signing secret is not valid");
+    });
     // one deadline for the whole exchange: connecting, the answer's headers and its body
     const timeout = AbortSignal.timeout(deliver.timeoutMs);
     const signal = AbortSignal.any([timeout, context.signal]);
@@ -50,21 +53,24 @@ export function pushHandler(stored: unknown): Handler {
           "user-agent": "corq",
           "webhook-id": id,
           "webhook-timestamp": String(timestamp),
-          "webhook-signature": await sign(deliver.secret, { id, timestamp, body }),
+          "webhook-signature": signature,
         },
         body,
       });
       return await verdict(response, signal);
     } catch (error) {
-      if (timeout.aborted) throw new Error(`timeout after ${deliver.timeoutMs} ms`);
-      if (context.signal.aborted) throw new Error("lease expired");
+      // lastError keeps a status or a short reason of ours, never the receiver's or the
+      // network stack's words: refused, reset, unresolvable and not-HTTP all read the same,
+      // so a subscription cannot be used to tell closed ports from open ones
+      if (timeout.aborted) throw new DeliveryError(`timeout after ${deliver.timeoutMs} ms`);
+      if (context.signal.aborted) throw new DeliveryError("lease expired");
       if (error instanceof DeliveryError) throw error;
-      throw new Error(`delivery failed: ${error instanceof Error ? error.message : String(error)}`);
+      throw new DeliveryError("could not connect");
     }
   };
 }
 
-/** A delivery that reached the receiver and failed on its answer. */
+/** A failed delivery in words of ours: a status or a short reason (what lastError keeps). */
 class DeliveryError extends Error {}
 
 /**
@@ -75,8 +81,8 @@ class DeliveryError extends Error {}
  */
 async function verdict(response: Response, signal: AbortSignal): Promise<{ ackedThrough: number } | undefined> {
   if (response.status < 200 || response.status > 299) {
-    const { text } = await readCapped(response, MAX_RESPONSE_BYTES, signal);
-    throw new DeliveryError(`receiver answered ${response.status}${text ? `: ${text.slice(0, 200)}` : ""}`);
+    await response.body?.cancel().catch(() => undefined);
+    throw new DeliveryError(`HTTP ${response.status}`);
   }
   const json = /^\s*(application|text)\/([\w.+-]+\+)?json\s*(;|$)/i.test(response.headers.get("content-type") ?? "");
   const { text, tooLarge } = await readCapped(response, MAX_RESPONSE_BYTES, signal);

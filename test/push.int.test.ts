@@ -1,4 +1,5 @@
 // Push subscriptions delivering to a real local HTTP receiver.
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { useCorq, sleep } from "./helpers/corq.js";
 import { firstDeliveries, startReceiver } from "./helpers/receiver.js";
@@ -86,7 +87,7 @@ describe("push subscriptions", () => {
     for (let i = 0; i < 10; i++) await corq.append(`ok-${i}`, [{ name: "E", data: {} }]);
     await corq.advance();
     let failing = true;
-    receiver.behave((d) => (d.key === "poison" && failing ? { status: 503, body: { error: "down" } } : undefined));
+    receiver.behave((d) => (d.key === "poison" && failing ? { status: 503, body: { error: "down", detail: "receiver's own words" } } : undefined));
     await consumeAll(corq, "p", 2, 400);
     expect((await corq.subscription("p")).keys).toMatchObject({ dead: 1, ready: 0, backoff: 0 });
     const attempts = receiver.deliveries.filter((d) => d.key === "poison");
@@ -97,7 +98,7 @@ describe("push subscriptions", () => {
     const otherKeysDone = new Set(receiver.deliveries.filter((d) => d.key.startsWith("ok-")).map((d) => d.key)).size;
     expect(otherKeysDone).toBe(10);
     const [dead] = await corq.deadLetters({ subscription: "p" });
-    expect(dead).toMatchObject({ key: "poison", position: poison.positions[0], attempts: 3, lastError: 'Error: receiver answered 503: {"error":"down"}' });
+    expect(dead).toMatchObject({ key: "poison", position: poison.positions[0], attempts: 3, lastError: "Error: HTTP 503" });
 
     // skip the head, then the receiver recovers: 2 and 3 follow in order
     failing = false;
@@ -121,11 +122,43 @@ describe("push subscriptions", () => {
     receiver.behave(() => ({ delayMs: 400 }));
     expect(await corq.consume("slow")).toMatchObject({ outcome: "retry", error: "Error: timeout after 150 ms" });
     receiver.behave(() => ({ status: 302 }));
-    expect(await corq.consume("slow")).toMatchObject({ outcome: "retry", error: "Error: receiver answered 302" });
+    expect(await corq.consume("slow")).toMatchObject({ outcome: "retry", error: "Error: HTTP 302" });
     // the deadline covers the body too: headers and half a body in time, the rest too late
     receiver.behave(() => ({ body: { ok: true }, stallMs: 400 }));
     expect(await corq.consume("slow")).toMatchObject({ outcome: "retry", error: "Error: timeout after 150 ms" });
     expect((await corq.subscription("slow")).pending).toBe(1);
+  });
+
+  it("keeps one message for every way a connection fails, so ports cannot be told apart", async () => {
+    // a closed port, and ports that reset the connection, hang up after the request, or
+    // answer something that is not HTTP
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const closedPort = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const sockets = new Set<Socket>();
+    const serve = (fn: (socket: Socket) => void) => createServer((socket) => (sockets.add(socket), fn(socket)));
+    const listening = [
+      serve((socket) => socket.resetAndDestroy()),
+      serve((socket) => socket.once("data", () => socket.destroy())),
+      serve((socket) => socket.once("data", () => socket.end("SSH-2.0-OpenSSH_9.6\r\n"))),
+    ];
+    await Promise.all(listening.map((s) => new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve))));
+    try {
+      const { corq } = await open();
+      const ports = [closedPort, ...listening.map((s) => (s.address() as AddressInfo).port)];
+      for (const [i, port] of ports.entries()) {
+        await corq.putSubscription(`probe-${i}`, { maxAttempts: 1, deliver: { url: `http://127.0.0.1:${port}/`, timeoutMs: 2000 } });
+      }
+      await corq.append("k", [{ name: "E", data: {} }]);
+      await corq.advance();
+      for (const i of ports.keys()) expect(await corq.consume(`probe-${i}`), `port ${i}`).toMatchObject({ outcome: "dead", error: "Error: could not connect" });
+      const dead = await corq.deadLetters();
+      expect(dead.map((d) => d.lastError)).toEqual(ports.map(() => "Error: could not connect"));
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await Promise.all(listening.map((s) => new Promise((resolve) => s.close(resolve))));
+    }
   });
 
   it("fails a 2xx JSON answer over 64 KiB or that does not parse; other content types ack the batch", async () => {

@@ -129,6 +129,24 @@ describe("push subscriptions", () => {
     expect((await corq.subscription("slow")).pending).toBe(1);
   });
 
+  it.each([
+    [304, "Error: HTTP 304"],
+    [400, "Error: HTTP 400"],
+    [404, "Error: HTTP 404"],
+    [410, "Error: HTTP 410"],
+    [429, "Error: HTTP 429"],
+    [102, "Error: could not connect"], // an informational answer with no final one
+  ])("counts an answer %i as a failed attempt and keeps the batch queued", async (status, error) => {
+    const { corq } = await open();
+    secret = (await corq.putSubscription("statuses", push({ maxAttempts: 2 }))).secret;
+    await corq.append("k", [{ name: "E", data: {} }, { name: "E", data: {} }]);
+    await corq.advance();
+    receiver.behave(() => ({ status, body: { ok: true } }));
+    expect(await corq.consume("statuses")).toMatchObject({ outcome: "retry", events: 2, error });
+    expect(await corq.subscription("statuses")).toMatchObject({ pending: 2, keys: { backoff: 1, ready: 0, dead: 0 } });
+    expect(receiver.deliveries).toHaveLength(1);
+  });
+
   it("keeps one message for every way a connection fails, so ports cannot be told apart", async () => {
     // a closed port, and ports that reset the connection, hang up after the request, or
     // answer something that is not HTTP

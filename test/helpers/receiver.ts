@@ -20,7 +20,8 @@ export interface Delivery {
 /**
  * What the receiver answers: `status` (200), `body` (JSON-encoded) or `raw` (sent as is),
  * `contentType` (application/json), after `delayMs`; `stallMs` sends the headers and the first
- * half of the body, then waits that long before the rest.
+ * half of the body, then waits that long before the rest. A 1xx `status` is sent alone, then
+ * the connection ends.
  */
 export type Behaviour = (delivery: Delivery) =>
   | { status?: number; body?: unknown; raw?: string; contentType?: string; delayMs?: number; stallMs?: number }
@@ -58,6 +59,11 @@ export async function startReceiver(secret: () => string | undefined) {
     inFlight.set(slot, inFlight.get(slot)! - 1);
     delivery.finishedAt = Date.now();
     if (response.destroyed) return;
+    if (plan.status !== undefined && plan.status < 200) {
+      // an informational answer and no final one: the connection ends after it
+      response.socket?.end(`HTTP/1.1 ${plan.status} Informational\r\n\r\n`);
+      return;
+    }
     const text = plan.raw ?? (plan.body === undefined ? "" : JSON.stringify(plan.body));
     response.writeHead(plan.status ?? 200, { "content-type": plan.contentType ?? "application/json" });
     if (plan.stallMs) {

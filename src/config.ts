@@ -3,7 +3,7 @@
 import { z } from "zod";
 import { CorqError } from "./errors.js";
 import type { EventInput, Handler, KeyFunction, SubscriptionDefinition } from "./types.js";
-import { deliverConfig } from "./pushDelivery.js";
+import { defaultTimeoutMs, deliverConfig } from "./pushDelivery.js";
 
 export const streamName = z
   .string()
@@ -78,6 +78,7 @@ export const pushSubscriptionInput = subscriptionSettings
   .omit({ name: true, key: true })
   .extend({ key: keyPath.default("stream"), deliver: deliverConfig })
   .strict()
+  .transform((s) => ({ ...s, deliver: { ...s.deliver, timeoutMs: s.deliver.timeoutMs ?? defaultTimeoutMs(s.leaseMs) } }))
   .refine((s) => s.leaseMs > s.deliver.timeoutMs, {
     message: "leaseMs must be longer than deliver.timeoutMs (a lease must outlive its delivery)",
     path: ["leaseMs"],

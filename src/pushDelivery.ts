@@ -12,11 +12,15 @@ export const deliverConfig = z.object({
     .string()
     .max(2048)
     .refine((u) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol), "must be an http: or https: URL"),
-  timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+  /** Omitted: pushSubscriptionInput derives it from leaseMs (`defaultTimeoutMs`). */
+  timeoutMs: z.number().int().min(100).max(120_000).optional(),
   secret: z.string().min(1).max(500).optional(),
 });
 
 export type DeliverConfig = z.output<typeof deliverConfig>;
+
+/** 10 s, or half the lease when that is shorter (a lease must outlive its delivery), at least 100 ms. */
+export const defaultTimeoutMs = (leaseMs: number) => Math.max(100, Math.min(10_000, Math.floor(leaseMs / 2)));
 
 /** Receivers answer with a small JSON body at most; a larger JSON answer fails the attempt. */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -32,7 +36,7 @@ export async function webhookId(subscription: string, key: string, events: Store
 }
 
 export function pushHandler(stored: unknown): Handler {
-  const deliver = deliverConfig.required({ secret: true }).parse(stored);
+  const deliver = deliverConfig.required({ secret: true, timeoutMs: true }).parse(stored);
   return async (events, context) => {
     const body = JSON.stringify({ subscription: context.subscription, key: context.key, attempt: context.attempt, events });
     const id = await webhookId(context.subscription, context.key, events);

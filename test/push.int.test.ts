@@ -242,6 +242,20 @@ describe("push subscriptions", () => {
     await expect(corq.consume("evolving")).rejects.toMatchObject({ code: "unknown_subscription" });
   });
 
+  it("derives deliver.timeoutMs from leaseMs when it is omitted: min(10 s, leaseMs / 2), at least 100 ms", async () => {
+    const { corq } = await open();
+    const timeoutOf = async (leaseMs?: number) =>
+      (await corq.putSubscription("derived", { deliver: { url: receiver.url }, ...(leaseMs ? { leaseMs } : {}) })).subscription.deliver?.timeoutMs;
+    expect(await timeoutOf()).toBe(10_000); // the default 30 s lease
+    expect(await timeoutOf(5000)).toBe(2500);
+    expect(await timeoutOf(5001)).toBe(2500);
+    expect(await timeoutOf(60_000)).toBe(10_000);
+    expect(await timeoutOf(150)).toBe(100);
+    // an explicit timeout is kept, and still has to fit in the lease
+    expect((await corq.putSubscription("derived", { deliver: { url: receiver.url, timeoutMs: 4000 }, leaseMs: 5000 })).subscription.deliver?.timeoutMs).toBe(4000);
+    await expect(corq.putSubscription("derived", { deliver: { url: receiver.url }, leaseMs: 100 })).rejects.toMatchObject({ code: "invalid_config" });
+  });
+
   it("rejects invalid configurations and names taken by code subscriptions, writing nothing", async () => {
     const { corq, raw } = await open({ subscriptions: [{ name: "in-code", handle: () => undefined }] });
     const bad: unknown[] = [

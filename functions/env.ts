@@ -1,6 +1,8 @@
 // The Worker's environment: secrets (wrangler secret put / .dev.vars), vars and bindings.
 import { z } from "zod";
 import type { Corq } from "../src/index.js";
+import { signingSecretProblem } from "../src/webhookSignature.js";
+import { ProblemError } from "./problem.js";
 
 export interface Env {
   DATABASE_URL?: string;
@@ -34,8 +36,17 @@ export interface Settings {
   publicAppend: boolean;
 }
 
-/** Numeric knobs with their defaults; a malformed value falls back to the default. */
+/**
+ * Numeric knobs with their defaults; a malformed value falls back to the default. A malformed
+ * CORQ_WEBHOOK_SECRET is refused outright (every request answers 500 saying so), as a process
+ * refuses to start: otherwise it would only show when a signed webhook is needed.
+ */
 export function settings(env: Env): Settings {
+  const secrets = (env.CORQ_WEBHOOK_SECRET ?? "").split(/\s+/).filter(Boolean);
+  for (const [i, secret] of secrets.entries()) {
+    const problem = signingSecretProblem(secret);
+    if (problem) throw new ProblemError(500, "misconfigured", `CORQ_WEBHOOK_SECRET (secret ${i + 1} of ${secrets.length}): ${problem}`);
+  }
   const parsed = settingsSchema.parse(env);
   return {
     maxBodyBytes: parsed.CORQ_MAX_BODY_BYTES,

@@ -4,7 +4,7 @@
 // network error — is a failed attempt. Runs on fetch, so the same code delivers from Node and
 // from Workers.
 import { z } from "zod";
-import { sign } from "./webhookSignature.js";
+import { sign, signingSecretProblem } from "./webhookSignature.js";
 import type { Handler, StoredEvent } from "./types.js";
 
 export const deliverConfig = z.object({
@@ -14,8 +14,19 @@ export const deliverConfig = z.object({
     .refine((u) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol), "must be an http: or https: URL"),
   /** Omitted: pushSubscriptionInput derives it from leaseMs (`defaultTimeoutMs`). */
   timeoutMs: z.number().int().min(100).max(120_000).optional(),
-  secret: z.string().min(1).max(500).optional(),
+  secret: z
+    .string()
+    .min(1)
+    .max(500)
+    .superRefine((secret, ctx) => {
+      const problem = signingSecretProblem(secret);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .optional(),
 });
+
+/** What a claim hands the push handler: the settings as stored (checked at PUT, read leniently). */
+const storedDeliver = z.object({ url: z.string(), timeoutMs: z.number().int().min(1), secret: z.string() });
 
 export type DeliverConfig = z.output<typeof deliverConfig>;
 
@@ -36,8 +47,12 @@ export async function webhookId(subscription: string, key: string, events: Store
 }
 
 export function pushHandler(stored: unknown): Handler {
-  const deliver = deliverConfig.required({ secret: true, timeoutMs: true }).parse(stored);
   return async (events, context) => {
+    // inside the handler: a row that does not parse is a failed attempt, not an error thrown
+    // out of the claim
+    const parsed = storedDeliver.safeParse(stored);
+    if (!parsed.success) throw new DeliveryError("the stored deliver settings are not valid");
+    const deliver = parsed.data;
     const body = JSON.stringify({ subscription: context.subscription, key: context.key, attempt: context.attempt, events });
     const id = await webhookId(context.subscription, context.key, events);
     const timestamp = Math.floor(Date.now() / 1000);

@@ -256,6 +256,16 @@ describe("push subscriptions", () => {
     await expect(corq.putSubscription("derived", { deliver: { url: receiver.url }, leaseMs: 100 })).rejects.toMatchObject({ code: "invalid_config" });
   });
 
+  it("fails the attempt (no error out of consume) when a stored secret is not valid, as rows from before the PUT check may be", async () => {
+    const { corq, raw } = await open();
+    await corq.putSubscription("old-row", push({ maxAttempts: 1 }));
+    await raw.query(`UPDATE corq.subscriptions SET deliver = deliver || '{"secret": "whsec_not*base64!"}' WHERE name = 'old-row'`);
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.advance();
+    expect(await corq.consume("old-row")).toMatchObject({ outcome: "dead", error: "Error: the signing secret is not valid" });
+    expect(receiver.deliveries).toHaveLength(0);
+  });
+
   it("rejects invalid configurations and names taken by code subscriptions, writing nothing", async () => {
     const { corq, raw } = await open({ subscriptions: [{ name: "in-code", handle: () => undefined }] });
     const bad: unknown[] = [
@@ -267,10 +277,17 @@ describe("push subscriptions", () => {
       { deliver: { url: receiver.url }, batchSize: 0 },
       { deliver: { url: receiver.url }, unknownField: 1 },
       { deliver: { url: receiver.url }, from: "tomorrow" },
+      // a whsec_ secret must be base64 of 24 to 64 bytes (Standard Webhooks)
+      { deliver: { url: receiver.url, secret: "whsec_not*base64!" } },
+      { deliver: { url: receiver.url, secret: `whsec_${Buffer.alloc(8).toString("base64")}` } },
+      { deliver: { url: receiver.url, secret: "whsec_" } },
     ];
     for (const input of bad) {
       await expect(corq.putSubscription("hook", input), JSON.stringify(input)).rejects.toMatchObject({ code: "invalid_config", status: 400 });
     }
+    const good = `whsec_${Buffer.alloc(32, 1).toString("base64")}`;
+    expect((await corq.putSubscription("good-secret", push({ deliver: { url: receiver.url, secret: good } }))).secret).toBe(good);
+    await corq.deleteSubscription("good-secret");
     await expect(corq.putSubscription("in-code", push())).rejects.toMatchObject({ code: "conflict", status: 409 });
     await expect(corq.deleteSubscription("in-code")).rejects.toMatchObject({ code: "conflict", status: 409 });
     const { rows } = await raw.query("SELECT name FROM corq.subscriptions");

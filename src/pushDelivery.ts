@@ -11,7 +11,9 @@ export const deliverConfig = z.object({
   url: z
     .string()
     .max(2048)
-    .refine((u) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol), "must be an http: or https: URL"),
+    .refine((u) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol), "must be an http: or https: URL")
+    // credentials in a URL end up in logs and listings: a receiver authenticates by the signature
+    .refine((u) => !URL.canParse(u) || (new URL(u).username === "" && new URL(u).password === ""), "must not contain a user name or password"),
   /** Omitted: pushSubscriptionInput derives it from leaseMs (`defaultTimeoutMs`). */
   timeoutMs: z.number().int().min(100).max(120_000).optional(),
   secret: z

@@ -277,6 +277,9 @@ describe("push subscriptions", () => {
       { deliver: { url: receiver.url }, batchSize: 0 },
       { deliver: { url: receiver.url }, unknownField: 1 },
       { deliver: { url: receiver.url }, from: "tomorrow" },
+      { deliver: { url: "https://user:password@example.com/hook" } },
+      { deliver: { url: "https://user@example.com/hook" } },
+      { deliver: { url: "https://:password@example.com/hook" } },
       // a whsec_ secret must be base64 of 24 to 64 bytes (Standard Webhooks)
       { deliver: { url: receiver.url, secret: "whsec_not*base64!" } },
       { deliver: { url: receiver.url, secret: `whsec_${Buffer.alloc(8).toString("base64")}` } },

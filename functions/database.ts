@@ -2,7 +2,7 @@
 // requests, and a socket cannot outlive the request that opened it).
 import { Pool, neonConfig } from "@neondatabase/serverless";
 import { createCorq, CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
-import type { Env } from "./env.js";
+import { settings, type Env } from "./env.js";
 
 /** Locally the Neon driver talks to Postgres through a plain WebSocket→TCP proxy. */
 function configureLocalProxy(proxy: string | undefined) {
@@ -26,5 +26,6 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   const pool = new Pool({ connectionString: env.DATABASE_URL });
   // An idle client whose socket dies emits 'error' on the pool; the next query reconnects.
   pool.on("error", () => undefined);
-  return { corq: createCorq({ db: pool, subscriptions }), pool, end: () => pool.end().catch(() => undefined) };
+  const corq = createCorq({ db: pool, subscriptions, pushAllowPrivate: settings(env).pushAllowPrivate });
+  return { corq, pool, end: () => pool.end().catch(() => undefined) };
 }

@@ -13,6 +13,8 @@ export interface Env {
   CORQ_MAX_BODY_BYTES?: string;
   CORQ_CONCURRENCY?: string;
   CORQ_CONSUMER_BUDGET_MS?: string;
+  /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
+  CORQ_PUSH_ALLOW_PRIVATE?: string;
   /** Local only: host:port of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
@@ -27,6 +29,7 @@ const settingsSchema = z.object({
   CORQ_CONCURRENCY: positiveInt(8, 1000),
   CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
   CORQ_PUBLIC_APPEND: z.string().optional(),
+  CORQ_PUSH_ALLOW_PRIVATE: z.string().optional(),
 });
 
 export interface Settings {
@@ -34,6 +37,7 @@ export interface Settings {
   concurrency: number;
   consumerBudgetMs: number;
   publicAppend: boolean;
+  pushAllowPrivate: boolean;
 }
 
 /**
@@ -53,6 +57,7 @@ export function settings(env: Env): Settings {
     concurrency: parsed.CORQ_CONCURRENCY,
     consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
+    pushAllowPrivate: parsed.CORQ_PUSH_ALLOW_PRIVATE === "true",
   };
 }
 

@@ -1,10 +1,12 @@
 // Push delivery: a claimed batch is POSTed to the subscription's URL, signed the Standard
 // Webhooks way (API.md "Push delivery"). A 2xx acks the batch, or the prefix through
 // `{ "ackedThrough": p }` (see `verdict`); anything else — non-2xx, a redirect, a timeout, a
-// network error — is a failed attempt. Runs on fetch, so the same code delivers from Node and
-// from Workers.
+// network error — is a failed attempt. Runs on fetch (pushTransport.ts: the runtime's in
+// Workers, undici's in Node), so the same code delivers from Node and from Workers.
 import { z } from "zod";
 import { sign, signingSecretProblem } from "./webhookSignature.js";
+import { PrivateDestinationError } from "./privateAddress.js";
+import { pushTransportOf } from "./pushTransport.js";
 import type { Handler, StoredEvent } from "./types.js";
 
 export const deliverConfig = z.object({
@@ -65,7 +67,7 @@ export function pushHandler(stored: unknown): Handler {
     const timeout = AbortSignal.timeout(deliver.timeoutMs);
     const signal = AbortSignal.any([timeout, context.signal]);
     try {
-      const response = await fetch(deliver.url, {
+      const response = await pushTransportOf(context.corq).fetch(deliver.url, {
         method: "POST",
         redirect: "manual",
         signal,
@@ -86,9 +88,18 @@ export function pushHandler(stored: unknown): Handler {
       if (timeout.aborted) throw new DeliveryError(`timeout after ${deliver.timeoutMs} ms`);
       if (context.signal.aborted) throw new DeliveryError("lease expired");
       if (error instanceof DeliveryError) throw error;
+      const refused = causes(error).find((e) => e instanceof PrivateDestinationError);
+      if (refused) throw new DeliveryError(`destination refused: ${refused.message} (CORQ_PUSH_ALLOW_PRIVATE)`);
       throw new DeliveryError("could not connect");
     }
   };
+}
+
+/** The error and its causes (fetch wraps what failed below it as `cause`). */
+function causes(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let e = error; e != null && chain.length < 10; e = (e as { cause?: unknown }).cause) chain.push(e);
+  return chain;
 }
 
 /** A failed delivery in words of ours: a status or a short reason (what lastError keeps). */

@@ -38,7 +38,8 @@ describe.each(["code", "push"] as const)("ackedThrough from a %s subscription", 
       ackedThrough: answers.get(key)!.answer(events.map((e) => e.position)),
     });
     const handle = (events: { position: number }[], ctx: { key: string }) => answer(ctx.key, events) as { ackedThrough: number };
-    const { corq } = await open(kind === "code" ? { subscriptions: [{ name: "s", ...settings, handle }] } : {});
+    // the receiver listens on 127.0.0.1: private destinations allowed, explicitly
+    const { corq } = await open(kind === "code" ? { subscriptions: [{ name: "s", ...settings, handle }] } : { pushAllowPrivate: true });
     if (kind === "push") {
       await corq.putSubscription("s", { ...settings, deliver: { url: receiver.url, timeoutMs: 2000 } });
       receiver.behave((d) => ({ raw: JSON.stringify(answer(d.key, d.events)) }));

@@ -1,11 +1,16 @@
 // Push subscriptions delivering to a real local HTTP receiver.
 import { createServer, type AddressInfo, type Socket } from "node:net";
+import { lookup } from "node:dns/promises";
+import { hostname } from "node:os";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { useCorq, sleep } from "./helpers/corq.js";
 import { firstDeliveries, startReceiver } from "./helpers/receiver.js";
 import { reportScenario, tally } from "./helpers/chaos.js";
 
-const open = useCorq();
+const openCorq = useCorq();
+// the receivers listen on 127.0.0.1: these tests allow private destinations, explicitly
+const local = { pushAllowPrivate: true };
+const open = (options: Parameters<typeof openCorq>[0] = {}) => openCorq({ ...local, ...options });
 let secret: string | undefined;
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
 beforeAll(async () => (receiver = await startReceiver(() => secret)));
@@ -49,7 +54,7 @@ describe("push subscriptions", () => {
 
     expect(await corq.advance()).toEqual({ "rooms-hook": 200 });
     receiver.behave(() => ({ delayMs: Math.random() * 5 }));
-    const consumers = Array.from({ length: 8 }, () => another({ poolSize: 1 }));
+    const consumers = Array.from({ length: 8 }, () => another({ ...local, poolSize: 1 }));
     await Promise.all(consumers.map((c) => consumeAll(c, "rooms-hook")));
 
     expect(receiver.overlaps).toBe(0);
@@ -295,5 +300,87 @@ describe("push subscriptions", () => {
     await expect(corq.deleteSubscription("in-code")).rejects.toMatchObject({ code: "conflict", status: 409 });
     const { rows } = await raw.query("SELECT name FROM corq.subscriptions");
     expect(rows).toEqual([{ name: "in-code" }]);
+  });
+});
+
+describe("destinations that are not public", () => {
+  // these tests are about the default: nothing allowed, whatever the environment of the run
+  let saved: string | undefined;
+  beforeAll(() => {
+    saved = process.env.CORQ_PUSH_ALLOW_PRIVATE;
+    delete process.env.CORQ_PUSH_ALLOW_PRIVATE;
+  });
+  afterAll(() => {
+    if (saved === undefined) delete process.env.CORQ_PUSH_ALLOW_PRIVATE;
+    else process.env.CORQ_PUSH_ALLOW_PRIVATE = saved;
+  });
+  const port = () => new URL(receiver.url).port;
+  const loopback = () => [
+    `http://127.0.0.1:${port()}/hook`,
+    `http://localhost:${port()}/hook`,
+    `http://2130706433:${port()}/hook`,
+    `http://0x7f.1:${port()}/hook`,
+  ];
+  const refusal = /^Error: destination refused: .+ (is not a public address|resolves to an address that is not public) \(CORQ_PUSH_ALLOW_PRIVATE\)$/;
+
+  it("refuses loopback in all four spellings without CORQ_PUSH_ALLOW_PRIVATE, at PUT and when delivering", async () => {
+    const { corq, another } = await openCorq();
+    for (const url of loopback()) {
+      await expect(corq.putSubscription("probe", { deliver: { url } }), url).rejects.toMatchObject({
+        code: "invalid_config",
+        status: 400,
+        message: expect.stringContaining("is not a public address"),
+      });
+    }
+    // subscriptions made where private networks are allowed (or before this rule) are refused
+    // when delivering: nothing reaches the receiver, nothing of it reaches lastError
+    const allowing = another({ pushAllowPrivate: true });
+    for (const [i, url] of loopback().entries()) await allowing.putSubscription(`probe-${i}`, { maxAttempts: 1, deliver: { url } });
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.advance();
+    for (const i of loopback().keys()) {
+      expect(await corq.consume(`probe-${i}`), loopback()[i]).toMatchObject({ outcome: "dead", error: expect.stringMatching(refusal) });
+    }
+    expect(receiver.deliveries).toEqual([]);
+    // the refusal was the rule's: where allowed, the same subscriptions deliver
+    for (const i of loopback().keys()) {
+      await allowing.releaseDeadLetters({ subscription: `probe-${i}` });
+      expect(await allowing.consume(`probe-${i}`)).toMatchObject({ outcome: "acked" });
+    }
+    expect(receiver.deliveries).toHaveLength(4);
+  });
+
+  it("refuses a host name by the address it resolves to, when delivering", async (ctx) => {
+    // this machine's own name usually resolves to loopback (/etc/hosts): a name, not "localhost"
+    const name = hostname();
+    const resolved = await lookup(name, { all: true }).catch(() => []);
+    if (resolved.length === 0 || !resolved.every((a) => a.address === "127.0.0.1")) {
+      console.warn(`skipped: the host name ${name} does not resolve to 127.0.0.1 only (${JSON.stringify(resolved)})`);
+      return ctx.skip();
+    }
+    const { corq, another } = await openCorq();
+    const url = `http://${name}:${port()}/hook`;
+    await corq.putSubscription("by-name", { maxAttempts: 1, deliver: { url } }); // the text is a plain name
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.advance();
+    expect(await corq.consume("by-name")).toMatchObject({ outcome: "dead", error: `Error: destination refused: ${name} resolves to an address that is not public (CORQ_PUSH_ALLOW_PRIVATE)` });
+    expect(receiver.deliveries).toEqual([]);
+    const allowing = another({ pushAllowPrivate: true });
+    await allowing.releaseDeadLetters({ subscription: "by-name" });
+    expect(await allowing.consume("by-name")).toMatchObject({ outcome: "acked" });
+    expect(receiver.deliveries).toHaveLength(1);
+  });
+
+  it("allows them with CORQ_PUSH_ALLOW_PRIVATE=true in the environment", async () => {
+    process.env.CORQ_PUSH_ALLOW_PRIVATE = "true";
+    try {
+      const { corq } = await openCorq();
+      await corq.putSubscription("allowed", { deliver: { url: loopback()[3] } });
+      await corq.append("k", [{ name: "E", data: {} }]);
+      await corq.advance();
+      expect(await corq.consume("allowed")).toMatchObject({ outcome: "acked" });
+    } finally {
+      delete process.env.CORQ_PUSH_ALLOW_PRIVATE;
+    }
   });
 });

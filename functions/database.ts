@@ -3,7 +3,7 @@
 import { Pool, neonConfig } from "@neondatabase/serverless";
 import { createCorq, CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
 import { createExecutor, type Executor } from "../src/db/executor.js";
-import type { Env } from "./env.js";
+import { settings, type Env } from "./env.js";
 
 /** Locally the Neon driver talks to Postgres through a plain WebSocket→TCP proxy. */
 function configureLocalProxy(proxy: string | undefined) {
@@ -30,7 +30,7 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   // An idle client whose socket dies emits 'error' on the pool; the next query reconnects.
   pool.on("error", () => undefined);
   return {
-    corq: createCorq({ db: pool, subscriptions }),
+    corq: createCorq({ db: pool, subscriptions, pushAllowPrivate: settings(env).pushAllowPrivate }),
     pool,
     db: createExecutor(pool),
     end: () => pool.end().catch(() => undefined),

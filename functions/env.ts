@@ -2,6 +2,8 @@
 import { z } from "zod";
 import type { Corq } from "../src/index.js";
 import type { Executor } from "../src/db/executor.js";
+import { signingSecretProblem } from "../src/webhookSignature.js";
+import { ProblemError } from "./problem.js";
 
 export interface Env {
   DATABASE_URL?: string;
@@ -14,6 +16,8 @@ export interface Env {
   CORQ_CONSUMER_BUDGET_MS?: string;
   /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
   CORQ_LOCAL?: string;
+  /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
+  CORQ_PUSH_ALLOW_PRIVATE?: string;
   /** Local only: host:port of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
   /** Failed authentications allowed per client and window (functions/authThrottle.ts). */
@@ -36,6 +40,7 @@ const settingsSchema = z.object({
   CORQ_LOCAL: z.string().optional(),
   CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
   CORQ_AUTH_FAILURE_WINDOW_S: positiveInt(60, 86_400),
+  CORQ_PUSH_ALLOW_PRIVATE: z.string().optional(),
 });
 
 export interface Settings {
@@ -47,10 +52,20 @@ export interface Settings {
   local: boolean;
   authFailureLimit: number;
   authFailureWindowMs: number;
+  pushAllowPrivate: boolean;
 }
 
-/** Numeric knobs with their defaults; a malformed value falls back to the default. */
+/**
+ * Numeric knobs with their defaults; a malformed value falls back to the default. A malformed
+ * CORQ_WEBHOOK_SECRET is refused outright (every request answers 500 saying so), as a process
+ * refuses to start: otherwise it would only show when a signed webhook is needed.
+ */
 export function settings(env: Env): Settings {
+  const secrets = (env.CORQ_WEBHOOK_SECRET ?? "").split(/\s+/).filter(Boolean);
+  for (const [i, secret] of secrets.entries()) {
+    const problem = signingSecretProblem(secret);
+    if (problem) throw new ProblemError(500, "misconfigured", `CORQ_WEBHOOK_SECRET (secret ${i + 1} of ${secrets.length}): ${problem}`);
+  }
   const parsed = settingsSchema.parse(env);
   return {
     maxBodyBytes: parsed.CORQ_MAX_BODY_BYTES,
@@ -60,6 +75,7 @@ export function settings(env: Env): Settings {
     local: parsed.CORQ_LOCAL === "true",
     authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,
     authFailureWindowMs: parsed.CORQ_AUTH_FAILURE_WINDOW_S * 1000,
+    pushAllowPrivate: parsed.CORQ_PUSH_ALLOW_PRIVATE === "true",
   };
 }
 

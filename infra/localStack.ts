@@ -79,6 +79,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         CORQ_ADMIN_TOKEN: secret(adminToken),
         CORQ_WEBHOOK_SECRET: secret(webhookSecret),
         CORQ_NEON_WS_PROXY: text(proxy.address),
+        // local receivers listen on 127.0.0.1; a deployed Worker refuses private destinations
+        CORQ_PUSH_ALLOW_PRIVATE: text("true"),
         ...Object.fromEntries(Object.entries(options.vars ?? {}).map(([k, v]) => [k, text(v)])),
       },
       dev: {

@@ -3,7 +3,8 @@
 import { z } from "zod";
 import { CorqError } from "./errors.js";
 import type { EventInput, Handler, Json, KeyFunction, SubscriptionDefinition } from "./types.js";
-import { deliverConfig } from "./pushDelivery.js";
+import { defaultTimeoutMs, deliverConfig } from "./pushDelivery.js";
+import { privateHostProblem } from "./privateAddress.js";
 
 export const streamName = z
   .string()
@@ -153,10 +154,28 @@ export const pushSubscriptionInput = subscriptionSettings
   .omit({ name: true, key: true })
   .extend({ key: keyPath.default("stream"), deliver: deliverConfig })
   .strict()
+  .transform((s) => ({ ...s, deliver: { ...s.deliver, timeoutMs: s.deliver.timeoutMs ?? defaultTimeoutMs(s.leaseMs) } }))
   .refine((s) => s.leaseMs > s.deliver.timeoutMs, {
     message: "leaseMs must be longer than deliver.timeoutMs (a lease must outlive its delivery)",
     path: ["leaseMs"],
   });
+
+/**
+ * A PUT body, parsed. Unless private networks are allowed, a URL whose text alone names a
+ * destination that is not public (localhost, a private literal IP) is refused here already;
+ * names are checked by the address they resolve to, when delivering (pushTransport.ts).
+ */
+export function parsePushSubscription(input: unknown, options: { allowPrivate: boolean }) {
+  const settings = parseOrThrow(pushSubscriptionInput, input, "invalid_config", "subscription");
+  const problem = options.allowPrivate ? null : privateHostProblem(new URL(settings.deliver.url));
+  if (problem) {
+    const message = `${problem}; set CORQ_PUSH_ALLOW_PRIVATE=true (or pushAllowPrivate) to deliver to private networks`;
+    throw new CorqError("invalid_config", `subscription.deliver.url: ${message}`, {
+      details: [{ path: "subscription.deliver.url", message }],
+    });
+  }
+  return settings;
+}
 
 export interface Subscription {
   name: string;

@@ -250,12 +250,22 @@ function finish(claimed: Claimed, verdict: Verdict, outcome: ConsumeResult["outc
 
 const throughOf = (claimed: Claimed, index: number) => ({ tx: claimed.txs[index], position: claimed.events[index].position });
 
-/** Index of the last acked event: the whole batch, or through `ackedThrough`, which must be in it. */
+/**
+ * Index of the last acked event: the whole batch when there is no `ackedThrough`, else through
+ * it. One rule for code handlers and push receivers: an integer, or an integer string, that is
+ * a position of this batch; anything else (null, a float, other text, an object, a position
+ * not in the batch) fails the attempt — never "ack all" on an answer we could not understand.
+ */
 function ackedThroughIndex(events: StoredEvent[], result: unknown): number {
   const through = (result as { ackedThrough?: unknown } | undefined)?.ackedThrough;
   if (through === undefined) return events.length - 1;
-  const index = events.findIndex((e) => e.position === through);
-  if (index === -1) throw new Error(`ackedThrough ${String(through)} is not a position of this batch`);
+  const position = typeof through === "string" && /^\d{1,16}$/.test(through) ? Number(through) : through;
+  const index = Number.isSafeInteger(position) ? events.findIndex((e) => e.position === position) : -1;
+  if (index === -1) {
+    // the value itself only when it is a number: a receiver's text stays out of lastError
+    const shown = typeof position === "number" ? String(position) : through === null ? "null" : `(a ${typeof through})`;
+    throw new Error(`ackedThrough ${shown} is not a position of this batch`);
+  }
   return index;
 }
 

@@ -7,13 +7,14 @@ import {
   parseOrThrow,
   parseSubscriptions,
   correlationKey,
-  pushSubscriptionInput,
+  parsePushSubscription,
   streamName,
   subscriptionName,
 } from "./config.js";
 import { z } from "zod";
 import { advance, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
+import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
 import { readStream } from "./sql/readStream.js";
 import { eventExists, readLog } from "./sql/readLog.js";
@@ -71,6 +72,11 @@ export interface CorqOptions {
   session?: Session;
   /** Called with the text of every statement corq sends (round-trip accounting). */
   onStatement?: (text: string) => void;
+  /**
+   * Let push subscriptions deliver to loopback, private, link-local and other non-public
+   * addresses (default: refused, against SSRF; in Node, `CORQ_PUSH_ALLOW_PRIVATE=true` sets it).
+   */
+  pushAllowPrivate?: boolean;
 }
 
 export interface Corq {
@@ -179,6 +185,8 @@ export function createCorq(options: CorqOptions): Corq {
   const advanceBatchSize = parseOrThrow(limit(100_000, 5000), options.advanceBatchSize, "invalid_config", "advanceBatchSize");
   const statementOptions = { onStatement: options.onStatement };
   const { executor, end } = connect(options);
+  const pushAllowPrivate = options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true";
+  const pushTransport = createPushTransport({ allowPrivate: pushAllowPrivate });
 
   // a code subscription this instance does not define is orphaned: its code is gone (or
   // lives in another deployment); operators may delete it
@@ -336,7 +344,7 @@ export function createCorq(options: CorqOptions): Corq {
 
     async putSubscription(name, input) {
       parseOrThrow(subscriptionName, name, "invalid_input", "name");
-      const settings = parseOrThrow(pushSubscriptionInput, input, "invalid_config", "subscription");
+      const settings = parsePushSubscription(input, { allowPrivate: pushAllowPrivate });
       if (code.has(name)) throw new CorqError("conflict", `subscription "${name}" is defined in code`);
       const generated = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(24))))}`;
       const { secret: given, ...deliver } = settings.deliver;
@@ -394,8 +402,12 @@ export function createCorq(options: CorqOptions): Corq {
       return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
     },
 
-    close: end,
+    async close() {
+      await end();
+      await pushTransport.close();
+    },
   };
+  registerPushTransport(corq, pushTransport);
   return corq;
 }
 

@@ -41,11 +41,14 @@ export const defaultTimeoutMs = (leaseMs: number) => Math.max(100, Math.min(10_0
 export const MAX_RESPONSE_BYTES = 64 * 1024;
 
 /**
- * The same batch (same subscription, key, first and last position) gets the same id on every
- * retry, so receivers can deduplicate.
+ * One id per attempt series: the batches of a key that start at the same event. A failed
+ * batch is retried from its first event (after a failure, that event alone), so every retry
+ * carries the first attempt's id; the next id comes once that event is acked. It says "this
+ * is the same delivery again", not which events are new: receivers deduplicate events by
+ * their position (unique), never by the id.
  */
 export async function webhookId(subscription: string, key: string, events: StoredEvent[]): Promise<string> {
-  const identity = [subscription, key, events[0].position, events[events.length - 1].position].join("\u0000");
+  const identity = [subscription, key, events[0].position].join("\u0000");
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity)));
   return `msg_${[...digest.slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
 }

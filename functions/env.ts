@@ -11,7 +11,7 @@ export interface Env {
   CORQ_MAX_BODY_BYTES?: string;
   CORQ_CONCURRENCY?: string;
   CORQ_CONSUMER_BUDGET_MS?: string;
-  /** Local only: host:port of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
+  /** Local only: `host:port/<path token>` of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
   SELF?: { fetch(input: Request | string, init?: RequestInit): Promise<Response> };

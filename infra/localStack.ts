@@ -78,7 +78,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         DATABASE_URL: secret(databaseUrl),
         CORQ_ADMIN_TOKEN: secret(adminToken),
         CORQ_WEBHOOK_SECRET: secret(webhookSecret),
-        CORQ_NEON_WS_PROXY: text(proxy.address),
+        // carries the proxy's path token: a secret, so wrangler does not print it
+        CORQ_NEON_WS_PROXY: secret(proxy.address),
         ...Object.fromEntries(Object.entries(options.vars ?? {}).map(([k, v]) => [k, text(v)])),
       },
       dev: {

@@ -1,4 +1,5 @@
 // `npm start`: the local stack in the foreground until Ctrl-C / SIGTERM.
+import { createServer } from "node:net";
 import { startLocalStack } from "./localStack.js";
 
 // The local cron hits /__scheduled every second; keep those request lines out of the terminal
@@ -12,6 +13,17 @@ for (const method of ["log", "info"] as const) {
 }
 
 const port = Number(process.env.PORT ?? 8787);
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`PORT=${process.env.PORT} is not a port number`);
+  process.exit(1);
+}
+// Checked before anything starts: wrangler would print a workerd stack trace and wait forever.
+const refusal = await listenable(port);
+if (refusal) {
+  console.error(refusal === "EADDRINUSE" ? `port ${port} is in use; set PORT= to another port` : `port ${port}: ${refusal}; set PORT= to another port`);
+  process.exit(1);
+}
+
 const stack = await startLocalStack({
   databaseUrl: process.env.DATABASE_URL,
   dataDir: process.env.DATABASE_URL ? undefined : ".data/postgres",
@@ -43,5 +55,15 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
     console.log(`\n${signal}: stopping…`);
     await stack.stop();
     process.exit(0);
+  });
+}
+
+/** Undefined when 127.0.0.1:port (where the Worker listens) can be bound, else the error code. */
+function listenable(port: number): Promise<string | undefined> {
+  if (port === 0) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? String(error)));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => server.close(() => resolve(undefined)));
   });
 }

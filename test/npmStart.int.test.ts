@@ -95,4 +95,26 @@ describe("npm start", () => {
       await new Promise((resolve) => squatter.close(resolve));
     }
   }, 40_000);
+
+  it.each([
+    { signal: "SIGTERM" as const, to: "the npm process (kill -TERM <pid>)" },
+    { signal: "SIGHUP" as const, to: "its process group (the terminal closed)" },
+  ])("stops everything it started on $signal to $to: no Postgres or workerd left, the port free", async ({ signal }) => {
+    const port = await freePort();
+    const toGroup = signal === "SIGHUP";
+    const start = npmStart(port, { detached: toGroup });
+    const ready = await until(() => start.output().includes(`corq ready http://127.0.0.1:${port}`) || start.child.exitCode !== null, 120_000);
+    expect(ready && start.child.exitCode === null, start.output()).toBe(true);
+    const tree = descendants(start.child.pid!);
+    for (const { pid } of tree) seen.add(pid);
+    const names = tree.map((p) => p.comm);
+    expect(names).toContain("postgres");
+    expect(names).toContain("workerd");
+
+    process.kill(toGroup ? -start.child.pid! : start.child.pid!, signal);
+    const stopped = await until(async () => tree.every(({ pid }) => !alive(pid)) && (await portFree(port)), 20_000);
+    const left = tree.filter(({ pid }) => alive(pid)).map(({ pid, comm }) => `${pid} ${comm}`);
+    expect({ stopped, left }, start.output()).toEqual({ stopped: true, left: [] });
+    expect(start.child.exitCode !== null || start.child.signalCode !== null).toBe(true); // npm ended too
+  }, 180_000);
 });

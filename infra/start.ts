@@ -33,7 +33,14 @@ if (refusal) {
 // Postgres under the running Worker and exit before the Worker is disposed.
 const shutdownSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 for (const signal of shutdownSignals) process.removeAllListeners(signal);
-const SHUTDOWN_BOUND_MS = 15_000;
+const STOP_BOUND_MS = 15_000;
+const START_BOUND_MS = 120_000; // a first start (initdb, workerd) on a slow machine
+const exitAfter = (ms: number, what: string) =>
+  setTimeout(() => {
+    console.error(`corq: the stack did not ${what} within ${ms / 1000} s; exiting`);
+    process.exit(1);
+  }, ms).unref();
+
 let stopping = false;
 let starting: Promise<LocalStack | undefined> | undefined;
 for (const signal of shutdownSignals) {
@@ -41,13 +48,14 @@ for (const signal of shutdownSignals) {
     if (stopping) return; // Ctrl-C reaches us twice: from the terminal and relayed by npm
     stopping = true;
     console.log(`\n${signal}: stopping…`);
-    setTimeout(() => {
-      console.error(`corq: the stack did not stop within ${SHUTDOWN_BOUND_MS / 1000} s; exiting`);
-      process.exit(1);
-    }, SHUTDOWN_BOUND_MS).unref();
+    let bound = exitAfter(START_BOUND_MS, "start");
     // a stack still starting is stopped as soon as it is up (a failed start stopped itself)
     void (starting ?? Promise.resolve(undefined))
-      .then((stack) => stack?.stop())
+      .then((stack) => {
+        clearTimeout(bound);
+        bound = exitAfter(STOP_BOUND_MS, "stop");
+        return stack?.stop();
+      })
       .finally(() => process.exit(0));
   });
 }

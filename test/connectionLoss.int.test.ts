@@ -5,7 +5,9 @@
 // ends every backend of its database at a moment when no statement is running.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import pg from "pg";
+import { sql } from "drizzle-orm";
 import { benchPool } from "../bench/database.js";
+import { createExecutor } from "../src/db/executor.js";
 import { createCorq } from "../src/index.js";
 import { createTestDatabase } from "./helpers/database.js";
 
@@ -47,6 +49,25 @@ describe("a connection the server ends", () => {
       lent.release();
       expect(uncaught.splice(0)).toEqual([]);
       expect((await pool.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("inside a transaction between statements fails that transaction, and does not crash the process", async () => {
+    const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+    pool.on("error", () => undefined); // as createCorq's own pool
+    const db = createExecutor(pool);
+    try {
+      await expect(
+        db.transaction(async (tx) => {
+          await tx.run(sql`SELECT 1`);
+          await terminateAll(); // e.g. while a transactional handler awaits something else
+          await tx.run(sql`SELECT 1`);
+        }),
+      ).rejects.toThrow();
+      expect(uncaught.splice(0)).toEqual([]);
+      expect(await db.run(sql`SELECT 1 AS one`)).toEqual([{ one: 1 }]);
     } finally {
       await pool.end();
     }

@@ -1,5 +1,5 @@
 // Push delivery: a claimed batch is POSTed to the subscription's URL, signed the Standard
-// Webhooks way (API.md "Push delivery"). Any 2xx acks the batch, or the prefix through
+// Webhooks way (docs/http-api.md, "Push delivery"). Any 2xx acks the batch, or the prefix through
 // `{ "ackedThrough": p }`; anything else — non-2xx, a redirect, a timeout, a network error —
 // is a failed attempt. Runs on fetch, so the same code delivers from Node and from Workers.
 import { z } from "zod";

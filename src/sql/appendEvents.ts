@@ -11,7 +11,7 @@ export interface AppendRow {
 /**
  * One statement: move the stream's version (the row lock serialises appends to one stream,
  * and the WHERE is the optimistic-concurrency check), then insert the events in input order
- * (WITH ORDINALITY … ORDER BY ord: positions follow the input, DESIGN.md invariant 5).
+ * (WITH ORDINALITY … ORDER BY ord: positions follow the input, docs/design.md invariant 5).
  * `expectedVersion`: undefined = any, -1 = the stream must not exist, n = its version is n.
  */
 export function appendEvents(stream: string, input: EventInput[], expectedVersion?: number): SQL {

@@ -1,4 +1,4 @@
-// The HTTP API of API.md. Every input is validated before anything is written; every
+// The HTTP API of docs/http-api.md. Every input is validated before anything is written; every
 // refusal is problem+json (functions/problem.ts).
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";

@@ -18,7 +18,7 @@ export interface Env {
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
   CORQ_PUSH_ALLOW_PRIVATE?: string;
-  /** Local only: host:port of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
+  /** Local only: `host:port/<path token>` of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
   /** Failed authentications allowed per client and window (functions/authThrottle.ts). */
   CORQ_AUTH_FAILURE_LIMIT?: string;

@@ -113,7 +113,7 @@ export interface Corq {
     webhookId?: string;
   }): Promise<{ released: number }>;
   /**
-   * Creates or updates a push subscription (API.md "Subscriptions"). The signing secret is
+   * Creates or updates a push subscription (docs/http-api.md, "Subscriptions"). The signing secret is
    * returned only when the subscription is created.
    */
   putSubscription(

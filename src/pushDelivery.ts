@@ -1,5 +1,5 @@
 // Push delivery: a claimed batch is POSTed to the subscription's URL, signed the Standard
-// Webhooks way (API.md "Push delivery"). A 2xx acks the batch, or the prefix through
+// Webhooks way (docs/http-api.md, "Push delivery"). A 2xx acks the batch, or the prefix through
 // `{ "ackedThrough": p }` (see `verdict`); anything else — non-2xx, a redirect, a timeout, a
 // network error — is a failed attempt. Runs on fetch (pushTransport.ts: the runtime's in
 // Workers, undici's in Node), so the same code delivers from Node and from Workers.

@@ -116,7 +116,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
 async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts = 6): Promise<C> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await pool.connect();
+      return listenForErrors(await pool.connect());
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       if (attempt >= attempts || (typeof code === "string" && /^(28|3D)/.test(code))) throw error;
@@ -124,6 +124,21 @@ async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts = 6
       await new Promise((resolve) => setTimeout(resolve, Math.random() * capMs));
     }
   }
+}
+
+// A pool listens for 'error' on its idle clients only. A client that is lent out and between
+// statements (inside a transaction) when the server ends its connection — a restart,
+// pg_terminate_backend, DROP DATABASE … WITH (FORCE) — emits 'error' itself, and with no
+// listener that is an uncaught exception that ends the user's process. The next statement on
+// it fails and says why; the pool drops it on release.
+const listening = new WeakSet<object>();
+function listenForErrors<C>(client: C): C {
+  const emitter = client as C & { on?: (event: "error", listener: () => void) => unknown };
+  if (typeof emitter.on === "function" && !listening.has(emitter)) {
+    emitter.on("error", () => undefined);
+    listening.add(emitter);
+  }
+  return client;
 }
 
 async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {

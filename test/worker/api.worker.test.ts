@@ -1,4 +1,4 @@
-// The HTTP API of API.md against the real Worker (workerd) on real Postgres.
+// The HTTP API of docs/http-api.md against the real Worker (workerd) on real Postgres.
 import { afterAll, describe, expect, it } from "vitest";
 import { sign } from "../../src/webhookSignature.js";
 import { eventually, useStack } from "../helpers/stack.js";

@@ -221,8 +221,12 @@ async function runSingle(pool: pg.Pool, data: QueryData, arrayMode: boolean) {
     // next request: Neon discards such a connection too
     if (client.getTransactionStatus() !== "I") discard = new Error("connection left inside a transaction");
     return result;
+  } catch (error) {
+    // as Neon: a connection whose statement failed is not reused (a FATAL error such as 57P01 can
+    // arrive before the socket closes, and the pool would lend the dead connection again)
+    discard = error as Error;
+    throw error;
   } finally {
-    // a connection that broke is dropped by the pool itself
     client.release(discard);
   }
 }
@@ -236,14 +240,15 @@ async function runBatch(pool: pg.Pool, queries: QueryData[], headers: Headers) {
     try {
       for (const data of queries) results.push(await runStatement(client, data, headers.arrayMode));
     } catch (error) {
-      await client.query("ROLLBACK").catch((rollbackError: Error) => (discard = rollbackError));
+      if (endsSession(error)) discard = error as Error;
+      else await client.query("ROLLBACK").catch((rollbackError: Error) => (discard = rollbackError));
       throw error;
     }
     await client.query("COMMIT");
     return results;
   } catch (error) {
     // BEGIN, COMMIT or the ROLLBACK above failed: a session that is not back to idle is not reused
-    if (client.getTransactionStatus() !== "I") discard ??= error as Error;
+    if (endsSession(error) || client.getTransactionStatus() !== "I") discard ??= error as Error;
     throw error;
   } finally {
     client.release(discard);
@@ -289,6 +294,11 @@ function errorAnswer(error: unknown): Answer {
     return { status: 400, body };
   }
   return problem(500, `could not reach Postgres: ${describe(error)}`);
+}
+
+/** The session is gone: a FATAL or PANIC from Postgres, or no Postgres error at all (the socket failed). */
+function endsSession(error: unknown): boolean {
+  return !(error instanceof pg.DatabaseError) || error.severity === "FATAL" || error.severity === "PANIC";
 }
 
 function describe(error: unknown): string {

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { request as httpRequest } from "node:http";
 import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { neon, neonConfig } from "@neondatabase/serverless";
 import { HTTP_SQL_APPLICATION_NAME, startHttpSqlEndpoint, type HttpSqlEndpoint } from "../infra/httpSqlEndpoint.js";
@@ -279,21 +280,41 @@ describe("database unavailable", () => {
   });
 
   it("a connection ended under a running statement (57P01) is unavailable, and the endpoint recovers", async () => {
-    const { sql } = await open("terminated.test", { poolSize: 2 });
-    const running = failure(sql`SELECT pg_sleep(30), 'terminate me'`);
-    let pid: number | undefined;
-    for (let attempt = 0; pid === undefined && attempt < 500; attempt++) {
-      const { rows } = await raw.query(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = $2 AND query LIKE '%terminate me%'",
-        [HTTP_SQL_APPLICATION_NAME, databaseName],
-      );
-      pid = rows[0]?.pid;
-    }
-    await raw.query("SELECT pg_terminate_backend($1)", [pid]);
-    const error = await running;
+    // one connection, and a request queued for it: had the endpoint given the dead connection back to
+    // its pool, the queued request would get it
+    const { sql } = await open("terminated.test", { poolSize: 1 });
+    const running = async (marker: string) => {
+      for (let attempt = 0; attempt < 1000; attempt++) {
+        const { rows } = await raw.query(
+          `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = $2 AND state = 'active'
+            AND query LIKE '%' || $3 || '%'`,
+          [HTTP_SQL_APPLICATION_NAME, databaseName, marker],
+        );
+        if (rows.length > 0) return rows[0].pid as number;
+      }
+      throw new Error(`no running statement with ${marker}`);
+    };
+    const terminateWithOneQueued = async <T>(marker: string, queue: () => Promise<T>): Promise<Promise<T>> => {
+      const pid = await running(marker);
+      const queued = queue();
+      await sleep(100);
+      await raw.query("SELECT pg_terminate_backend($1)", [pid]);
+      return queued;
+    };
+
+    const single = failure(sql`SELECT pg_sleep(30), 'single statement' AS marker`);
+    const next = await terminateWithOneQueued("single statement", () => sql`SELECT 3 AS three`.then((rows) => rows));
+    const error = await single;
     expect(error).toMatchObject({ name: "NeonDbError", code: "57P01" });
     expect(isDatabaseUnavailable(error)).toBe(true);
-    expect(await sql`SELECT 3 AS three`).toEqual([{ three: 3 }]);
+    expect(await next).toEqual([{ three: 3 }]);
+
+    const batch = failure(sql.transaction([sql`INSERT INTO items VALUES (50, 'fifty')`, sql`SELECT pg_sleep(30), 'in a batch' AS marker`]));
+    const after = await terminateWithOneQueued("in a batch", () =>
+      sql.transaction([sql`SELECT count(*)::int AS n FROM items WHERE id = 50`]),
+    );
+    expect(await batch).toMatchObject({ name: "NeonDbError", code: "57P01" });
+    expect(await after).toEqual([[{ n: 0 }]]);
   });
 });
 

@@ -6,7 +6,8 @@
 // (neondatabase/neon proxy/src/serverless/sql_over_http.rs), mirrored here:
 // - POST `{ query, params }`, or `{ queries: [{ query, params }, …] }` for a transaction; params are
 //   text or null (the driver serialises everything, Buffers as '\x…' hex).
-// - headers Neon-Connection-String (here accepted, never used to connect), Neon-Raw-Text-Output:
+// - headers Neon-Connection-String (its user, password and database authenticate, as at Neon; its
+//   host is ignored: the address is always the configured one), Neon-Raw-Text-Output:
 //   true, Neon-Array-Mode: true, and for a batch Neon-Batch-Isolation-Level / -Read-Only / -Deferrable.
 // - 200 `{ command, rowCount, rowAsArray, fields: [{ name, dataTypeID, … }], rows: [[text | null]] }`
 //   (a batch: `{ results: [...] }`); every statement through the extended protocol, so one statement
@@ -24,15 +25,12 @@ import pg from "pg";
 export interface PostgresTarget {
   host: string;
   port: number;
-  user: string;
-  password: string;
-  database: string;
 }
 
 export interface HttpSqlEndpointOptions {
-  /** The one Postgres every request runs on: a connection string or its parts. */
+  /** The one Postgres address every request runs on (a connection string's host and port are taken). */
   target: string | PostgresTarget;
-  /** Pooled connections to the target; requests beyond it wait in a queue (never refused). */
+  /** Pooled connections per user and database; requests beyond it wait in a queue (never refused). */
   poolSize?: number;
   /** Added to every answer, half before the statement runs and half after: simulated network distance. */
   latencyMs?: number;
@@ -82,13 +80,30 @@ const errorFields = [
 
 export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Promise<HttpSqlEndpoint> {
   const { target, poolSize = 20, latencyMs = 0, maxRequestBytes = 10 * MiB, maxResponseBytes = 10 * MiB } = options;
-  const connection = typeof target === "string" ? { connectionString: target } : target;
-  // connectionTimeoutMillis 0: a request waits for a free connection as long as it takes (pg-pool's
-  // timeout would also cut the wait in its queue, and queued requests must never be refused)
-  const pool = new pg.Pool({ ...connection, max: poolSize, application_name: HTTP_SQL_APPLICATION_NAME });
-  // an idle connection that Postgres ended (restart, pg_terminate_backend) leaves the pool; the next
-  // request opens a new one
-  pool.on("error", () => undefined);
+  const address = typeof target === "string" ? { host: new URL(target).hostname, port: Number(new URL(target).port || 5432) } : target;
+  // One pool per credentials and database named by the request's connection string (Neon
+  // authenticates with them too: a wrong password is Postgres' 28P01, not a silent success).
+  const pools = new Map<string, pg.Pool>();
+  const poolFor = (credentials: Credentials) => {
+    const id = JSON.stringify(credentials);
+    let pool = pools.get(id);
+    if (!pool) {
+      // a handful of credential sets at most locally; forget the oldest beyond that
+      if (pools.size >= 8) {
+        const [oldest, old] = pools.entries().next().value!;
+        pools.delete(oldest);
+        void old.end().catch(() => undefined);
+      }
+      // connectionTimeoutMillis 0: a request waits for a free connection as long as it takes
+      // (pg-pool's timeout would also cut the wait in its queue; queued requests are never refused)
+      pool = new pg.Pool({ ...address, ...credentials, max: poolSize, application_name: HTTP_SQL_APPLICATION_NAME });
+      // an idle connection that Postgres ended (restart, pg_terminate_backend) leaves the pool;
+      // the next request opens a new one
+      pool.on("error", () => undefined);
+      pools.set(id, pool);
+    }
+    return pool;
+  };
 
   const token = randomBytes(18).toString("base64url");
   const path = Buffer.from(`/${token}/sql`);
@@ -112,6 +127,7 @@ export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Pro
     const payload = parsePayload(body);
     if (typeof payload === "string") return problem(400, payload);
 
+    const pool = poolFor(headers.credentials);
     try {
       if ("queries" in payload) {
         const results = await runBatch(pool, payload.queries, headers);
@@ -155,12 +171,19 @@ export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Pro
           server.closeAllConnections();
         });
         // waits for statements still running to finish and give their connections back
-        await pool.end();
+        await Promise.all([...pools.values()].map((pool) => pool.end()));
       })()),
   };
 }
 
+interface Credentials {
+  user: string;
+  password: string;
+  database: string;
+}
+
 interface Headers {
+  credentials: Credentials;
   arrayMode: boolean;
   begin: string;
   /** Neon answers a batch with the transaction headers it applied. */
@@ -169,8 +192,16 @@ interface Headers {
 
 function parseHeaders(request: IncomingMessage): Headers | string {
   const header = (name: string) => request.headers[name.toLowerCase()] as string | undefined;
-  // Neon: the connection string must be there; here it says nothing about where to connect
-  if (!header("Neon-Connection-String")) return "missing the Neon-Connection-String header";
+  // Neon: the connection string must be there; its credentials and database are used, never its host
+  const given = header("Neon-Connection-String");
+  if (!given) return "missing the Neon-Connection-String header";
+  let credentials: Credentials;
+  try {
+    const url = new URL(given);
+    credentials = { user: decodeURIComponent(url.username), password: decodeURIComponent(url.password), database: decodeURIComponent(url.pathname.slice(1)) };
+  } catch {
+    return "Neon-Connection-String is not a connection string";
+  }
   // Without it Neon converts values to JSON types; the driver always asks for text
   if (header("Neon-Raw-Text-Output") !== "true") return "this endpoint answers only Neon-Raw-Text-Output: true";
   const modes: string[] = [];
@@ -189,7 +220,7 @@ function parseHeaders(request: IncomingMessage): Headers | string {
     modes.push("DEFERRABLE");
     echo["Neon-Batch-Deferrable"] = "true";
   }
-  return { arrayMode: header("Neon-Array-Mode") === "true", begin: ["START TRANSACTION", modes.join(", ")].join(" ").trim(), echo };
+  return { credentials, arrayMode: header("Neon-Array-Mode") === "true", begin: ["START TRANSACTION", modes.join(", ")].join(" ").trim(), echo };
 }
 
 function parsePayload(body: Buffer): QueryData | { queries: QueryData[] } | string {

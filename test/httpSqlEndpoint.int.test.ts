@@ -29,7 +29,8 @@ async function open(host: string, options: { poolSize?: number; latencyMs?: numb
   const endpoint = await startHttpSqlEndpoint({ target: options.target ?? database.url, ...options });
   opened.push(endpoint);
   endpointsByHost.set(host, endpoint.url);
-  const connectionString = new URL(database.url);
+  // the credentials and database the driver sends are the ones the endpoint logs in with
+  const connectionString = new URL(options.target ?? database.url);
   connectionString.hostname = host;
   connectionString.port = "";
   return { endpoint, sql: neon(connectionString.toString()) };
@@ -263,6 +264,15 @@ describe("database unavailable", () => {
     expect(isDatabaseUnavailable(error)).toBe(true);
   });
 
+  it("authenticates with the connection string's credentials, as Neon does: a wrong password is 28P01", async () => {
+    const wrong = new URL(database.url);
+    wrong.password = "not-the-password";
+    const { sql } = await open("wrong-password.test", { target: wrong.toString() });
+    const error = await failure(sql`SELECT 1`);
+    expect(error).toMatchObject({ name: "NeonDbError", code: "28P01" });
+    expect(isDatabaseUnavailable(error)).toBe(true);
+  });
+
   it("a refused connection (53300) keeps its SQLSTATE", async () => {
     const role = `corq_http_limited_${randomBytes(4).toString("hex")}`;
     await raw.query(`CREATE ROLE ${role} LOGIN PASSWORD 'limited' CONNECTION LIMIT 0`);
@@ -319,11 +329,16 @@ describe("database unavailable", () => {
 });
 
 describe("protections", () => {
-  it("connects only to its configured Postgres, whatever the connection string says", async () => {
+  it("connects only to its configured Postgres address, whatever host the connection string names", async () => {
     const { endpoint } = await open("target.test");
     endpointsByHost.set("elsewhere.test", endpoint.url);
-    const sql = neon("postgres://nobody:wrong@elsewhere.test:6543/another_database");
-    expect(await sql`SELECT current_database() AS db, current_user AS who`).toEqual([{ db: databaseName, who: "postgres" }]);
+    const elsewhere = new URL(database.url);
+    elsewhere.hostname = "elsewhere.test";
+    elsewhere.port = "6543";
+    const sql = neon(elsewhere.toString());
+    expect(await sql`SELECT current_database() AS db, inet_server_port() AS port`).toEqual([
+      { db: databaseName, port: Number(new URL(database.url).port) },
+    ]);
     expect(new URL(endpoint.url).hostname).toBe("127.0.0.1");
   });
 
@@ -355,7 +370,11 @@ function post(
   options: { body: string; method?: string; headers?: Record<string, string> },
 ): Promise<{ status: number; body: string }> {
   const headers = {
-    "neon-connection-string": "postgres://u:p@db.test/db",
+    "neon-connection-string": (() => {
+      const url = new URL(database.url);
+      url.hostname = "db.test";
+      return url.toString();
+    })(),
     "neon-raw-text-output": "true",
     "neon-array-mode": "true",
     ...options.headers,

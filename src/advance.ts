@@ -1,7 +1,7 @@
 import type { Executor } from "./db/executor.js";
 import { CorqError, isDatabaseUnavailable, toError } from "./errors.js";
 import { keyProblem, keyText, type KeyStrategy, type Subscription } from "./config.js";
-import { advanceSubscription, recordAdvanceError, type AdvanceRow } from "./sql/advanceSubscription.js";
+import { advanceSubscription, kicksPending, recordAdvanceError, type AdvanceRow } from "./sql/advanceSubscription.js";
 import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advanceByFunction.js";
 import { syncSubscriptions, type SubscriptionRow } from "./sql/syncSubscriptions.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
@@ -18,9 +18,10 @@ export interface AdvanceOptions {
 export async function syncCodeSubscriptions(
   executor: Executor,
   code: Map<string, Subscription>,
+  options: { kick: boolean } = { kick: false },
 ): Promise<SubscriptionRow[]> {
   const rows = await executor.run<SubscriptionRow>(
-    syncSubscriptions([...code.values()].map((s) => ({ ...s, key: keyText(s.key) }))),
+    syncSubscriptions([...code.values()].map((s) => ({ ...s, key: keyText(s.key) })), options),
   );
   const clash = rows.find((row) => row.kind !== "code" && code.has(row.name));
   if (clash) throw new CorqError("invalid_config", `subscription "${clash.name}" already exists as a ${clash.kind} subscription`);
@@ -39,35 +40,55 @@ export async function advance(
   code: Map<string, Subscription>,
   options: AdvanceOptions,
 ): Promise<Record<string, number>> {
-  const rows = await syncCodeSubscriptions(executor, code);
+  // registers, lists, and kicks every advancer: committed before any round below, so an
+  // advancer already at work sees the kick when it re-checks
+  const rows = await syncCodeSubscriptions(executor, code, { kick: true });
   const targets = rows.filter((row) => code.has(row.name) || row.kind === "push");
   // One subscription after another on one connection: on Workers each parallel statement
   // would open another connection (a TCP+TLS+auth handshake), which costs far more than the
   // few milliseconds a caught-up subscription takes.
   const advanced: Record<string, number> = {};
-  for (const row of targets) {
-    const definition = code.get(row.name);
-    try {
-      advanced[row.name] =
-        definition?.key.kind === "function"
-          ? await advanceByFunction(executor, row.id, { key: definition.key, events: definition.events, limit: options.batchSize })
-          : await advanceInSql(executor, row.id, options.batchSize);
-    } catch (thrown) {
-      const error = toError(thrown);
-      if (isDatabaseUnavailable(error)) throw error;
-      await executor.run(recordAdvanceError(row.id, `${error.name}: ${error.message}`.slice(0, 2000)));
+  const advanceAll = async (some: SubscriptionRow[]) => {
+    const held: number[] = [];
+    for (const row of some) {
+      const definition = code.get(row.name);
+      try {
+        if (definition?.key.kind === "function") {
+          advanced[row.name] = (advanced[row.name] ?? 0) + (await advanceByFunction(executor, row.id, { key: definition.key, events: definition.events, limit: options.batchSize }));
+          continue;
+        }
+        const round = await advanceInSql(executor, row.id, options.batchSize);
+        advanced[row.name] = (advanced[row.name] ?? 0) + round.enqueued;
+        if (round.held) held.push(row.id);
+      } catch (thrown) {
+        const error = toError(thrown);
+        if (isDatabaseUnavailable(error)) throw error;
+        await executor.run(recordAdvanceError(row.id, `${error.name}: ${error.message}`.slice(0, 2000)));
+      }
     }
+    return held;
+  };
+  // Where this call did the advancing, others that found it at work left a kick and returned:
+  // run again for them until no kick is pending (bounded: the cron is the safety net).
+  let held = await advanceAll(targets);
+  for (let pass = 0; held.length > 0 && pass < 10; pass++) {
+    const pending = new Set((await executor.run<{ id: number }>(kicksPending(held))).map((r) => r.id));
+    held = await advanceAll(targets.filter((row) => pending.has(row.id)));
   }
   return advanced;
 }
 
-/** Rounds of one statement (stream or JSON-path key) until the subscription is caught up. */
-async function advanceInSql(executor: Executor, subscriptionId: number, limit: number): Promise<number> {
+/**
+ * Rounds of one statement (stream or JSON-path key) until the subscription is caught up, or
+ * none at all when another advancer is at work on it (held: false).
+ */
+async function advanceInSql(executor: Executor, subscriptionId: number, limit: number): Promise<{ enqueued: number; held: boolean }> {
   let enqueued = 0;
   for (;;) {
     const [round] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit));
+    if (round.held === 0) return { enqueued, held: enqueued > 0 };
     enqueued += round.enqueued;
-    if (round.scanned < limit) return enqueued;
+    if (round.scanned < limit) return { enqueued, held: true };
   }
 }
 

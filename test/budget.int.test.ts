@@ -17,7 +17,7 @@ function counter() {
 }
 
 describe("round trips per operation", () => {
-  it("append = 1, advance = 1 + 1 per subscription (stream or JSON path), claim+fetch = 1, ack = 1, fail = 1", async () => {
+  it("append = 1, advance = 1 + 1 per subscription (stream or JSON path) + 1 re-check, claim+fetch = 1, ack = 1, fail = 1", async () => {
     const count = counter();
     let fail = false;
     const { corq } = await open({
@@ -31,7 +31,7 @@ describe("round trips per operation", () => {
     await corq.append("v1", Array.from({ length: 100 }, () => ({ name: "Arrived", data: { roomId: "1" } })));
     expect(count.take()).toBe(1);
     await corq.advance();
-    expect(count.take()).toBe(3); // sync+list, then one per subscription
+    expect(count.take()).toBe(4); // sync+list+kick, one per subscription, the re-check for kicks that came meanwhile
     expect(await corq.consume("by-stream")).toMatchObject({ events: 100, outcome: "acked" });
     expect(count.take()).toBe(2); // claim+fetch, ack
     await corq.append("v1", [{ name: "Arrived", data: { roomId: "1" } }]);
@@ -85,6 +85,6 @@ describe("round trips per operation", () => {
     await corq.append("v1", [{ name: "Arrived", data: {} }]);
     count.take();
     expect(await corq.advance()).toEqual({ fn: 1 });
-    expect(count.take()).toBe(3); // sync+list, read, write
+    expect(count.take()).toBe(3); // sync+list+kick, read, write (a function key is not coalesced: no re-check)
   });
 });

@@ -58,5 +58,14 @@ export const migrations: { tag: string; statements: string[] }[] = [
     "statements": [
       "CREATE TABLE \"corq\".\"dashboard_sessions\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL\n);"
     ]
+  },
+  {
+    "tag": "0006_coalesced_kicks",
+    "statements": [
+      "CREATE TABLE \"corq\".\"advance_kicks\" (\n\t\"subscription_id\" integer PRIMARY KEY NOT NULL,\n\t\"kicked\" bigint DEFAULT 0 NOT NULL\n);",
+      "CREATE TABLE \"corq\".\"consumer_slots\" (\n\t\"slot\" integer PRIMARY KEY NOT NULL,\n\t\"busy_until\" timestamp with time zone\n);",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"handled_kicks\" bigint DEFAULT 0 NOT NULL;",
+      "-- Edited by hand: the slots exist up front (CORQ_CONCURRENCY is at most 1000).\nINSERT INTO \"corq\".\"consumer_slots\" (slot) SELECT generate_series(1, 1000);"
+    ]
   }
 ];

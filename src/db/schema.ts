@@ -79,6 +79,9 @@ export const subscriptions = corqSchema.table("subscriptions", {
   lastSkip: jsonb("last_skip"), // { position, reason }
   // dead letters an operator skipped (their failed event was acknowledged without delivery)
   skippedDead: bigint("skipped_dead", { mode: "number" }).notNull().default(0),
+  // advance_kicks.kicked as the last advance round of this subscription read it: a kick above
+  // it came while that round ran (the advancer runs again; see advanceSubscription.ts)
+  handledKicks: bigint("handled_kicks", { mode: "number" }).notNull().default(0),
   // the last advance of this subscription that failed (cleared by the next one that works)
   advanceError: text("advance_error"),
   advanceErrorAt: timestamp("advance_error_at", { withTimezone: true }),
@@ -195,4 +198,26 @@ export const dashboardSessions = corqSchema.table("dashboard_sessions", {
 export const migrations = corqSchema.table("migrations", {
   tag: text("tag").primaryKey(),
   appliedAt: timestamp("applied_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * Wake-ups of the advancer, per subscription: every advance() bumps `kicked` first, in a
+ * statement of its own; an advancer that found another one at work returns at once, and that
+ * one sees the bump when it re-checks (kicked > subscriptions.handled_kicks) and runs again.
+ * A row of its own, so bumping never waits for a running advance.
+ */
+export const advanceKicks = corqSchema.table("advance_kicks", {
+  subscriptionId: integer("subscription_id").primaryKey(),
+  kicked: bigint("kicked", { mode: "number" }).notNull().default(0),
+});
+
+/**
+ * Consumer slots (1 … 1000): a dispatcher starts a consumer invocation only for a slot it
+ * claimed (busy_until in the future), so however many kicks dispatch at once, at most
+ * CORQ_CONCURRENCY consumers run. A consumer frees its slot when done; a crashed one's slot
+ * frees itself at busy_until.
+ */
+export const consumerSlots = corqSchema.table("consumer_slots", {
+  slot: integer("slot").primaryKey(),
+  busyUntil: timestamp("busy_until", { withTimezone: true }),
 });

@@ -1,12 +1,17 @@
 import { sql, type SQL } from "drizzle-orm";
-import { events, keys, queue, subscriptions } from "../db/schema.js";
+import { advanceKicks, events, keys, queue, subscriptions } from "../db/schema.js";
 import { MAX_KEY_BYTES, keyReasons } from "../config.js";
 import { asyncCommit } from "./asyncCommit.js";
 
 export interface AdvanceRow {
   scanned: number;
   enqueued: number;
+  /** 0: another advancer was at work on this subscription; nothing was done */
+  held: number;
 }
+
+// Advisory lock class of "advancing subscription <id>" (any fixed number; the id is the key).
+const ADVANCING = 736_420_198;
 
 /**
  * The correlation key of event `e` as SQL text, from the LOCKED subscription row `sub` (its
@@ -33,12 +38,18 @@ const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReasons.emp
  * A key row that was idle becomes ready now; ready, leased, backoff and dead keys keep their
  * available_at (fairness: the oldest waiter stays first; a dead key stays dead).
  * A subscription whose key became a function (code changed) is left to the function path.
+ * Coalesced: one advancer per subscription at a time (a transaction-scoped advisory lock);
+ * another one returns at once (held = 0) — advance() bumped the subscription's kick counter
+ * before (syncSubscriptions), and the advancer at work re-checks it (kicksPending) and runs
+ * again. Each round
+ * records the counter as it read it (handled_kicks).
  */
 export function advanceSubscription(subscriptionId: number, limit: number): SQL {
   return sql`
     WITH sub AS (
       SELECT id, watermark_tx, watermark_position, events, key FROM ${subscriptions}
       WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}
+        AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)
       FOR UPDATE
     ),
     scan AS (
@@ -54,7 +65,8 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
     last AS (SELECT tx, position FROM scan ORDER BY tx DESC, position DESC LIMIT 1),
     ${enqueueAndMove(sql`(SELECT id FROM sub)`, { tx: sql`(SELECT tx FROM last)`, position: sql`(SELECT position FROM last)` }, sql`true`)}
     SELECT (SELECT count(*) FROM scan)::int AS scanned,
-           (SELECT count(*) FROM matched WHERE key IS NOT NULL)::int AS enqueued`;
+           (SELECT count(*) FROM matched WHERE key IS NOT NULL)::int AS enqueued,
+           (SELECT count(*) FROM sub)::int AS held`;
 }
 
 /**
@@ -69,6 +81,7 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
   return sql`
     moved AS (
       UPDATE ${subscriptions} s SET
+        handled_kicks = coalesce((SELECT kicked FROM ${advanceKicks} WHERE subscription_id = s.id), s.handled_kicks),
         watermark_tx = coalesce(${last.tx}, s.watermark_tx),
         watermark_position = coalesce(${last.position}, s.watermark_position),
         skipped = s.skipped + (SELECT count(*) FROM matched WHERE key IS NULL),
@@ -76,7 +89,7 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
         last_skip = coalesce((SELECT jsonb_build_object('position', position, 'reason', invalid) FROM matched
                               WHERE invalid IS NOT NULL ORDER BY tx DESC, position DESC LIMIT 1), s.last_skip),
         advance_error = NULL, advance_error_at = NULL
-      WHERE s.id = ${subscriptionId} AND (${last.position} IS NOT NULL OR s.advance_error IS NOT NULL) AND ${condition}
+      WHERE s.id = ${subscriptionId} AND ${condition}
       RETURNING s.id
     ),
     enqueued AS (
@@ -97,4 +110,11 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
 /** Records why the advance of a subscription failed (stats and the dashboard show it). */
 export function recordAdvanceError(subscriptionId: number, error: string): SQL {
   return sql`UPDATE ${subscriptions} SET advance_error = ${error}, advance_error_at = now() WHERE id = ${subscriptionId}`;
+}
+
+/** Of `ids`, the subscriptions kicked since their last advance round read the counter. */
+export function kicksPending(ids: number[]): SQL {
+  return sql`
+    SELECT s.id FROM ${subscriptions} s JOIN ${advanceKicks} k ON k.subscription_id = s.id
+    WHERE s.id = ANY(${sql.param(ids)}::int[]) AND k.kicked > s.handled_kicks`;
 }

@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { activity, keys, queue, subscriptions, throughput } from "../db/schema.js";
+import { activity, advanceKicks, keys, queue, subscriptions, throughput } from "../db/schema.js";
 import type { StoredSettings } from "./syncSubscriptions.js";
 
 export interface PutRow {
@@ -64,6 +64,7 @@ export function deleteSubscriptionRows(id: number): SQL {
     WITH queue_rows AS (DELETE FROM ${queue} WHERE subscription_id = ${id}),
     key_rows AS (DELETE FROM ${keys} WHERE subscription_id = ${id}),
     activity_rows AS (DELETE FROM ${activity} WHERE subscription_id = ${id}),
-    throughput_rows AS (DELETE FROM ${throughput} WHERE subscription_id = ${id})
+    throughput_rows AS (DELETE FROM ${throughput} WHERE subscription_id = ${id}),
+    kick_rows AS (DELETE FROM ${advanceKicks} WHERE subscription_id = ${id})
     SELECT 1`;
 }

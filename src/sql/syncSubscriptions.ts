@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { subscriptions } from "../db/schema.js";
+import { advanceKicks, subscriptions } from "../db/schema.js";
 
 export interface StoredSettings {
   name: string;
@@ -27,9 +27,10 @@ const listColumns = sql.raw("id, name, kind, events, key");
  * statement. New ones start at the beginning of the log or at the current xmin horizon
  * (`from: "now"`: whatever is not yet safely readable is still delivered). Changed settings
  * apply from the current watermark; rows that did not change are not written (nor locked,
- * so this never waits behind a running advance).
+ * so this never waits behind a running advance). With `kick`, it also wakes the advancers
+ * (kickAdvancers), committed before the caller advances.
  */
-export function syncSubscriptions(definitions: StoredSettings[]): SQL {
+export function syncSubscriptions(definitions: StoredSettings[], options: { kick: boolean }): SQL {
   const input = JSON.stringify(
     definitions.map((d) => ({
       name: d.name,
@@ -58,7 +59,9 @@ export function syncSubscriptions(definitions: StoredSettings[]): SQL {
       SELECT name, 'code', events, key, "from", batch_size, max_attempts, lease_ms,
         backoff_initial_ms, backoff_max_ms, backoff_factor,
         CASE WHEN "from" = 'now' THEN pg_snapshot_xmin(pg_current_snapshot()) ELSE '0'::xid8 END, 0
-      FROM input
+      -- only names not there yet: the unique check of an existing name would wait for an
+      -- advance that is updating that subscription's row
+      FROM input WHERE NOT EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.name = input.name)
       ON CONFLICT (name) DO NOTHING
       RETURNING ${listColumns}
     ),
@@ -73,9 +76,23 @@ export function syncSubscriptions(definitions: StoredSettings[]): SQL {
             (i.events, i.key, i.batch_size, i.max_attempts, i.lease_ms, i.backoff_initial_ms, i.backoff_max_ms, i.backoff_factor)
       RETURNING s.id, s.name, s.kind, s.events, s.key
     )
+    ${options.kick ? sql`, ${kickAdvancers()}` : sql``}
     SELECT * FROM inserted
     UNION ALL SELECT * FROM updated
     UNION ALL SELECT ${listColumns} FROM ${subscriptions}
       WHERE id NOT IN (SELECT id FROM updated)
     ORDER BY id`;
+}
+
+/**
+ * The CTE `kicked`: bumps every subscription's kick counter (advance_kicks), in id order so
+ * concurrent kicks never deadlock. A row of its own per subscription: never waits for a
+ * running advance. See advanceSubscription (coalesced advancers).
+ */
+function kickAdvancers(): SQL {
+  return sql`kicked AS (
+      INSERT INTO ${advanceKicks} AS k (subscription_id, kicked)
+      SELECT id, 1 FROM ${subscriptions} ORDER BY id
+      ON CONFLICT (subscription_id) DO UPDATE SET kicked = k.kicked + 1
+    )`;
 }

@@ -1,0 +1,48 @@
+// Coalesced advancers: one per subscription at a time; the others return at once, and the
+// one at work runs again for the kicks that came meanwhile — no wake-up is lost.
+import { describe, expect, it } from "vitest";
+import { sleep, useCorq } from "./helpers/corq.js";
+
+const open = useCorq();
+const ev = { name: "E", data: {} };
+
+describe("coalesced advance", () => {
+  it("an advance that finds another one at work returns at once; the one at work runs again for its kick", async () => {
+    const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    await corq.append("a", [ev]);
+    await corq.advance();
+    // the next advance of "s" spends a second inside its round, enqueueing for key "a" (a
+    // delay injected in Postgres: no lock, no transaction held, nothing else slowed down)
+    await raw.query(`
+      CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$;
+      CREATE TRIGGER slow BEFORE INSERT ON corq.queue FOR EACH ROW WHEN (NEW.key = 'a') EXECUTE FUNCTION slow();`);
+    await corq.append("a", [ev]);
+    const first = corq.advance(); // at work for a second
+    await sleep(300);
+    // an event appended now is past the round's snapshot; its kick finds the advancer at work
+    await corq.append("b", [ev]);
+    const other = another({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    const started = Date.now();
+    expect(await other.advance()).toEqual({ s: 0 });
+    expect(Date.now() - started).toBeLessThan(250); // returned at once, did not wait for the round
+    // the advancer at work saw the kick and ran again: "b" is queued without another advance
+    expect(await first).toEqual({ s: 2 });
+    const { rows } = await raw.query("SELECT key, pending FROM corq.keys ORDER BY key");
+    expect(rows).toEqual([{ key: "a", pending: 2 }, { key: "b", pending: 1 }]);
+  });
+
+  it("many advances at once enqueue each event once", async () => {
+    const { corq, raw, another } = await open({ subscriptions: [{ name: "s", key: "data.k", handle: () => undefined }] });
+    const advancers = Array.from({ length: 8 }, () => another({ subscriptions: [{ name: "s", key: "data.k", handle: () => undefined }], poolSize: 1 }));
+    await corq.advance();
+    await Promise.all(
+      Array.from({ length: 40 }, async (_, i) => {
+        await corq.append(`s${i % 5}`, [{ name: "E", data: { k: `k${i % 7}` } }]);
+        await advancers[i % 8].advance();
+      }),
+    );
+    await corq.advance();
+    const { rows } = await raw.query("SELECT count(*)::int AS queued, count(DISTINCT position)::int AS distinct FROM corq.queue");
+    expect(rows[0]).toEqual({ queued: 40, distinct: 40 });
+  });
+});

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { reportScenario, tally } from "./helpers/chaos.js";
 import type { StoredEvent } from "../src/index.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
+import { until, within } from "./helpers/until.js";
 
 const open = useCorq();
 
@@ -40,10 +41,15 @@ describe("concurrent consumers", () => {
       // half the workers claim batch by batch, half drain (ack and next claim in one statement)
       if (consumers++ % 2 === 0) return (await consumer.drain("rooms")).batches;
       let batches = 0;
-      while ((await consumer.consume("rooms")) !== null) batches++;
+      while ((await consumer.consume("rooms")) !== null) {
+        if (++batches > KEYS * PER_KEY) throw new Error("more batches than events: a key never runs out");
+      }
       return batches;
     });
-    const batches = (await Promise.all(workers)).reduce((a, b) => a + b, 0);
+    // (a consume that never returns — a key whose pending count says work but whose queue is
+    // empty is claimed again and again — fails here, not at the test timeout)
+    const finished = await within(Promise.all(workers), { timeoutMs: 20_000, message: "the consumers did not finish" });
+    const batches = finished.reduce((a, b) => a + b, 0);
     expect(overlaps).toBe(0);
     expect(handled).toEqual(expected);
     expect(batches).toBeGreaterThanOrEqual((KEYS * PER_KEY) / 3);
@@ -74,7 +80,7 @@ describe("leases", () => {
     const { positions } = await corq.append("v1", [{ name: "A", data: {} }, { name: "B", data: {} }]);
     await corq.advance();
     const stuck = corq.consume("slow");
-    while (deliveries.length === 0) await sleep(5); // the first consumer is in its handler
+    await until(() => deliveries.length > 0, { message: "the first consumer never got the batch" }); // it is in its handler now
     const whileLeased = await corq.consume("slow");
     expect(whileLeased).toBeNull(); // leased: nobody else may take the key
     expect((await corq.subscription("slow")).keys.leased).toBe(1);
@@ -311,20 +317,26 @@ describe("claims racing acks", () => {
 
     const x = another({ subscriptions: [definition], poolSize: 1 });
     const xDrain = x.drain("snap"); // claims A, its handler holds
-    while (seen.length === 0) await sleep(5);
+    await until(() => seen.length > 0, { message: "X never got its first batch" });
     // committed before the lock holder starts, so its xid does not hold them above the horizon
     await corq.append("s", [ev("A", "a2"), ev("B", "b3")]);
     const locker = await raw.connect();
-    await locker.query("BEGIN");
-    await locker.query("SELECT 1 FROM corq.keys WHERE key = 'A' FOR UPDATE");
-    const advancing = another({ subscriptions: [definition], poolSize: 1 }).advance(); // waits on A
-    await waiters(1);
-    releaseX(); // X's ack of A + claim of the next key: snapshot taken, waits on A
-    await waiters(2);
-    const y = another({ subscriptions: [definition], poolSize: 1 });
-    expect(await y.consume("snap")).toMatchObject({ key: "B", events: 2, outcome: "acked" });
-    await locker.query("COMMIT");
-    locker.release();
+    let advancing: Promise<unknown> = Promise.resolve();
+    try {
+      await locker.query("BEGIN");
+      await locker.query("SELECT 1 FROM corq.keys WHERE key = 'A' FOR UPDATE");
+      advancing = another({ subscriptions: [definition], poolSize: 1 }).advance(); // waits on A
+      await waiters(1);
+      releaseX(); // X's ack of A + claim of the next key: snapshot taken, waits on A
+      await waiters(2);
+      const y = another({ subscriptions: [definition], poolSize: 1 });
+      expect(await y.consume("snap")).toMatchObject({ key: "B", events: 2, outcome: "acked" });
+    } finally {
+      // also when an expectation failed: the statements waiting on A must finish, or closing waits for them
+      releaseX();
+      await locker.query("COMMIT").catch(() => undefined);
+      locker.release();
+    }
     await Promise.all([advancing, xDrain]);
     await drain(corq, "snap");
     expect(seen.sort()).toEqual(["a1", "a2", "b1", "b2", "b3"]);

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import type pg from "pg";
 import type { StoredEvent } from "../src/index.js";
 import { sleep, useCorq } from "./helpers/corq.js";
+import { until, within } from "./helpers/until.js";
 
 const open = useCorq();
 
@@ -54,11 +55,11 @@ describe("a statement that waited on a row lock", () => {
     await corq.append("k2", [{ name: "E", data: {} }]);
     await corq.advance();
     const draining = corq.drain("rooms", { budgetMs: 10_000 });
-    while (lock === undefined) await sleep(5);
-    const held = await lock;
+    await until(() => lock !== undefined, { message: "the drain never handled its first batch" });
+    const held = await lock!;
     await sleep(1500);
     await held.release();
-    await second; // the drain claimed the other key after waiting
+    await within(second, { message: "the drain never claimed the other key after its wait" });
     // a rival consumer, quick to handle what it gets: it may take the first key (whose lease
     // ran out during the wait), never the one the drain is still handling
     const rival = another({

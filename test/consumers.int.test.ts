@@ -110,6 +110,41 @@ describe("leases", () => {
   });
 });
 
+describe("fences", () => {
+  it("refuses a late ack while another consumer holds the key (the lease token, not only the time)", async () => {
+    const gates: (() => void)[] = [];
+    const { corq, another } = await open({
+      subscriptions: [{ name: "t", leaseMs: 500, handle: () => new Promise<void>((resolve) => gates.push(resolve)) }],
+    });
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.advance();
+    const first = corq.consume("t");
+    await until(() => gates.length === 1, { message: "the first consumer never got the batch" });
+    await sleep(600); // its lease is over; a second consumer takes the key over with a lease of its own
+    const second = another({ subscriptions: [{ name: "t", leaseMs: 500, handle: () => new Promise<void>((resolve) => gates.push(resolve)) }] }).consume("t");
+    await until(() => gates.length === 2, { message: "the second consumer never took the key over" });
+    gates[0](); // the first one finishes now, while the second one's lease runs: its ack is refused
+    expect(await first).toMatchObject({ key: "k", outcome: "expired" });
+    gates[1]();
+    expect(await second).toMatchObject({ key: "k", outcome: "acked" });
+    expect(await corq.keys("t")).toMatchObject([{ key: "k", status: "idle", pending: 0 }]);
+  });
+});
+
+describe("fairness", () => {
+  it("claims the key that has waited longest first, whatever its name", async () => {
+    const { corq } = await open({ subscriptions: [{ name: "f", handle: () => undefined }] });
+    for (const stream of ["z", "m", "a"]) {
+      await corq.append(stream, [{ name: "E", data: {} }]);
+      await corq.advance(); // each key becomes ready at a moment of its own
+      await sleep(2);
+    }
+    const claimed: (string | undefined)[] = [];
+    for (let i = 0; i < 3; i++) claimed.push((await corq.consume("f"))?.key);
+    expect(claimed).toEqual(["z", "m", "a"]);
+  });
+});
+
 describe("crash loops", () => {
   it("dead-letters a key whose consumer never finishes, once its last lease expires", async () => {
     let calls = 0;

@@ -82,11 +82,15 @@ try {
   const advStream = await repeated("advs", (url) => corq.advanceStage(url, { ...base, events: 40_000 }, "stream"));
   const advPath = await repeated("advp", (url) => corq.advanceStage(url, { ...base, events: 40_000 }, "data.key"));
   const consume = await onFreshDatabase("consume", (url) => corq.consumeStage(url, base));
+  // one hot key drained by one consumer invocation: it must not stop after a batch
+  const hot = await onFreshDatabase("hot", (url) => corq.consumeStage(url, { ...base, events: 10_000, keys: 1, consumers: 1 }));
   say("| stage | events/s |\n|---|---|");
   say(`| append (batches of 100, 8 producers) | ${fmt(append.eps)} |`);
   say(`| advance, key = stream | ${fmt(advStream.eps)} |`);
   say(`| advance, key = JSON path | ${fmt(advPath.eps)} |`);
   say(`| consume (claim + fetch + ack, 8 consumers, ${base.keys / 1000}k keys × 20 events) | ${fmt(consume.eps)} (${fmt(consume.batchesPerSecond)} batches/s, ${consume.statementsPerBatch.toFixed(2)} statements per batch) |`);
+  say(`| consume, one hot key (10,000 events, batch ${base.batchSize}, one drain = one invocation) | ${fmt(hot.eps)} (${fmt(hot.batches)} batches in that one drain, ${hot.statementsPerBatch.toFixed(2)} statements per batch) |`);
+  results.hot_key_eps = Math.round(hot.eps);
   results.append_eps = Math.round(append.eps);
   results.advance_eps = Math.round(advPath.eps);
 

@@ -1,15 +1,15 @@
 // Append-to-handler latency on the local Workers stack (wrangler dev + Neon driver + WS
 // proxy + Postgres): POST /streams/:s/events at a fixed rate, then compare each event's
 // created_at with the time the projection handler wrote it (both from the database clock).
-import pg from "pg";
 import { startLocalStack } from "../infra/localStack.js";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
+import { benchPool } from "./database.js";
 import { percentile } from "./stats.js";
 
 export async function measureWorkersLatency(options: { events: number; ratePerSecond: number; databaseUrl?: string }) {
   const embedded = options.databaseUrl ? undefined : await startEmbeddedPostgres();
   const stack = await startLocalStack({ databaseUrl: options.databaseUrl ?? embedded!.url, cronIntervalMs: 1000 });
-  const db = new pg.Pool({ connectionString: stack.databaseUrl, max: 2 });
+  const db = benchPool(stack.databaseUrl, 2);
   try {
     const run = `lat${Date.now()}`;
     const started = Date.now();

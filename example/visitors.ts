@@ -1,4 +1,4 @@
-// The example app (the seed domain of shared/background): visitors register, arrive in
+// The example app (the domain corq's design started from): visitors register, arrive in
 // rooms and depart. Three subscriptions show the three shapes corq serves:
 //   greeter            a policy, keyed by stream: one visitor's events in order
 //   room-occupancy     a process manager, keyed by the room (data.roomId): every visitor's

@@ -1,14 +1,16 @@
-// The HTTP API of API.md. Every input is validated before anything is written; every
+// The HTTP API of docs/http-api.md. Every input is validated before anything is written; every
 // refusal is problem+json (functions/problem.ts).
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
-import { eventInput, expectedVersion, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
+import { correlationKey, eventInput, expectedVersion, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
 import { requireAdmin, requireAdminOrSignature } from "./auth.js";
+import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
 import { advanceAndDispatch, selfInvoker } from "./dispatch.js";
 import { settings, type AppEnv } from "./env.js";
+import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
 import { dashboard } from "./dashboard/routes.js";
 
@@ -18,7 +20,7 @@ const appendBody = z.object({
 });
 const releaseBody = z.object({
   subscription: subscriptionName,
-  key: z.string().min(1).max(1000).optional(),
+  key: correlationKey.optional(),
   mode: z.enum(["retry", "skip"]).optional(),
 });
 const count = z.string().regex(/^\d{1,15}$/, "must be a non-negative integer").transform(Number);
@@ -54,13 +56,18 @@ const param = <T extends z.ZodType>(c: Context, name: string, schema: T): z.outp
 
 export function createApi(subscriptions: SubscriptionDefinition[]) {
   const app = new Hono<AppEnv>();
+  // failed authentications per client, kept for the life of this isolate (createApi runs once per isolate)
+  const throttle = createAuthThrottle();
   app.onError(onError);
   app.notFound((c) => problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
+  app.use("*", requireLocalHost());
 
   // One pool per request, opened on first use and closed after the response.
   app.use("*", async (c, next) => {
     let opened: ReturnType<typeof openCorq> | undefined;
-    c.set("corq", () => (opened ??= openCorq(c.env, subscriptions)).corq);
+    const open = () => (opened ??= openCorq(c.env, subscriptions));
+    c.set("corq", () => open().corq);
+    c.set("db", () => open().db);
     try {
       await next();
     } finally {
@@ -75,18 +82,21 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     })(c, next),
   );
 
+  // Public: the driver's error text (user names, hosts, "password authentication failed …")
+  // goes to the log only.
   app.get("/health", async (c) => {
     try {
       await c.var.corq().readyKeys(1);
       return c.json({ ok: true, db: "ok" });
     } catch (error) {
-      return c.json({ ok: false, db: error instanceof Error ? error.message : String(error) }, 503);
+      console.error("corq: GET /health: the database check failed:", error);
+      return problem(503, "database_unavailable", "the database is unavailable", { ok: false, db: "unavailable" });
     }
   });
 
   app.post(
     "/streams/:stream/events",
-    requireAdmin({ unless: (c) => settings(c.env).publicAppend }),
+    requireAdmin({ throttle, unless: (c) => settings(c.env).publicAppend }),
     async (c) => {
       const stream = param(c, "stream", streamName);
       const body = await jsonBody(c, appendBody);
@@ -110,9 +120,9 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   );
 
   // The dashboard (GET /, /login, /ui/*): its own session cookie instead of the bearer token.
-  app.route("/", dashboard());
+  app.route("/", dashboard({ throttle }));
 
-  app.use("*", requireAdmin({ unless: (c) => c.req.path === "/dead-letters/retry" }));
+  app.use("*", requireAdmin({ throttle, unless: (c) => c.req.path === "/dead-letters/retry" }));
 
   app.get("/streams/:stream", async (c) => {
     const stream = param(c, "stream", streamName);
@@ -175,7 +185,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     return c.json({ deadLetters: await c.var.corq().deadLetters({ subscription, limit }) });
   });
 
-  app.post("/dead-letters/retry", requireAdminOrSignature(), async (c) => {
+  app.post("/dead-letters/retry", requireAdminOrSignature({ throttle }), async (c) => {
     const body = await jsonBody(c, releaseBody);
     // a signed request is acted on once per webhook-id (a replay gets 409)
     const webhookId = c.req.header("authorization") === undefined ? c.req.header("webhook-id") : undefined;

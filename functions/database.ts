@@ -2,7 +2,8 @@
 // requests, and a socket cannot outlive the request that opened it).
 import { Pool, neonConfig } from "@neondatabase/serverless";
 import { createCorq, CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
-import type { Env } from "./env.js";
+import { createExecutor, type Executor } from "../src/db/executor.js";
+import { settings, type Env } from "./env.js";
 
 /** Locally the Neon driver talks to Postgres through a plain WebSocket→TCP proxy. */
 function configureLocalProxy(proxy: string | undefined) {
@@ -16,6 +17,8 @@ function configureLocalProxy(proxy: string | undefined) {
 export interface OpenCorq {
   corq: Corq;
   pool: Pool;
+  /** The same pool for the Worker's own statements (the dashboard's sessions). */
+  db: Executor;
   /** Closes the pool; pass to ctx.waitUntil. */
   end(): Promise<void>;
 }
@@ -26,5 +29,10 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   const pool = new Pool({ connectionString: env.DATABASE_URL });
   // An idle client whose socket dies emits 'error' on the pool; the next query reconnects.
   pool.on("error", () => undefined);
-  return { corq: createCorq({ db: pool, subscriptions }), pool, end: () => pool.end().catch(() => undefined) };
+  return {
+    corq: createCorq({ db: pool, subscriptions, pushAllowPrivate: settings(env).pushAllowPrivate }),
+    pool,
+    db: createExecutor(pool),
+    end: () => pool.end().catch(() => undefined),
+  };
 }

@@ -1,10 +1,13 @@
 // Moves the log into the queues and fans out consumer invocations. Runs from the cron and,
 // in the background (ctx.waitUntil), after every append so delivery does not wait a minute.
-import type { SubscriptionDefinition } from "../src/index.js";
+import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { openCorq, type OpenCorq } from "./database.js";
 import { settings, type Env } from "./env.js";
 
 export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
+
+/** The origin the cron addresses its own invocations to (it has no request URL of its own). */
+export const INTERNAL_ORIGIN = "https://corq.internal";
 
 /**
  * Advance, then put consumers on the ready keys, spread over the subscriptions (round robin),
@@ -45,7 +48,16 @@ export async function advanceAndDispatch(
       headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-budget-ms": String(consumerBudgetMs) },
     };
     others = Promise.allSettled(plan.slice(1).map((name) => invoke(`/consume/${encodeURIComponent(name)}`, init)));
-    if (plan.length > 0) consumedHere = (await opened.corq.drain(plan[0], { budgetMs: consumerBudgetMs })).batches;
+    if (plan.length > 0) {
+      // a subscription deleted since it was listed has nothing to do: not an error
+      consumedHere = await opened.corq.drain(plan[0], { budgetMs: consumerBudgetMs }).then(
+        (drained) => drained.batches,
+        (error: unknown) => {
+          if (error instanceof CorqError && error.code === "unknown_subscription") return 0;
+          throw error;
+        },
+      );
+    }
   } finally {
     await opened.end();
   }

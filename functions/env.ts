@@ -1,6 +1,9 @@
 // The Worker's environment: secrets (wrangler secret put / .dev.vars), vars and bindings.
 import { z } from "zod";
 import type { Corq } from "../src/index.js";
+import type { Executor } from "../src/db/executor.js";
+import { signingSecretProblem } from "../src/webhookSignature.js";
+import { ProblemError } from "./problem.js";
 
 export interface Env {
   DATABASE_URL?: string;
@@ -11,8 +14,17 @@ export interface Env {
   CORQ_MAX_BODY_BYTES?: string;
   CORQ_CONCURRENCY?: string;
   CORQ_CONSUMER_BUDGET_MS?: string;
-  /** Local only: host:port of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
+  /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
+  CORQ_LOCAL?: string;
+  /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
+  CORQ_PUSH_ALLOW_PRIVATE?: string;
+  /** Local only: `host:port/<path token>` of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
+  /** Failed authentications allowed per client and window (functions/authThrottle.ts). */
+  CORQ_AUTH_FAILURE_LIMIT?: string;
+  CORQ_AUTH_FAILURE_WINDOW_S?: string;
+  /** Workers rate-limit binding ([[ratelimits]]): failed authentications counted across isolates. */
+  CORQ_AUTH_LIMITER?: { limit(options: { key: string }): Promise<{ success: boolean }> };
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
   SELF?: { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
 }
@@ -25,6 +37,10 @@ const settingsSchema = z.object({
   CORQ_CONCURRENCY: positiveInt(8, 1000),
   CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
   CORQ_PUBLIC_APPEND: z.string().optional(),
+  CORQ_LOCAL: z.string().optional(),
+  CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
+  CORQ_AUTH_FAILURE_WINDOW_S: positiveInt(60, 86_400),
+  CORQ_PUSH_ALLOW_PRIVATE: z.string().optional(),
 });
 
 export interface Settings {
@@ -32,18 +48,36 @@ export interface Settings {
   concurrency: number;
   consumerBudgetMs: number;
   publicAppend: boolean;
+  /** Running in the local stack (CORQ_LOCAL=true). */
+  local: boolean;
+  authFailureLimit: number;
+  authFailureWindowMs: number;
+  pushAllowPrivate: boolean;
 }
 
-/** Numeric knobs with their defaults; a malformed value falls back to the default. */
+/**
+ * Numeric knobs with their defaults; a malformed value falls back to the default. A malformed
+ * CORQ_WEBHOOK_SECRET is refused outright (every request answers 500 saying so), as a process
+ * refuses to start: otherwise it would only show when a signed webhook is needed.
+ */
 export function settings(env: Env): Settings {
+  const secrets = (env.CORQ_WEBHOOK_SECRET ?? "").split(/\s+/).filter(Boolean);
+  for (const [i, secret] of secrets.entries()) {
+    const problem = signingSecretProblem(secret);
+    if (problem) throw new ProblemError(500, "misconfigured", `CORQ_WEBHOOK_SECRET (secret ${i + 1} of ${secrets.length}): ${problem}`);
+  }
   const parsed = settingsSchema.parse(env);
   return {
     maxBodyBytes: parsed.CORQ_MAX_BODY_BYTES,
     concurrency: parsed.CORQ_CONCURRENCY,
     consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
+    local: parsed.CORQ_LOCAL === "true",
+    authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,
+    authFailureWindowMs: parsed.CORQ_AUTH_FAILURE_WINDOW_S * 1000,
+    pushAllowPrivate: parsed.CORQ_PUSH_ALLOW_PRIVATE === "true",
   };
 }
 
-/** Hono's environment for every route: the bindings, and the request's corq (opened on first use). */
-export type AppEnv = { Bindings: Env; Variables: { corq: () => Corq } };
+/** Hono's environment for every route: the bindings, and the request's corq and its pool (opened on first use). */
+export type AppEnv = { Bindings: Env; Variables: { corq: () => Corq; db: () => Executor } };

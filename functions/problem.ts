@@ -10,23 +10,32 @@ const titles: Record<number, string> = {
   409: "Conflict",
   413: "Payload Too Large",
   415: "Unsupported Media Type",
+  421: "Misdirected Request",
+  429: "Too Many Requests",
   500: "Internal Server Error",
   503: "Service Unavailable",
 };
 
-export function problem(status: number, code: string, detail: string, extra: Record<string, unknown> = {}): Response {
+export function problem(
+  status: number,
+  code: string,
+  detail: string,
+  extra: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): Response {
   return new Response(
     JSON.stringify({ type: `urn:corq:problem:${code}`, title: titles[status] ?? "Error", status, detail, ...extra }),
-    { status, headers: { "content-type": "application/problem+json" } },
+    { status, headers: { ...headers, "content-type": "application/problem+json" } },
   );
 }
 
-/** Thrown by routes and middleware for a refusal that is not a CorqError. */
+/** Thrown by routes and middleware for a refusal that is not a CorqError; `headers` go on the response (Retry-After). */
 export class ProblemError extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
     detail: string,
+    readonly headers: Record<string, string> = {},
   ) {
     super(detail);
   }
@@ -36,7 +45,7 @@ export function onError(thrown: unknown, c: Context): Response {
   if (thrown instanceof CorqError) {
     return problem(thrown.status, thrown.code, thrown.message, { ...thrown.extra, ...(thrown.details ? { errors: thrown.details } : {}) });
   }
-  if (thrown instanceof ProblemError) return problem(thrown.status, thrown.code, thrown.message);
+  if (thrown instanceof ProblemError) return problem(thrown.status, thrown.code, thrown.message, {}, thrown.headers);
   if (thrown instanceof HTTPException) return problem(thrown.status, "http_error", thrown.message || titles[thrown.status] || "");
   const error = toError(thrown);
   if (isDatabaseUnavailable(error)) return problem(503, "database_unavailable", "the database is unreachable; try again");

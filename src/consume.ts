@@ -98,7 +98,13 @@ async function drainLoop(
   let next = await claimNext();
   for (;;) {
     if (!next.claimed) {
-      if (!next.result) return results; // nothing ready
+      // nothing claimed: done — unless an ack+claim just acked a key that has more (it could
+      // not claim that key itself), or a claim dead-lettered a key whose last lease expired
+      if (next.ackedPending && more()) {
+        next = await claimNext();
+        continue;
+      }
+      if (!next.result) return results;
       results.push(next.result); // a key whose last lease expired was dead-lettered by the claim
       if (!more()) return results;
       next = await claimNext();
@@ -131,7 +137,32 @@ async function runClaim(
   executor: Executor,
   target: ConsumeTarget,
   statement: SQL,
-): Promise<{ claimed?: Claimed; result: ConsumeResult | null; acked?: boolean; at?: Date; expired: BatchRecordRow[] }> {
+): Promise<ClaimOutcome> {
+  const first = await claimOnce(executor, target, statement);
+  // Claimed, but every row the statement's snapshot saw had been acked by another consumer
+  // while it waited (see claimBatch): the key was given back; claim afresh, a few times at most.
+  let outcome = first;
+  for (let again = 0; outcome.retry && again < 3; again++) {
+    const next = await claimOnce(executor, target, claimBatch(target.name, kindFilter(target)));
+    outcome = { ...next, expired: [...outcome.expired, ...next.expired] };
+  }
+  // what the first statement said of the ack it carried stays
+  return { ...outcome, acked: first.acked, ackedPending: first.ackedPending, at: first.at };
+}
+
+interface ClaimOutcome {
+  claimed?: Claimed;
+  result: ConsumeResult | null;
+  /** ack+claim: whether the previous batch was acked, and how many events its key still has */
+  acked?: boolean;
+  ackedPending?: number;
+  at?: Date;
+  expired: BatchRecordRow[];
+  /** the claim came out empty and gave its key back */
+  retry?: boolean;
+}
+
+async function claimOnce(executor: Executor, target: ConsumeTarget, statement: SQL): Promise<ClaimOutcome> {
   const rows = await executor.run<ClaimRow>(statement);
   if (rows.length === 0) {
     if (target.code) return { result: null, expired: [] }; // defined in code, not registered yet: nothing to do
@@ -139,8 +170,9 @@ async function runClaim(
   }
   const head = rows[0];
   const acked = head.acked === null ? undefined : head.acked === 1;
+  const ackedPending = head.acked_pending ?? undefined;
   const at = new Date(head.now);
-  if (head.key === null) return { result: null, acked, at, expired: [] };
+  if (head.key === null) return { result: null, acked, ackedPending, at, expired: [] };
   // the claim took over a lease that had expired: that batch goes in the record as "expired"
   const expired: BatchRecordRow[] = [];
   if (head.expired_until !== null) {
@@ -148,15 +180,13 @@ async function runClaim(
     expired.push({ subscriptionId: head.subscription_id!, key: head.key, ...span, events: 0, outcome: "expired" });
   }
   if (head.dies) {
-    return { result: { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" }, acked, at, expired };
+    const result: ConsumeResult = { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" };
+    return { result, acked, ackedPending, at, expired };
   }
   const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
   if (head.position === null) {
-    // Claimed, but every row this statement's snapshot saw had been acked by another
-    // consumer while it waited (see claimBatch): give the key back and claim afresh.
     await executor.run(releaseLease(lease));
-    const again = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
-    return { ...again, acked, at, expired: [...expired, ...again.expired] };
+    return { result: null, acked, ackedPending, at, expired, retry: true };
   }
   return {
     claimed: {
@@ -170,6 +200,7 @@ async function runClaim(
     },
     result: null,
     acked,
+    ackedPending,
     at,
     expired,
   };
@@ -219,12 +250,22 @@ function finish(claimed: Claimed, verdict: Verdict, outcome: ConsumeResult["outc
 
 const throughOf = (claimed: Claimed, index: number) => ({ tx: claimed.txs[index], position: claimed.events[index].position });
 
-/** Index of the last acked event: the whole batch, or through `ackedThrough`, which must be in it. */
+/**
+ * Index of the last acked event: the whole batch when there is no `ackedThrough`, else through
+ * it. One rule for code handlers and push receivers: an integer, or an integer string, that is
+ * a position of this batch; anything else (null, a float, other text, an object, a position
+ * not in the batch) fails the attempt — never "ack all" on an answer we could not understand.
+ */
 function ackedThroughIndex(events: StoredEvent[], result: unknown): number {
   const through = (result as { ackedThrough?: unknown } | undefined)?.ackedThrough;
   if (through === undefined) return events.length - 1;
-  const index = events.findIndex((e) => e.position === through);
-  if (index === -1) throw new Error(`ackedThrough ${String(through)} is not a position of this batch`);
+  const position = typeof through === "string" && /^\d{1,16}$/.test(through) ? Number(through) : through;
+  const index = Number.isSafeInteger(position) ? events.findIndex((e) => e.position === position) : -1;
+  if (index === -1) {
+    // the value itself only when it is a number: a receiver's text stays out of lastError
+    const shown = typeof position === "number" ? String(position) : through === null ? "null" : `(a ${typeof through})`;
+    throw new Error(`ackedThrough ${shown} is not a position of this batch`);
+  }
   return index;
 }
 

@@ -1,5 +1,5 @@
 import { CorqError } from "./errors.js";
-import { createExecutor, type Connection, type Executor, type PoolLike } from "./db/executor.js";
+import { createExecutor, type Connection, type Executor, type PoolLike, type Session } from "./db/executor.js";
 import { migrate } from "./db/migrate.js";
 import {
   expectedVersion as expectedVersionSchema,
@@ -7,13 +7,14 @@ import {
   parseOrThrow,
   parseSubscriptions,
   correlationKey,
-  pushSubscriptionInput,
+  parsePushSubscription,
   streamName,
   subscriptionName,
 } from "./config.js";
 import { z } from "zod";
 import { advance, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
+import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
 import { readStream } from "./sql/readStream.js";
 import { eventExists, readLog } from "./sql/readLog.js";
@@ -60,8 +61,22 @@ export interface CorqOptions {
   advanceBatchSize?: number;
   /** Max connections of the pool corq creates from databaseUrl (default 10). */
   poolSize?: number;
+  /**
+   * How corq reaches databaseUrl: "pg" (default: a node-postgres pool), or "neon-http" (Neon's
+   * HTTP query path: one HTTPS request per statement, no connection to open or hold — for
+   * serverless functions; interactive transactions such as migrate() then use a short-lived
+   * node-postgres connection).
+   */
+  driver?: "pg" | "neon-http";
+  /** With `db` set to a neon() HTTP query function: opens a pool for an interactive transaction. */
+  session?: Session;
   /** Called with the text of every statement corq sends (round-trip accounting). */
   onStatement?: (text: string) => void;
+  /**
+   * Let push subscriptions deliver to loopback, private, link-local and other non-public
+   * addresses (default: refused, against SSRF; in Node, `CORQ_PUSH_ALLOW_PRIVATE=true` sets it).
+   */
+  pushAllowPrivate?: boolean;
 }
 
 export interface Corq {
@@ -98,7 +113,7 @@ export interface Corq {
     webhookId?: string;
   }): Promise<{ released: number }>;
   /**
-   * Creates or updates a push subscription (API.md "Subscriptions"). The signing secret is
+   * Creates or updates a push subscription (docs/http-api.md, "Subscriptions"). The signing secret is
    * returned only when the subscription is created.
    */
   putSubscription(
@@ -170,6 +185,8 @@ export function createCorq(options: CorqOptions): Corq {
   const advanceBatchSize = parseOrThrow(limit(100_000, 5000), options.advanceBatchSize, "invalid_config", "advanceBatchSize");
   const statementOptions = { onStatement: options.onStatement };
   const { executor, end } = connect(options);
+  const pushAllowPrivate = options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true";
+  const pushTransport = createPushTransport({ allowPrivate: pushAllowPrivate });
 
   // a code subscription this instance does not define is orphaned: its code is gone (or
   // lives in another deployment); operators may delete it
@@ -327,7 +344,7 @@ export function createCorq(options: CorqOptions): Corq {
 
     async putSubscription(name, input) {
       parseOrThrow(subscriptionName, name, "invalid_input", "name");
-      const settings = parseOrThrow(pushSubscriptionInput, input, "invalid_config", "subscription");
+      const settings = parsePushSubscription(input, { allowPrivate: pushAllowPrivate });
       if (code.has(name)) throw new CorqError("conflict", `subscription "${name}" is defined in code`);
       const generated = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(24))))}`;
       const { secret: given, ...deliver } = settings.deliver;
@@ -385,8 +402,12 @@ export function createCorq(options: CorqOptions): Corq {
       return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
     },
 
-    close: end,
+    async close() {
+      await end();
+      await pushTransport.close();
+    },
   };
+  registerPushTransport(corq, pushTransport);
   return corq;
 }
 
@@ -399,21 +420,33 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
   const statementOptions = { onStatement: options.onStatement };
   if (options.db) {
     const db = options.db as Connection & { $client?: Connection };
-    const executor = createExecutor(db.$client ?? db, statementOptions);
+    const executor = createExecutor(db.$client ?? db, { ...statementOptions, session: options.session });
     return { executor: async () => executor, end: async () => undefined };
   }
   if (!options.databaseUrl) throw new CorqError("invalid_config", "createCorq needs databaseUrl or db");
   const databaseUrl = options.databaseUrl;
   let pool: PoolLike | undefined;
   let opened: Promise<Executor> | undefined;
+  const nodePostgres = (max: number) =>
+    import(/* @vite-ignore */ NODE_POSTGRES).then(({ default: pg }: typeof import("pg")) => {
+      const created = new pg.Pool({ connectionString: databaseUrl, max });
+      // An idle client that loses its connection emits 'error'; the pool replaces it.
+      created.on("error", () => undefined);
+      return created as unknown as PoolLike;
+    });
   return {
     executor: () =>
-      (opened ??= import(/* @vite-ignore */ NODE_POSTGRES).then(({ default: pg }: typeof import("pg")) => {
-        pool = new pg.Pool({ connectionString: databaseUrl, max: options.poolSize ?? 10 }) as unknown as PoolLike;
-        // An idle client that loses its connection emits 'error'; the pool replaces it.
-        (pool as unknown as { on(event: string, fn: () => void): void }).on("error", () => undefined);
-        return createExecutor(pool, { ...statementOptions, prepare: true });
-      })),
+      (opened ??=
+        options.driver === "neon-http"
+          ? Promise.all([import("@neondatabase/serverless"), nodePostgres(1)]).then(([{ neon }, session]) => {
+              // one idle-until-needed connection for the rare interactive transaction
+              pool = session;
+              return createExecutor(neon(databaseUrl), { ...statementOptions, session: (use) => use(session) });
+            })
+          : nodePostgres(options.poolSize ?? 10).then((created) => {
+              pool = created;
+              return createExecutor(created, { ...statementOptions, prepare: true });
+            })),
     end: async () => {
       await pool?.end?.();
       pool = undefined;

@@ -8,7 +8,8 @@ export type CorqErrorCode =
   | "order_conflict"
   | "conflict"
   | "unknown_subscription"
-  | "database_unavailable";
+  | "database_unavailable"
+  | "schema_too_new";
 
 const statusByCode: Record<CorqErrorCode, number> = {
   invalid_input: 400,
@@ -18,6 +19,7 @@ const statusByCode: Record<CorqErrorCode, number> = {
   conflict: 409,
   unknown_subscription: 404,
   database_unavailable: 503,
+  schema_too_new: 500,
 };
 
 export class CorqError extends Error {
@@ -50,7 +52,9 @@ export function toError(thrown: unknown): Error {
 // Postgres SQLSTATE classes that mean "the database is not there right now", not "you sent
 // something wrong": connection exceptions, admin shutdown, too many connections, and the
 // like (https://www.postgresql.org/docs/current/errcodes-appendix.html).
-const unavailableStates = /^(08|57P|53)/;
+// (28: the credentials were refused, 3D: no such database — a configuration error, but for the
+// caller it is the same: no database right now)
+const unavailableStates = /^(08|57P|53|28|3D)/;
 // The drivers' own words for a connection that failed or was cut (node-postgres / Neon).
 const networkErrors =
   /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect/i;

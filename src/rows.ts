@@ -1,5 +1,5 @@
 // Database rows → the public shapes. node-postgres returns bigint as string; positions and
-// counters are converted to numbers here (safe up to 2^53, API.md).
+// counters are converted to numbers here (safe up to 2^53, docs/http-api.md).
 import type { BatchRecord, DeadLetter, KeyState, KeyStatus, SubscriptionStats } from "./types.js";
 
 export interface StatsRow {

@@ -1,4 +1,4 @@
-// The public shapes of the library (API.md, "Library").
+// The public shapes of the library (README, "The library").
 import type { SQL } from "drizzle-orm";
 import type { Corq } from "./corq.js";
 

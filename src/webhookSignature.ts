@@ -3,6 +3,22 @@
 
 const encoder = new TextEncoder();
 
+/**
+ * Why a signing secret cannot be used, or null when it can. A `whsec_` secret must be base64
+ * of 24 to 64 bytes after the prefix (Standard Webhooks); any other non-empty text is a key
+ * as its UTF-8 bytes. Checked where secrets come in (PUT, the Worker's environment), so a bad
+ * one is refused there instead of failing every delivery or every webhook later.
+ */
+export function signingSecretProblem(secret: string): string | null {
+  if (!secret.startsWith("whsec_")) return secret.length > 0 ? null : "is empty";
+  const encoded = secret.slice("whsec_".length);
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 === 1) return "a whsec_ secret must be base64 after the prefix";
+  const bytes = decodeBase64(encoded);
+  if (bytes === null) return "a whsec_ secret must be base64 after the prefix";
+  if (bytes.length < 24 || bytes.length > 64) return `a whsec_ secret must encode 24 to 64 bytes, not ${bytes.length}`;
+  return null;
+}
+
 /** A `whsec_` secret is base64 after the prefix (the HMAC key is the decoded bytes); any other is UTF-8. */
 export function signingKeyBytes(secret: string): Uint8Array<ArrayBuffer> {
   if (secret.startsWith("whsec_")) return Uint8Array.from(atob(secret.slice("whsec_".length)), (c) => c.charCodeAt(0));

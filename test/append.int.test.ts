@@ -26,7 +26,7 @@ describe("append", () => {
     expect(many.version).toBe(301);
     const stream = await corq.readStream("visitor-1", { limit: 1000 });
     expect(stream.map((e) => e.version)).toEqual(Array.from({ length: 302 }, (_, i) => i));
-    // positions follow input order (DESIGN.md invariant 5)
+    // positions follow input order (docs/design.md, invariant 5)
     const ticks = stream.slice(2);
     expect(ticks.map((e) => (e.data as { i: number }).i)).toEqual(Array.from({ length: 300 }, (_, i) => i));
     expect(ticks.map((e) => e.position)).toEqual([...ticks.map((e) => e.position)].sort((a, b) => a - b));
@@ -82,6 +82,11 @@ describe("append", () => {
       ["s", [{ name: "Ok", data: {} }, { name: "Bad", data: undefined }]],
       ["s", [{ name: "Ok", data: { f: () => 1 } }]],
       ["s", [{ name: "Ok", data: "nul\u0000byte" }]],
+      ["s", [{ name: "Ok", data: { "lone\uD800": 1 } }]],
+      ["s", [{ name: "Ok", data: ["x\uDC00"] }]],
+      ["s", [{ name: "Ok", data: { n: Number.NaN } }]],
+      // 5,000 levels deep: a 400, not a stack overflow (and no partial write before it)
+      ["s", [arrived("1"), { name: "Ok", data: Array.from({ length: 5000 }).reduce<unknown>((inner) => ({ inner }), 1) }]],
       ["s", [{ name: "Ok", data: {}, meta: "not an object" }]],
       ["s", [arrived("1")], { expectedVersion: -2 }],
       ["s", [arrived("1")], { expectedVersion: 1.5 }],

@@ -1,4 +1,4 @@
-// Pins the round-trip budget (DESIGN.md "Round trips are the cost model"): on Workers every
+// Pins the round-trip budget (docs/design.md, "Round trips are the cost model"): on Workers every
 // statement is a network round trip to Neon, so these counts must not silently grow.
 import { describe, expect, it } from "vitest";
 import { useCorq } from "./helpers/corq.js";
@@ -56,6 +56,24 @@ describe("round trips per operation", () => {
     const recorded = await corq.activity({ subscription: "d" });
     expect(recorded.map((b) => b.events)).toEqual([2, 2, 2, 2, 2]);
     for (const b of recorded) expect(Date.parse(b.finishedAt)).toBeGreaterThanOrEqual(Date.parse(b.startedAt));
+  });
+
+  it("drain goes on with a key that still has events after its batch (one hot key): two statements per batch", async () => {
+    const count = counter();
+    const sizes: number[] = [];
+    const { corq } = await open({
+      onStatement: count.onStatement,
+      subscriptions: [{ name: "hot", batchSize: 4, handle: (events) => void sizes.push(events.length) }],
+    });
+    await corq.append("k", Array.from({ length: 12 }, () => ({ name: "E", data: {} })));
+    await corq.advance();
+    count.take();
+    expect(await corq.drain("hot", { budgetMs: 10_000 })).toMatchObject({ batches: 3, events: 12 });
+    expect(sizes).toEqual([4, 4, 4]);
+    // claim, then per batch ack+claim (it cannot claim the key it acked) + claim, the last
+    // ack+claim finds the key empty; the 3 batches recorded at once
+    expect(count.take()).toBe(1 + 2 + 2 + 1 + 1);
+    expect(await corq.subscription("hot")).toMatchObject({ pending: 0 });
   });
 
   it("a function key costs one read and one write per round", async () => {

@@ -1,16 +1,28 @@
 // Property-based: random interleavings of appends (some held open, some rolled back),
 // advances by two advancers, claims by several consumers, handler failures, poison events,
-// lease expiries with stale acks, retries and skips. Seeded and reproducible (fast-check
-// prints the seed and the shrunk counterexample on failure).
+// lease expiries with stale acks, retries and skips, outbox appends from transactions that
+// took their id early. `npm test` runs a fixed list of seeds (deterministic); the soak
+// (CORQ_PROPERTY_RUNS) draws a new seed and prints it — a seed that ever fails joins the list.
+// CORQ_PROPERTY_SEED replays one.
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import type { PoolClient } from "pg";
+import pg, { type PoolClient } from "pg";
 import type { Corq, StoredEvent, SubscriptionDefinition } from "../src/index.js";
 import { useCorq } from "./helpers/corq.js";
 import { reportScenario, tally } from "./helpers/chaos.js";
 
 const open = useCorq();
-const runs = Number(process.env.CORQ_PROPERTY_RUNS ?? 12);
+// [seed, runs]. 66086647 failed with the op set before the outbox steps: a random skip of a dead
+// key whose head was no poison event (the model now tracks what the operator skipped).
+const FIXED_SEEDS: [number, number][] = [[66086647, 12], [1, 6], [2, 6]];
+const soakRuns = process.env.CORQ_PROPERTY_RUNS ? Number(process.env.CORQ_PROPERTY_RUNS) : undefined;
+const replay = process.env.CORQ_PROPERTY_SEED ? Number(process.env.CORQ_PROPERTY_SEED) : undefined;
+const plan: [number, number][] = replay !== undefined
+  ? [[replay, soakRuns ?? 12]]
+  : soakRuns !== undefined
+    ? [[Math.floor(Math.random() * 2 ** 31), soakRuns]]
+    : FIXED_SEEDS;
+const runs = plan.reduce((sum, [, n]) => sum + n, 0);
 
 type Op =
   | { kind: "append"; key: number; count: number; hold: boolean; poison: boolean }
@@ -20,7 +32,9 @@ type Op =
   | { kind: "gatedConsume"; by: number }
   | { kind: "expireLeases" }
   | { kind: "openGates" }
-  | { kind: "release"; mode: "retry" | "skip" };
+  | { kind: "release"; mode: "retry" | "skip" }
+  | { kind: "takeTxId" }
+  | { kind: "outboxAppend"; key: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant("append" as const), key: fc.nat(5), count: fc.integer({ min: 1, max: 4 }), hold: fc.boolean(), poison: fc.nat(4).map((n) => n === 0) }), weight: 5 },
@@ -31,11 +45,15 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.constant({ kind: "expireLeases" as const }), weight: 1 },
   { arbitrary: fc.constant({ kind: "openGates" as const }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant("release" as const), mode: fc.constantFrom("retry" as const, "skip" as const) }), weight: 1 },
+  { arbitrary: fc.constant({ kind: "takeTxId" as const }), weight: 2 },
+  { arbitrary: fc.record({ kind: fc.constant("outboxAppend" as const), key: fc.nat(5) }), weight: 2 },
 );
 
 describe("random interleavings", () => {
   it("lose nothing, keep per-key order, never run a key twice at once, deliver nothing rolled back", async () => {
     const totals = { events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0 };
+    for (const [seed, numRuns] of plan) {
+    console.log(`property seed: ${seed} (${numRuns} runs; replay with CORQ_PROPERTY_SEED=${seed})`);
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 10, maxLength: 40 }), async (ops) => {
         const firsts = new Map<string, number[]>(); // key → positions in first-delivery order
@@ -46,6 +64,7 @@ describe("random interleavings", () => {
         let overlaps = 0;
         let failNext = false;
         const failedTransiently = new Set<number>(); // heads of batches whose handler failed on purpose
+        const skippedByOperator = new Set<number>(); // failed events a random release skipped
         const gates: (() => void)[] = [];
         // consumer i's next handler call waits for openGates (a slow consumer) while armed[i]
         const armed = [false, false, false];
@@ -77,7 +96,12 @@ describe("random interleavings", () => {
         });
         const held: PoolClient[] = [];
         let heldStreams = 0; // a held append's stream is its own: a second append to it would wait for the first
-        const { corq, another, raw, dispose } = await open({ subscriptions: [definition()] });
+        const { corq, another, raw, url, dispose } = await open({ subscriptions: [definition()] });
+        // outbox callers: transactions of their own that take their id before appending
+        const callers = new pg.Pool({ connectionString: url, max: 2 });
+        callers.on("error", () => undefined);
+        const early: PoolClient[] = [];
+        let lastStream: string | undefined; // the outbox appends where others appended last
         try {
           const advancers = [corq, another({ subscriptions: [definition()], poolSize: 1 })];
           const consumers: Corq[] = [0, 1, 2].map((i) => another({ subscriptions: [definition(i)], poolSize: 1 }));
@@ -93,7 +117,8 @@ describe("random interleavings", () => {
                   await corq.append(`held-${heldStreams++}`, events, { tx: client });
                   held.push(client);
                 } else {
-                  await corq.append(`stream-${o.key % 3}`, events);
+                  lastStream = `stream-${o.key % 3}`;
+                  await corq.append(lastStream, events);
                 }
                 break;
               }
@@ -130,11 +155,55 @@ describe("random interleavings", () => {
                 for (const open of gates.splice(0)) open();
                 break;
               case "release":
-                await corq.releaseDeadLetters({ subscription: "s", mode: o.mode });
+                if (o.mode === "retry") {
+                  await corq.releaseDeadLetters({ subscription: "s", mode: "retry" });
+                  break;
+                }
+                // key by key, so the model knows exactly which failed events were dropped
+                for (const d of await corq.deadLetters({ subscription: "s" })) {
+                  const { released } = await corq.releaseDeadLetters({ subscription: "s", key: d.key, mode: "skip" });
+                  if (released === 1) skippedByOperator.add(d.position!);
+                }
                 break;
+              case "takeTxId": {
+                if (early.length >= 1) break;
+                const client = await callers.connect();
+                await client.query("BEGIN");
+                await client.query("SELECT pg_current_xact_id()");
+                early.push(client);
+                break;
+              }
+              case "outboxAppend": {
+                // a caller appends in its transaction, as a correct client does: if refused
+                // for order (others appended to the stream since it took its id), it rolls
+                // back and appends again in a new transaction
+                const events = [{ name: "E", data: { k: `k${o.key}`, poison: false } }, { name: "E", data: { k: `k${(o.key + 1) % 6}`, poison: false } }];
+                const stream = lastStream ?? `stream-${o.key % 3}`;
+                let client = early.shift();
+                if (!client) {
+                  client = await callers.connect();
+                  await client.query("BEGIN");
+                }
+                for (;;) {
+                  const refused = await corq.append(stream, events, { tx: client }).then(() => null, (error: { code?: string }) => error);
+                  if (refused === null) {
+                    await client.query("COMMIT");
+                    client.release();
+                    break;
+                  }
+                  expect(refused.code).toBe("order_conflict");
+                  await client.query("ROLLBACK");
+                  await client.query("BEGIN");
+                }
+                break;
+              }
             }
           }
           // settle everything: commit held appends, open gates, then retry dead keys until drained
+          for (const client of early.splice(0)) {
+            await client.query("ROLLBACK");
+            client.release();
+          }
           for (const client of held.splice(0)) {
             await client.query("COMMIT");
             client.release();
@@ -159,26 +228,34 @@ describe("random interleavings", () => {
           }
 
           // the truth: committed events per key in log order, minus the skipped poison events
-          const { rows } = await raw.query("SELECT position, data FROM corq.events ORDER BY tx, position");
+          const { rows } = await raw.query("SELECT position, stream, version, data FROM corq.events ORDER BY tx, position");
           const expected = new Map<string, number[]>();
+          const versions = new Map<string, number>();
           for (const r of rows) {
-            if (r.data.poison) continue;
+            // within a stream, log order is version order
+            expect(r.version, `stream ${r.stream} out of version order`).toBe((versions.get(r.stream) ?? -1) + 1);
+            versions.set(r.stream, r.version);
+            if (r.data.poison || skippedByOperator.has(Number(r.position))) continue;
             expected.set(r.data.k, [...(expected.get(r.data.k) ?? []), Number(r.position)]);
           }
-          const figures = tally(expected, handled);
+          const delivered = handled.filter((h) => !skippedByOperator.has(h.position));
+          const figures = tally(expected, delivered);
           expect(overlaps).toBe(0);
-          expect(new Map([...firsts].filter(([, v]) => v.length > 0))).toEqual(expected);
+          const firstsKept = [...firsts].map(([k, v]) => [k, v.filter((p) => !skippedByOperator.has(p))] as const);
+          expect(new Map(firstsKept.filter(([, v]) => v.length > 0))).toEqual(expected);
           expect(figures).toMatchObject({ lost: 0, order: 0 });
           for (const [field, value] of Object.entries({ ...figures, doubleClaims: overlaps })) totals[field as keyof typeof totals] += value;
           const { rows: left } = await raw.query("SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT coalesce(sum(pending), 0) FROM corq.keys)::int AS pending");
           expect(left[0]).toEqual({ queued: 0, pending: 0 });
         } finally {
-          for (const client of held.splice(0)) client.release(true);
+          for (const client of [...held.splice(0), ...early.splice(0)]) client.release(true);
+          await callers.end();
           await dispose();
         }
       }),
-      { numRuns: runs, seed: process.env.CORQ_PROPERTY_SEED ? Number(process.env.CORQ_PROPERTY_SEED) : undefined },
+      { numRuns, seed },
     );
-    reportScenario({ scenario: "random interleavings", ...totals, notes: { runs } });
+    }
+    reportScenario({ scenario: "random interleavings", ...totals, notes: { runs, seeds: plan.map(([seed]) => seed).join("+") } });
   }, 60_000 + runs * 3000);
 });

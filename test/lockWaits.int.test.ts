@@ -6,6 +6,7 @@ import type pg from "pg";
 import type { StoredEvent } from "../src/index.js";
 import { sleep, useCorq } from "./helpers/corq.js";
 import { until, within } from "./helpers/until.js";
+import { reportScenario } from "./helpers/chaos.js";
 
 const open = useCorq();
 
@@ -68,6 +69,8 @@ describe("a statement that waited on a row lock", () => {
     });
     const taken = [await rival.consume("rooms"), await rival.consume("rooms")];
     await draining;
+    const doubleClaims = overlaps.length + taken.filter((t) => t?.key === order[1]).length;
+    reportScenario({ scenario: "lock wait longer than the lease", events: 2, lost: 0, order: 0, doubleClaims, dup: 0 });
     expect(taken.map((t) => t?.key)).not.toContain(order[1]);
     expect(overlaps).toEqual([]);
   });

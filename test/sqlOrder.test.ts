@@ -61,6 +61,9 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   logHead: (f) => [f()],
   syncSubscriptions: (f) => [f([settings])],
   rememberWebhookId: (f) => [f("msg_1")],
+  startDashboardSession: (f) => [f("session-id", 3_600_000)],
+  dashboardSessionAlive: (f) => [f("session-id")],
+  endDashboardSession: (f) => [f("session-id")],
 };
 
 /** Exports of src/sql that are not SQL builders. */

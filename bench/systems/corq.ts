@@ -1,5 +1,6 @@
 // corq, measured end to end and stage by stage, through the library (Node, node-postgres).
 import { createCorq, type Corq, type StoredEvent, type SubscriptionDefinition } from "../../src/index.js";
+import { benchClient } from "../database.js";
 import { chunks, OrderCheck, producerItems, sleep, Wakeup, type Item } from "../workload.js";
 
 export interface Workload {
@@ -135,7 +136,7 @@ export async function consumeStage(databaseUrl: string, w: Workload) {
   const seconds = (performance.now() - started) / 1000;
   await Promise.all(consumers.map((c) => c.close()));
   // each consumer's first claim is extra: after it, every statement acks a batch and claims the next
-  return { eps: events / seconds, batchesPerSecond: batches / seconds, statementsPerBatch: (statements - w.consumers) / batches };
+  return { eps: events / seconds, batches, batchesPerSecond: batches / seconds, statementsPerBatch: (statements - w.consumers) / batches };
 }
 
 /** Append-to-handler latency at a fixed offered rate (single-event appends, many keys). */
@@ -181,20 +182,17 @@ export async function latency(databaseUrl: string, options: { rate: number; seco
  * during, then commit and time the catch-up. Table sizes before / during / after.
  */
 export async function xminHorizon(databaseUrl: string, w: Workload, holdMs: number) {
-  const pg = (await import("pg")).default;
   const check = new OrderCheck();
   const sub = subscription(w, (events) => {
     for (const e of events) check.record(e.data as unknown as Item);
   });
   const corq = createCorq({ databaseUrl, subscriptions: [sub], poolSize: 8 });
   await corq.migrate();
-  const admin = new pg.Client({ connectionString: databaseUrl });
-  await admin.connect();
+  const admin = await benchClient(databaseUrl);
   const size = async () =>
     Number((await admin.query("SELECT pg_total_relation_size('corq.queue') + pg_total_relation_size('corq.keys') AS b")).rows[0].b);
   const before = await size();
-  const holder = new pg.Client({ connectionString: databaseUrl });
-  await holder.connect();
+  const holder = await benchClient(databaseUrl);
   await holder.query("BEGIN");
   await holder.query("SELECT pg_current_xact_id()");
   let stop = false;

@@ -9,7 +9,7 @@ export async function pgBoss(
 ) {
   const check = new OrderCheck();
   const boss = new PgBoss({ connectionString: databaseUrl, max: w.consumers + 8 });
-  boss.on("error", () => undefined);
+  boss.on("error", () => undefined); // its pool's and clients' errors arrive here (without a listener: uncaught)
   await boss.start();
   await boss.createQueue("bench", { policy: "key_strict_fifo" });
   const started = performance.now();

@@ -18,19 +18,20 @@ async function startCountingReceiver(check: OrderCheck) {
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/`, close: () => new Promise((r) => server.close(r)) };
 }
 
+// the receiver listens on 127.0.0.1: corq refuses private destinations unless allowed
 const pushSettings = (url: string, w: Workload) => ({ key: "data.key", batchSize: w.batchSize, deliver: { url, timeoutMs: 10_000 } });
 
 /** Node: the queue is filled first, then C consumers deliver it: events/s delivered. */
 export async function pushNode(databaseUrl: string, w: Workload) {
   const check = new OrderCheck();
   const receiver = await startCountingReceiver(check);
-  const loader = createCorq({ databaseUrl });
+  const loader = createCorq({ databaseUrl, pushAllowPrivate: true });
   await loader.migrate();
   await loader.putSubscription("bench-push", pushSettings(receiver.url, w));
   await appendWorkload(loader, w);
   while ((await loader.advance())["bench-push"] > 0);
   await loader.close();
-  const consumers = Array.from({ length: w.consumers }, () => createCorq({ databaseUrl, poolSize: 1 }));
+  const consumers = Array.from({ length: w.consumers }, () => createCorq({ databaseUrl, poolSize: 1, pushAllowPrivate: true }));
   const started = performance.now();
   await Promise.all(consumers.map(async (c) => { while ((await c.consume("bench-push")) !== null); }));
   const seconds = (performance.now() - started) / 1000;
@@ -45,7 +46,7 @@ export async function pushWorkers(databaseUrl: string, w: Workload) {
   const receiver = await startCountingReceiver(check);
   const stack = await startLocalStack({ databaseUrl, vars: { CORQ_CONCURRENCY: String(w.consumers), CORQ_CONSUMER_BUDGET_MS: "30000" } });
   try {
-    const loader = createCorq({ databaseUrl });
+    const loader = createCorq({ databaseUrl, pushAllowPrivate: true });
     await loader.putSubscription("bench-push", pushSettings(receiver.url, w));
     await appendWorkload(loader, w);
     await loader.close();

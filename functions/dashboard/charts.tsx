@@ -61,7 +61,7 @@ export function Timeline(props: { batches: BatchRecord[]; from: number; to: numb
       {ticks.map((t) => (
         <g>
           <line x1={x(t)} x2={x(t)} y1={AXIS - 4} y2={height} stroke="#e4e8ee" />
-          <text x={x(t)} y={14} text-anchor={t === props.to ? "end" : "middle"}>{t === props.to ? "now" : `-${age(props.to - t)}`}</text>
+          <text x={x(t)} y={14} text-anchor={t === props.to ? "end" : "middle"}>{t === props.to ? "now" : tickLabel(props.to - t, tickMs)}</text>
         </g>
       ))}
       {rows.map((key, i) => (
@@ -83,6 +83,15 @@ export function Timeline(props: { batches: BatchRecord[]; from: number; to: numb
       })}
     </svg>
   );
+}
+
+/**
+ * A tick's label in the unit of the tick spacing, so labels are exact and distinct (age()
+ * rounds: 3 min and 3.5 min both read "-3 min").
+ */
+export function tickLabel(beforeNowMs: number, tickMs: number): string {
+  if (tickMs % 60_000 === 0) return `-${beforeNowMs / 60_000} min`;
+  return `-${beforeNowMs / 1000} s`;
 }
 
 function pickTick(spanMs: number): number {

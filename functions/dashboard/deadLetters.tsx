@@ -46,8 +46,8 @@ export function DeadLetters(props: {
                   <td class="num">{num(d.attempts)}</td>
                   <td><time datetime={d.deadAt}>{d.deadAt.replace("T", " ").slice(0, 19)}</time></td>
                   <td>
-                    <ActionButton action="retry" subscription={d.subscription} key={d.key} back={props.back} label={`Retry ${d.key}`} primary />
-                    <ActionButton action="skip" subscription={d.subscription} key={d.key} back={props.back} label={`Skip the failed event of ${d.key}`} confirm={`Skip the failed event of ${d.key}? It will not be delivered.`} />
+                    <ActionButton action="retry" subscription={d.subscription} deadKey={d.key} back={props.back} label={`Retry ${d.key}`} primary />
+                    <ActionButton action="skip" subscription={d.subscription} deadKey={d.key} back={props.back} label={`Skip the failed event of ${d.key}`} confirm={`Skip the failed event of ${d.key}? It will not be delivered.`} />
                   </td>
                 </tr>
               ))}

@@ -73,8 +73,8 @@ export function Keys(props: {
                 <td>
                   {k.status === "dead" && (
                     <>
-                      <ActionButton action="retry" subscription={s.name} key={k.key} back={props.back} label={`Retry ${k.key}`} primary />
-                      <ActionButton action="skip" subscription={s.name} key={k.key} back={props.back} label={`Skip the failed event of ${k.key}`} confirm={`Skip the failed event of ${k.key}? It will not be delivered.`} />
+                      <ActionButton action="retry" subscription={s.name} deadKey={k.key} back={props.back} label={`Retry ${k.key}`} primary />
+                      <ActionButton action="skip" subscription={s.name} deadKey={k.key} back={props.back} label={`Skip the failed event of ${k.key}`} confirm={`Skip the failed event of ${k.key}? It will not be delivered.`} />
                     </>
                   )}
                 </td>

@@ -49,11 +49,16 @@ export function Page(props: { title: string; section?: Section; notice?: string;
   );
 }
 
-/** A button that POSTs one dashboard action and comes back to this page. */
+/**
+ * A button that POSTs one dashboard action and comes back to this page. The key is `deadKey`,
+ * never `key`: JSX keeps `key` (and `ref`) for itself and never hands it to the component, so
+ * a per-key button would silently act on every dead key of the subscription.
+ */
 export function ActionButton(props: {
   action: "retry" | "skip" | "pause" | "resume";
   subscription: string;
-  key?: string;
+  /** One dead key; without it the action covers every dead key of the subscription. */
+  deadKey?: string;
   back: string;
   label: string;
   confirm?: string;
@@ -62,7 +67,7 @@ export function ActionButton(props: {
   return (
     <form class="inline" method="post" action={`/ui/actions/${props.action}`}>
       <input type="hidden" name="subscription" value={props.subscription} />
-      {props.key !== undefined && <input type="hidden" name="key" value={props.key} />}
+      {props.deadKey !== undefined && <input type="hidden" name="key" value={props.deadKey} />}
       <input type="hidden" name="back" value={props.back} />
       <button
         type="submit"

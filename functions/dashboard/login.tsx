@@ -1,14 +1,15 @@
 // GET /login — the admin token goes into a form, never into a URL.
 import { Page } from "./layout.js";
 
-export function Login(props: { error?: string; disabled?: boolean }) {
+/** `disabled`: why no one can log in (no admin token, or one too short), shown instead of the form. */
+export function Login(props: { error?: string; disabled?: string }) {
   return (
     <Page title="Log in" live={false}>
       <div class="card login">
         <h1>corq dashboard</h1>
         {props.error && <p class="error" role="alert">{props.error}</p>}
         {props.disabled ? (
-          <p>The dashboard is disabled: set <code>CORQ_ADMIN_TOKEN</code> (<code>wrangler secret put CORQ_ADMIN_TOKEN</code>).</p>
+          <p role="alert">{props.disabled[0].toUpperCase() + props.disabled.slice(1)}.</p>
         ) : (
           <form method="post" action="/login">
             <label for="token">Admin token</label>

@@ -6,7 +6,9 @@ import { csrf } from "hono/csrf";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionStats } from "../../src/index.js";
 import { subscriptionName, parseOrThrow } from "../../src/config.js";
-import { isAdmin } from "../auth.js";
+import { adminTokenRefusal, isAdmin } from "../auth.js";
+import type { AuthThrottle } from "../authThrottle.js";
+import { ProblemError } from "../problem.js";
 import type { AppEnv } from "../env.js";
 import { css, script } from "./assets.js";
 import { DeadLetters } from "./deadLetters.js";
@@ -14,6 +16,7 @@ import { Keys } from "./keys.js";
 import { Page } from "./layout.js";
 import { Login } from "./login.js";
 import { Overview } from "./overview.js";
+import { securityHeaders } from "./securityHeaders.js";
 import { endSession, hasSession, startSession } from "./session.js";
 import { LogTail, Stream } from "./streams.js";
 import { TimelinePage, windows } from "./timeline.js";
@@ -36,8 +39,8 @@ const streamQuery = z.object({ from: z.string().regex(/^\d{1,9}$/).transform(Num
 const actionForm = z.object({
   subscription: subscriptionName,
   key: z.string().min(1).max(1000).optional(),
-  // where to come back to: a path on this site only (no scheme, no //host)
-  back: z.string().regex(/^\/(?![/\\])[^\s\\]*$/).max(2000).default("/"),
+  // where to come back to: a path on this site only (localPath)
+  back: z.string().max(2000).default("/"),
 });
 const actions = ["retry", "skip", "pause", "resume"] as const;
 
@@ -60,6 +63,23 @@ function noticeOf(c: DashboardContext): string | undefined {
   return done === "retry" ? `Retried ${keys} of ${of}.` : `Skipped the failed event of ${keys} of ${of}.`;
 }
 
+/**
+ * `back` as a path and query of this site, or null. Judged on what the browser will make of
+ * it, not on its text: `/.//evil.example` and `/%2e//evil.example` normalise to
+ * `//evil.example`, which a Location header sends to another host.
+ */
+function localPath(back: string, origin: string): string | null {
+  if (!back.startsWith("/") || back.includes("\\")) return null;
+  let url: URL;
+  try {
+    url = new URL(back, origin);
+  } catch {
+    return null;
+  }
+  if (url.origin !== origin || !url.pathname.startsWith("/") || url.pathname.startsWith("//")) return null;
+  return url.pathname + url.search;
+}
+
 /** The path and query of this request, to come back to after an action. */
 const here = (c: DashboardContext) => {
   const url = new URL(c.req.url);
@@ -67,9 +87,14 @@ const here = (c: DashboardContext) => {
   return url.pathname + url.search;
 };
 
-export function dashboard(): Hono<AppEnv> {
+export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
+  const { throttle } = options;
   const app = new Hono<AppEnv>();
 
+  for (const path of ["/", "/login", "/logout", "/favicon.ico", "/ui/*", "/assets/*"]) app.use(path, securityHeaders());
+
+  // no icon: browsers ask for one on every page, and a 401 would be noise
+  app.get("/favicon.ico", (c) => c.body(null, 204, { "cache-control": "public, max-age=86400" }));
   app.get("/assets/corq.css", (c) => c.body(css, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "public, max-age=300" }));
   app.get("/assets/corq.js", (c) =>
     c.body(script, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=300" }),
@@ -81,23 +106,34 @@ export function dashboard(): Hono<AppEnv> {
   app.use("/ui/actions/*", csrf());
 
   app.get("/login", async (c) => {
+    const refusal = adminTokenRefusal(c.env);
+    if (refusal) return c.html(<Login disabled={refusal.message} />, refusal.status as 401);
     if (await hasSession(c)) return c.redirect("/", 303);
-    return c.html(<Login disabled={!c.env.CORQ_ADMIN_TOKEN} />, c.env.CORQ_ADMIN_TOKEN ? 200 : 401);
+    return c.html(<Login />);
   });
 
   app.post("/login", async (c) => {
-    if (!c.env.CORQ_ADMIN_TOKEN) return c.html(<Login disabled />, 401);
-    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
-    const token = typeof form.token === "string" ? form.token : "";
-    if (token === "" || token.length > 1000 || !(await isAdmin(c.env, `Bearer ${token}`))) {
-      return c.html(<Login error="Wrong token." />, 401);
+    const refusal = adminTokenRefusal(c.env);
+    if (refusal) return c.html(<Login disabled={refusal.message} />, refusal.status as 401);
+    try {
+      throttle.guard(c);
+      const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+      const token = typeof form.token === "string" ? form.token : "";
+      if (token === "" || token.length > 1000 || !(await isAdmin(c.env, `Bearer ${token}`))) {
+        if (token !== "") await throttle.failed(c);
+        return c.html(<Login error="Wrong token." />, 401);
+      }
+    } catch (error) {
+      if (!(error instanceof ProblemError) || error.status !== 429) throw error;
+      const retryAfter = error.headers["retry-after"];
+      return c.html(<Login error={`Too many failed logins from here; try again in ${retryAfter} s.`} />, 429, { "retry-after": retryAfter });
     }
-    await startSession(c, token);
+    await startSession(c);
     return c.redirect("/", 303);
   });
 
-  app.post("/logout", (c) => {
-    endSession(c);
+  app.post("/logout", async (c) => {
+    await endSession(c);
     return c.redirect("/login", 303);
   });
 
@@ -168,11 +204,14 @@ export function dashboard(): Hono<AppEnv> {
           throw new CorqError("invalid_input", "send the form as application/x-www-form-urlencoded");
         });
         const { subscription, key, back } = parseOrThrow(actionForm, form, "invalid_input", "form");
+        const origin = new URL(c.req.url).origin;
+        const path = localPath(back, origin);
+        if (path === null) throw new CorqError("invalid_input", "back: must be a path on this site");
         const corq = c.var.corq();
         let count = 0;
         if (action === "pause" || action === "resume") await corq[action](subscription);
         else count = (await corq.releaseDeadLetters({ subscription, key, mode: action })).released;
-        const url = new URL(back, c.req.url);
+        const url = new URL(path, origin);
         const done = { done: action, count: String(count), of: subscription };
         for (const [name, value] of Object.entries(done)) url.searchParams.set(name, value);
         return c.redirect(url.pathname + url.search, 303);

@@ -1,35 +1,59 @@
-// The dashboard's login session: a cookie `<expiry>.<HMAC-SHA256(admin token, expiry)>`.
-// The token itself never leaves the login form; changing CORQ_ADMIN_TOKEN logs everyone out.
+// The dashboard's login session. The cookie is `<id>.<MAC(session key, id)>`; the session is
+// alive while its row in corq.dashboard_sessions is (12 hours; logout deletes it, ending that
+// session only). The session key is derived from the admin token under a fixed label, so the
+// cookie never carries a MAC made with the token itself, and changing CORQ_ADMIN_TOKEN ends
+// every session. A cookie costs one statement per request, and none when its MAC is wrong.
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { dashboardSessionAlive, endDashboardSession, startDashboardSession } from "../../src/sql/dashboardSessions.js";
 import { constantTimeEqual } from "../../src/webhookSignature.js";
-import type { Env } from "../env.js";
+import { adminTokenRefusal } from "../auth.js";
+import type { AppEnv } from "../env.js";
 
 export const SESSION_COOKIE = "corq_session";
 const SESSION_MS = 12 * 3_600_000;
+const SESSION_KEY_LABEL = "corq dashboard session key v1";
 
-async function mac(token: string, expiry: string): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(token), { name: "HMAC", hash: "SHA-256" }, false, [
-    "sign",
-  ]);
-  const signature = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`corq-dashboard:${expiry}`));
-  return btoa(String.fromCharCode(...new Uint8Array(signature))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+type SessionContext = Context<AppEnv>;
+
+const encode = (text: string) => new TextEncoder().encode(text);
+const base64url = (bytes: ArrayBuffer | Uint8Array) =>
+  btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+
+const hmac = async (key: BufferSource, message: string) =>
+  crypto.subtle.sign(
+    "HMAC",
+    await crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]),
+    encode(message),
+  );
+
+/** MAC of a session id: HMAC(HMAC(admin token, label), id). */
+async function mac(token: string, id: string): Promise<string> {
+  const sessionKey = await hmac(encode(token), SESSION_KEY_LABEL);
+  return base64url(await hmac(sessionKey, id));
 }
 
-/** Whether the request carries a live session cookie made with the current admin token. */
-export async function hasSession<E extends { Bindings: Env }>(c: Context<E>): Promise<boolean> {
+/** The session id of the request's cookie when its MAC is right under the current admin token. */
+async function signedSessionId(c: SessionContext): Promise<string | null> {
   const token = c.env.CORQ_ADMIN_TOKEN;
   const value = getCookie(c, SESSION_COOKIE);
-  if (!token || !value) return false;
-  const match = /^(\d{1,15})\.([\w-]{43})$/.exec(value);
-  if (!match || Number(match[1]) < Date.now()) return false;
-  const encode = (text: string) => new TextEncoder().encode(text);
-  return constantTimeEqual(encode(match[2]), encode(await mac(token, match[1])));
+  if (!token || !value || adminTokenRefusal(c.env)) return null;
+  const match = /^([\w-]{22})\.([\w-]{43})$/.exec(value);
+  if (!match || !constantTimeEqual(encode(match[2]), encode(await mac(token, match[1])))) return null;
+  return match[1];
 }
 
-export async function startSession<E extends { Bindings: Env }>(c: Context<E>, token: string): Promise<void> {
-  const expiry = String(Date.now() + SESSION_MS);
-  setCookie(c, SESSION_COOKIE, `${expiry}.${await mac(token, expiry)}`, {
+/** Whether the request carries the cookie of a live session. */
+export async function hasSession(c: SessionContext): Promise<boolean> {
+  const id = await signedSessionId(c);
+  return id !== null && (await c.var.db().run(dashboardSessionAlive(id))).length > 0;
+}
+
+/** Call once the admin token has been checked. */
+export async function startSession(c: SessionContext): Promise<void> {
+  const id = base64url(crypto.getRandomValues(new Uint8Array(16)));
+  await c.var.db().run(startDashboardSession(id, SESSION_MS));
+  setCookie(c, SESSION_COOKIE, `${id}.${await mac(c.env.CORQ_ADMIN_TOKEN!, id)}`, {
     httpOnly: true,
     sameSite: "Strict",
     // Secure everywhere but plain-http development on this machine (browsers drop Secure cookies over http).
@@ -39,6 +63,9 @@ export async function startSession<E extends { Bindings: Env }>(c: Context<E>, t
   });
 }
 
-export function endSession(c: Context): void {
+/** Logout: ends this session (its row), whatever else is logged in. */
+export async function endSession(c: SessionContext): Promise<void> {
+  const id = await signedSessionId(c);
+  if (id !== null) await c.var.db().run(endDashboardSession(id));
   deleteCookie(c, SESSION_COOKIE, { path: "/" });
 }

@@ -1,9 +1,10 @@
 // The one door to Postgres. Every statement corq runs goes through `Executor.run`, so the
 // round-trip budget is countable (tests pin it) and drivers are interchangeable: node-postgres
-// Pool/Client, the Neon serverless Pool/Client, or a drizzle database/transaction.
+// Pool/Client, the Neon serverless Pool/Client, Neon's HTTP query function (`neon()`), or a
+// drizzle database/transaction.
 import { sql, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
-import { fromDriverError } from "../errors.js";
+import { CorqError, fromDriverError } from "../errors.js";
 
 /** What node-postgres and @neondatabase/serverless pools and clients have in common. */
 export interface Queryable {
@@ -21,7 +22,18 @@ export interface DrizzleLike {
   execute(query: SQL): Promise<unknown>;
 }
 
-export type Connection = Queryable | DrizzleLike;
+/**
+ * Neon's HTTP query function (`neon(url)` from @neondatabase/serverless): every statement is
+ * one HTTPS request answered by Neon's pooler — no connection setup, no session. Every corq
+ * operation is one statement, so this is all they need; an interactive transaction (migrate,
+ * deleteSubscription, a caller's outbox) needs a session (ExecutorOptions.session).
+ */
+export interface HttpQueryFunction {
+  query(text: string, params?: unknown[]): Promise<unknown>;
+  transaction(...args: never[]): unknown;
+}
+
+export type Connection = Queryable | DrizzleLike | HttpQueryFunction;
 
 export interface Executor {
   /** Runs one statement and returns its rows. */
@@ -37,7 +49,14 @@ export interface ExecutorOptions {
   prepare?: boolean;
   /** Called once per statement sent; used to pin the round-trip budget. */
   onStatement?: (text: string) => void;
+  /**
+   * With an HTTP query function: runs `use` with a pool for one interactive transaction (the
+   * caller decides how long that pool lives). Without it, transactions are refused.
+   */
+  session?: Session;
 }
+
+export type Session = <T>(use: (pool: PoolLike) => Promise<T>) => Promise<T>;
 
 export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
   // a lost or refused connection surfaces as CorqError("database_unavailable"), from every driver
@@ -48,6 +67,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
   const send = async <T>(query: SQL): Promise<T[]> => {
     const { sql: text, params } = dialect.sqlToQuery(query);
     options.onStatement?.(text);
+    if (isHttp(connection)) return (await connection.query(text, params)) as T[];
     if (isQueryable(connection)) {
       const config = { text, values: params, name: options.prepare ? statementName(text) : undefined };
       if (!isPool(connection)) return (await connection.query(config)).rows as T[];
@@ -67,6 +87,10 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
   };
 
   const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
+    if (isHttp(connection)) {
+      if (!options.session) throw new CorqError("invalid_config", "an interactive transaction over HTTP needs a session (ExecutorOptions.session)");
+      return options.session((pool) => createExecutor(pool, { onStatement: options.onStatement }).transaction(fn));
+    }
     if (!isPool(connection)) return inTransaction(createExecutor(connection, options), fn);
     const client = await connectWithRetry(connection).catch((error: unknown) => {
       throw fromDriverError(error);
@@ -92,7 +116,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
 async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts = 6): Promise<C> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await pool.connect();
+      return listenForErrors(await pool.connect());
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       if (attempt >= attempts || (typeof code === "string" && /^(28|3D)/.test(code))) throw error;
@@ -100,6 +124,21 @@ async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts = 6
       await new Promise((resolve) => setTimeout(resolve, Math.random() * capMs));
     }
   }
+}
+
+// A pool listens for 'error' on its idle clients only. A client that is lent out and between
+// statements (inside a transaction) when the server ends its connection — a restart,
+// pg_terminate_backend, DROP DATABASE … WITH (FORCE) — emits 'error' itself, and with no
+// listener that is an uncaught exception that ends the user's process. The next statement on
+// it fails and says why; the pool drops it on release.
+const listening = new WeakSet<object>();
+function listenForErrors<C>(client: C): C {
+  const emitter = client as C & { on?: (event: "error", listener: () => void) => unknown };
+  if (typeof emitter.on === "function" && !listening.has(emitter)) {
+    emitter.on("error", () => undefined);
+    listening.add(emitter);
+  }
+  return client;
 }
 
 async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {
@@ -114,8 +153,13 @@ async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>):
   }
 }
 
+// neon() returns a function (a tagged template) that also has .query and .transaction
+function isHttp(connection: Connection): connection is HttpQueryFunction {
+  return typeof connection === "function" && typeof (connection as HttpQueryFunction).transaction === "function";
+}
+
 function isQueryable(connection: Connection): connection is Queryable {
-  return typeof (connection as Queryable).query === "function";
+  return !isHttp(connection) && typeof (connection as Queryable).query === "function";
 }
 
 function isPool(connection: Connection): connection is PoolLike {

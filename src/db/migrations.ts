@@ -52,5 +52,11 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "-- Edited by hand from here: existing streams learn the transaction of their last event,\n-- existing subscriptions count the dead letters already skipped.\nUPDATE \"corq\".\"streams\" s SET \"last_tx\" = e.tx FROM \"corq\".\"events\" e WHERE e.stream = s.stream AND e.version = s.version;",
       "UPDATE \"corq\".\"subscriptions\" s SET \"skipped_dead\" = (SELECT coalesce(sum(k.skipped), 0) FROM \"corq\".\"keys\" k WHERE k.subscription_id = s.id);"
     ]
+  },
+  {
+    "tag": "0005_dashboard_sessions",
+    "statements": [
+      "CREATE TABLE \"corq\".\"dashboard_sessions\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL\n);"
+    ]
   }
 ];

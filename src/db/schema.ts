@@ -25,7 +25,7 @@ const xid8 = customType<{ data: string }>({ dataType: () => "xid8" });
 
 const createdAt = () => timestamp("created_at", { withTimezone: true }).notNull().defaultNow();
 
-/** The append-only log. Log order is (tx, position), never position alone (DESIGN.md invariant 1). */
+/** The append-only log. Log order is (tx, position), never position alone (docs/design.md, invariant 1). */
 export const events = corqSchema.table(
   "events",
   {
@@ -179,6 +179,16 @@ export const throughput = corqSchema.table(
 export const webhookIds = corqSchema.table("webhook_ids", {
   id: text("id").primaryKey(),
   seenAt: timestamp("seen_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * Dashboard logins, one row per session: logout deletes its row (ending that session only),
+ * a login prunes the expired ones. The cookie holds the id and its MAC
+ * (functions/dashboard/session.ts); a cookie without its row is refused.
+ */
+export const dashboardSessions = corqSchema.table("dashboard_sessions", {
+  id: text("id").primaryKey(),
+  expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
 });
 
 /** Applied migrations (our own runner: it takes an advisory lock, drizzle's does not). */

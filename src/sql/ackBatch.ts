@@ -66,7 +66,7 @@ export function ackCtes(lease: Lease, through: { tx: string; position: number },
         last_tx = ${through.tx}::xid8, last_position = ${through.position}, acked = k.acked + ${count}
       FROM fenced f
       WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
-      RETURNING k.subscription_id, k.key
+      RETURNING k.subscription_id, k.key, k.pending
     ),
     removed AS (
       DELETE FROM ${queue} q USING acked

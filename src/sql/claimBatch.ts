@@ -17,6 +17,8 @@ export interface ClaimRow extends Partial<EventRow> {
   dies: boolean | null;
   // with ackAndClaim: 1 when the previous batch was acked, 0 when its lease was gone
   acked: number | null;
+  // with ackAndClaim: events still queued for the acked key (this statement cannot claim it)
+  acked_pending: number | null;
   // the database clock: when this claim (and the ack before it) happened
   now: Date;
   // when the claim took over an expired lease: that lease's span (for the activity record)
@@ -26,7 +28,7 @@ export interface ClaimRow extends Partial<EventRow> {
 
 /**
  * Claims ONE ready key of a subscription and returns its next batch with the event data,
- * in ONE statement (DESIGN.md invariants 2 and 3):
+ * in ONE statement (docs/design.md, invariants 2 and 3):
  *   pick     the key that has waited longest (partial index on available_at), locked with
  *            FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
  *            Ties (keys made ready by one advance) go by key, so the order is total;
@@ -53,7 +55,8 @@ export function claimBatch(subscription: string, kind?: "push"): SQL {
 /**
  * Acks the batch just handled AND claims the next key, in ONE statement: a consumer that
  * drains pays one round trip per batch instead of two. The ack's key row cannot be picked
- * again here: the statement's snapshot still sees it leased.
+ * again here (the statement's snapshot still sees it leased): `acked_pending` tells the
+ * caller that it has more, to claim with a statement of its own.
  * Lock order: the pick refers to `acked`, so the ack's row lock is taken (and waited for)
  * BEFORE the pick locks the next key. The other way round an advancer holding the acked key
  * and waiting for the picked one deadlocks with us (seen in the benchmark).
@@ -111,7 +114,8 @@ function claim(
     )
     SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, now() AS now,
       c.expired_from, c.expired_until,
-      ${ack ? sql`(SELECT count(*) FROM acked)::int` : sql`NULL::int`} AS acked, ${eventColumns}
+      ${ack ? sql`(SELECT count(*) FROM acked)::int` : sql`NULL::int`} AS acked,
+      ${ack ? sql`(SELECT pending FROM acked)` : sql`NULL::int`} AS acked_pending, ${eventColumns}
     FROM sub
     LEFT JOIN claimed c ON true
     LEFT JOIN LATERAL (

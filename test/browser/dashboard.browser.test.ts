@@ -21,11 +21,16 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
   let browser: Browser;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   let accepting = false;
+  // browser-many: the receiver refuses every key until it is let through here
+  const letThrough = new Set<string>();
 
   beforeAll(async () => {
     browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
     receiver = await startReceiver(() => undefined);
-    receiver.behave(() => (accepting ? undefined : { status: 503 }));
+    receiver.behave((d) => {
+      if (d.subscription === "browser-many") return letThrough.has(d.key) ? undefined : { status: 503 };
+      return accepting ? undefined : { status: 503 };
+    });
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
@@ -74,6 +79,11 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
+    // the pages live within their content security policy: nothing refused
+    const refused: string[] = [];
+    page.on("console", (message) => {
+      if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
+    });
     await logIn(page, state.stack.adminToken);
     await page.waitForURL(url("/"));
     const [cookie] = await context.cookies();
@@ -142,6 +152,65 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await page.setViewportSize({ width: 1280, height: 800 });
 
     if (process.env.CORQ_SCREENSHOTS) await screenshots(page);
+    expect(refused).toEqual([]);
+    await context.close();
+  }, 90_000);
+
+  it("Skip and Retry on one row of several dead keys act on that key only", async () => {
+    const keys = ["tick-1", "tick-2", "tick-3", "tick-4"];
+    expect(
+      (await api("PUT", "/subscriptions/browser-many", {
+        body: { events: ["Tick"], key: "stream", from: "now", maxAttempts: 1, deliver: { url: receiver.url, timeoutMs: 2000 } },
+      })).status,
+    ).toBe(201);
+    for (const key of keys) {
+      await api("POST", `/streams/${key}/events`, { body: { events: [{ name: "Tick", data: { key, n: 1 } }, { name: "Tick", data: { key, n: 2 } }] } });
+    }
+    const deadKeys = async () =>
+      ((await api("GET", "/dead-letters?subscription=browser-many")).json.deadLetters as { key: string; position: number }[])
+        .map((d) => `${d.key}@${d.position}`)
+        .sort();
+    const all = await eventually(async () => {
+      await api("POST", "/dispatch");
+      const dead = await deadKeys();
+      expect(dead).toHaveLength(4);
+      return dead;
+    }, { timeoutMs: 30_000, intervalMs: 300 });
+    const deadAt = (key: string) => all.find((d) => d.startsWith(`${key}@`))!;
+
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    page.on("dialog", (dialog) => dialog.accept()); // Skip asks to confirm
+    await logIn(page, state.stack.adminToken);
+    await page.waitForURL(url("/"));
+
+    // dead-letters page: Skip on tick-2's row
+    await page.goto(url("/ui/dead-letters?subscription=browser-many"));
+    await page.getByRole("checkbox", { name: "Refresh live" }).uncheck();
+    expect(await page.locator('tr[data-subscription="browser-many"]').count()).toBe(4);
+    await page.locator('tr[data-key="tick-2"]').getByRole("button", { name: "Skip the failed event of tick-2" }).click();
+    await expect.poll(() => page.getByRole("status").first().textContent()).toContain("Skipped the failed event of 1 dead key of browser-many");
+    expect(await deadKeys()).toEqual([deadAt("tick-1"), deadAt("tick-3"), deadAt("tick-4")]);
+
+    // keys page: Retry on tick-3's row
+    await page.goto(url("/ui/subscriptions/browser-many?status=dead"));
+    await page.getByRole("checkbox", { name: "Refresh live" }).uncheck();
+    expect(await page.locator("tbody tr[data-key]").count()).toBe(3);
+    await page.locator('tr[data-key="tick-3"]').getByRole("button", { name: "Retry tick-3" }).click();
+    await expect.poll(() => page.getByRole("status").first().textContent()).toContain("Retried 1 dead key of browser-many");
+    expect(await deadKeys()).toEqual([deadAt("tick-1"), deadAt("tick-4")]);
+
+    // delivery: tick-2 without its skipped first event, tick-3 from its failed one; the others stay dead
+    letThrough.add("tick-2").add("tick-3");
+    const delivered = (key: string) =>
+      receiver.deliveries.filter((d) => d.subscription === "browser-many" && d.key === key && d.events.length > 0);
+    await eventually(async () => {
+      await api("POST", "/dispatch");
+      expect(delivered("tick-2").at(-1)!.events.map((e) => e.data)).toEqual([{ key: "tick-2", n: 2 }]);
+      expect(delivered("tick-3").at(-1)!.events.map((e) => e.data)).toEqual([{ key: "tick-3", n: 1 }, { key: "tick-3", n: 2 }]);
+    }, { timeoutMs: 30_000, intervalMs: 300 });
+    for (const key of ["tick-1", "tick-4"]) expect(delivered(key)).toHaveLength(1); // its one failed attempt
+    expect(await deadKeys()).toEqual([deadAt("tick-1"), deadAt("tick-4")]);
     await context.close();
   }, 90_000);
 

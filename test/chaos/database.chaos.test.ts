@@ -22,7 +22,7 @@ let secret: string | undefined;
 
 beforeAll(async () => {
   postgres = await startEmbeddedPostgres({ settings: { fsync: "off", max_connections: String(MAX_CONNECTIONS) } });
-  stack = await startLocalStack({ databaseUrl: postgres.url, cronIntervalMs: 500 });
+  stack = await startLocalStack({ databaseUrl: postgres.url, cronIntervalMs: 500, vars: { CORQ_LOCAL: "true" } });
   db = new pg.Pool({ connectionString: postgres.url, max: 2 });
   db.on("error", () => undefined); // its idle clients die with each restart
   receiver = await startReceiver(() => secret);

@@ -17,8 +17,14 @@ export interface Delivery {
   finishedAt?: number;
 }
 
+/**
+ * What the receiver answers: `status` (200), `body` (JSON-encoded) or `raw` (sent as is),
+ * `contentType` (application/json), after `delayMs`; `stallMs` sends the headers and the first
+ * half of the body, then waits that long before the rest. A 1xx `status` is sent alone, then
+ * the connection ends.
+ */
 export type Behaviour = (delivery: Delivery) =>
-  | { status?: number; body?: unknown; delayMs?: number }
+  | { status?: number; body?: unknown; raw?: string; contentType?: string; delayMs?: number; stallMs?: number }
   | undefined;
 
 export async function startReceiver(secret: () => string | undefined) {
@@ -53,8 +59,21 @@ export async function startReceiver(secret: () => string | undefined) {
     inFlight.set(slot, inFlight.get(slot)! - 1);
     delivery.finishedAt = Date.now();
     if (response.destroyed) return;
-    response.writeHead(plan.status ?? 200, { "content-type": "application/json" });
-    response.end(plan.body === undefined ? "" : JSON.stringify(plan.body));
+    if (plan.status !== undefined && plan.status < 200) {
+      // an informational answer and no final one: the connection ends after it
+      response.socket?.end(`HTTP/1.1 ${plan.status} Informational\r\n\r\n`);
+      return;
+    }
+    const text = plan.raw ?? (plan.body === undefined ? "" : JSON.stringify(plan.body));
+    response.writeHead(plan.status ?? 200, { "content-type": plan.contentType ?? "application/json" });
+    if (plan.stallMs) {
+      response.write(text.slice(0, text.length / 2));
+      await new Promise((resolve) => setTimeout(resolve, plan.stallMs));
+      if (response.destroyed) return;
+      response.end(text.slice(text.length / 2));
+    } else {
+      response.end(text);
+    }
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as { port: number };

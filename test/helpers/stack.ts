@@ -12,7 +12,8 @@ export function useStack(options: { vars?: Record<string, string> } = {}) {
   beforeAll(async () => {
     const database = await createTestDatabase(inject("postgresUrl"));
     state.drop = database.drop;
-    state.stack = await startLocalStack({ databaseUrl: database.url, vars: options.vars });
+    // CORQ_LOCAL: what the local stack is (infra/localStack.ts sets it too); options.vars may unset it
+    state.stack = await startLocalStack({ databaseUrl: database.url, vars: { CORQ_LOCAL: "true", ...options.vars } });
     state.db = new pg.Pool({ connectionString: database.url, max: 4 });
   }, 120_000);
   afterAll(async () => {

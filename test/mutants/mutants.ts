@@ -242,7 +242,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "push: no delivery timeout",
-    edits: one("src/pushDelivery.ts", "        signal: timeout,\n", ""),
+    edits: one("src/pushDelivery.ts", "const signal = AbortSignal.any([timeout, context.signal]);", "const signal = context.signal;"),
     tests: ["test/push.int.test.ts"],
   },
   {

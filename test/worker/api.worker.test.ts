@@ -1,4 +1,4 @@
-// The HTTP API of API.md against the real Worker (workerd) on real Postgres.
+// The HTTP API of docs/http-api.md against the real Worker (workerd) on real Postgres.
 import { afterAll, describe, expect, it } from "vitest";
 import { sign } from "../../src/webhookSignature.js";
 import { eventually, useStack } from "../helpers/stack.js";
@@ -6,7 +6,10 @@ import { reportScenario } from "../helpers/chaos.js";
 
 // CORQ_CONCURRENCY=0 is invalid and falls back; a tiny budget keeps background consumers short.
 // two webhook secrets: rotation (the stack signs with the first, dev-webhook-secret)
-const { state, api } = useStack({ vars: { CORQ_MAX_BODY_BYTES: "40000", CORQ_WEBHOOK_SECRET: "dev-webhook-secret rotated-secret" } });
+// the auth tests below fail 15 times from one client: more than the throttle's default (authThrottle.worker.test.ts)
+const { state, api } = useStack({
+  vars: { CORQ_MAX_BODY_BYTES: "40000", CORQ_WEBHOOK_SECRET: "dev-webhook-secret rotated-secret", CORQ_AUTH_FAILURE_LIMIT: "100" },
+});
 
 // auth refusals (no token, wrong token, bad / stale / tampered / replayed signatures), for the chaos summary
 let refusedByAuth = 0;

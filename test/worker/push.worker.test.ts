@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { firstDeliveries, startReceiver } from "../helpers/receiver.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
-const { state, api } = useStack();
+// the receiver listens on 127.0.0.1: private destinations allowed, explicitly
+const { state, api } = useStack({ vars: { CORQ_PUSH_ALLOW_PRIVATE: "true" } });
 let secret: string | undefined;
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
 beforeAll(async () => (receiver = await startReceiver(() => secret)));

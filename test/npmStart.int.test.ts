@@ -1,0 +1,120 @@
+// `npm start` as a user runs it: a real process tree (npm → node → Postgres, workerd) on a
+// port and a data dir of its own. Linux only (reads /proc).
+import { afterAll, describe, expect, it } from "vitest";
+import { spawn, type ChildProcess } from "node:child_process";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort } from "../infra/embeddedPostgres.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const dataDir = mkdtempSync(join(tmpdir(), "corq-npm-start-"));
+chmodSync(dataDir, 0o755); // as root, the server runs as the `postgres` user, who must reach the data dir
+const started: ChildProcess[] = [];
+const seen = new Set<number>();
+afterAll(() => {
+  // a failed test must not leave its process tree behind (only the processes it started)
+  for (const pid of seen) if (alive(pid)) process.kill(pid, "SIGKILL");
+  for (const child of started) if (child.exitCode === null) child.kill("SIGKILL");
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** `detached`: in a process group of its own, as in a terminal of its own. */
+function npmStart(port: number, options: { detached?: boolean } = {}) {
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), CORQ_DATA_DIR: dataDir, WRANGLER_SEND_METRICS: "false" };
+  delete env.DATABASE_URL; // the embedded Postgres
+  const child = spawn("npm", ["start"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"], detached: options.detached });
+  started.push(child);
+  let output = "";
+  child.stdout!.on("data", (chunk) => (output += chunk));
+  child.stderr!.on("data", (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
+
+/** /proc/<pid>/stat: name and state (Z = a zombie: ended, not yet reaped) and parent. */
+function stat(pid: number): { comm: string; state: string; ppid: number } | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const [state, ppid] = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    return { comm: text.slice(text.indexOf("(") + 1, text.lastIndexOf(")")), state, ppid: Number(ppid) };
+  } catch {
+    return undefined;
+  }
+}
+const alive = (pid: number) => (stat(pid)?.state ?? "Z") !== "Z";
+
+function descendants(pid: number): { pid: number; comm: string }[] {
+  const all = readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number);
+  const children = new Map<number, number[]>();
+  for (const p of all) {
+    const s = stat(p);
+    if (s) children.set(s.ppid, [...(children.get(s.ppid) ?? []), p]);
+  }
+  const found: { pid: number; comm: string }[] = [];
+  for (let queue = [...(children.get(pid) ?? [])]; queue.length > 0; ) {
+    const p = queue.shift()!;
+    const s = stat(p);
+    if (s) found.push({ pid: p, comm: s.comm });
+    queue.push(...(children.get(p) ?? []));
+  }
+  return found;
+}
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+    if (await check()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return check();
+}
+
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+
+// what npm itself prints around the script: its `> corq@… start` header and `npm error …` lines
+const ownLines = (output: string) => output.split("\n").filter((line) => line.trim() !== "" && !/^(> |npm )/.test(line));
+
+describe("npm start", () => {
+  it("with its port taken, says so in one line and exits 1 before starting anything", async () => {
+    const port = await freePort();
+    const squatter: Server = createServer();
+    await new Promise<void>((resolve) => squatter.listen(port, "127.0.0.1", resolve));
+    try {
+      const start = npmStart(port);
+      const code = await Promise.race([start.exited, new Promise((resolve) => setTimeout(() => resolve("still running"), 30_000))]);
+      expect(code).toBe(1);
+      expect(ownLines(start.output())).toEqual([`port ${port} is in use; set PORT= to another port`]);
+    } finally {
+      await new Promise((resolve) => squatter.close(resolve));
+    }
+  }, 40_000);
+
+  it.each([
+    { signal: "SIGTERM" as const, to: "the npm process (kill -TERM <pid>)" },
+    { signal: "SIGHUP" as const, to: "its process group (the terminal closed)" },
+  ])("stops everything it started on $signal to $to: no Postgres or workerd left, the port free", async ({ signal }) => {
+    const port = await freePort();
+    const toGroup = signal === "SIGHUP";
+    const start = npmStart(port, { detached: toGroup });
+    const ready = await until(() => start.output().includes(`corq ready http://127.0.0.1:${port}`) || start.child.exitCode !== null, 120_000);
+    expect(ready && start.child.exitCode === null, start.output()).toBe(true);
+    const tree = descendants(start.child.pid!);
+    for (const { pid } of tree) seen.add(pid);
+    const names = tree.map((p) => p.comm);
+    expect(names).toContain("postgres");
+    expect(names).toContain("workerd");
+
+    process.kill(toGroup ? -start.child.pid! : start.child.pid!, signal);
+    const stopped = await until(async () => tree.every(({ pid }) => !alive(pid)) && (await portFree(port)), 20_000);
+    const left = tree.filter(({ pid }) => alive(pid)).map(({ pid, comm }) => `${pid} ${comm}`);
+    expect({ stopped, left }, start.output()).toEqual({ stopped: true, left: [] });
+    expect(start.child.exitCode !== null || start.child.signalCode !== null).toBe(true); // npm ended too
+  }, 180_000);
+});

@@ -1,0 +1,130 @@
+// The dashboard's HTTP surface in the real Worker on real Postgres: sessions, actions'
+// redirects, response headers. (The pages themselves: test/browser.)
+import { request } from "node:http";
+import { describe, expect, it } from "vitest";
+import { useStack } from "../helpers/stack.js";
+
+const { state, api } = useStack();
+
+const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
+
+/** POSTs a dashboard form from the dashboard's own origin; redirects are not followed. */
+async function post(path: string, fields: Record<string, string>, cookie?: string) {
+  return fetch(`${state.stack.url}${path}`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded", origin: state.stack.url, ...(cookie ? { cookie } : {}) },
+    body: form(fields),
+  });
+}
+
+/** Logs in; returns the session cookie as a `cookie` header value. */
+async function logIn(token = state.stack.adminToken): Promise<string> {
+  const response = await post("/login", { token });
+  expect(response.status).toBe(303);
+  return response.headers.get("set-cookie")!.split(";")[0];
+}
+
+describe("dashboard actions", () => {
+  it("come back to a path of this site only: a back link to another host is refused and nothing is done", async () => {
+    const cookie = await logIn();
+    const offsite = ["/.//evil.example", "/%2e//evil.example", "/..//evil.example", "//evil.example", "/\\evil.example", "/\t/evil.example", "https://evil.example/", "evil.example"];
+    for (const back of offsite) {
+      const response = await post("/ui/actions/pause", { subscription: "greeter", back }, cookie);
+      expect(response.status, back).toBe(400);
+      expect(response.headers.get("location"), back).toBeNull();
+      expect(await response.text()).toContain("back: must be a path on this site");
+    }
+    expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(false);
+
+    const done = await post("/ui/actions/pause", { subscription: "greeter", back: "/ui/dead-letters?subscription=greeter" }, cookie);
+    expect(done.status).toBe(303);
+    expect(done.headers.get("location")).toBe("/ui/dead-letters?subscription=greeter&done=pause&count=0&of=greeter");
+    expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(true);
+    await api("POST", "/subscriptions/greeter/resume");
+  });
+});
+
+describe("dashboard sessions", () => {
+  const page = (cookie: string) => fetch(`${state.stack.url}/ui/dead-letters`, { headers: { cookie }, redirect: "manual" });
+
+  it("logout ends that session only: its cookie, replayed, is refused; another session goes on", async () => {
+    const first = await logIn();
+    const second = await logIn();
+    expect((await page(first)).status).toBe(200);
+    const out = await post("/logout", {}, first);
+    expect(out.status).toBe(303);
+    expect(out.headers.get("location")).toBe("/login");
+
+    const replayed = await page(first);
+    expect(replayed.status).toBe(302);
+    expect(replayed.headers.get("location")).toBe("/login");
+    expect((await post("/ui/actions/pause", { subscription: "greeter", back: "/" }, first)).status).toBe(401);
+    expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(false);
+    expect((await page(second)).status).toBe(200);
+  });
+});
+
+/** A GET with any Host header (fetch will not send a Host of its own choosing). */
+function getWithHost(path: string, host: string): Promise<{ status: number; type: string; body: string }> {
+  const { port } = new URL(state.stack.url);
+  return new Promise((resolve, reject) => {
+    request({ host: "127.0.0.1", port, path, headers: { host } }, (response) => {
+      let body = "";
+      response.on("data", (chunk) => (body += chunk));
+      response.on("end", () => resolve({ status: response.statusCode!, type: String(response.headers["content-type"]), body }));
+    })
+      .on("error", reject)
+      .end();
+  });
+}
+
+describe("dashboard responses", () => {
+  it("carry a content security policy, no framing, nosniff, no-store; the favicon is not a 401", async () => {
+    const cookie = await logIn();
+    const responses = {
+      login: await fetch(`${state.stack.url}/login`, { redirect: "manual" }),
+      overview: await fetch(`${state.stack.url}/`, { headers: { cookie } }),
+      redirect: await fetch(`${state.stack.url}/`, { redirect: "manual" }),
+      refusal: await fetch(`${state.stack.url}/ui/subscriptions/nope`, { headers: { cookie } }),
+      action: await post("/ui/actions/pause", { subscription: "nope", back: "/" }, cookie),
+    };
+    for (const [name, response] of Object.entries(responses)) {
+      const headers: Record<string, string> = {};
+      response.headers.forEach((value, name) => (headers[name] = value));
+      expect(headers["content-security-policy"], name).toContain("frame-ancestors 'none'");
+      expect(headers["content-security-policy"], name).toContain("default-src 'none'");
+      expect(headers["content-security-policy"], name).toContain("script-src 'self'");
+      expect(headers["x-frame-options"], name).toBe("DENY");
+      expect(headers["x-content-type-options"], name).toBe("nosniff");
+      expect(headers["cache-control"], name).toBe("no-store");
+      expect(headers["strict-transport-security"], name).toBeUndefined(); // plain http here
+    }
+    expect(responses.overview.status).toBe(200);
+    const css = await fetch(`${state.stack.url}/assets/corq.css`);
+    expect(css.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(css.headers.get("cache-control")).toContain("max-age");
+
+    const icon = await fetch(`${state.stack.url}/favicon.ico`);
+    expect(icon.status).toBe(204);
+    expect(icon.headers.get("content-security-policy")).toContain("default-src 'none'");
+  });
+});
+
+describe("local stack (CORQ_LOCAL=true): DNS rebinding", () => {
+  it("answers loopback Host names only; any other Host gets 421 problem+json", async () => {
+    const { port } = new URL(state.stack.url);
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`]) {
+      expect((await getWithHost("/health", host)).status, host).toBe(200);
+      expect((await getWithHost("/login", host)).status, host).toBe(200);
+    }
+    for (const host of [`evil.example:${port}`, "evil.example", `127.0.0.1.evil.example:${port}`, `localhost.evil.example:${port}`]) {
+      for (const path of ["/health", "/login", "/stats"]) {
+        const response = await getWithHost(path, host);
+        expect(response.status, `${host} ${path}`).toBe(421);
+        expect(response.type).toContain("application/problem+json");
+        expect(JSON.parse(response.body)).toMatchObject({ status: 421, type: "urn:corq:problem:misdirected_request" });
+      }
+    }
+  });
+});

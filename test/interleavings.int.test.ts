@@ -184,7 +184,8 @@ describe("random interleavings", () => {
                   client = await callers.connect();
                   await client.query("BEGIN");
                 }
-                for (;;) {
+                for (let attempt = 1; ; attempt++) {
+                  if (attempt > 5) throw new Error("an append in a new transaction was refused for order 5 times");
                   const refused = await corq.append(stream, events, { tx: client }).then(() => null, (error: { code?: string }) => error);
                   if (refused === null) {
                     await client.query("COMMIT");

@@ -1,4 +1,4 @@
-// The mutation check: `npm run test:mutants [-- --only <name-substring> …] [-- --no-baseline]`.
+// The mutation check: `npm run test:mutants [-- --only <name-substring> …] [--no-baseline] [--dry-run]`.
 // Applies each mutant of mutants.ts, one at a time, to a scratch copy of the repository and
 // runs only the test files listed for it: killed = a test failed, survived = all passed,
 // stale = its search text is no longer in the code (rewrite it; never drop it silently).
@@ -28,15 +28,17 @@ interface Outcome {
   ms: number;
 }
 
-function parseArgs(argv: string[]): { only: string[]; baseline: boolean } {
+function parseArgs(argv: string[]): { only: string[]; baseline: boolean; dryRun: boolean } {
   const only: string[] = [];
   let baseline = true;
+  let dryRun = false;
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "--only" && argv[i + 1]) only.push(argv[++i].toLowerCase());
     else if (argv[i] === "--no-baseline") baseline = false;
-    else throw new Error(`unknown argument ${argv[i]} (use --only <name-substring>, --no-baseline)`);
+    else if (argv[i] === "--dry-run") dryRun = true;
+    else throw new Error(`unknown argument ${argv[i]} (use --only <name-substring>, --no-baseline, --dry-run)`);
   }
-  return { only, baseline };
+  return { only, baseline, dryRun };
 }
 
 /** The mutated text of each edited file, or why the mutant is stale. */
@@ -135,9 +137,17 @@ const short = (file: string) => file.slice(file.indexOf("test/"));
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
 async function main() {
-  const { only, baseline } = parseArgs(process.argv.slice(2));
+  const { only, baseline, dryRun } = parseArgs(process.argv.slice(2));
   const selected = only.length === 0 ? mutants : mutants.filter((m) => only.some((o) => m.name.toLowerCase().includes(o)));
   if (selected.length === 0) throw new Error(`no mutant matches ${only.join(", ")}`);
+  if (dryRun) {
+    // only whether each search text is still in the code: nothing is run
+    for (const mutant of selected) {
+      const mutated = mutate(mutant);
+      console.log(`${"stale" in mutated ? `stale    ${mutant.name} — ${mutated.stale}` : `ok       ${mutant.name}`}`);
+    }
+    return;
+  }
   const started = Date.now();
   const dir = scratchCopy();
   // the server the test setup would start per run, started once (DATABASE_URL)

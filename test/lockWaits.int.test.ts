@@ -23,6 +23,25 @@ async function holdKeyRow(raw: pg.Pool, key: string): Promise<{ release(): Promi
   };
 }
 
+describe("a claim next to a locked key", () => {
+  it("skips the key whose row another session holds and claims the next one, without waiting", async () => {
+    const { corq, raw } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    await corq.append("first", [{ name: "E", data: {} }]);
+    await corq.advance(); // "first" has waited longest
+    await corq.append("second", [{ name: "E", data: {} }]);
+    await corq.advance();
+    const held = await holdKeyRow(raw, "first"); // as an advancer bumping it would
+    try {
+      // concurrent consumers take different keys: a claim that waited here would serialise them
+      const claimed = await within(corq.consume("s"), { timeoutMs: 3000, message: "the claim waited for the locked key" });
+      expect(claimed).toMatchObject({ key: "second", outcome: "acked" });
+    } finally {
+      await held.release();
+    }
+    expect(await corq.consume("s")).toMatchObject({ key: "first", outcome: "acked" });
+  });
+});
+
 describe("a statement that waited on a row lock", () => {
   it("ack+claim after a lock wait longer than the lease grants a full lease: one holder per key", async () => {
     const LEASE = 1000;

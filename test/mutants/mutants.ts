@@ -110,7 +110,7 @@ export const mutants: Mutant[] = [
   {
     name: "claim: no SKIP LOCKED",
     edits: one("src/sql/claimBatch.ts", "FOR UPDATE OF k SKIP LOCKED", "FOR UPDATE OF k"),
-    tests: ["test/consumers.int.test.ts", "test/lockWaits.int.test.ts"],
+    tests: ["test/lockWaits.int.test.ts", "test/consumers.int.test.ts"],
   },
   {
     name: "claim: batch read unordered",

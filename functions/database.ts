@@ -1,12 +1,19 @@
-// One Neon Pool per invocation (never at module scope: Workers reuse isolates across
-// requests, and a socket cannot outlive the request that opened it).
-import { Pool, neonConfig } from "@neondatabase/serverless";
+// How an invocation reaches Postgres. By default every statement goes over Neon's HTTP query
+// path (`neon()`): one HTTPS request per statement, answered by Neon's pooler — no connection
+// to open, so concurrency is the platform's, not max_connections'. Every corq operation is one
+// statement; only an interactive transaction (deleting a subscription) opens a WebSocket
+// session, for that transaction alone. CORQ_DB_DRIVER=websocket keeps one WebSocket Pool per
+// invocation instead (a Postgres that is not Neon). Never at module scope: Workers reuse
+// isolates across requests, and a socket cannot outlive the request that opened it.
+import { Pool, neon, neonConfig } from "@neondatabase/serverless";
 import { createCorq, CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
-import { createExecutor, type Executor } from "../src/db/executor.js";
+import { createExecutor, type Executor, type PoolLike, type Session } from "../src/db/executor.js";
 import { settings, type Env } from "./env.js";
 
-/** Locally the Neon driver talks to Postgres through a plain WebSocket→TCP proxy. */
-function configureLocalProxy(proxy: string | undefined) {
+/** Locally the driver talks to the stand-ins in infra/: the HTTP SQL endpoint and a WebSocket→TCP proxy. */
+function configureLocal(env: Env) {
+  if (env.CORQ_NEON_HTTP_ENDPOINT) neonConfig.fetchEndpoint = env.CORQ_NEON_HTTP_ENDPOINT;
+  const proxy = env.CORQ_NEON_WS_PROXY;
   if (!proxy) return;
   neonConfig.wsProxy = (host, port) => `${proxy}/v1?address=${host}:${port}`;
   neonConfig.useSecureWebSocket = false;
@@ -16,23 +23,45 @@ function configureLocalProxy(proxy: string | undefined) {
 
 export interface OpenCorq {
   corq: Corq;
-  pool: Pool;
-  /** The same pool for the Worker's own statements (the dashboard's sessions). */
+  /** The same database for the Worker's own statements (the dashboard's sessions). */
   db: Executor;
-  /** Closes the pool; pass to ctx.waitUntil. */
+  /** Closes what the invocation opened; pass to ctx.waitUntil. */
   end(): Promise<void>;
+}
+
+function webSocketPool(databaseUrl: string): Pool {
+  const pool = new Pool({ connectionString: databaseUrl });
+  // An idle client whose socket dies emits 'error' on the pool; the next query reconnects.
+  pool.on("error", () => undefined);
+  return pool;
 }
 
 export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): OpenCorq {
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");
-  configureLocalProxy(env.CORQ_NEON_WS_PROXY);
-  const pool = new Pool({ connectionString: env.DATABASE_URL });
-  // An idle client whose socket dies emits 'error' on the pool; the next query reconnects.
-  pool.on("error", () => undefined);
+  configureLocal(env);
+  const databaseUrl = env.DATABASE_URL;
+  const { dbDriver, pushAllowPrivate } = settings(env);
+  if (dbDriver === "websocket") {
+    const pool = webSocketPool(databaseUrl);
+    return {
+      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate }),
+      db: createExecutor(pool),
+      end: () => pool.end().catch(() => undefined),
+    };
+  }
+  const http = neon(databaseUrl);
+  // a WebSocket session for one interactive transaction, closed after it
+  const session: Session = async (use) => {
+    const pool = webSocketPool(databaseUrl);
+    try {
+      return await use(pool as unknown as PoolLike);
+    } finally {
+      await pool.end().catch(() => undefined);
+    }
+  };
   return {
-    corq: createCorq({ db: pool, subscriptions, pushAllowPrivate: settings(env).pushAllowPrivate }),
-    pool,
-    db: createExecutor(pool),
-    end: () => pool.end().catch(() => undefined),
+    corq: createCorq({ db: http, session, subscriptions, pushAllowPrivate }),
+    db: createExecutor(http, { session }),
+    end: async () => undefined,
   };
 }

@@ -20,6 +20,13 @@ export interface Env {
   CORQ_PUSH_ALLOW_PRIVATE?: string;
   /** Local only: `host:port/<path token>` of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
+  /** Local only: the URL of the HTTP SQL endpoint standing in for Neon's (infra/httpSqlEndpoint.ts). */
+  CORQ_NEON_HTTP_ENDPOINT?: string;
+  /**
+   * "http" (default): every one-statement operation over Neon's HTTP query path, no connection
+   * per invocation; "websocket": a WebSocket Pool per invocation (a Postgres that is not Neon).
+   */
+  CORQ_DB_DRIVER?: string;
   /** Failed authentications allowed per client and window (functions/authThrottle.ts). */
   CORQ_AUTH_FAILURE_LIMIT?: string;
   CORQ_AUTH_FAILURE_WINDOW_S?: string;
@@ -35,6 +42,7 @@ const positiveInt = (fallback: number, max: number) =>
 const settingsSchema = z.object({
   CORQ_MAX_BODY_BYTES: positiveInt(1_048_576, 100 * 1_048_576),
   CORQ_CONCURRENCY: positiveInt(8, 1000),
+  CORQ_DB_DRIVER: z.enum(["http", "websocket"]).default("http"),
   CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
   CORQ_PUBLIC_APPEND: z.string().optional(),
   CORQ_LOCAL: z.string().optional(),
@@ -46,6 +54,7 @@ const settingsSchema = z.object({
 export interface Settings {
   maxBodyBytes: number;
   concurrency: number;
+  dbDriver: "http" | "websocket";
   consumerBudgetMs: number;
   publicAppend: boolean;
   /** Running in the local stack (CORQ_LOCAL=true). */
@@ -70,6 +79,7 @@ export function settings(env: Env): Settings {
   return {
     maxBodyBytes: parsed.CORQ_MAX_BODY_BYTES,
     concurrency: parsed.CORQ_CONCURRENCY,
+    dbDriver: parsed.CORQ_DB_DRIVER,
     consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
     local: parsed.CORQ_LOCAL === "true",

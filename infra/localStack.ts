@@ -10,6 +10,7 @@ import { exampleSchema } from "../example/visitors.js";
 import { subscriptions } from "../functions/app.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
+import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
 
 export interface LocalStackOptions {
   /** Use this database; default: embedded Postgres with data in `dataDir`. */
@@ -20,6 +21,10 @@ export interface LocalStackOptions {
   webhookSecret?: string;
   /** Fire the scheduled handler this often (ms); 0 = never. */
   cronIntervalMs?: number;
+  /** Connections of the local HTTP SQL endpoint's pool (default CORQ_HTTP_POOL_SIZE or 20). */
+  httpPoolSize?: number;
+  /** Delay added to each HTTP statement, as network distance to the database (default CORQ_DB_LATENCY_MS or 0). */
+  dbLatencyMs?: number;
   /** Extra vars for the Worker (CORQ_CONCURRENCY, …). */
   vars?: Record<string, string>;
   log?: (line: string) => void;
@@ -34,6 +39,8 @@ export interface LocalStack {
   webhookSecret: string;
   /** Fires the scheduled handler once. */
   runCron(): Promise<void>;
+  /** WebSocket sessions (Postgres connections) the Worker opened so far: only interactive transactions need one. */
+  wsSessions(): number;
   stop(): Promise<void>;
 }
 
@@ -73,8 +80,17 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     log(`migrations: ${applied.length ? applied.join(", ") : "up to date"}`);
 
     const target = new URL(databaseUrl);
-    const proxy = await startWsProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const address = { host: target.hostname, port: Number(target.port || 5432) };
+    const proxy = await startWsProxy(address);
     stops.push(() => proxy.close());
+    // Neon's pooled HTTP endpoint, locally: the Worker's one-statement operations go here,
+    // queued behind a bounded pool instead of opening a connection each
+    const http = await startHttpSqlEndpoint({
+      target: address,
+      poolSize: options.httpPoolSize ?? Number(process.env.CORQ_HTTP_POOL_SIZE ?? 20),
+      latencyMs: options.dbLatencyMs ?? Number(process.env.CORQ_DB_LATENCY_MS ?? 0),
+    });
+    stops.push(() => http.close());
 
     const adminToken = options.adminToken ?? "dev-admin-token";
     const webhookSecret = options.webhookSecret ?? "dev-webhook-secret";
@@ -88,6 +104,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         CORQ_WEBHOOK_SECRET: secret(webhookSecret),
         // carries the proxy's path token: a secret, so wrangler does not print it
         CORQ_NEON_WS_PROXY: secret(proxy.address),
+        CORQ_NEON_HTTP_ENDPOINT: secret(http.url),
         ...Object.fromEntries(Object.entries({ ...localVars, ...options.vars }).map(([k, v]) => [k, text(v)])),
       },
       dev: {
@@ -119,7 +136,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       }, options.cronIntervalMs);
       stops.push(async () => clearInterval(timer));
     }
-    return { url, databaseUrl, adminToken, webhookSecret, runCron, stop };
+    return { url, databaseUrl, adminToken, webhookSecret, runCron, wsSessions: proxy.sessions, stop };
   } catch (error) {
     await stop();
     throw error;

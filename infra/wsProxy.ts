@@ -17,6 +17,8 @@ export interface WsProxy {
   /** `127.0.0.1:<port>/<token>`: what to put in CORQ_NEON_WS_PROXY (the driver appends `/v1?address=…`). */
   address: string;
   close(): Promise<void>;
+  /** WebSocket sessions opened since the start (each one a Postgres connection). */
+  sessions(): number;
 }
 
 export async function startWsProxy(target: { host: string; port: number }): Promise<WsProxy> {
@@ -32,8 +34,10 @@ export async function startWsProxy(target: { host: string; port: number }): Prom
     },
   });
   const sockets = new Set<WebSocket>();
+  let opened = 0;
   server.on("connection", (ws) => {
     sockets.add(ws);
+    opened++;
     const tcp = connect(target.port, target.host);
     tcp.setNoDelay(true);
     tcp.on("data", (chunk) => ws.readyState === ws.OPEN && ws.send(chunk));
@@ -52,6 +56,7 @@ export async function startWsProxy(target: { host: string; port: number }): Prom
   });
   const { port } = server.address() as { port: number };
   return {
+    sessions: () => opened,
     address: `127.0.0.1:${port}/${token}`,
     close: () =>
       new Promise<void>((resolve) => {

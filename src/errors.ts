@@ -55,9 +55,11 @@ export function toError(thrown: unknown): Error {
 // (28: the credentials were refused, 3D: no such database — a configuration error, but for the
 // caller it is the same: no database right now)
 const unavailableStates = /^(08|57P|53|28|3D)/;
-// The drivers' own words for a connection that failed or was cut (node-postgres / Neon).
+// The drivers' own words for a connection that failed or was cut (node-postgres / Neon's
+// WebSocket and HTTP paths: an HTTP answer other than a Postgres error reaches corq only as
+// "Server error (HTTP status N)", an unreachable endpoint as "Error connecting to database").
 const networkErrors =
-  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect/i;
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect|Error connecting to database|Server error \(HTTP status 50[0-4]\)|fetch failed|Network connection lost/i;
 
 export function isDatabaseUnavailable(error: Error & { code?: unknown }): boolean {
   if (error instanceof CorqError) return error.code === "database_unavailable";

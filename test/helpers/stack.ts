@@ -5,15 +5,20 @@ import { createTestDatabase } from "./database.js";
 
 /**
  * The real local stack for a Worker test file: the Worker in workerd under wrangler's dev
- * server, the Neon driver through the WebSocket proxy, on a fresh database of its own.
+ * server, the Neon driver through the local HTTP SQL endpoint (and the WebSocket proxy for
+ * interactive transactions), on a fresh database of its own.
  */
-export function useStack(options: { vars?: Record<string, string> } = {}) {
+export function useStack(options: { vars?: Record<string, string>; httpPoolSize?: number } = {}) {
   const state = {} as { stack: LocalStack; db: pg.Pool; drop: () => Promise<void> };
   beforeAll(async () => {
     const database = await createTestDatabase(inject("postgresUrl"));
     state.drop = database.drop;
     // CORQ_LOCAL: what the local stack is (infra/localStack.ts sets it too); options.vars may unset it
-    state.stack = await startLocalStack({ databaseUrl: database.url, vars: { CORQ_LOCAL: "true", ...options.vars } });
+    state.stack = await startLocalStack({
+      databaseUrl: database.url,
+      httpPoolSize: options.httpPoolSize,
+      vars: { CORQ_LOCAL: "true", ...options.vars },
+    });
     state.db = new pg.Pool({ connectionString: database.url, max: 4 });
   }, 120_000);
   afterAll(async () => {

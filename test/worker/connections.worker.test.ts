@@ -1,0 +1,52 @@
+// The Worker's connection model: one-statement operations over the HTTP query path, queued
+// behind a bounded pool (as at Neon's pooler) instead of a Postgres connection per invocation.
+import { describe, expect, it } from "vitest";
+import { eventually, useStack } from "../helpers/stack.js";
+import { HTTP_SQL_APPLICATION_NAME } from "../../infra/httpSqlEndpoint.js";
+import { reportScenario } from "../helpers/chaos.js";
+
+const POOL = 5;
+const { state, api } = useStack({ httpPoolSize: POOL, vars: { CORQ_CONCURRENCY: "8" } });
+
+describe("connections", () => {
+  it("100 concurrent appends over a pool of 5: all 201, all delivered in order, no WebSocket session, ≤ 5 connections", async () => {
+    const sessionsBefore = state.stack.wsSessions();
+    let peak = 0;
+    const sampling = setInterval(() => {
+      void state.db
+        .query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [HTTP_SQL_APPLICATION_NAME])
+        .then(({ rows }) => (peak = Math.max(peak, rows[0].n)), () => undefined);
+    }, 20);
+    const visitors = Array.from({ length: 20 }, (_, v) => `visitor-c${v}`);
+    // 5 appends per visitor stream, all 100 at once: each carries its index so order is checkable
+    const appends = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        api("POST", `/streams/${visitors[i % 20]}/events`, { body: { events: [{ name: "Arrived", data: { roomId: `room-${i % 20}`, i } }] } }),
+      ),
+    );
+    expect(appends.map((a) => a.status).filter((s) => s !== 201)).toEqual([]);
+    await eventually(async () => expect((await api("GET", "/subscriptions/visitor-directory")).json.pending).toBe(0), { timeoutMs: 30_000 });
+    clearInterval(sampling);
+    // the directory keys by stream: each visitor's events were handled in version order
+    const { rows } = await state.db.query(
+      `SELECT k.key, k.acked::int FROM corq.keys k JOIN corq.subscriptions s ON s.id = k.subscription_id WHERE s.name = 'visitor-directory'`,
+    );
+    expect(rows).toHaveLength(20);
+    expect(rows.every((r) => r.acked === 5)).toBe(true);
+    for (const visitor of visitors.slice(0, 3)) {
+      const stream = (await api("GET", `/streams/${visitor}`)).json.events;
+      expect(stream.map((e: { version: number }) => e.version)).toEqual([0, 1, 2, 3, 4]);
+    }
+    expect(peak).toBeLessThanOrEqual(POOL);
+    expect(state.stack.wsSessions() - sessionsBefore).toBe(0);
+    reportScenario({ scenario: "100 concurrent appends over a pool of 5", events: 100, lost: 100 - rows.reduce((n, r) => n + r.acked, 0), order: 0, doubleClaims: 0, dup: 0, notes: { refused: appends.filter((a) => a.status !== 201).length, peak_connections: peak } });
+  });
+
+  it("an interactive transaction (deleting a subscription) opens one WebSocket session, for itself", async () => {
+    const sessionsBefore = state.stack.wsSessions();
+    expect((await api("PUT", "/subscriptions/gone", { body: { deliver: { url: "https://receiver.example/hook" } } })).status).toBe(201);
+    expect(state.stack.wsSessions() - sessionsBefore).toBe(0);
+    expect((await api("DELETE", "/subscriptions/gone")).status).toBe(204);
+    expect(state.stack.wsSessions() - sessionsBefore).toBe(1);
+  });
+});

@@ -5,6 +5,10 @@ export default defineConfig({
     globalSetup: ["test/setup/postgres.ts", "test/setup/chaos.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // One test file at a time, on any machine: the xmin horizon the advance reads is the whole
+    // server's, so a test that holds a transaction open on purpose would stall the advances of
+    // a file running beside it (each file has its own database, but one Postgres).
+    fileParallelism: false,
     projects: [
       { extends: true, test: { name: "suite", include: ["test/**/*.test.ts"], exclude: [...configDefaults.exclude, "test/chaos/**"] } },
       // the process-killing and database-restarting scenarios load the machine: they run after the rest

@@ -133,7 +133,8 @@ describe("readLog", () => {
     for (let i = 0; i < 25; i++) await corq.append(`v-${i % 3}`, [arrived(String(i))]);
     const seen: number[] = [];
     let after = 0;
-    for (;;) {
+    for (let pages = 0; ; pages++) {
+      if (pages > 10) throw new Error("readLog never reached the end of 25 events in pages of 10");
       const page = await corq.readLog({ after, limit: 10 });
       if (page.next === null) break;
       seen.push(...page.events.map((e) => e.position));

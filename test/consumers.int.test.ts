@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { reportScenario, tally } from "./helpers/chaos.js";
 import type { StoredEvent } from "../src/index.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
+import { until, within } from "./helpers/until.js";
 
 const open = useCorq();
 
@@ -40,10 +41,15 @@ describe("concurrent consumers", () => {
       // half the workers claim batch by batch, half drain (ack and next claim in one statement)
       if (consumers++ % 2 === 0) return (await consumer.drain("rooms")).batches;
       let batches = 0;
-      while ((await consumer.consume("rooms")) !== null) batches++;
+      while ((await consumer.consume("rooms")) !== null) {
+        if (++batches > KEYS * PER_KEY) throw new Error("more batches than events: a key never runs out");
+      }
       return batches;
     });
-    const batches = (await Promise.all(workers)).reduce((a, b) => a + b, 0);
+    // (a consume that never returns — a key whose pending count says work but whose queue is
+    // empty is claimed again and again — fails here, not at the test timeout)
+    const finished = await within(Promise.all(workers), { timeoutMs: 20_000, message: "the consumers did not finish" });
+    const batches = finished.reduce((a, b) => a + b, 0);
     expect(overlaps).toBe(0);
     expect(handled).toEqual(expected);
     expect(batches).toBeGreaterThanOrEqual((KEYS * PER_KEY) / 3);
@@ -74,7 +80,7 @@ describe("leases", () => {
     const { positions } = await corq.append("v1", [{ name: "A", data: {} }, { name: "B", data: {} }]);
     await corq.advance();
     const stuck = corq.consume("slow");
-    while (deliveries.length === 0) await sleep(5); // the first consumer is in its handler
+    await until(() => deliveries.length > 0, { message: "the first consumer never got the batch" }); // it is in its handler now
     const whileLeased = await corq.consume("slow");
     expect(whileLeased).toBeNull(); // leased: nobody else may take the key
     expect((await corq.subscription("slow")).keys.leased).toBe(1);
@@ -101,6 +107,41 @@ describe("leases", () => {
       notes: { late_ack: late?.outcome ?? "none" },
     });
     expect(figures).toMatchObject({ lost: 0, order: 0, dup: 2 }); // the slow holder's two events, done again by the new holder
+  });
+});
+
+describe("fences", () => {
+  it("refuses a late ack while another consumer holds the key (the lease token, not only the time)", async () => {
+    const gates: (() => void)[] = [];
+    const { corq, another } = await open({
+      subscriptions: [{ name: "t", leaseMs: 500, handle: () => new Promise<void>((resolve) => gates.push(resolve)) }],
+    });
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.advance();
+    const first = corq.consume("t");
+    await until(() => gates.length === 1, { message: "the first consumer never got the batch" });
+    await sleep(600); // its lease is over; a second consumer takes the key over with a lease of its own
+    const second = another({ subscriptions: [{ name: "t", leaseMs: 500, handle: () => new Promise<void>((resolve) => gates.push(resolve)) }] }).consume("t");
+    await until(() => gates.length === 2, { message: "the second consumer never took the key over" });
+    gates[0](); // the first one finishes now, while the second one's lease runs: its ack is refused
+    expect(await first).toMatchObject({ key: "k", outcome: "expired" });
+    gates[1]();
+    expect(await second).toMatchObject({ key: "k", outcome: "acked" });
+    expect(await corq.keys("t")).toMatchObject([{ key: "k", status: "idle", pending: 0 }]);
+  });
+});
+
+describe("fairness", () => {
+  it("claims the key that has waited longest first, whatever its name", async () => {
+    const { corq } = await open({ subscriptions: [{ name: "f", handle: () => undefined }] });
+    for (const stream of ["z", "m", "a"]) {
+      await corq.append(stream, [{ name: "E", data: {} }]);
+      await corq.advance(); // each key becomes ready at a moment of its own
+      await sleep(2);
+    }
+    const claimed: (string | undefined)[] = [];
+    for (let i = 0; i < 3; i++) claimed.push((await corq.consume("f"))?.key);
+    expect(claimed).toEqual(["z", "m", "a"]);
   });
 });
 
@@ -311,20 +352,26 @@ describe("claims racing acks", () => {
 
     const x = another({ subscriptions: [definition], poolSize: 1 });
     const xDrain = x.drain("snap"); // claims A, its handler holds
-    while (seen.length === 0) await sleep(5);
+    await until(() => seen.length > 0, { message: "X never got its first batch" });
     // committed before the lock holder starts, so its xid does not hold them above the horizon
     await corq.append("s", [ev("A", "a2"), ev("B", "b3")]);
     const locker = await raw.connect();
-    await locker.query("BEGIN");
-    await locker.query("SELECT 1 FROM corq.keys WHERE key = 'A' FOR UPDATE");
-    const advancing = another({ subscriptions: [definition], poolSize: 1 }).advance(); // waits on A
-    await waiters(1);
-    releaseX(); // X's ack of A + claim of the next key: snapshot taken, waits on A
-    await waiters(2);
-    const y = another({ subscriptions: [definition], poolSize: 1 });
-    expect(await y.consume("snap")).toMatchObject({ key: "B", events: 2, outcome: "acked" });
-    await locker.query("COMMIT");
-    locker.release();
+    let advancing: Promise<unknown> = Promise.resolve();
+    try {
+      await locker.query("BEGIN");
+      await locker.query("SELECT 1 FROM corq.keys WHERE key = 'A' FOR UPDATE");
+      advancing = another({ subscriptions: [definition], poolSize: 1 }).advance(); // waits on A
+      await waiters(1);
+      releaseX(); // X's ack of A + claim of the next key: snapshot taken, waits on A
+      await waiters(2);
+      const y = another({ subscriptions: [definition], poolSize: 1 });
+      expect(await y.consume("snap")).toMatchObject({ key: "B", events: 2, outcome: "acked" });
+    } finally {
+      // also when an expectation failed: the statements waiting on A must finish, or closing waits for them
+      releaseX();
+      await locker.query("COMMIT").catch(() => undefined);
+      locker.release();
+    }
     await Promise.all([advancing, xDrain]);
     await drain(corq, "snap");
     expect(seen.sort()).toEqual(["a1", "a2", "b1", "b2", "b3"]);

@@ -184,7 +184,8 @@ describe("random interleavings", () => {
                   client = await callers.connect();
                   await client.query("BEGIN");
                 }
-                for (;;) {
+                for (let attempt = 1; ; attempt++) {
+                  if (attempt > 5) throw new Error("an append in a new transaction was refused for order 5 times");
                   const refused = await corq.append(stream, events, { tx: client }).then(() => null, (error: { code?: string }) => error);
                   if (refused === null) {
                     await client.query("COMMIT");
@@ -213,7 +214,9 @@ describe("random interleavings", () => {
           await Promise.all(inFlight);
           for (let round = 0; round < 50; round++) {
             await corq.advance();
-            while ((await corq.consume("s")) !== null);
+            for (let batches = 0; (await corq.consume("s")) !== null; batches++) {
+              if (batches > 1000) throw new Error("a key never runs out of batches");
+            }
             const dead = await corq.deadLetters({ subscription: "s" });
             if (dead.length === 0) break;
             for (const d of dead) {

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import type pg from "pg";
 import type { StoredEvent } from "../src/index.js";
 import { sleep, useCorq } from "./helpers/corq.js";
+import { until, within } from "./helpers/until.js";
 import { reportScenario } from "./helpers/chaos.js";
 
 const open = useCorq();
@@ -21,6 +22,25 @@ async function holdKeyRow(raw: pg.Pool, key: string): Promise<{ release(): Promi
     },
   };
 }
+
+describe("a claim next to a locked key", () => {
+  it("skips the key whose row another session holds and claims the next one, without waiting", async () => {
+    const { corq, raw } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    await corq.append("first", [{ name: "E", data: {} }]);
+    await corq.advance(); // "first" has waited longest
+    await corq.append("second", [{ name: "E", data: {} }]);
+    await corq.advance();
+    const held = await holdKeyRow(raw, "first"); // as an advancer bumping it would
+    try {
+      // concurrent consumers take different keys: a claim that waited here would serialise them
+      const claimed = await within(corq.consume("s"), { timeoutMs: 3000, message: "the claim waited for the locked key" });
+      expect(claimed).toMatchObject({ key: "second", outcome: "acked" });
+    } finally {
+      await held.release();
+    }
+    expect(await corq.consume("s")).toMatchObject({ key: "first", outcome: "acked" });
+  });
+});
 
 describe("a statement that waited on a row lock", () => {
   it("ack+claim after a lock wait longer than the lease grants a full lease: one holder per key", async () => {
@@ -55,11 +75,11 @@ describe("a statement that waited on a row lock", () => {
     await corq.append("k2", [{ name: "E", data: {} }]);
     await corq.advance();
     const draining = corq.drain("rooms", { budgetMs: 10_000 });
-    while (lock === undefined) await sleep(5);
-    const held = await lock;
+    await until(() => lock !== undefined, { message: "the drain never handled its first batch" });
+    const held = await lock!;
     await sleep(1500);
     await held.release();
-    await second; // the drain claimed the other key after waiting
+    await within(second, { message: "the drain never claimed the other key after its wait" });
     // a rival consumer, quick to handle what it gets: it may take the first key (whose lease
     // ran out during the wait), never the one the drain is still handling
     const rival = another({

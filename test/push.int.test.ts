@@ -22,12 +22,14 @@ const push = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-/** Consume with `n` concurrent consumers until nothing is ready for `quietMs`. */
-async function consumeAll(corq: { consume(name: string): Promise<unknown> }, name: string, n = 1, quietMs = 0) {
+/** Consume with `n` concurrent consumers until nothing is ready for `quietMs`; fails after `timeoutMs`. */
+async function consumeAll(corq: { consume(name: string): Promise<unknown> }, name: string, n = 1, quietMs = 0, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
   await Promise.all(
     Array.from({ length: n }, async () => {
       let idleSince = Date.now();
       for (;;) {
+        if (Date.now() > deadline) throw new Error(`"${name}" still had batches ready after ${timeoutMs} ms`);
         if ((await corq.consume(name)) !== null) idleSince = Date.now();
         else if (Date.now() - idleSince >= quietMs) return;
         else await sleep(10);

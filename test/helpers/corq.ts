@@ -2,6 +2,7 @@ import { afterEach, inject } from "vitest";
 import pg from "pg";
 import { createCorq, type Corq, type CorqOptions } from "../../src/index.js";
 import { createTestDatabase } from "./database.js";
+import { within } from "./until.js";
 
 /**
  * Per-test corq instances, each on a fresh migrated database (dropped after the test).
@@ -23,8 +24,12 @@ export function useCorq() {
     raw.on("error", () => undefined);
     const dispose = async () => {
       pending.delete(dispose);
-      await Promise.all(instances.map((instance) => instance.close()));
-      await raw.end();
+      // a failed test may leave a client checked out (a held transaction, a statement waiting on
+      // its lock): closing would wait for it forever; the drop below ends those connections
+      await within(Promise.all([...instances.map((instance) => instance.close()), raw.end()]), {
+        timeoutMs: 5000,
+        message: "closing the test's connections",
+      }).catch((error: unknown) => console.warn(String(error)));
       await database.drop();
     };
     pending.add(dispose);
@@ -41,12 +46,21 @@ export function useCorq() {
 
 export type Opened = Awaited<ReturnType<ReturnType<typeof useCorq>>>;
 
-/** Advances, then consumes until nothing is ready; returns the number of batches consumed. */
-export async function drain(corq: Corq, subscription: string, maxBatches = 10_000): Promise<number> {
-  await corq.advance();
-  let batches = 0;
-  while (batches < maxBatches && (await corq.consume(subscription)) !== null) batches++;
-  return batches;
+/**
+ * Advances, then consumes until nothing is ready; returns the number of batches consumed.
+ * Fails (rather than hangs) when a key never runs out of batches or a claim never returns.
+ */
+export async function drain(corq: Corq, subscription: string, options: { maxBatches?: number; timeoutMs?: number } = {}): Promise<number> {
+  const maxBatches = options.maxBatches ?? 1000;
+  const consumeAll = async () => {
+    await corq.advance();
+    let batches = 0;
+    while ((await corq.consume(subscription)) !== null) {
+      if (++batches >= maxBatches) throw new Error(`"${subscription}" still had batches ready after ${maxBatches}`);
+    }
+    return batches;
+  };
+  return within(consumeAll(), { timeoutMs: options.timeoutMs ?? 15_000, message: `draining "${subscription}" did not finish` });
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,266 @@
+// The mutation check's list (run by test/mutants/run.ts): each mutant is a regression worth
+// catching, named by what it breaks, made by replacing a piece of source text, and the test
+// files that must fail when it is applied. When the code changes so that a search text is no
+// longer found, the mutant is reported `stale`: rewrite its search text against the new code
+// (same regression), never drop it silently.
+
+export interface Edit {
+  file: string;
+  search: string;
+  replace: string;
+  /** Replace every occurrence (default: the search text must occur once, and is replaced once). */
+  all?: boolean;
+}
+
+export interface Mutant {
+  name: string;
+  edits: Edit[];
+  /** Test files that must fail with the mutant applied. */
+  tests: string[];
+}
+
+const one = (file: string, search: string, replace: string): Edit[] => [{ file, search, replace }];
+
+export const mutants: Mutant[] = [
+  // --- advance ---------------------------------------------------------------------------
+  {
+    name: "advance: ignores xmin horizon",
+    edits: one(
+      "src/sql/advanceSubscription.ts",
+      "WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)\n        AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
+      "WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)",
+    ),
+    tests: ["test/pipeline.int.test.ts"],
+  },
+  {
+    name: "advance by function: ignores xmin horizon",
+    edits: one(
+      "src/sql/advanceByFunction.ts",
+      "AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)\n      AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
+      "AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)",
+    ),
+    tests: ["test/pipeline.int.test.ts"],
+  },
+  {
+    name: "advance: null keys enqueued",
+    edits: one(
+      "src/sql/advanceSubscription.ts",
+      "CASE WHEN invalid IS NULL THEN key END AS key",
+      "CASE WHEN invalid IS NULL THEN coalesce(key, 'null') END AS key",
+    ),
+    tests: ["test/pipeline.int.test.ts"],
+  },
+  {
+    name: "advance: keys that break the key rule enqueued",
+    edits: one("src/sql/advanceSubscription.ts", "CASE WHEN invalid IS NULL THEN key END AS key", "key"),
+    tests: ["test/advanceEdges.int.test.ts"],
+  },
+  {
+    name: "advance: subscription row not locked (two advancers)",
+    edits: one(
+      "src/sql/advanceSubscription.ts",
+      "WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}\n      FOR UPDATE",
+      "WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}",
+    ),
+    tests: ["test/pipeline.int.test.ts"],
+  },
+  {
+    name: "advance by function: write ignores the watermark it read (no compare-and-set)",
+    edits: one(
+      "src/sql/advanceByFunction.ts",
+      "sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position} AND ${asyncCommit}`",
+      "sql`${asyncCommit}`",
+    ),
+    tests: ["test/pipeline.int.test.ts"],
+  },
+  // --- append ----------------------------------------------------------------------------
+  {
+    name: "append: input order ignored",
+    edits: one("src/sql/appendEvents.ts", "      FROM claim, input\n      ORDER BY input.ord\n", "      FROM claim, input\n"),
+    tests: ["test/sqlOrder.test.ts", "test/append.int.test.ts"],
+  },
+  {
+    name: "append: expectedVersion ignored",
+    edits: one(
+      "src/sql/appendEvents.ts",
+      "WHERE stream = ${stream} AND version = ${expectedVersion} AND",
+      "WHERE stream = ${stream} AND",
+    ),
+    tests: ["test/append.int.test.ts"],
+  },
+  {
+    name: "append: older transaction may append (per-stream order)",
+    edits: one(
+      "src/sql/appendEvents.ts",
+      "sql`(${lastTx} IS NULL OR ${lastTx} <= pg_current_xact_id())`",
+      "sql`(${lastTx} IS NULL OR true)`",
+    ),
+    tests: ["test/streamOrder.int.test.ts"],
+  },
+  {
+    name: "readLog: ignores xmin horizon",
+    edits: one(
+      "src/sql/readLog.ts",
+      "WHERE ${cursor} AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
+      "WHERE ${cursor}",
+    ),
+    tests: ["test/append.int.test.ts"],
+  },
+  // --- claim -----------------------------------------------------------------------------
+  {
+    name: "claim: no SKIP LOCKED",
+    edits: one("src/sql/claimBatch.ts", "FOR UPDATE OF k SKIP LOCKED", "FOR UPDATE OF k"),
+    tests: ["test/lockWaits.int.test.ts", "test/consumers.int.test.ts"],
+  },
+  {
+    name: "claim: batch read unordered",
+    edits: one(
+      "src/sql/claimBatch.ts",
+      "      ORDER BY q.tx, q.position\n      LIMIT (SELECT batch_limit FROM claimed)",
+      "      LIMIT (SELECT batch_limit FROM claimed)",
+    ),
+    tests: ["test/forcedPlans.int.test.ts", "test/sqlOrder.test.ts"],
+  },
+  {
+    name: "claim: batch rows returned unsorted",
+    edits: one(
+      "src/sql/claimBatch.ts",
+      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY q.tx, q.position`;",
+      "    LEFT JOIN ${events} e ON e.position = q.position`;",
+    ),
+    tests: ["test/forcedPlans.int.test.ts"],
+  },
+  {
+    name: "claim: ack cursor ignored",
+    edits: one(
+      "src/sql/claimBatch.ts",
+      "AND NOT c.dies\n        -- the snapshot may predate another consumer's ack of this key: skip what it acked\n        AND (c.last_tx IS NULL OR (q.tx, q.position) > (c.last_tx, c.last_position))",
+      "AND NOT c.dies",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "claim: paused subscription claimed",
+    edits: one("src/sql/claimBatch.ts", " AND NOT (SELECT paused FROM sub)", ""),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "claim: lease from statement start (now())",
+    edits: one("src/sql/claimBatch.ts", "${lockedNow} AS locked_at", "now() AS locked_at"),
+    tests: ["test/lockWaits.int.test.ts"],
+  },
+  {
+    name: "claim: longest-waiting key not first",
+    edits: one("src/sql/claimBatch.ts", "ORDER BY k.available_at, k.key", "ORDER BY k.key"),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "claim: expired lease not counted as an attempt",
+    edits: one("src/sql/claimBatch.ts", "attempts = k.attempts + pick.expired::int,", "attempts = k.attempts,"),
+    tests: ["test/consumers.int.test.ts", "test/activity.int.test.ts"],
+  },
+  // --- ack and fail ----------------------------------------------------------------------
+  {
+    name: "ack: fence ignores lease expiry",
+    edits: one(
+      "src/sql/ackBatch.ts",
+      "WHERE lease_token = ${lease.token}::uuid AND lease_until > ${lockedNow}",
+      "WHERE lease_token = ${lease.token}::uuid",
+    ),
+    tests: ["test/lockWaits.int.test.ts"],
+  },
+  {
+    name: "ack: fence ignores lease token",
+    edits: one(
+      "src/sql/ackBatch.ts",
+      "WHERE lease_token = ${lease.token}::uuid AND lease_until > ${lockedNow}",
+      "WHERE lease_until > ${lockedNow}",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "ack: pending count not decremented",
+    edits: one("src/sql/ackBatch.ts", "pending = k.pending - ${count},", "pending = k.pending,"),
+    tests: ["test/pipeline.int.test.ts"],
+  },
+  {
+    name: "ack: a prefix ack deletes the whole queue of the key",
+    edits: one(
+      "src/sql/ackBatch.ts",
+      "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key\n        AND (q.tx, q.position) <= (${through.tx}::xid8, ${through.position}::bigint)",
+      "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "fail: never dead",
+    edits: [{ file: "src/sql/failBatch.ts", search: "k.attempts + 1 >= s.max_attempts", replace: "false", all: true }],
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "fail: backoff not capped at maxMs",
+    edits: one(
+      "src/sql/failBatch.ts",
+      "least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
+      "(s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  // --- dead letters ----------------------------------------------------------------------
+  {
+    name: "release skip: acts on every dead key",
+    edits: one(
+      "src/sql/releaseDeadKeys.ts",
+      "SELECT k.subscription_id, k.key FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE ${which}",
+      "SELECT k.subscription_id, k.key FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE k.dead_at IS NOT NULL",
+    ),
+    tests: ["test/advanceEdges.int.test.ts"],
+  },
+  {
+    name: "webhook ids: a replayed id is accepted",
+    edits: one(
+      "src/sql/webhookIds.ts",
+      "ON CONFLICT (id) DO NOTHING RETURNING id",
+      "ON CONFLICT (id) DO UPDATE SET seen_at = now() RETURNING id",
+    ),
+    tests: ["test/webhookReplay.int.test.ts"],
+  },
+  // --- push delivery and signatures -------------------------------------------------------
+  {
+    name: "push: 4xx acks",
+    edits: one(
+      "src/pushDelivery.ts",
+      "if (response.status < 200 || response.status > 299) {",
+      "if (response.status < 200 || (response.status > 299 && response.status < 400) || response.status > 499) {",
+    ),
+    tests: ["test/push.int.test.ts"],
+  },
+  {
+    name: "push: 3xx acks",
+    edits: one("src/pushDelivery.ts", "if (response.status < 200 || response.status > 299) {", "if (response.status < 200 || response.status > 399) {"),
+    tests: ["test/push.int.test.ts"],
+  },
+  {
+    name: "push: no delivery timeout",
+    edits: one("src/pushDelivery.ts", "const signal = AbortSignal.any([timeout, context.signal]);", "const signal = context.signal;"),
+    tests: ["test/push.int.test.ts"],
+  },
+  {
+    name: "signature: window not checked",
+    edits: one(
+      "src/webhookSignature.ts",
+      '  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300)) return { ok: false, reason: "stale_timestamp" };\n',
+      "",
+    ),
+    tests: ["test/webhookSignature.test.ts"],
+  },
+  {
+    name: "signature: prefix compare",
+    edits: one(
+      "src/webhookSignature.ts",
+      "  if (a.length !== b.length) return false;\n  let diff = 0;\n  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];",
+      "  let diff = 0;\n  for (let i = 0; i < Math.min(a.length, b.length); i++) diff |= a[i] ^ b[i];",
+    ),
+    tests: ["test/webhookSignature.test.ts"],
+  },
+];

@@ -1,0 +1,201 @@
+// Static check: where a statement's result depends on row order, the order is written down.
+// Postgres gives no order without ORDER BY; the plans it usually picks walk a primary key, so
+// a missing ORDER BY passes every test that runs the statement (test/forcedPlans.int.test.ts
+// forces other plans where one can reorder). Every builder in src/sql is rendered with sample
+// arguments and its SQL text is checked:
+//   LIMIT             has an ORDER BY at the same query level (which rows are kept);
+//   INSERT … SELECT   has an ORDER BY (identity positions and row-lock order follow it);
+//   json_agg, jsonb_agg, array_agg, string_agg, ARRAY(SELECT …)  order their elements.
+// Known exceptions are listed with the reason order does not matter there; an exception that
+// no longer matches anything fails the test too, so the list stays honest.
+import { readdirSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { sql, SQL } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
+
+const dialect = new PgDialect();
+const lease = { subscriptionId: 1, key: "k", token: "00000000-0000-0000-0000-000000000000" };
+const through = { tx: "10", position: 5 };
+const at = new Date(0);
+const settings = {
+  name: "s", events: ["*"], key: "stream", from: "beginning" as const, batchSize: 10, maxAttempts: 3, leaseMs: 30_000,
+  backoff: { initialMs: 1000, maxMs: 60_000, factor: 2 },
+};
+const batchRecord = { subscriptionId: 1, key: "k", startedAt: at, finishedAt: at, events: 1, outcome: "acked" as const };
+const event = { name: "E", data: {} };
+
+/** Sample calls of every export of src/sql that builds SQL: each variant its builder can produce. */
+const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
+  ackBatch: (f) => [f(lease, through, 2, at)],
+  fencedKey: (f) => [f(lease)],
+  ackCtes: (f) => [f(lease, through, 2)],
+  recentBatches: (f) => [f(undefined, 1000, 10), f("s", 1000, 10)],
+  countAcked: (f) => [f(sql`acked`, sql`now()`, sql`1`)],
+  ackedPerBucket: (f) => [f(60_000, 10_000)],
+  recordBatches: (f) => [f([batchRecord])],
+  pruneActivity: (f) => [f(1000)],
+  logTail: (f) => [f(10)],
+  readAdvanceBatch: (f) => [f(1, ["*"], 100), f(1, ["A", "B"], 100)],
+  writeAdvanceBatch: (f) => [f(1, through, through, [{ tx: "10", position: 5, key: "k", invalid: null }])],
+  advanceSubscription: (f) => [f(1, 100)],
+  enqueueAndMove: (f) => [f(sql`1`, { tx: sql`'1'::xid8`, position: sql`1` }, sql`true`)],
+  recordAdvanceError: (f) => [f(1, "Error: x")],
+  appendEvents: (f) => [f("s", [event, event]), f("s", [event], -1), f("s", [event], 3)],
+  streamHead: (f) => [f("s")],
+  claimBatch: (f) => [f("s"), f("s", "push")],
+  ackAndClaim: (f) => [f("s", undefined, { lease, through, count: 2 }), f("s", "push", { lease, through, count: 2 })],
+  failBatch: (f) => [f(lease, "Error: x", 5, 2, at)],
+  listDeadLetters: (f) => [f(undefined, 10), f("s", 10, true)],
+  listKeys: (f) => [f("s", { limit: 10 }), f("s", { status: "dead", after: "a", limit: 10 })],
+  putSubscription: (f) => [f(settings, { url: "https://x.example", timeoutMs: 1000 }, { generated: "whsec_x" })],
+  deleteSubscription: (f) => [f("s", "keep"), f("s", "delete")],
+  deleteSubscriptionRows: (f) => [f(1)],
+  readLog: (f) => [f(0, 10), f(5, 10)],
+  eventExists: (f) => [f(5)],
+  readStream: (f) => [f("s", 0, 10)],
+  readyKeys: (f) => [f(8)],
+  releaseDeadKeys: (f) => [f("s", undefined, "retry"), f("s", "k", "retry"), f("s", undefined, "skip"), f("s", "k", "skip")],
+  releaseLease: (f) => [f(lease)],
+  setPaused: (f) => [f("s", true)],
+  subscriptionStats: (f) => [f(), f("s")],
+  logHead: (f) => [f()],
+  syncSubscriptions: (f) => [f([settings])],
+  rememberWebhookId: (f) => [f("msg_1")],
+  startDashboardSession: (f) => [f("session-id", 3_600_000)],
+  dashboardSessionAlive: (f) => [f("session-id")],
+  endDashboardSession: (f) => [f("session-id")],
+};
+
+/** Exports of src/sql that are not SQL builders. */
+const notBuilders: Record<string, string> = {
+  toStoredEvent: "decodes a row",
+};
+
+type Rule = "LIMIT" | "INSERT … SELECT" | "ordered aggregate";
+
+/**
+ * Places where order does not matter, with the reason: a finding of `rule` whose SQL contains
+ * `match` (in every builder that uses it: fragments are rendered inside their statements).
+ */
+const exceptions: { rule: Rule; match: string; reason: string }[] = [
+  { rule: "LIMIT", match: `SELECT 1 FROM "corq"."keys"`, reason: "readyKeys counts ready / leased keys up to a cap: which ones is irrelevant" },
+  { rule: "INSERT … SELECT", match: `INSERT INTO "corq"."queue"`, reason: "queue rows are read by their key (tx, position), never in insertion order; the key rows, which take locks, are inserted ORDER BY key" },
+  { rule: "INSERT … SELECT", match: `INSERT INTO "corq"."activity"`, reason: "telemetry rows (one per batch), read ORDER BY finished_at" },
+  { rule: "INSERT … SELECT", match: `INSERT INTO "corq"."subscriptions"`, reason: "syncSubscriptions: subscriptions are found by name; new names take no lock another writer waits on" },
+  { rule: "ordered aggregate", match: "ARRAY(SELECT jsonb_array_elements_text", reason: "syncSubscriptions: the events filter is a set of names (jsonb_array_elements keeps array order anyway)" },
+];
+
+interface Finding {
+  builder: string;
+  rule: Rule;
+  text: string;
+}
+
+/** The SQL with string literals and comments blanked out (same length), and each character's paren depth. */
+function scan(text: string): { code: string; depth: number[] } {
+  let code = text.replace(/'(?:[^']|'')*'/g, (s) => `'${" ".repeat(s.length - 2)}'`);
+  code = code.replace(/--[^\n]*/g, (s) => " ".repeat(s.length));
+  const depth: number[] = [];
+  let d = 0;
+  for (const c of code) {
+    if (c === ")") d--;
+    depth.push(d);
+    if (c === "(") d++;
+  }
+  return { code, depth };
+}
+
+/** The range of the query level that contains index `i`: from its opening paren (or the start) to its closing one (or the end). */
+function level(code: string, depth: number[], i: number): [number, number] {
+  let start = i;
+  while (start > 0 && !(depth[start - 1] === depth[i] - 1 && code[start - 1] === "(")) start--;
+  let end = i;
+  while (end < code.length && !(code[end] === ")" && depth[end] === depth[i] - 1)) end++;
+  return [start, end];
+}
+
+/** Whether `pattern` occurs in code[from, to) at paren depth `d`. */
+function atDepth(code: string, depth: number[], pattern: RegExp, from: number, to: number, d: number): number {
+  const re = new RegExp(pattern.source, "gi");
+  re.lastIndex = from;
+  for (let m = re.exec(code); m && m.index < to; m = re.exec(code)) if (depth[m.index] === d) return m.index;
+  return -1;
+}
+
+const ORDER_BY = /\bORDER\s+BY\b/;
+const snippet = (text: string, from: number, to: number) => text.slice(from, to).replace(/\s+/g, " ").trim();
+
+function check(builder: string, text: string): Finding[] {
+  const { code, depth } = scan(text);
+  const findings: Finding[] = [];
+  for (const m of code.matchAll(/\bLIMIT\b/gi)) {
+    const [start, end] = level(code, depth, m.index);
+    if (atDepth(code, depth, ORDER_BY, start, m.index, depth[m.index]) === -1) {
+      findings.push({ builder, rule: "LIMIT", text: snippet(text, start, end) });
+    }
+  }
+  for (const m of code.matchAll(/\bINSERT\s+INTO\b/gi)) {
+    const d = depth[m.index];
+    const [, end] = level(code, depth, m.index);
+    const select = atDepth(code, depth, /\b(SELECT|VALUES)\b/, m.index, end, d);
+    if (select === -1 || /^VALUES/i.test(code.slice(select))) continue;
+    const tail = atDepth(code, depth, /\b(ON\s+CONFLICT|RETURNING)\b/, select, end, d);
+    if (atDepth(code, depth, ORDER_BY, select, tail === -1 ? end : tail, d) === -1) {
+      findings.push({ builder, rule: "INSERT … SELECT", text: snippet(text, m.index, end) });
+    }
+  }
+  for (const m of code.matchAll(/\b(json_agg|jsonb_agg|array_agg|string_agg|ARRAY)\s*\(/gi)) {
+    const open = m.index + m[0].length - 1;
+    if (m[1].toUpperCase() === "ARRAY" && !/^\(\s*SELECT\b/i.test(code.slice(open))) continue;
+    const [start, end] = level(code, depth, open + 1);
+    if (atDepth(code, depth, ORDER_BY, start, end, depth[open] + 1) === -1) {
+      findings.push({ builder, rule: "ordered aggregate", text: snippet(text, m.index, end + 1) });
+    }
+  }
+  return findings;
+}
+
+async function renderAll(): Promise<{ builder: string; text: string }[]> {
+  const dir = new URL("../src/sql/", import.meta.url);
+  const rendered: { builder: string; text: string }[] = [];
+  const unknown: string[] = [];
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts")).sort()) {
+    const module: Record<string, unknown> = await import(new URL(file, dir).href);
+    for (const [name, value] of Object.entries(module)) {
+      if (value instanceof SQL) rendered.push({ builder: name, text: dialect.sqlToQuery(value).sql });
+      else if (typeof value === "function" && samples[name]) {
+        for (const query of samples[name](value as (...args: any[]) => SQL)) rendered.push({ builder: name, text: dialect.sqlToQuery(query).sql });
+      } else if (typeof value === "function" && !notBuilders[name]) unknown.push(`${file}: ${name}`);
+    }
+  }
+  expect(unknown, "exports of src/sql without sample arguments here: add them to `samples` so their SQL is checked").toEqual([]);
+  return rendered;
+}
+
+describe("order in the SQL of src/sql", () => {
+  it("every LIMIT, INSERT … SELECT and list aggregate whose result depends on order has an ORDER BY", async () => {
+    const rendered = await renderAll();
+    const builders = new Set(rendered.map((r) => r.builder));
+    expect(Object.keys(samples).filter((name) => !builders.has(name)), "samples for builders that no longer exist").toEqual([]);
+    const findings = rendered.flatMap((r) => check(r.builder, r.text));
+    const excused = (f: Finding) => exceptions.some((e) => e.rule === f.rule && f.text.includes(e.match));
+    expect(findings.filter((f) => !excused(f)), "order left to the plan").toEqual([]);
+    const unused = exceptions.filter((e) => !findings.some((f) => e.rule === f.rule && f.text.includes(e.match)));
+    expect(unused, "exceptions that no longer match anything: remove them").toEqual([]);
+  });
+
+  it("the check itself finds what it is meant to find", () => {
+    const rules = (text: string) => check("t", text).map((f) => f.rule);
+    expect(rules("SELECT a FROM t LIMIT 5")).toEqual(["LIMIT"]);
+    expect(rules("SELECT a FROM t ORDER BY a LIMIT 5")).toEqual([]);
+    // an ORDER BY elsewhere (an inner query, another CTE, a string) does not count
+    expect(rules("SELECT a FROM (SELECT a FROM t ORDER BY a) x LIMIT 5")).toEqual(["LIMIT"]);
+    expect(rules("WITH x AS (SELECT 1 ORDER BY 1), y AS (SELECT a FROM t LIMIT 1) SELECT 1")).toEqual(["LIMIT"]);
+    expect(rules("SELECT 'ORDER BY' FROM t LIMIT 1")).toEqual(["LIMIT"]);
+    expect(rules("SELECT a FROM t, LATERAL (SELECT b FROM u WHERE u.a = t.a ORDER BY b LIMIT (SELECT 2)) q")).toEqual([]);
+    expect(rules("WITH i AS (INSERT INTO t (a) SELECT a FROM u RETURNING a) SELECT 1")).toEqual(["INSERT … SELECT"]);
+    expect(rules("INSERT INTO t (a) SELECT a FROM u ORDER BY a ON CONFLICT (a) DO NOTHING")).toEqual([]);
+    expect(rules("INSERT INTO t (a) VALUES (1) ON CONFLICT (a) DO NOTHING")).toEqual([]);
+    expect(rules("SELECT json_agg(a), json_agg(b ORDER BY b), ARRAY(SELECT a FROM t) FROM t")).toEqual(["ordered aggregate", "ordered aggregate"]);
+  });
+});

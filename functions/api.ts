@@ -8,7 +8,7 @@ import { correlationKey, eventInput, expectedVersion, parseOrThrow, streamName, 
 import { requireAdmin, requireAdminOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
-import { advanceAndDispatch, selfInvoker } from "./dispatch.js";
+import { advanceAndDispatch, consumeInSlot, selfInvoker } from "./dispatch.js";
 import { settings, type AppEnv } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
@@ -175,6 +175,12 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     const name = param(c, "subscription", subscriptionName);
     const budget = c.req.header("corq-budget-ms");
     const budgetMs = budget === undefined ? undefined : parseOrThrow(count, budget, "invalid_input", "corq-budget-ms");
+    // a consumer a dispatcher started holds a consumer slot (dispatch.ts)
+    const slotHeader = c.req.header("corq-slot");
+    if (slotHeader !== undefined) {
+      const slot = parseOrThrow(count, slotHeader, "invalid_input", "corq-slot");
+      return c.json({ batches: await consumeInSlot(c.env, subscriptions, c.var.corq(), name, slot) });
+    }
     const { first, batches, events } = await c.var.corq().drain(name, budgetMs === undefined ? { maxBatches: 1 } : { budgetMs });
     if (first === null) return c.body(null, 204);
     return c.json(budgetMs === undefined ? first : { ...first, batches, eventsTotal: events });

@@ -243,8 +243,21 @@ function parsePayload(body: Buffer): QueryData | { queries: QueryData[] } | stri
   return query(json) ?? "expected { query, params } or { queries: [...] }";
 }
 
-async function runSingle(pool: pg.Pool, data: QueryData, arrayMode: boolean) {
+const ignore = () => undefined;
+
+/**
+ * A pooled connection with an 'error' listener while it is lent out: a server that ends it
+ * (a restart: "terminating connection due to administrator command") must fail the request,
+ * not the process. pg-pool listens only while a connection is idle.
+ */
+async function lend(pool: pg.Pool): Promise<pg.PoolClient> {
   const client = await pool.connect();
+  client.on("error", ignore);
+  return client;
+}
+
+async function runSingle(pool: pg.Pool, data: QueryData, arrayMode: boolean) {
+  const client = await lend(pool);
   let discard: Error | undefined;
   try {
     const result = await runStatement(client, data, arrayMode);
@@ -258,12 +271,13 @@ async function runSingle(pool: pg.Pool, data: QueryData, arrayMode: boolean) {
     discard = error as Error;
     throw error;
   } finally {
+    client.off("error", ignore);
     client.release(discard);
   }
 }
 
 async function runBatch(pool: pg.Pool, queries: QueryData[], headers: Headers) {
-  const client = await pool.connect();
+  const client = await lend(pool);
   let discard: Error | undefined;
   try {
     await client.query(headers.begin);
@@ -282,6 +296,7 @@ async function runBatch(pool: pg.Pool, queries: QueryData[], headers: Headers) {
     if (endsSession(error) || client.getTransactionStatus() !== "I") discard ??= error as Error;
     throw error;
   } finally {
+    client.off("error", ignore);
     client.release(discard);
   }
 }

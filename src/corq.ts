@@ -27,6 +27,7 @@ import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/webhookIds.js";
 import { setPaused } from "./sql/setPaused.js";
 import { readyKeys } from "./sql/readyKeys.js";
+import { claimConsumerSlots, releaseConsumerSlot } from "./sql/consumerSlots.js";
 import { deleteSubscription, deleteSubscriptionRows, putSubscription, type PutRow } from "./sql/putSubscription.js";
 import {
   toBatchRecord,
@@ -98,6 +99,13 @@ export interface Corq {
     subscription: string,
     options?: { budgetMs?: number; maxBatches?: number },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
+  /**
+   * For dispatchers: claims up to `want` of the first `max` consumer slots, each busy for
+   * `holdMs`; concurrent dispatchers get different slots, so at most `max` consumers run.
+   * Start one consumer per slot returned; it calls releaseSlot(slot) when done.
+   */
+  claimSlots(options: { max: number; want: number; holdMs: number }): Promise<number[]>;
+  releaseSlot(slot: number): Promise<void>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
@@ -173,6 +181,8 @@ const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),
   maxBatches: z.number().int().min(1).default(1_000_000),
 });
+const slotNumber = z.number().int().min(1).max(1000);
+const slotOptions = z.object({ max: slotNumber, want: z.number().int().min(0).max(1000), holdMs: z.number().int().min(1).max(3_600_000) });
 const releaseOptions = z.object({
   subscription: subscriptionName,
   key: correlationKey.optional(),
@@ -286,6 +296,17 @@ export function createCorq(options: CorqOptions): Corq {
         batches: results.length,
         events: results.reduce((sum, r) => sum + r.events, 0),
       };
+    },
+
+    async claimSlots(slotOpts) {
+      const { max, want, holdMs } = parseOrThrow(slotOptions, slotOpts, "invalid_input", "options");
+      if (want === 0) return [];
+      const rows = await (await executor()).run<{ slot: number }>(claimConsumerSlots(max, want, holdMs));
+      return rows.map((row) => row.slot).sort((a, b) => a - b);
+    },
+
+    async releaseSlot(slot) {
+      await (await executor()).run(releaseConsumerSlot(parseOrThrow(slotNumber, slot, "invalid_input", "slot")));
     },
 
     async readyKeys(cap) {

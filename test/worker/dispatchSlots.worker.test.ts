@@ -1,0 +1,40 @@
+// Dispatch across concurrent kicks: every append kicks a dispatch, and together they start at
+// most CORQ_CONCURRENCY consumers (slots claimed in the database) — and lose no wake-up.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startReceiver } from "../helpers/receiver.js";
+import { eventually, useStack } from "../helpers/stack.js";
+
+const CONCURRENCY = 3;
+const { state, api } = useStack({ vars: { CORQ_CONCURRENCY: String(CONCURRENCY), CORQ_CONSUMER_BUDGET_MS: "2000", CORQ_PUSH_ALLOW_PRIVATE: "true" } });
+let secret: string | undefined;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+beforeAll(async () => (receiver = await startReceiver(() => secret)));
+afterAll(() => receiver.close());
+
+/** The most deliveries in flight at one moment. */
+function peakInFlight(spans: { receivedAt: number; finishedAt?: number }[]): number {
+  const edges = spans.flatMap((s) => [[s.receivedAt, 1] as const, [s.finishedAt ?? Infinity, -1] as const]);
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let now = 0;
+  let peak = 0;
+  for (const [, step] of edges) peak = Math.max(peak, (now += step));
+  return peak;
+}
+
+describe("consumer slots", () => {
+  it("30 concurrent appends, each kicking a dispatch: at most CORQ_CONCURRENCY consumers at once, every event delivered", async () => {
+    const created = await api("PUT", "/subscriptions/pings", { body: { events: ["Ping"], batchSize: 1, deliver: { url: receiver.url } } });
+    secret = created.json.secret;
+    receiver.behave(() => ({ delayMs: 150 })); // slow enough for consumers to overlap
+    const appends = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => api("POST", `/streams/pinger-${i}/events`, { body: { events: [{ name: "Ping", data: { i } }] } })),
+    );
+    expect(appends.every((a) => a.status === 201)).toBe(true);
+    // no cron in this stack: only the kicks (and consumers looking again) deliver
+    await eventually(async () => expect(new Set(receiver.deliveries.map((d) => d.key)).size).toBe(30), { timeoutMs: 30_000 });
+    expect(peakInFlight(receiver.deliveries)).toBeLessThanOrEqual(CONCURRENCY);
+    const { rows } = await state.db.query("SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()");
+    await eventually(async () => expect((await state.db.query("SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()")).rows[0].busy).toBe(0));
+    expect(rows[0].busy).toBeLessThanOrEqual(CONCURRENCY);
+  });
+});

@@ -55,14 +55,24 @@ export const mutants: Mutant[] = [
     edits: one("src/sql/advanceSubscription.ts", "CASE WHEN invalid IS NULL THEN key END AS key", "key"),
     tests: ["test/advanceEdges.int.test.ts"],
   },
+  // No mutant for "advance: subscription row not locked": since advancers are coalesced by a
+  // transaction-scoped advisory lock, dropping the sub CTE's FOR UPDATE is equivalent — no two
+  // advancers of one subscription overlap, and `moved` locks the row before any key row (the
+  // lock order the skip statement relies on). The FOR UPDATE stays as defence in depth.
   {
-    name: "advance: subscription row not locked (two advancers)",
-    edits: one(
-      "src/sql/advanceSubscription.ts",
-      "WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}\n      FOR UPDATE",
-      "WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}",
-    ),
-    tests: ["test/pipeline.int.test.ts"],
+    name: "advance: not coalesced (a second advancer waits for the first)",
+    edits: one("src/sql/advanceSubscription.ts", "AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)", ""),
+    tests: ["test/coalescedAdvance.int.test.ts"],
+  },
+  {
+    name: "advance: kicks that came during a round are not re-checked (lost wake-up)",
+    edits: one("src/advance.ts", "held.length > 0 && pass < 10", "held.length > 0 && pass < 0"),
+    tests: ["test/coalescedAdvance.int.test.ts"],
+  },
+  {
+    name: "dispatch: consumer slots not bounded by CORQ_CONCURRENCY",
+    edits: one("src/sql/consumerSlots.ts", "WHERE slot <= ${max} AND", "WHERE"),
+    tests: ["test/worker/dispatchSlots.worker.test.ts"],
   },
   {
     name: "advance by function: write ignores the watermark it read (no compare-and-set)",

@@ -162,7 +162,7 @@ try {
     writeFileSync(new URL("./RESULTS.md", import.meta.url), `${lines.join("\n")}\n\n${notes}`);
   }
   // the section alone: added to the last full run's results, which stay as they are
-  if (!quick && only) appendFileSync(new URL("./RESULTS.md", import.meta.url), `\n${[lines[sectionStart], lines[1], ...lines.slice(sectionStart + 1)].join("\n")}\n`);
+  if (!quick && only) appendFileSync(new URL("./RESULTS.md", import.meta.url), `${[lines[sectionStart], lines[1], "", ...lines.slice(sectionStart + 1)].join("\n")}\n`);
 } finally {
   await embedded?.stop();
 }

@@ -25,14 +25,18 @@ export type Driver = "websocket" | "http";
 interface SubscriptionLog {
   /** position → first delivery (performance.now()) */
   first: Map<number, number>;
-  /** data.key → highest seq delivered so far */
+  /** data.key → highest position delivered so far */
   last: Map<string, number>;
   violations: number;
   duplicates: number;
   requests: number;
 }
 
-/** A push receiver for every subscription of a stack: first delivery per position, per-key order of data.seq. */
+/**
+ * A push receiver for every subscription of a stack: first delivery per position, and per-key
+ * order — each key's events first delivered in log order (position). Two appends to one stream
+ * in flight at once may commit in either order; the log's order is the one promised.
+ */
 async function startRecorder() {
   const logs = new Map<string, SubscriptionLog>();
   const log = (name: string) => {
@@ -46,7 +50,7 @@ async function startRecorder() {
     const now = performance.now();
     const body = JSON.parse(Buffer.concat(chunksIn).toString("utf8")) as {
       subscription: string;
-      events: { position: number; data: { key: string; seq: number } }[];
+      events: { position: number; data: { key: string } }[];
     };
     const sub = log(body.subscription);
     sub.requests++;
@@ -57,9 +61,9 @@ async function startRecorder() {
         continue;
       }
       sub.first.set(position, now);
-      const { key, seq } = event.data;
-      if (seq < (sub.last.get(key) ?? -1)) sub.violations++;
-      else sub.last.set(key, seq);
+      const { key } = event.data;
+      if (position < (sub.last.get(key) ?? -1)) sub.violations++;
+      else sub.last.set(key, position);
     }
     response.writeHead(200, { "content-type": "application/json" }).end("{}");
   });

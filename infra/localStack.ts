@@ -81,7 +81,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const target = new URL(databaseUrl);
     const address = { host: target.hostname, port: Number(target.port || 5432) };
-    const proxy = await startWsProxy(address);
+    const proxy = await startWsProxy(address, { latencyMs: options.dbLatencyMs ?? Number(process.env.CORQ_DB_LATENCY_MS ?? 0) });
     stops.push(() => proxy.close());
     // Neon's pooled HTTP endpoint, locally: the Worker's one-statement operations go here,
     // queued behind a bounded pool instead of opening a connection each

@@ -21,7 +21,19 @@ export interface WsProxy {
   sessions(): number;
 }
 
-export async function startWsProxy(target: { host: string; port: number }): Promise<WsProxy> {
+export interface WsProxyOptions {
+  /**
+   * Simulated network distance to the database (ms): every message waits half of it on its
+   * way in each direction (as the HTTP SQL endpoint delays its answers), and the upgrade one
+   * full round trip. Order is kept: data and the close behind it wait alike. Default 0.
+   */
+  latencyMs?: number;
+}
+
+export async function startWsProxy(target: { host: string; port: number }, options: WsProxyOptions = {}): Promise<WsProxy> {
+  const latencyMs = options.latencyMs ?? 0;
+  // no timer at all without latency (setTimeout(0) still waits a tick)
+  const later = (fn: () => void) => (latencyMs > 0 ? void setTimeout(fn, latencyMs / 2) : fn());
   const token = randomBytes(24).toString("base64url");
   const allowed = `${target.host}:${target.port}`;
   const server = new WebSocketServer({
@@ -30,6 +42,7 @@ export async function startWsProxy(target: { host: string; port: number }): Prom
     verifyClient: ({ req }, done) => {
       const refusal = refuse(req, token, allowed);
       if (refusal) done(false, refusal.status, refusal.reason);
+      else if (latencyMs > 0) setTimeout(() => done(true), latencyMs); // the upgrade's round trip
       else done(true);
     },
   });
@@ -40,15 +53,15 @@ export async function startWsProxy(target: { host: string; port: number }): Prom
     opened++;
     const tcp = connect(target.port, target.host);
     tcp.setNoDelay(true);
-    tcp.on("data", (chunk) => ws.readyState === ws.OPEN && ws.send(chunk));
-    tcp.on("close", () => ws.close());
-    tcp.on("error", () => ws.close());
-    ws.on("message", (data) => tcp.write(data as Buffer));
+    tcp.on("data", (chunk) => later(() => ws.readyState === ws.OPEN && ws.send(chunk)));
+    tcp.on("close", () => later(() => ws.close()));
+    tcp.on("error", () => later(() => ws.close()));
+    ws.on("message", (data) => later(() => tcp.write(data as Buffer)));
     ws.on("close", () => {
       sockets.delete(ws);
-      tcp.destroy();
+      later(() => tcp.destroy());
     });
-    ws.on("error", () => tcp.destroy());
+    ws.on("error", () => later(() => tcp.destroy()));
   });
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);

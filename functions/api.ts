@@ -8,7 +8,7 @@ import { correlationKey, eventInput, expectedVersion, parseOrThrow, streamName, 
 import { requireAdmin, requireAdminOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
-import { advanceAndDispatch, consumeInSlot, selfInvoker } from "./dispatch.js";
+import { advanceAndDispatch, consumeInSlot, selfInvoker, startConsumer } from "./dispatch.js";
 import { settings, type AppEnv } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
@@ -67,6 +67,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     let opened: ReturnType<typeof openCorq> | undefined;
     const open = () => (opened ??= openCorq(c.env, subscriptions));
     c.set("corq", () => open().corq);
+    c.set("opened", open);
     c.set("db", () => open().db);
     try {
       await next();
@@ -111,7 +112,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       }
       // Deliver without waiting for the cron: advance and dispatch consumers in the background.
       c.executionCtx.waitUntil(
-        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), { opened }).catch((error) =>
+        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), { opened, coalesce: true }).catch((error) =>
           console.error("corq: background advance failed:", error),
         ),
       );
@@ -179,7 +180,11 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     const slotHeader = c.req.header("corq-slot");
     if (slotHeader !== undefined) {
       const slot = parseOrThrow(count, slotHeader, "invalid_input", "corq-slot");
-      return c.json({ batches: await consumeInSlot(c.env, subscriptions, c.var.corq(), name, slot) });
+      const invoke = selfInvoker(c.env, new URL(c.req.url).origin);
+      const consumed = await consumeInSlot(c.env, subscriptions, c.var.opened(), { name, slot }, (next, nextSlot) =>
+        c.executionCtx.waitUntil(startConsumer(c.env, invoke, next, nextSlot).then((r) => r.body?.cancel(), (error) => console.error("corq: consumer invocation failed:", error))),
+      );
+      return c.json(consumed);
     }
     const { first, batches, events } = await c.var.corq().drain(name, budgetMs === undefined ? { maxBatches: 1 } : { budgetMs });
     if (first === null) return c.body(null, 204);

@@ -23,6 +23,8 @@ function configureLocal(env: Env) {
 
 export interface OpenCorq {
   corq: Corq;
+  /** Subrequests this invocation spent on statements so far (0 on the WebSocket path: one session). */
+  statements(): number;
   /** The same database for the Worker's own statements (the dashboard's sessions). */
   db: Executor;
   /** Closes what the invocation opened; pass to ctx.waitUntil. */
@@ -45,11 +47,13 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
     const pool = webSocketPool(databaseUrl);
     return {
       corq: createCorq({ db: pool, subscriptions, pushAllowPrivate }),
+      statements: () => 1,
       db: createExecutor(pool),
       end: () => pool.end().catch(() => undefined),
     };
   }
   const http = neon(databaseUrl);
+  let statements = 0; // each one an HTTPS request: a subrequest of this invocation
   // a WebSocket session for one interactive transaction, closed after it
   const session: Session = async (use) => {
     const pool = webSocketPool(databaseUrl);
@@ -60,8 +64,9 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
     }
   };
   return {
-    corq: createCorq({ db: http, session, subscriptions, pushAllowPrivate }),
-    db: createExecutor(http, { session }),
+    corq: createCorq({ db: http, session, subscriptions, pushAllowPrivate, onStatement: () => void statements++ }),
+    statements: () => statements,
+    db: createExecutor(http, { session, onStatement: () => void statements++ }),
     end: async () => undefined,
   };
 }

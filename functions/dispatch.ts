@@ -1,6 +1,6 @@
 // Moves the log into the queues and fans out consumer invocations. Runs from the cron and,
 // in the background (ctx.waitUntil), after every append so delivery does not wait a minute.
-import { CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
+import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { openCorq, type OpenCorq } from "./database.js";
 import { settings, type Env } from "./env.js";
 
@@ -12,6 +12,11 @@ export const INTERNAL_ORIGIN = "https://corq.internal";
 // A consumer slot is held for the consumer's budget and this much more (its invocation's own
 // start and end); a consumer frees it when done, a crashed one when this runs out.
 const SLOT_MARGIN_MS = 15_000;
+// Subrequests (CORQ_MAX_SUBREQUESTS) a batch costs at most: its ack+claim, a claim of its own
+// when the key it acked has more, and a push delivery. And what a consumer keeps for the end:
+// freeing its slot, looking for ready keys, claiming a slot again, starting the next invocation.
+const SUBREQUESTS_PER_BATCH = 3;
+const SUBREQUESTS_AFTER = 4;
 
 /**
  * Advance, then put consumers on the ready keys, spread over the subscriptions (round robin),
@@ -19,13 +24,14 @@ const SLOT_MARGIN_MS = 15_000;
  * are separate invocations. Each consumer holds a consumer slot (claimed in the database), so
  * however many appends kick this at once, at most CORQ_CONCURRENCY consumers run.
  * Uses (and closes) `options.opened` when the caller already has a connection. The cron also
- * prunes the activity record (`options.pruneActivity`).
+ * prunes the activity record (`options.pruneActivity`). Wake-ups (an append's kick, the cron)
+ * pass `coalesce`: the advance returns at once where another is at work.
  */
 export async function advanceAndDispatch(
   env: Env,
   subscriptions: SubscriptionDefinition[],
   invoke: Invoke,
-  options: { opened?: OpenCorq; pruneActivity?: boolean } = {},
+  options: { opened?: OpenCorq; pruneActivity?: boolean; coalesce?: boolean } = {},
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const opened = options.opened ?? openCorq(env, subscriptions);
   const { concurrency, consumerBudgetMs } = settings(env);
@@ -34,7 +40,7 @@ export async function advanceAndDispatch(
   let consumedHere = 0;
   let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
   try {
-    advanced = await opened.corq.advance();
+    advanced = await opened.corq.advance({ coalesce: options.coalesce === true });
     if (options.pruneActivity) await opened.corq.pruneActivity();
     const readiness = await opened.corq.readyKeys(concurrency);
     // push subscriptions, and the code subscriptions of this Worker (not those of other apps sharing the database)
@@ -49,12 +55,16 @@ export async function advanceAndDispatch(
       consumable.map(([name, r]) => [name, r.ready]),
       slots.length,
     );
-    const init = (slot: number) => ({
-      method: "POST",
-      headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-budget-ms": String(consumerBudgetMs), "corq-slot": String(slot) },
-    });
-    others = Promise.allSettled(plan.slice(1).map((name, i) => invoke(`/consume/${encodeURIComponent(name)}`, init(slots[i + 1]))));
-    if (plan.length > 0) consumedHere = await consumeInSlot(env, subscriptions, opened.corq, plan[0], slots[0]);
+    for (const unused of slots.slice(plan.length)) await opened.corq.releaseSlot(unused);
+    const started = plan.slice(1).map((name, i) => startConsumer(env, invoke, name, slots[i + 1]));
+    // the invocations started through SELF are subrequests of this one too
+    if (plan.length > 0) {
+      const here = await consumeInSlot(env, subscriptions, opened, { name: plan[0], slot: slots[0] }, (name, slot) => {
+        started.push(startConsumer(env, invoke, name, slot));
+      }, plan.length - 1);
+      consumedHere = here.batches;
+    }
+    others = Promise.allSettled(started);
   } finally {
     await opened.end();
   }
@@ -63,6 +73,15 @@ export async function advanceAndDispatch(
     else await result.value.body?.cancel();
   }
   return { advanced, dispatched: Math.max(0, plan.length - 1), consumedHere };
+}
+
+/** Starts a consumer invocation in `slot` (it frees the slot, or hands it on, when done). */
+export function startConsumer(env: Env, invoke: Invoke, name: string, slot: number): Promise<Response> {
+  const { consumerBudgetMs } = settings(env);
+  return invoke(`/consume/${encodeURIComponent(name)}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-budget-ms": String(consumerBudgetMs), "corq-slot": String(slot) },
+  });
 }
 
 /** Up to `total` subscription names, one invocation per ready key, taking turns. */
@@ -86,41 +105,53 @@ export function selfInvoker(env: Env, origin: string): Invoke {
 }
 
 /**
- * One consumer in its slot: drains `name` for the budget, frees the slot — then looks once more
- * for ready keys, and if there are, claims a slot again and drains on. That last look comes
- * after the slot is free, so a kick that found every slot busy is never lost: either it got
- * this slot, or its keys were ready (committed before it tried) by the time of the look.
- * Returns the batches consumed.
+ * One consumer in its slot: drains `name` for the budget (time, and the invocation's
+ * subrequests), frees the slot — then looks once more for ready keys, and if there are, claims
+ * a slot again and drains on; when its own budget is spent it hands that slot to a new
+ * invocation (`continueIn`) instead. The look comes after the slot is free, so a kick that found
+ * every slot busy is never lost: either it got this slot, or its keys were ready (committed
+ * before it tried) by the time of the look. Returns the batches consumed here and the
+ * subrequests spent (as counted: statements, deliveries, invocations).
  */
 export async function consumeInSlot(
   env: Env,
   subscriptions: SubscriptionDefinition[],
-  corq: Corq,
-  name: string,
-  slot: number,
-): Promise<number> {
-  const { concurrency, consumerBudgetMs } = settings(env);
+  opened: OpenCorq,
+  first: { name: string; slot: number },
+  continueIn: (name: string, slot: number) => void,
+  otherSubrequests = 0,
+): Promise<{ batches: number; subrequests: number }> {
+  const { concurrency, consumerBudgetMs, maxSubrequests } = settings(env);
+  const { corq } = opened;
   const deadline = Date.now() + consumerBudgetMs;
   let batches = 0;
-  let next: { name: string; slot: number } | undefined = { name, slot };
-  while (next) {
-    const current = next;
-    next = undefined;
+  // spent so far: statements, SELF invocations, and a delivery per batch (push; counted for
+  // code subscriptions too, to be safe); batches that fit in the rest, keeping SUBREQUESTS_AFTER
+  const spent = () => opened.statements() + otherSubrequests + batches;
+  const batchesLeft = () => Math.floor((maxSubrequests - spent() - SUBREQUESTS_AFTER) / SUBREQUESTS_PER_BATCH);
+  for (let current = first; ; ) {
     try {
-      batches += (await corq.drain(current.name, { budgetMs: Math.max(0, deadline - Date.now()) })).batches;
+      const maxBatches = batchesLeft();
+      if (maxBatches >= 1) {
+        batches += (await corq.drain(current.name, { budgetMs: Math.max(0, deadline - Date.now()), maxBatches })).batches;
+      }
     } catch (error) {
       // a subscription deleted since it was listed has nothing to do: not an error
       if (!(error instanceof CorqError && error.code === "unknown_subscription")) throw error;
     } finally {
       await corq.releaseSlot(current.slot).catch(() => undefined);
     }
-    if (Date.now() >= deadline) break;
+    const spentAll = Date.now() >= deadline || batchesLeft() < 1;
     const ready = Object.entries(await corq.readyKeys(1)).find(
       ([subscription, r]) => r.ready > 0 && (r.kind === "push" || subscriptions.some((s) => s.name === subscription)),
     );
-    if (!ready) break;
-    const [again] = await corq.claimSlots({ max: concurrency, want: 1, holdMs: consumerBudgetMs + SLOT_MARGIN_MS });
-    if (again !== undefined) next = { name: ready[0], slot: again };
+    if (!ready) return { batches, subrequests: spent() };
+    const [slot] = await corq.claimSlots({ max: concurrency, want: 1, holdMs: consumerBudgetMs + SLOT_MARGIN_MS });
+    if (slot === undefined) return { batches, subrequests: spent() }; // every slot is at work: they will look again too
+    if (spentAll) {
+      continueIn(ready[0], slot);
+      return { batches, subrequests: spent() + 1 };
+    }
+    current = { name: ready[0], slot };
   }
-  return batches;
 }

@@ -1,6 +1,7 @@
 // The Worker's environment: secrets (wrangler secret put / .dev.vars), vars and bindings.
 import { z } from "zod";
 import type { Corq } from "../src/index.js";
+import type { OpenCorq } from "./database.js";
 import type { Executor } from "../src/db/executor.js";
 import { signingSecretProblem } from "../src/webhookSignature.js";
 import { ProblemError } from "./problem.js";
@@ -14,6 +15,12 @@ export interface Env {
   CORQ_MAX_BODY_BYTES?: string;
   CORQ_CONCURRENCY?: string;
   CORQ_CONSUMER_BUDGET_MS?: string;
+  /**
+   * Subrequests one invocation may make (Cloudflare: 50 per invocation on the Free plan,
+   * 10,000 on Paid): every HTTP statement, push delivery and SELF invocation is one. A consumer
+   * stops draining before it runs out.
+   */
+  CORQ_MAX_SUBREQUESTS?: string;
   /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
@@ -44,6 +51,7 @@ const settingsSchema = z.object({
   CORQ_CONCURRENCY: positiveInt(8, 1000),
   CORQ_DB_DRIVER: z.enum(["http", "websocket"]).default("http"),
   CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
+  CORQ_MAX_SUBREQUESTS: positiveInt(50, 10_000_000),
   CORQ_PUBLIC_APPEND: z.string().optional(),
   CORQ_LOCAL: z.string().optional(),
   CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
@@ -56,6 +64,7 @@ export interface Settings {
   concurrency: number;
   dbDriver: "http" | "websocket";
   consumerBudgetMs: number;
+  maxSubrequests: number;
   publicAppend: boolean;
   /** Running in the local stack (CORQ_LOCAL=true). */
   local: boolean;
@@ -81,6 +90,7 @@ export function settings(env: Env): Settings {
     concurrency: parsed.CORQ_CONCURRENCY,
     dbDriver: parsed.CORQ_DB_DRIVER,
     consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
+    maxSubrequests: parsed.CORQ_MAX_SUBREQUESTS,
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
     local: parsed.CORQ_LOCAL === "true",
     authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,
@@ -90,4 +100,4 @@ export function settings(env: Env): Settings {
 }
 
 /** Hono's environment for every route: the bindings, and the request's corq and its pool (opened on first use). */
-export type AppEnv = { Bindings: Env; Variables: { corq: () => Corq; db: () => Executor } };
+export type AppEnv = { Bindings: Env; Variables: { corq: () => Corq; db: () => Executor; opened: () => OpenCorq } };

@@ -19,7 +19,7 @@ export default {
       ? selfInvoker(env, INTERNAL_ORIGIN)
       : (path, init) => Promise.resolve(api.fetch(new Request(new URL(path, INTERNAL_ORIGIN), init), env, ctx));
     ctx.waitUntil(
-      advanceAndDispatch(env, subscriptions, invoke, { pruneActivity: true }).catch((error) =>
+      advanceAndDispatch(env, subscriptions, invoke, { pruneActivity: true, coalesce: true }).catch((error) =>
         console.error("corq: scheduled run failed:", error),
       ),
     );

@@ -1,7 +1,7 @@
 import type { Executor } from "./db/executor.js";
 import { CorqError, isDatabaseUnavailable, toError } from "./errors.js";
 import { keyProblem, keyText, type KeyStrategy, type Subscription } from "./config.js";
-import { advanceSubscription, kicksPending, recordAdvanceError, type AdvanceRow } from "./sql/advanceSubscription.js";
+import { advanceSubscription, kicksPending, recordAdvanceError, waitForAdvancer, type AdvanceRow } from "./sql/advanceSubscription.js";
 import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advanceByFunction.js";
 import { syncSubscriptions, type SubscriptionRow } from "./sql/syncSubscriptions.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
@@ -9,6 +9,12 @@ import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
 export interface AdvanceOptions {
   /** Events scanned per statement; a subscription is advanced in rounds until it is caught up. */
   batchSize: number;
+  /**
+   * A wake-up (after an append, the cron): return at once where another advancer is at work —
+   * it runs again for this kick. Without it, wait for that advancer: when the call returns,
+   * every event committed before it is enqueued.
+   */
+  coalesce?: boolean;
 }
 
 /**
@@ -57,7 +63,7 @@ export async function advance(
           advanced[row.name] = (advanced[row.name] ?? 0) + (await advanceByFunction(executor, row.id, { key: definition.key, events: definition.events, limit: options.batchSize }));
           continue;
         }
-        const round = await advanceInSql(executor, row.id, options.batchSize);
+        const round = await advanceInSql(executor, row.id, options.batchSize, options.coalesce ?? false);
         advanced[row.name] = (advanced[row.name] ?? 0) + round.enqueued;
         if (round.held) held.push(row.id);
       } catch (thrown) {
@@ -82,11 +88,15 @@ export async function advance(
  * Rounds of one statement (stream or JSON-path key) until the subscription is caught up, or
  * none at all when another advancer is at work on it (held: false).
  */
-async function advanceInSql(executor: Executor, subscriptionId: number, limit: number): Promise<{ enqueued: number; held: boolean }> {
+async function advanceInSql(executor: Executor, subscriptionId: number, limit: number, coalesce: boolean): Promise<{ enqueued: number; held: boolean }> {
   let enqueued = 0;
   for (;;) {
     const [round] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit));
-    if (round.held === 0) return { enqueued, held: enqueued > 0 };
+    if (round.held === 0) {
+      if (coalesce) return { enqueued, held: enqueued > 0 };
+      await executor.run(waitForAdvancer(subscriptionId));
+      continue;
+    }
     enqueued += round.enqueued;
     if (round.scanned < limit) return { enqueued, held: true };
   }

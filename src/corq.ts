@@ -89,7 +89,13 @@ export interface Corq {
   ): Promise<AppendResult>;
   readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
-  advance(): Promise<Record<string, number>>;
+  /**
+   * Moves the log into the subscriptions' queues. When it returns, every event committed before
+   * it is enqueued (it waits for an advancer already at work). `{ coalesce: true }` is for
+   * wake-ups (after an append, a cron): where another advancer is at work it returns at once,
+   * and that one runs again for this call.
+   */
+  advance(options?: { coalesce?: boolean }): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**
    * Consumes batches one after another (each its own claim) until nothing is ready, the time
@@ -275,8 +281,8 @@ export function createCorq(options: CorqOptions): Corq {
       return { events, next: events.length > 0 ? events[events.length - 1].position : null };
     },
 
-    async advance() {
-      return advance(await executor(), code, { batchSize: advanceBatchSize });
+    async advance(advanceOpts = {}) {
+      return advance(await executor(), code, { batchSize: advanceBatchSize, coalesce: advanceOpts.coalesce === true });
     },
 
     async consume(name) {

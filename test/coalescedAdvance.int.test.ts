@@ -23,12 +23,30 @@ describe("coalesced advance", () => {
     await corq.append("b", [ev]);
     const other = another({ subscriptions: [{ name: "s", handle: () => undefined }] });
     const started = Date.now();
-    expect(await other.advance()).toEqual({ s: 0 });
+    expect(await other.advance({ coalesce: true })).toEqual({ s: 0 });
     expect(Date.now() - started).toBeLessThan(250); // returned at once, did not wait for the round
     // the advancer at work saw the kick and ran again: "b" is queued without another advance
     expect(await first).toEqual({ s: 2 });
     const { rows } = await raw.query("SELECT key, pending FROM corq.keys ORDER BY key");
     expect(rows).toEqual([{ key: "a", pending: 2 }, { key: "b", pending: 1 }]);
+  });
+
+  it("an advance that is not a kick waits for the one at work: when it returns, what came before it is enqueued", async () => {
+    const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    await corq.append("a", [ev]);
+    await corq.advance();
+    await raw.query(`
+      CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$;
+      CREATE TRIGGER slow BEFORE INSERT ON corq.queue FOR EACH ROW WHEN (NEW.key = 'a') EXECUTE FUNCTION slow();`);
+    await corq.append("a", [ev]);
+    const first = corq.advance({ coalesce: true });
+    await sleep(300);
+    await corq.append("b", [ev]);
+    const other = another({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    await other.advance(); // waits its turn, then advances past "b" itself
+    const { rows } = await raw.query("SELECT key FROM corq.queue ORDER BY key");
+    expect(rows.map((r) => r.key)).toEqual(["a", "a", "b"]);
+    await first;
   });
 
   it("many advances at once enqueue each event once", async () => {
@@ -38,7 +56,7 @@ describe("coalesced advance", () => {
     await Promise.all(
       Array.from({ length: 40 }, async (_, i) => {
         await corq.append(`s${i % 5}`, [{ name: "E", data: { k: `k${i % 7}` } }]);
-        await advancers[i % 8].advance();
+        await advancers[i % 8].advance({ coalesce: i % 2 === 0 });
       }),
     );
     await corq.advance();

@@ -159,7 +159,7 @@ describe("advance and consume", () => {
         await locker.query("SELECT 1 FROM corq.subscriptions WHERE name = 'q' FOR UPDATE");
         advances = [corq.advance()];
         await lockWaiters(1);
-        advances.push(second.advance());
+        advances.push(second.advance({ coalesce: true }));
         if (coalesced) await within(advances[1], { timeoutMs: 2000, message: "the second advancer returns at once" });
         else await lockWaiters(2);
       } finally {

@@ -61,6 +61,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   logHead: (f) => [f()],
   syncSubscriptions: (f) => [f([settings], { kick: false }), f([settings], { kick: true })],
   kicksPending: (f) => [f([1, 2])],
+  waitForAdvancer: (f) => [f(1)],
   claimConsumerSlots: (f) => [f(8, 3, 10_000)],
   releaseConsumerSlot: (f) => [f(1)],
   rememberWebhookId: (f) => [f("msg_1")],

@@ -39,7 +39,8 @@ const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReasons.emp
  * available_at (fairness: the oldest waiter stays first; a dead key stays dead).
  * A subscription whose key became a function (code changed) is left to the function path.
  * Coalesced: one advancer per subscription at a time (a transaction-scoped advisory lock);
- * another one returns at once (held = 0) — advance() bumped the subscription's kick counter
+ * another one gets held = 0 and does nothing (a kick returns; an explicit advance waits with
+ * waitForAdvancer and tries again, with a snapshot taken after that round) — advance() bumped the subscription's kick counter
  * before (syncSubscriptions), and the advancer at work re-checks it (kicksPending) and runs
  * again. Each round
  * records the counter as it read it (handled_kicks).
@@ -117,4 +118,14 @@ export function kicksPending(ids: number[]): SQL {
   return sql`
     SELECT s.id FROM ${subscriptions} s JOIN ${advanceKicks} k ON k.subscription_id = s.id
     WHERE s.id = ANY(${sql.param(ids)}::int[]) AND k.kicked > s.handled_kicks`;
+}
+
+/**
+ * Waits until the advancer at work on a subscription ends its round (the advisory lock is
+ * taken and released by this statement). Not inside the round's own statement: its snapshot,
+ * taken before the wait, would still see that round's transaction open and hold the xmin
+ * horizon below what it committed.
+ */
+export function waitForAdvancer(subscriptionId: number): SQL {
+  return sql`SELECT pg_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)::text AS waited`;
 }

@@ -61,7 +61,7 @@ export const mutants: Mutant[] = [
   // lock order the skip statement relies on). The FOR UPDATE stays as defence in depth.
   {
     name: "advance: not coalesced (a second advancer waits for the first)",
-    edits: one("src/sql/advanceSubscription.ts", "AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)", ""),
+    edits: one("src/sql/advanceSubscription.ts", "AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)\n      FOR UPDATE", "FOR UPDATE"),
     tests: ["test/coalescedAdvance.int.test.ts"],
   },
   {

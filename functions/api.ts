@@ -62,7 +62,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   app.notFound((c) => problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
   app.use("*", requireLocalHost());
 
-  // One pool per request, opened on first use and closed after the response.
+  // One database handle per request (HTTP statements; a pool with CORQ_DB_DRIVER=websocket), opened on first use, closed after the response.
   app.use("*", async (c, next) => {
     let opened: ReturnType<typeof openCorq> | undefined;
     const open = () => (opened ??= openCorq(c.env, subscriptions));
@@ -101,7 +101,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     async (c) => {
       const stream = param(c, "stream", streamName);
       const body = await jsonBody(c, appendBody);
-      // Its own connection, kept open for the background work below.
+      // Its own handle, kept for the background work below (advance and dispatch).
       const opened = openCorq(c.env, subscriptions);
       let result;
       try {

@@ -48,9 +48,10 @@ export interface LocalStack {
  * What tells the Worker it runs in this local stack (from configuration, never from a Host
  * header): `CORQ_LOCAL` (the dashboard's Host allowlist, short admin tokens allowed) and
  * `CORQ_PUSH_ALLOW_PRIVATE` (push deliveries may go to private addresses such as 127.0.0.1,
- * where local receivers listen). `options.vars` can override either.
+ * where local receivers listen); and `CORQ_MAX_SUBREQUESTS` as on a Paid plan (10,000: the
+ * deployed default, 50, is the Free plan's). `options.vars` can override each.
  */
-export const localVars = { CORQ_LOCAL: "true", CORQ_PUSH_ALLOW_PRIVATE: "true" } as const;
+export const localVars = { CORQ_LOCAL: "true", CORQ_PUSH_ALLOW_PRIVATE: "true", CORQ_MAX_SUBREQUESTS: "10000" } as const;
 
 const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
 

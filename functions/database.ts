@@ -23,7 +23,7 @@ function configureLocal(env: Env) {
 
 export interface OpenCorq {
   corq: Corq;
-  /** Subrequests this invocation spent on statements so far (0 on the WebSocket path: one session). */
+  /** Subrequests this invocation spent on statements so far (1 on the WebSocket path: one session). */
   statements(): number;
   /** The same database for the Worker's own statements (the dashboard's sessions). */
   db: Executor;

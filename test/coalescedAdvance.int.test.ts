@@ -1,9 +1,21 @@
 // Coalesced advancers: one per subscription at a time; the others return at once, and the
 // one at work runs again for the kicks that came meanwhile — no wake-up is lost.
 import { describe, expect, it } from "vitest";
+import type pg from "pg";
 import { sleep, useCorq } from "./helpers/corq.js";
 
 const open = useCorq();
+
+/**
+ * From now on an advance round spends a second enqueueing for `key`: a delay injected in
+ * Postgres (no lock, no transaction held, nothing else slowed down), so it is "at work".
+ */
+async function slowEnqueueing(raw: pg.Pool, key: string) {
+  await raw.query(`
+    CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$;
+    CREATE TRIGGER slow BEFORE INSERT ON corq.queue FOR EACH ROW WHEN (NEW.key = '${key}') EXECUTE FUNCTION slow();`);
+}
+
 const ev = { name: "E", data: {} };
 
 describe("coalesced advance", () => {
@@ -11,11 +23,7 @@ describe("coalesced advance", () => {
     const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
     await corq.append("a", [ev]);
     await corq.advance();
-    // the next advance of "s" spends a second inside its round, enqueueing for key "a" (a
-    // delay injected in Postgres: no lock, no transaction held, nothing else slowed down)
-    await raw.query(`
-      CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$;
-      CREATE TRIGGER slow BEFORE INSERT ON corq.queue FOR EACH ROW WHEN (NEW.key = 'a') EXECUTE FUNCTION slow();`);
+    await slowEnqueueing(raw, "a");
     await corq.append("a", [ev]);
     const first = corq.advance(); // at work for a second
     await sleep(300);
@@ -35,9 +43,7 @@ describe("coalesced advance", () => {
     const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
     await corq.append("a", [ev]);
     await corq.advance();
-    await raw.query(`
-      CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$;
-      CREATE TRIGGER slow BEFORE INSERT ON corq.queue FOR EACH ROW WHEN (NEW.key = 'a') EXECUTE FUNCTION slow();`);
+    await slowEnqueueing(raw, "a");
     await corq.append("a", [ev]);
     const first = corq.advance({ coalesce: true });
     await sleep(300);

@@ -1,6 +1,7 @@
 // A real HTTP receiver for push deliveries: records every request, verifies every signature
 // with node:crypto (independently of corq's own signing code), and fails, stalls or acks
 // partially on demand.
+import { afterAll, beforeAll } from "vitest";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { StoredEvent } from "../../src/index.js";
@@ -94,6 +95,19 @@ export async function startReceiver(secret: () => string | undefined) {
     },
     close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
   };
+}
+
+export type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+/**
+ * A receiver for one test file: started before its tests, closed after. Deliveries are
+ * verified with `hook.secret` (set it from the subscription's answer).
+ */
+export function useReceiver(): { receiver: Receiver; secret: string | undefined } {
+  const hook = { secret: undefined } as { receiver: Receiver; secret: string | undefined };
+  beforeAll(async () => (hook.receiver = await startReceiver(() => hook.secret)));
+  afterAll(() => hook.receiver.close());
+  return hook;
 }
 
 function verify(secret: string | undefined, id: string, timestamp: number, body: string, header: string): boolean {

@@ -1,15 +1,12 @@
 // Dispatch across concurrent kicks: every append kicks a dispatch, and together they start at
 // most CORQ_CONCURRENCY consumers (slots claimed in the database) — and lose no wake-up.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startReceiver } from "../helpers/receiver.js";
+import { describe, expect, it } from "vitest";
+import { useReceiver } from "../helpers/receiver.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const CONCURRENCY = 3;
 const { state, api } = useStack({ vars: { CORQ_CONCURRENCY: String(CONCURRENCY), CORQ_CONSUMER_BUDGET_MS: "2000", CORQ_PUSH_ALLOW_PRIVATE: "true" } });
-let secret: string | undefined;
-let receiver: Awaited<ReturnType<typeof startReceiver>>;
-beforeAll(async () => (receiver = await startReceiver(() => secret)));
-afterAll(() => receiver.close());
+const hook = useReceiver();
 
 /** The most deliveries in flight at one moment. */
 function peakInFlight(spans: { receivedAt: number; finishedAt?: number }[]): number {
@@ -23,16 +20,16 @@ function peakInFlight(spans: { receivedAt: number; finishedAt?: number }[]): num
 
 describe("consumer slots", () => {
   it("30 concurrent appends, each kicking a dispatch: at most CORQ_CONCURRENCY consumers at once, every event delivered", async () => {
-    const created = await api("PUT", "/subscriptions/pings", { body: { events: ["Ping"], batchSize: 1, deliver: { url: receiver.url } } });
-    secret = created.json.secret;
-    receiver.behave(() => ({ delayMs: 150 })); // slow enough for consumers to overlap
+    const created = await api("PUT", "/subscriptions/pings", { body: { events: ["Ping"], batchSize: 1, deliver: { url: hook.receiver.url } } });
+    hook.secret = created.json.secret;
+    hook.receiver.behave(() => ({ delayMs: 150 })); // slow enough for consumers to overlap
     const appends = await Promise.all(
       Array.from({ length: 30 }, (_, i) => api("POST", `/streams/pinger-${i}/events`, { body: { events: [{ name: "Ping", data: { i } }] } })),
     );
     expect(appends.every((a) => a.status === 201)).toBe(true);
     // no cron in this stack: only the kicks (and consumers looking again) deliver
-    await eventually(async () => expect(new Set(receiver.deliveries.map((d) => d.key)).size).toBe(30), { timeoutMs: 30_000 });
-    expect(peakInFlight(receiver.deliveries)).toBeLessThanOrEqual(CONCURRENCY);
+    await eventually(async () => expect(new Set(hook.receiver.deliveries.map((d) => d.key)).size).toBe(30), { timeoutMs: 30_000 });
+    expect(peakInFlight(hook.receiver.deliveries)).toBeLessThanOrEqual(CONCURRENCY);
     const { rows } = await state.db.query("SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()");
     await eventually(async () => expect((await state.db.query("SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()")).rows[0].busy).toBe(0));
     expect(rows[0].busy).toBeLessThanOrEqual(CONCURRENCY);

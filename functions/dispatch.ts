@@ -42,11 +42,7 @@ export async function advanceAndDispatch(
   try {
     advanced = await opened.corq.advance({ coalesce: options.coalesce === true });
     if (options.pruneActivity) await opened.corq.pruneActivity();
-    const readiness = await opened.corq.readyKeys(concurrency);
-    // push subscriptions, and the code subscriptions of this Worker (not those of other apps sharing the database)
-    const consumable = Object.entries(readiness).filter(
-      ([name, r]) => r.kind === "push" || subscriptions.some((s) => s.name === name),
-    );
+    const consumable = consumableHere(await opened.corq.readyKeys(concurrency), subscriptions);
     const ready = consumable.reduce((sum, [, r]) => sum + r.ready, 0);
     // one consumer per ready key, as far as free slots go: decided in the database, so the
     // kicks of many concurrent appends together start at most CORQ_CONCURRENCY consumers
@@ -73,6 +69,14 @@ export async function advanceAndDispatch(
     else await result.value.body?.cancel();
   }
   return { advanced, dispatched: Math.max(0, plan.length - 1), consumedHere };
+}
+
+/**
+ * The subscriptions this Worker consumes: push subscriptions, and its own code subscriptions
+ * (not those of other apps sharing the database).
+ */
+function consumableHere<R extends { kind: "code" | "push" }>(readiness: Record<string, R>, subscriptions: SubscriptionDefinition[]): [string, R][] {
+  return Object.entries(readiness).filter(([name, r]) => r.kind === "push" || subscriptions.some((s) => s.name === name));
 }
 
 /** Starts a consumer invocation in `slot` (it frees the slot, or hands it on, when done). */
@@ -142,9 +146,7 @@ export async function consumeInSlot(
       await corq.releaseSlot(current.slot).catch(() => undefined);
     }
     const spentAll = Date.now() >= deadline || batchesLeft() < 1;
-    const ready = Object.entries(await corq.readyKeys(1)).find(
-      ([subscription, r]) => r.ready > 0 && (r.kind === "push" || subscriptions.some((s) => s.name === subscription)),
-    );
+    const ready = consumableHere(await corq.readyKeys(1), subscriptions).find(([, r]) => r.ready > 0);
     if (!ready) return { batches, subrequests: spent() };
     const [slot] = await corq.claimSlots({ max: concurrency, want: 1, holdMs: consumerBudgetMs + SLOT_MARGIN_MS });
     if (slot === undefined) return { batches, subrequests: spent() }; // every slot is at work: they will look again too

@@ -10,7 +10,10 @@ export default defineConfig({
     // a file running beside it (each file has its own database, but one Postgres).
     fileParallelism: false,
     projects: [
-      { extends: true, test: { name: "suite", include: ["test/**/*.test.ts"], exclude: [...configDefaults.exclude, "test/chaos/**"] } },
+      {
+        extends: true,
+        test: { name: "suite", include: ["test/**/*.test.ts"], exclude: [...configDefaults.exclude, "test/chaos/**"] },
+      },
       // the process-killing and database-restarting scenarios load the machine: they run after the rest
       { extends: true, test: { name: "chaos", include: ["test/chaos/**/*.test.ts"], sequence: { groupOrder: 1 } } },
     ],

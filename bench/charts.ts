@@ -7,7 +7,13 @@ export interface Series {
 
 const colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"];
 
-export function lineChart(options: { title: string; xLabel: string; yLabel: string; series: Series[]; logX?: boolean }): string {
+export function lineChart(options: {
+  title: string;
+  xLabel: string;
+  yLabel: string;
+  series: Series[];
+  logX?: boolean;
+}): string {
   const width = 640;
   const height = 360;
   const m = { left: 70, right: 20, top: 40, bottom: 50 };

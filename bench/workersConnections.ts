@@ -41,7 +41,8 @@ async function startRecorder() {
   const logs = new Map<string, SubscriptionLog>();
   const log = (name: string) => {
     let found = logs.get(name);
-    if (!found) logs.set(name, (found = { first: new Map(), last: new Map(), violations: 0, duplicates: 0, requests: 0 }));
+    if (!found)
+      logs.set(name, (found = { first: new Map(), last: new Map(), violations: 0, duplicates: 0, requests: 0 }));
     return found;
   };
   const server = createServer(async (request, response) => {
@@ -74,10 +75,11 @@ async function startRecorder() {
     log,
     /** Forgets a subscription's deliveries (positions start again in the next database). */
     reset: (name: string) => void logs.delete(name),
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 type Recorder = Awaited<ReturnType<typeof startRecorder>>;
@@ -109,7 +111,9 @@ async function startConnectionSampler(serverUrl: string) {
   const timer = setInterval(() => {
     if (busy) return;
     busy = true;
-    sample().catch(() => undefined).finally(() => (busy = false));
+    sample()
+      .catch(() => undefined)
+      .finally(() => (busy = false));
   }, 50);
   return {
     /** Starts a new peak. */
@@ -138,7 +142,10 @@ function startCron(stack: LocalStack) {
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    stack.runCron().catch(() => undefined).finally(() => (running = false));
+    stack
+      .runCron()
+      .catch(() => undefined)
+      .finally(() => (running = false));
   }, 1000);
   return () => clearInterval(timer);
 }
@@ -172,7 +179,12 @@ async function append(stack: LocalStack, stream: string, name: string, data: unk
     }
     return { status: response.status, sentAt, ms, problem };
   } catch (error) {
-    return { status: 0, sentAt, ms: performance.now() - sentAt, problem: String((error as Error).cause ?? error).slice(0, 120) };
+    return {
+      status: 0,
+      sentAt,
+      ms: performance.now() - sentAt,
+      problem: String((error as Error).cause ?? error).slice(0, 120),
+    };
   }
 }
 
@@ -221,7 +233,9 @@ const round = (n: number, digits = 1) => (Number.isFinite(n) ? Number(n.toFixed(
 function summarize(appends: Appended[], log: SubscriptionLog, lost: number) {
   const ok = appends.filter((a) => a.status === 201);
   const problems: Record<string, number> = {};
-  for (const a of appends) if (a.status !== 201) problems[`${a.status} ${a.problem ?? ""}`.trim()] = (problems[`${a.status} ${a.problem ?? ""}`.trim()] ?? 0) + 1;
+  for (const a of appends)
+    if (a.status !== 201)
+      problems[`${a.status} ${a.problem ?? ""}`.trim()] = (problems[`${a.status} ${a.problem ?? ""}`.trim()] ?? 0) + 1;
   const delivery = ok.filter((a) => log.first.has(a.position!)).map((a) => log.first.get(a.position!)! - a.sentAt);
   return {
     appends: appends.length,
@@ -229,8 +243,18 @@ function summarize(appends: Appended[], log: SubscriptionLog, lost: number) {
     status503: appends.filter((a) => a.status === 503).length,
     other: appends.filter((a) => a.status !== 201 && a.status !== 503).length,
     problems,
-    appendP50: round(percentile(appends.map((a) => a.ms), 50)),
-    appendP99: round(percentile(appends.map((a) => a.ms), 99)),
+    appendP50: round(
+      percentile(
+        appends.map((a) => a.ms),
+        50,
+      ),
+    ),
+    appendP99: round(
+      percentile(
+        appends.map((a) => a.ms),
+        99,
+      ),
+    ),
     deliveryP50: round(percentile(delivery, 50)),
     deliveryP99: round(percentile(delivery, 99)),
     lost,
@@ -243,7 +267,12 @@ function summarize(appends: Appended[], log: SubscriptionLog, lost: number) {
 export type PhaseResult = ReturnType<typeof summarize>;
 
 /** N producers, each appending single events to its own stream one after another, all at once. */
-async function burst(stack: LocalStack, recorder: Recorder, sampler: Sampler, options: { producers: number; appends: number; timeoutMs: number }) {
+async function burst(
+  stack: LocalStack,
+  recorder: Recorder,
+  sampler: Sampler,
+  options: { producers: number; appends: number; timeoutMs: number },
+) {
   const name = "bench-burst";
   recorder.reset(name);
   await putSubscription(stack.databaseUrl, name, ["Burst"], recorder.url);
@@ -253,7 +282,8 @@ async function burst(stack: LocalStack, recorder: Recorder, sampler: Sampler, op
   const started = performance.now();
   await Promise.all(
     Array.from({ length: options.producers }, async (_, p) => {
-      for (let seq = 0; seq < perProducer; seq++) appends.push(await append(stack, `burst-${p}`, "Burst", { key: `burst-${p}`, seq }));
+      for (let seq = 0; seq < perProducer; seq++)
+        appends.push(await append(stack, `burst-${p}`, "Burst", { key: `burst-${p}`, seq }));
     }),
   );
   const appendSeconds = (performance.now() - started) / 1000;
@@ -276,7 +306,12 @@ async function burst(stack: LocalStack, recorder: Recorder, sampler: Sampler, op
 }
 
 /** Single-event appends at a fixed rate (open loop: a slow answer does not slow the next send), 100 streams. */
-async function steady(stack: LocalStack, recorder: Recorder, sampler: Sampler, options: { rate: number; seconds: number; timeoutMs: number }) {
+async function steady(
+  stack: LocalStack,
+  recorder: Recorder,
+  sampler: Sampler,
+  options: { rate: number; seconds: number; timeoutMs: number },
+) {
   const name = `bench-steady-${options.rate}`;
   const event = `Steady${options.rate}`;
   recorder.reset(name);
@@ -297,7 +332,12 @@ async function steady(stack: LocalStack, recorder: Recorder, sampler: Sampler, o
   const peak = sampler.peak();
   const settleSeconds = await settle(sampler);
   await deleteSubscription(stack.databaseUrl, name);
-  return { ...summarize(appends, recorder.log(name), lost), settleSeconds, rate: options.rate, peakConnections: peak.total };
+  return {
+    ...summarize(appends, recorder.log(name), lost),
+    settleSeconds,
+    rate: options.rate,
+    peakConnections: peak.total,
+  };
 }
 
 /**
@@ -305,7 +345,11 @@ async function steady(stack: LocalStack, recorder: Recorder, sampler: Sampler, o
  * them), then one consumer invocation (POST /consume, corq-budget-ms) draining a pre-filled
  * push subscription.
  */
-async function distance(stack: LocalStack, recorder: Recorder, options: { appends: number; fillEvents: number; fillKeys: number; budgetMs: number }) {
+async function distance(
+  stack: LocalStack,
+  recorder: Recorder,
+  options: { appends: number; fillEvents: number; fillKeys: number; budgetMs: number },
+) {
   const latencies: number[] = [];
   const statuses: number[] = [];
   // a fresh stack: the isolate's first requests (module load, first connections) are not the distance
@@ -321,9 +365,21 @@ async function distance(stack: LocalStack, recorder: Recorder, options: { append
   recorder.reset(name);
   const loader = createCorq({ databaseUrl: stack.databaseUrl, poolSize: 4, pushAllowPrivate: true });
   try {
-    await loader.putSubscription(name, { events: ["Fill"], key: "data.key", batchSize: 100, deliver: { url: recorder.url } });
-    const items = Array.from({ length: options.fillEvents }, (_, i) => ({ key: `k${i % options.fillKeys}`, seq: Math.floor(i / options.fillKeys) }));
-    for (const batch of chunks(items, 100)) await loader.append("fill", batch.map((data) => ({ name: "Fill", data })));
+    await loader.putSubscription(name, {
+      events: ["Fill"],
+      key: "data.key",
+      batchSize: 100,
+      deliver: { url: recorder.url },
+    });
+    const items = Array.from({ length: options.fillEvents }, (_, i) => ({
+      key: `k${i % options.fillKeys}`,
+      seq: Math.floor(i / options.fillKeys),
+    }));
+    for (const batch of chunks(items, 100))
+      await loader.append(
+        "fill",
+        batch.map((data) => ({ name: "Fill", data })),
+      );
     while (((await loader.advance())[name] ?? 0) > 0);
   } finally {
     await loader.close();
@@ -334,7 +390,8 @@ async function distance(stack: LocalStack, recorder: Recorder, options: { append
     headers: { authorization: `Bearer ${stack.adminToken}`, "corq-budget-ms": String(options.budgetMs) },
   });
   const seconds = (performance.now() - started) / 1000;
-  const body = response.status === 200 ? ((await response.json()) as { batches: number; eventsTotal: number }) : undefined;
+  const body =
+    response.status === 200 ? ((await response.json()) as { batches: number; eventsTotal: number }) : undefined;
   if (!body) await response.body?.cancel();
   const log = recorder.log(name);
   return {
@@ -411,10 +468,18 @@ export async function measureConnections(options: ConnectionsOptions) {
       await withStack(driver, 0, async (stack) => {
         const stopCron = startCron(stack);
         try {
-          burstResults[driver] = await burst(stack, recorder, sampler, { producers: plan.producers, appends: plan.burstAppends, timeoutMs: plan.timeoutMs });
+          burstResults[driver] = await burst(stack, recorder, sampler, {
+            producers: plan.producers,
+            appends: plan.burstAppends,
+            timeoutMs: plan.timeoutMs,
+          });
           progress(`connections: burst ${driver}: ${JSON.stringify(burstResults[driver])}`);
           for (const rate of plan.steadyRates[driver]) {
-            steadyResults[`${driver}_${rate}`] = await steady(stack, recorder, sampler, { rate, seconds: plan.steadySeconds, timeoutMs: plan.timeoutMs });
+            steadyResults[`${driver}_${rate}`] = await steady(stack, recorder, sampler, {
+              rate,
+              seconds: plan.steadySeconds,
+              timeoutMs: plan.timeoutMs,
+            });
             progress(`connections: steady ${driver} ${rate}/s: ${JSON.stringify(steadyResults[`${driver}_${rate}`])}`);
           }
         } finally {
@@ -428,8 +493,13 @@ export async function measureConnections(options: ConnectionsOptions) {
     for (const latency of plan.latencies.filter((l) => l > 0)) {
       for (const driver of ["websocket", "http"] as const) {
         await withStack(driver, latency, async (stack) => {
-          distanceResults[driver][latency] = await distance(stack, recorder, { ...plan, appends: plan.sequentialAppends });
-          progress(`connections: distance ${driver} ${latency} ms: ${JSON.stringify(distanceResults[driver][latency])}`);
+          distanceResults[driver][latency] = await distance(stack, recorder, {
+            ...plan,
+            appends: plan.sequentialAppends,
+          });
+          progress(
+            `connections: distance ${driver} ${latency} ms: ${JSON.stringify(distanceResults[driver][latency])}`,
+          );
         });
       }
     }
@@ -471,10 +541,17 @@ export function connectionLines(r: ConnectionsResult): string[] {
   );
 
   const [bw, bh] = [r.burst.websocket, r.burst.http];
-  lines.push(`\n### ${plan.producers} concurrent producers: ${int(bw.appends)} single-event appends (${plan.producers} × ${Math.ceil(plan.burstAppends / plan.producers)}, each producer its own stream)`);
-  lines.push("| path | 201 | 503 | other | appends/s | append p50 / p99 ms | append→delivery p50 / p99 ms | lost | out of order | peak connections | WebSocket sessions |");
+  lines.push(
+    `\n### ${plan.producers} concurrent producers: ${int(bw.appends)} single-event appends (${plan.producers} × ${Math.ceil(plan.burstAppends / plan.producers)}, each producer its own stream)`,
+  );
+  lines.push(
+    "| path | 201 | 503 | other | appends/s | append p50 / p99 ms | append→delivery p50 / p99 ms | lost | out of order | peak connections | WebSocket sessions |",
+  );
   lines.push("|---|---|---|---|---|---|---|---|---|---|---|");
-  for (const [driver, b] of [["websocket", bw], ["http", bh]] as const) {
+  for (const [driver, b] of [
+    ["websocket", bw],
+    ["http", bh],
+  ] as const) {
     lines.push(
       `| ${label[driver]} | ${b.status201} | ${b.status503} | ${b.other} | ${b.appendsPerSecond} | ${ms(b.appendP50, b.appendP99)} | ${ms(b.deliveryP50, b.deliveryP99)} | ${b.lost} | ${b.outOfOrder} | ${b.peakConnections} | ${b.wsSessions} |`,
     );
@@ -482,13 +559,20 @@ export function connectionLines(r: ConnectionsResult): string[] {
   lines.push(
     `| after / before | ${ratio(bh.status201, bw.status201)} | ${bh.status503} vs ${bw.status503} | | ${ratio(bh.appendsPerSecond, bw.appendsPerSecond)} | ${ratio(bh.appendP50, bw.appendP50)} / ${ratio(bh.appendP99, bw.appendP99)} | ${ratio(bh.deliveryP50, bw.deliveryP50)} / ${ratio(bh.deliveryP99, bw.deliveryP99)} | | | ${ratio(bh.peakConnections, bw.peakConnections)} | |`,
   );
-  for (const [driver, b] of [["websocket", bw], ["http", bh]] as const) {
+  for (const [driver, b] of [
+    ["websocket", bw],
+    ["http", bh],
+  ] as const) {
     const refusals = Object.entries(b.problems).map(([what, n]) => `${n} × ${what}`);
     if (refusals.length) lines.push(`${label[driver]} refusals: ${refusals.join("; ")}`);
   }
 
-  lines.push(`\n### Steady rate: single-event appends for ${plan.steadySeconds} s over 100 streams (sent on schedule, not waiting for answers)`);
-  lines.push("| path | offered/s | 201 of sent | append p50 / p99 ms | append→handler p50 / p99 ms | lost | out of order | peak connections |");
+  lines.push(
+    `\n### Steady rate: single-event appends for ${plan.steadySeconds} s over 100 streams (sent on schedule, not waiting for answers)`,
+  );
+  lines.push(
+    "| path | offered/s | 201 of sent | append p50 / p99 ms | append→handler p50 / p99 ms | lost | out of order | peak connections |",
+  );
   lines.push("|---|---|---|---|---|---|---|---|");
   for (const [name, st] of Object.entries(r.steady)) {
     const driver = name.split("_")[0] as Driver;
@@ -497,7 +581,10 @@ export function connectionLines(r: ConnectionsResult): string[] {
     );
   }
   const [sw, sh] = [r.steady.websocket_50, r.steady.http_50];
-  if (sw && sh) lines.push(`| after / before at 50/s | | | ${ratio(sh.appendP50, sw.appendP50)} / ${ratio(sh.appendP99, sw.appendP99)} | ${ratio(sh.deliveryP50, sw.deliveryP50)} / ${ratio(sh.deliveryP99, sw.deliveryP99)} | | | ${ratio(sh.peakConnections, sw.peakConnections)} |`);
+  if (sw && sh)
+    lines.push(
+      `| after / before at 50/s | | | ${ratio(sh.appendP50, sw.appendP50)} / ${ratio(sh.appendP99, sw.appendP99)} | ${ratio(sh.deliveryP50, sw.deliveryP50)} / ${ratio(sh.deliveryP99, sw.deliveryP99)} | | | ${ratio(sh.peakConnections, sw.peakConnections)} |`,
+    );
 
   lines.push(
     `\n### Network distance (CORQ_DB_LATENCY_MS: half of it on each HTTP statement's way in and out, on each WebSocket message in each direction, a round trip on the WebSocket upgrade)`,
@@ -510,10 +597,15 @@ export function connectionLines(r: ConnectionsResult): string[] {
     for (const driver of ["websocket", "http"] as const) {
       const d = r.distance[driver]?.[latency];
       if (!d) continue;
-      lines.push(`| ${label[driver]} | ${latency} | ${ms(d.appendP50, d.appendP99)} | ${int(d.drainEvents)}, ${d.drainBatches}, ${d.drainSeconds} | ${int(d.drainEventsPerSecond ?? 0)} |`);
+      lines.push(
+        `| ${label[driver]} | ${latency} | ${ms(d.appendP50, d.appendP99)} | ${int(d.drainEvents)}, ${d.drainBatches}, ${d.drainSeconds} | ${int(d.drainEventsPerSecond ?? 0)} |`,
+      );
     }
     const [w, h] = [r.distance.websocket?.[latency], r.distance.http?.[latency]];
-    if (w && h) lines.push(`| after / before | ${latency} | ${ratio(h.appendP50, w.appendP50)} / ${ratio(h.appendP99, w.appendP99)} | | ${ratio(h.drainEventsPerSecond, w.drainEventsPerSecond)} |`);
+    if (w && h)
+      lines.push(
+        `| after / before | ${latency} | ${ratio(h.appendP50, w.appendP50)} / ${ratio(h.appendP99, w.appendP99)} | | ${ratio(h.drainEventsPerSecond, w.drainEventsPerSecond)} |`,
+      );
   }
 
   const far = Math.max(...plan.latencies);
@@ -521,7 +613,9 @@ export function connectionLines(r: ConnectionsResult): string[] {
   lines.push(
     `\nTargets (issue 12): http path 0 refused (${bh.status503 + bh.other}: ${check(bh.status503 + bh.other === 0)}), nothing lost (${bh.lost}: ${check(bh.lost === 0)}), ` +
       `order kept (${bh.outOfOrder} out of order: ${check(bh.outOfOrder === 0)}), connections ≤ pool + a few (peak ${bh.peakConnections}, pool ${r.httpPoolSize}: ${check(bh.peakConnections <= r.httpPoolSize + 5)}); ` +
-      (sh ? `append→handler at 50/s p50 ≤ 30 ms (${sh.deliveryP50}: ${check((sh.deliveryP50 ?? Infinity) <= 30)}), p99 ≤ 150 ms (${sh.deliveryP99}: ${check((sh.deliveryP99 ?? Infinity) <= 150)}); ` : "") +
+      (sh
+        ? `append→handler at 50/s p50 ≤ 30 ms (${sh.deliveryP50}: ${check((sh.deliveryP50 ?? Infinity) <= 30)}), p99 ≤ 150 ms (${sh.deliveryP99}: ${check((sh.deliveryP99 ?? Infinity) <= 150)}); `
+        : "") +
       `append p50 ≤ 25 ms at ${far} ms from the database (${r.distance.http?.[far]?.appendP50}: ${check((r.distance.http?.[far]?.appendP50 ?? Infinity) <= 25)}).`,
   );
   return lines;
@@ -530,25 +624,57 @@ export function connectionLines(r: ConnectionsResult): string[] {
 /** The section's figures for the bench's final JSON line. */
 export function connectionsJson(r: ConnectionsResult) {
   const burst = (b: ConnectionsResult["burst"][Driver]) => ({
-    ok: b.status201, refused_503: b.status503, other: b.other, appends_per_s: b.appendsPerSecond,
-    append_p50_ms: b.appendP50, append_p99_ms: b.appendP99, delivery_p50_ms: b.deliveryP50, delivery_p99_ms: b.deliveryP99,
-    lost: b.lost, out_of_order: b.outOfOrder, peak_connections: b.peakConnections, ws_sessions: b.wsSessions,
+    ok: b.status201,
+    refused_503: b.status503,
+    other: b.other,
+    appends_per_s: b.appendsPerSecond,
+    append_p50_ms: b.appendP50,
+    append_p99_ms: b.appendP99,
+    delivery_p50_ms: b.deliveryP50,
+    delivery_p99_ms: b.deliveryP99,
+    lost: b.lost,
+    out_of_order: b.outOfOrder,
+    peak_connections: b.peakConnections,
+    ws_sessions: b.wsSessions,
   });
   const steadyJson = Object.fromEntries(
-    Object.entries(r.steady).map(([name, st]) => [name, {
-      ok: st.status201, sent: st.appends, append_p50_ms: st.appendP50, append_p99_ms: st.appendP99,
-      handler_p50_ms: st.deliveryP50, handler_p99_ms: st.deliveryP99, lost: st.lost, out_of_order: st.outOfOrder, peak_connections: st.peakConnections,
-    }]),
+    Object.entries(r.steady).map(([name, st]) => [
+      name,
+      {
+        ok: st.status201,
+        sent: st.appends,
+        append_p50_ms: st.appendP50,
+        append_p99_ms: st.appendP99,
+        handler_p50_ms: st.deliveryP50,
+        handler_p99_ms: st.deliveryP99,
+        lost: st.lost,
+        out_of_order: st.outOfOrder,
+        peak_connections: st.peakConnections,
+      },
+    ]),
   );
   const distanceJson = Object.fromEntries(
-    (["websocket", "http"] as const).map((driver) => [driver, Object.fromEntries(
-      Object.entries(r.distance[driver] ?? {}).map(([latency, d]) => [`${latency}ms`, {
-        append_p50_ms: d.appendP50, append_p99_ms: d.appendP99, drain_events: d.drainEvents, drain_batches: d.drainBatches, drain_eps: d.drainEventsPerSecond,
-      }]),
-    )]),
+    (["websocket", "http"] as const).map((driver) => [
+      driver,
+      Object.fromEntries(
+        Object.entries(r.distance[driver] ?? {}).map(([latency, d]) => [
+          `${latency}ms`,
+          {
+            append_p50_ms: d.appendP50,
+            append_p99_ms: d.appendP99,
+            drain_events: d.drainEvents,
+            drain_batches: d.drainBatches,
+            drain_eps: d.drainEventsPerSecond,
+          },
+        ]),
+      ),
+    ]),
   );
   return {
-    seconds: r.seconds, max_connections: r.maxConnections, http_pool: r.httpPoolSize, producers: r.plan.producers,
+    seconds: r.seconds,
+    max_connections: r.maxConnections,
+    http_pool: r.httpPoolSize,
+    producers: r.plan.producers,
     burst: { websocket: burst(r.burst.websocket), http: burst(r.burst.http) },
     steady: steadyJson,
     distance: distanceJson,

@@ -29,9 +29,13 @@ export const visitorSubscriptions: SubscriptionDefinition[] = [
       for (const event of events) {
         // expectedVersion -1: a redelivery finds the welcome already there and moves on.
         await corq
-          .append(`welcome-${event.stream}`, [{ name: "Welcomed", data: { visitor: event.stream }, meta: { causation: event.position } }], {
-            expectedVersion: -1,
-          })
+          .append(
+            `welcome-${event.stream}`,
+            [{ name: "Welcomed", data: { visitor: event.stream }, meta: { causation: event.position } }],
+            {
+              expectedVersion: -1,
+            },
+          )
           .catch(ignoreConflict);
       }
     },

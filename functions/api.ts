@@ -4,7 +4,14 @@ import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
-import { correlationKey, eventInput, expectedVersion, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
+import {
+  correlationKey,
+  eventInput,
+  expectedVersion,
+  parseOrThrow,
+  streamName,
+  subscriptionName,
+} from "../src/config.js";
 import { requireAdmin, requireAdminOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
@@ -23,7 +30,10 @@ const releaseBody = z.object({
   key: correlationKey.optional(),
   mode: z.enum(["retry", "skip"]).optional(),
 });
-const count = z.string().regex(/^\d{1,15}$/, "must be a non-negative integer").transform(Number);
+const count = z
+  .string()
+  .regex(/^\d{1,15}$/, "must be a non-negative integer")
+  .transform(Number);
 const streamQuery = z.object({ from: count.optional(), limit: count.optional() });
 const logQuery = z.object({ after: count.optional(), limit: count.optional() });
 const keysQuery = z.object({
@@ -112,9 +122,10 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       }
       // Deliver without waiting for the cron: advance and dispatch consumers in the background.
       c.executionCtx.waitUntil(
-        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), { opened, coalesce: true }).catch((error) =>
-          console.error("corq: background advance failed:", error),
-        ),
+        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
+          opened,
+          coalesce: true,
+        }).catch((error) => console.error("corq: background advance failed:", error)),
       );
       return c.json(result, 201);
     },
@@ -138,7 +149,9 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   app.get("/subscriptions", async (c) => c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }));
 
-  app.get("/subscriptions/:name", async (c) => c.json(await c.var.corq().subscription(param(c, "name", subscriptionName))));
+  app.get("/subscriptions/:name", async (c) =>
+    c.json(await c.var.corq().subscription(param(c, "name", subscriptionName))),
+  );
 
   app.put("/subscriptions/:name", async (c) => {
     const name = param(c, "name", subscriptionName);
@@ -182,11 +195,18 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       const slot = parseOrThrow(count, slotHeader, "invalid_input", "corq-slot");
       const invoke = selfInvoker(c.env, new URL(c.req.url).origin);
       const consumed = await consumeInSlot(c.env, subscriptions, c.var.opened(), { name, slot }, (next, nextSlot) =>
-        c.executionCtx.waitUntil(startConsumer(c.env, invoke, next, nextSlot).then((r) => r.body?.cancel(), (error) => console.error("corq: consumer invocation failed:", error))),
+        c.executionCtx.waitUntil(
+          startConsumer(c.env, invoke, next, nextSlot).then(
+            (r) => r.body?.cancel(),
+            (error) => console.error("corq: consumer invocation failed:", error),
+          ),
+        ),
       );
       return c.json(consumed);
     }
-    const { first, batches, events } = await c.var.corq().drain(name, budgetMs === undefined ? { maxBatches: 1 } : { budgetMs });
+    const { first, batches, events } = await c.var
+      .corq()
+      .drain(name, budgetMs === undefined ? { maxBatches: 1 } : { budgetMs });
     if (first === null) return c.body(null, 204);
     return c.json(budgetMs === undefined ? first : { ...first, batches, eventsTotal: events });
   });

@@ -59,7 +59,10 @@ async function assertAdmin(c: AppContext, throttle: AuthThrottle): Promise<void>
 }
 
 /** Requires `Authorization: Bearer $CORQ_ADMIN_TOKEN`. */
-export function requireAdmin(options: { throttle: AuthThrottle; unless?: (c: AppContext) => boolean }): MiddlewareHandler<{ Bindings: Env }> {
+export function requireAdmin(options: {
+  throttle: AuthThrottle;
+  unless?: (c: AppContext) => boolean;
+}): MiddlewareHandler<{ Bindings: Env }> {
   return async function requireAdminToken(c, next) {
     if (!options.unless?.(c)) await assertAdmin(c, options.throttle);
     await next();

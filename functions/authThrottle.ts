@@ -41,9 +41,14 @@ export function createAuthThrottle(): AuthThrottle {
 
   const tooMany = (blockedUntil: number, now: number) => {
     const seconds = Math.max(1, Math.ceil((blockedUntil - now) / 1000));
-    return new ProblemError(429, "too_many_failed_authentications", `too many failed authentications from this client; try again in ${seconds} s`, {
-      "retry-after": String(seconds),
-    });
+    return new ProblemError(
+      429,
+      "too_many_failed_authentications",
+      `too many failed authentications from this client; try again in ${seconds} s`,
+      {
+        "retry-after": String(seconds),
+      },
+    );
   };
 
   const forgetOld = (now: number, windowMs: number) => {

@@ -46,7 +46,11 @@ export async function advanceAndDispatch(
     const ready = consumable.reduce((sum, [, r]) => sum + r.ready, 0);
     // one consumer per ready key, as far as free slots go: decided in the database, so the
     // kicks of many concurrent appends together start at most CORQ_CONCURRENCY consumers
-    const slots = await opened.corq.claimSlots({ max: concurrency, want: Math.min(concurrency, ready), holdMs: consumerBudgetMs + SLOT_MARGIN_MS });
+    const slots = await opened.corq.claimSlots({
+      max: concurrency,
+      want: Math.min(concurrency, ready),
+      holdMs: consumerBudgetMs + SLOT_MARGIN_MS,
+    });
     plan = roundRobin(
       consumable.map(([name, r]) => [name, r.ready]),
       slots.length,
@@ -55,9 +59,16 @@ export async function advanceAndDispatch(
     const started = plan.slice(1).map((name, i) => startConsumer(env, invoke, name, slots[i + 1]));
     // the invocations started through SELF are subrequests of this one too
     if (plan.length > 0) {
-      const here = await consumeInSlot(env, subscriptions, opened, { name: plan[0], slot: slots[0] }, (name, slot) => {
-        started.push(startConsumer(env, invoke, name, slot));
-      }, plan.length - 1);
+      const here = await consumeInSlot(
+        env,
+        subscriptions,
+        opened,
+        { name: plan[0], slot: slots[0] },
+        (name, slot) => {
+          started.push(startConsumer(env, invoke, name, slot));
+        },
+        plan.length - 1,
+      );
       consumedHere = here.batches;
     }
     others = Promise.allSettled(started);
@@ -75,8 +86,13 @@ export async function advanceAndDispatch(
  * The subscriptions this Worker consumes: push subscriptions, and its own code subscriptions
  * (not those of other apps sharing the database).
  */
-function consumableHere<R extends { kind: "code" | "push" }>(readiness: Record<string, R>, subscriptions: SubscriptionDefinition[]): [string, R][] {
-  return Object.entries(readiness).filter(([name, r]) => r.kind === "push" || subscriptions.some((s) => s.name === name));
+function consumableHere<R extends { kind: "code" | "push" }>(
+  readiness: Record<string, R>,
+  subscriptions: SubscriptionDefinition[],
+): [string, R][] {
+  return Object.entries(readiness).filter(
+    ([name, r]) => r.kind === "push" || subscriptions.some((s) => s.name === name),
+  );
 }
 
 /** Starts a consumer invocation in `slot` (it frees the slot, or hands it on, when done). */
@@ -84,7 +100,11 @@ export function startConsumer(env: Env, invoke: Invoke, name: string, slot: numb
   const { consumerBudgetMs } = settings(env);
   return invoke(`/consume/${encodeURIComponent(name)}`, {
     method: "POST",
-    headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-budget-ms": String(consumerBudgetMs), "corq-slot": String(slot) },
+    headers: {
+      authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`,
+      "corq-budget-ms": String(consumerBudgetMs),
+      "corq-slot": String(slot),
+    },
   });
 }
 
@@ -105,7 +125,8 @@ function roundRobin(ready: [string, number][], total: number): string[] {
 
 /** Invokes this Worker again: the SELF service binding when present, else a fetch to its own origin. */
 export function selfInvoker(env: Env, origin: string): Invoke {
-  return (path, init) => (env.SELF ? env.SELF.fetch(new Request(new URL(path, origin), init)) : fetch(new URL(path, origin), init));
+  return (path, init) =>
+    env.SELF ? env.SELF.fetch(new Request(new URL(path, origin), init)) : fetch(new URL(path, origin), init);
 }
 
 /**
@@ -137,7 +158,8 @@ export async function consumeInSlot(
     try {
       const maxBatches = batchesLeft();
       if (maxBatches >= 1) {
-        batches += (await corq.drain(current.name, { budgetMs: Math.max(0, deadline - Date.now()), maxBatches })).batches;
+        batches += (await corq.drain(current.name, { budgetMs: Math.max(0, deadline - Date.now()), maxBatches }))
+          .batches;
       }
     } catch (error) {
       // a subscription deleted since it was listed has nothing to do: not an error

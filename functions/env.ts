@@ -82,7 +82,12 @@ export function settings(env: Env): Settings {
   const secrets = (env.CORQ_WEBHOOK_SECRET ?? "").split(/\s+/).filter(Boolean);
   for (const [i, secret] of secrets.entries()) {
     const problem = signingSecretProblem(secret);
-    if (problem) throw new ProblemError(500, "misconfigured", `CORQ_WEBHOOK_SECRET (secret ${i + 1} of ${secrets.length}): ${problem}`);
+    if (problem)
+      throw new ProblemError(
+        500,
+        "misconfigured",
+        `CORQ_WEBHOOK_SECRET (secret ${i + 1} of ${secrets.length}): ${problem}`,
+      );
   }
   const parsed = settingsSchema.parse(env);
   return {

@@ -18,7 +18,11 @@ export function requireLocalHost(): MiddlewareHandler<{ Bindings: Env }> {
     if (!settings(c.env).local) return next();
     const hostname = new URL(c.req.url).hostname;
     if (!allowedHosts.has(hostname)) {
-      return problem(421, "misdirected_request", `this local server answers 127.0.0.1 and localhost only, not ${JSON.stringify(hostname)}`);
+      return problem(
+        421,
+        "misdirected_request",
+        `this local server answers 127.0.0.1 and localhost only, not ${JSON.stringify(hostname)}`,
+      );
     }
     await next();
   };

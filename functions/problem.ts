@@ -43,12 +43,17 @@ export class ProblemError extends Error {
 
 export function onError(thrown: unknown, c: Context): Response {
   if (thrown instanceof CorqError) {
-    return problem(thrown.status, thrown.code, thrown.message, { ...thrown.extra, ...(thrown.details ? { errors: thrown.details } : {}) });
+    return problem(thrown.status, thrown.code, thrown.message, {
+      ...thrown.extra,
+      ...(thrown.details ? { errors: thrown.details } : {}),
+    });
   }
   if (thrown instanceof ProblemError) return problem(thrown.status, thrown.code, thrown.message, {}, thrown.headers);
-  if (thrown instanceof HTTPException) return problem(thrown.status, "http_error", thrown.message || titles[thrown.status] || "");
+  if (thrown instanceof HTTPException)
+    return problem(thrown.status, "http_error", thrown.message || titles[thrown.status] || "");
   const error = toError(thrown);
-  if (isDatabaseUnavailable(error)) return problem(503, "database_unavailable", "the database is unreachable; try again");
+  if (isDatabaseUnavailable(error))
+    return problem(503, "database_unavailable", "the database is unreachable; try again");
   console.error(`corq: ${c.req.method} ${c.req.path} failed:`, error);
   return problem(500, "internal", "internal error");
 }

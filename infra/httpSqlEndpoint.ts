@@ -74,13 +74,30 @@ const isolationLevels: Record<string, string> = {
 };
 
 const errorFields = [
-  "code", "detail", "hint", "position", "internalPosition", "internalQuery", "where", "schema", "table",
-  "column", "dataType", "constraint", "file", "line", "routine", "severity",
+  "code",
+  "detail",
+  "hint",
+  "position",
+  "internalPosition",
+  "internalQuery",
+  "where",
+  "schema",
+  "table",
+  "column",
+  "dataType",
+  "constraint",
+  "file",
+  "line",
+  "routine",
+  "severity",
 ] as const;
 
 export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Promise<HttpSqlEndpoint> {
   const { target, poolSize = 20, latencyMs = 0, maxRequestBytes = 10 * MiB, maxResponseBytes = 10 * MiB } = options;
-  const address = typeof target === "string" ? { host: new URL(target).hostname, port: Number(new URL(target).port || 5432) } : target;
+  const address =
+    typeof target === "string"
+      ? { host: new URL(target).hostname, port: Number(new URL(target).port || 5432) }
+      : target;
   // One pool per credentials and database named by the request's connection string (Neon
   // authenticates with them too: a wrong password is Postgres' 28P01, not a silent success).
   const pools = new Map<string, pg.Pool>();
@@ -198,7 +215,11 @@ function parseHeaders(request: IncomingMessage): Headers | string {
   let credentials: Credentials;
   try {
     const url = new URL(given);
-    credentials = { user: decodeURIComponent(url.username), password: decodeURIComponent(url.password), database: decodeURIComponent(url.pathname.slice(1)) };
+    credentials = {
+      user: decodeURIComponent(url.username),
+      password: decodeURIComponent(url.password),
+      database: decodeURIComponent(url.pathname.slice(1)),
+    };
   } catch {
     return "Neon-Connection-String is not a connection string";
   }
@@ -220,7 +241,12 @@ function parseHeaders(request: IncomingMessage): Headers | string {
     modes.push("DEFERRABLE");
     echo["Neon-Batch-Deferrable"] = "true";
   }
-  return { credentials, arrayMode: header("Neon-Array-Mode") === "true", begin: ["START TRANSACTION", modes.join(", ")].join(" ").trim(), echo };
+  return {
+    credentials,
+    arrayMode: header("Neon-Array-Mode") === "true",
+    begin: ["START TRANSACTION", modes.join(", ")].join(" ").trim(),
+    echo,
+  };
 }
 
 function parsePayload(body: Buffer): QueryData | { queries: QueryData[] } | string {
@@ -238,7 +264,9 @@ function parsePayload(body: Buffer): QueryData | { queries: QueryData[] } | stri
   const queries = (json as { queries?: unknown } | null)?.queries;
   if (Array.isArray(queries)) {
     const parsed = queries.map(query);
-    return parsed.every((q) => q !== undefined) ? { queries: parsed as QueryData[] } : "each of queries needs a query text and a params array";
+    return parsed.every((q) => q !== undefined)
+      ? { queries: parsed as QueryData[] }
+      : "each of queries needs a query text and a params array";
   }
   return query(json) ?? "expected { query, params } or { queries: [...] }";
 }
@@ -350,7 +378,10 @@ function endsSession(error: unknown): boolean {
 function describe(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   // Node's connect to a name with several addresses fails with an AggregateError whose own message is empty
-  const parts = [error.message, ...(error instanceof AggregateError ? error.errors.map((e) => String((e as Error).message)) : [])];
+  const parts = [
+    error.message,
+    ...(error instanceof AggregateError ? error.errors.map((e) => String((e as Error).message)) : []),
+  ];
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string" && !parts.some((part) => part.includes(code))) parts.unshift(code);
   return parts.filter(Boolean).join("; ") || error.name;
@@ -362,7 +393,11 @@ function problem(status: number, message: string): Answer {
 
 function send(response: ServerResponse, status: number, text: string, headers: Record<string, string> = {}) {
   if (response.destroyed) return;
-  response.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  response.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    ...headers,
+  });
   response.end(text);
 }
 

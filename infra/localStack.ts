@@ -51,7 +51,11 @@ export interface LocalStack {
  * where local receivers listen); and `CORQ_MAX_SUBREQUESTS` as on a Paid plan (10,000: the
  * deployed default, 50, is the Free plan's). `options.vars` can override each.
  */
-export const localVars = { CORQ_LOCAL: "true", CORQ_PUSH_ALLOW_PRIVATE: "true", CORQ_MAX_SUBREQUESTS: "10000" } as const;
+export const localVars = {
+  CORQ_LOCAL: "true",
+  CORQ_PUSH_ALLOW_PRIVATE: "true",
+  CORQ_MAX_SUBREQUESTS: "10000",
+} as const;
 
 const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
 
@@ -82,7 +86,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const target = new URL(databaseUrl);
     const address = { host: target.hostname, port: Number(target.port || 5432) };
-    const proxy = await startWsProxy(address, { latencyMs: options.dbLatencyMs ?? Number(process.env.CORQ_DB_LATENCY_MS ?? 0) });
+    const proxy = await startWsProxy(address, {
+      latencyMs: options.dbLatencyMs ?? Number(process.env.CORQ_DB_LATENCY_MS ?? 0),
+    });
     stops.push(() => proxy.close());
     // Neon's pooled HTTP endpoint, locally: the Worker's one-statement operations go here,
     // queued behind a bounded pool instead of opening a connection each

@@ -25,7 +25,11 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
 // Checked before anything starts: wrangler would print a workerd stack trace and wait forever.
 const refusal = await listenable(port);
 if (refusal) {
-  console.error(refusal === "EADDRINUSE" ? `port ${port} is in use; set PORT= to another port` : `port ${port}: ${refusal}; set PORT= to another port`);
+  console.error(
+    refusal === "EADDRINUSE"
+      ? `port ${port} is in use; set PORT= to another port`
+      : `port ${port}: ${refusal}; set PORT= to another port`,
+  );
   process.exit(1);
 }
 
@@ -83,7 +87,8 @@ if (stack && !stopping) {
     await stack.stop();
     process.exit(1);
   }
-  if (!process.env.CORQ_ADMIN_TOKEN) console.log(`admin token: ${stack.adminToken} (set CORQ_ADMIN_TOKEN to change it)`);
+  if (!process.env.CORQ_ADMIN_TOKEN)
+    console.log(`admin token: ${stack.adminToken} (set CORQ_ADMIN_TOKEN to change it)`);
   console.log(`corq ready ${stack.url}`);
 }
 

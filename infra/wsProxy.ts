@@ -30,7 +30,10 @@ export interface WsProxyOptions {
   latencyMs?: number;
 }
 
-export async function startWsProxy(target: { host: string; port: number }, options: WsProxyOptions = {}): Promise<WsProxy> {
+export async function startWsProxy(
+  target: { host: string; port: number },
+  options: WsProxyOptions = {},
+): Promise<WsProxy> {
   const latencyMs = options.latencyMs ?? 0;
   // no timer at all without latency (setTimeout(0) still waits a tick)
   const later = (fn: () => void) => (latencyMs > 0 ? void setTimeout(fn, latencyMs / 2) : fn());
@@ -42,7 +45,8 @@ export async function startWsProxy(target: { host: string; port: number }, optio
     verifyClient: ({ req }, done) => {
       const refusal = refuse(req, token, allowed);
       if (refusal) done(false, refusal.status, refusal.reason);
-      else if (latencyMs > 0) setTimeout(() => done(true), latencyMs); // the upgrade's round trip
+      else if (latencyMs > 0)
+        setTimeout(() => done(true), latencyMs); // the upgrade's round trip
       else done(true);
     },
   });

@@ -1,7 +1,13 @@
 import type { Executor } from "./db/executor.js";
 import { CorqError, isDatabaseUnavailable, toError } from "./errors.js";
 import { keyProblem, keyText, type KeyStrategy, type Subscription } from "./config.js";
-import { advanceSubscription, kicksPending, recordAdvanceError, waitForAdvancer, type AdvanceRow } from "./sql/advanceSubscription.js";
+import {
+  advanceSubscription,
+  kicksPending,
+  recordAdvanceError,
+  waitForAdvancer,
+  type AdvanceRow,
+} from "./sql/advanceSubscription.js";
 import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advanceByFunction.js";
 import { syncSubscriptions, type SubscriptionRow } from "./sql/syncSubscriptions.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
@@ -27,10 +33,17 @@ export async function syncCodeSubscriptions(
   options: { kick: boolean } = { kick: false },
 ): Promise<SubscriptionRow[]> {
   const rows = await executor.run<SubscriptionRow>(
-    syncSubscriptions([...code.values()].map((s) => ({ ...s, key: keyText(s.key) })), options),
+    syncSubscriptions(
+      [...code.values()].map((s) => ({ ...s, key: keyText(s.key) })),
+      options,
+    ),
   );
   const clash = rows.find((row) => row.kind !== "code" && code.has(row.name));
-  if (clash) throw new CorqError("invalid_config", `subscription "${clash.name}" already exists as a ${clash.kind} subscription`);
+  if (clash)
+    throw new CorqError(
+      "invalid_config",
+      `subscription "${clash.name}" already exists as a ${clash.kind} subscription`,
+    );
   return rows;
 }
 
@@ -60,7 +73,13 @@ export async function advance(
       const definition = code.get(row.name);
       try {
         if (definition?.key.kind === "function") {
-          advanced[row.name] = (advanced[row.name] ?? 0) + (await advanceByFunction(executor, row.id, { key: definition.key, events: definition.events, limit: options.batchSize }));
+          advanced[row.name] =
+            (advanced[row.name] ?? 0) +
+            (await advanceByFunction(executor, row.id, {
+              key: definition.key,
+              events: definition.events,
+              limit: options.batchSize,
+            }));
           continue;
         }
         const round = await advanceInSql(executor, row.id, options.batchSize, options.coalesce ?? false);
@@ -88,7 +107,12 @@ export async function advance(
  * Rounds of one statement (stream or JSON-path key) until the subscription is caught up, or
  * none at all when another advancer is at work on it (held: false).
  */
-async function advanceInSql(executor: Executor, subscriptionId: number, limit: number, coalesce: boolean): Promise<{ enqueued: number; held: boolean }> {
+async function advanceInSql(
+  executor: Executor,
+  subscriptionId: number,
+  limit: number,
+  coalesce: boolean,
+): Promise<{ enqueued: number; held: boolean }> {
   let enqueued = 0;
   for (;;) {
     const [round] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit));
@@ -142,7 +166,10 @@ async function advanceByFunction(
  * throws or returns anything else, no key and the reason — the event is skipped, counted,
  * and the advance goes on (one bad event never stalls a subscription).
  */
-function keyOf(strategy: Extract<KeyStrategy, { kind: "function" }>, row: EventRow): { key: string | null; invalid: string | null } {
+function keyOf(
+  strategy: Extract<KeyStrategy, { kind: "function" }>,
+  row: EventRow,
+): { key: string | null; invalid: string | null } {
   let key: unknown;
   try {
     key = strategy.fn(toStoredEvent(row));
@@ -151,7 +178,8 @@ function keyOf(strategy: Extract<KeyStrategy, { kind: "function" }>, row: EventR
     return { key: null, invalid: `key function threw ${error.name}: ${error.message}`.slice(0, 500) };
   }
   if (key === null || key === undefined) return { key: null, invalid: null };
-  if (typeof key !== "number" && typeof key !== "string") return { key: null, invalid: `key function returned ${typeof key}` };
+  if (typeof key !== "number" && typeof key !== "string")
+    return { key: null, invalid: `key function returned ${typeof key}` };
   const text = String(key);
   const problem = keyProblem(text);
   return problem ? { key: null, invalid: problem } : { key: text, invalid: null };

@@ -39,7 +39,10 @@ export function jsonProblem(value: unknown): string | null {
       if (badText.test(item)) return "must not contain U+0000 or a lone surrogate";
       continue;
     }
-    if (typeof item !== "object" || (!Array.isArray(item) && Object.getPrototypeOf(item) !== Object.prototype && Object.getPrototypeOf(item) !== null)) {
+    if (
+      typeof item !== "object" ||
+      (!Array.isArray(item) && Object.getPrototypeOf(item) !== Object.prototype && Object.getPrototypeOf(item) !== null)
+    ) {
       return "must be JSON";
     }
     if (depth > MAX_JSON_DEPTH) return `nested deeper than ${MAX_JSON_DEPTH} levels`;
@@ -77,7 +80,10 @@ export const expectedVersion = z.number().int().min(-1).max(2_147_483_647);
 /** A correlation key: the stream, or a JSON path into data/meta (`data.roomId`, `meta.tenant`). */
 export const keyPath = z
   .string()
-  .regex(/^(stream|(data|meta)(\.[A-Za-z0-9_-]+)+)$/, 'must be "stream" or a path such as "data.roomId" or "meta.tenant"');
+  .regex(
+    /^(stream|(data|meta)(\.[A-Za-z0-9_-]+)+)$/,
+    'must be "stream" or a path such as "data.roomId" or "meta.tenant"',
+  );
 
 /**
  * The key rule, one for every correlation key: non-empty, well-formed UTF-8 (no U+0000, no
@@ -140,7 +146,11 @@ const backoff = z
 /** Settings shared by code and push subscriptions (the stored part of a subscription). */
 export const subscriptionSettings = z.object({
   name: subscriptionName,
-  events: z.array(z.union([eventName, z.literal("*")])).min(1).max(1000).default(["*"]),
+  events: z
+    .array(z.union([eventName, z.literal("*")]))
+    .min(1)
+    .max(1000)
+    .default(["*"]),
   key: z.union([keyPath, z.custom<KeyFunction>((v) => typeof v === "function")]).default("stream"),
   from: z.enum(["beginning", "now"]).default("beginning"),
   batchSize: z.number().int().min(1).max(1000).default(100),
@@ -154,7 +164,10 @@ export const pushSubscriptionInput = subscriptionSettings
   .omit({ name: true, key: true })
   .extend({ key: keyPath.default("stream"), deliver: deliverConfig })
   .strict()
-  .transform((s) => ({ ...s, deliver: { ...s.deliver, timeoutMs: s.deliver.timeoutMs ?? defaultTimeoutMs(s.leaseMs) } }))
+  .transform((s) => ({
+    ...s,
+    deliver: { ...s.deliver, timeoutMs: s.deliver.timeoutMs ?? defaultTimeoutMs(s.leaseMs) },
+  }))
   .refine((s) => s.leaseMs > s.deliver.timeoutMs, {
     message: "leaseMs must be longer than deliver.timeoutMs (a lease must outlive its delivery)",
     path: ["leaseMs"],

@@ -124,7 +124,16 @@ async function drainLoop(
     const { subscriptionId, key } = claimed.lease;
     const done: BatchRecordRow[] =
       next.acked && next.at
-        ? [{ subscriptionId, key, startedAt: claimed.claimedAt, finishedAt: next.at, events: ack.count, outcome: "acked" }]
+        ? [
+            {
+              subscriptionId,
+              key,
+              startedAt: claimed.claimedAt,
+              finishedAt: next.at,
+              events: ack.count,
+              outcome: "acked",
+            },
+          ]
         : [];
     await onRecords([...done, ...next.expired]);
   }
@@ -133,11 +142,7 @@ async function drainLoop(
 const kindFilter = (target: ConsumeTarget) => (target.code ? undefined : ("push" as const));
 
 /** Runs a claim statement and reads its rows into a batch (or a result without one). */
-async function runClaim(
-  executor: Executor,
-  target: ConsumeTarget,
-  statement: SQL,
-): Promise<ClaimOutcome> {
+async function runClaim(executor: Executor, target: ConsumeTarget, statement: SQL): Promise<ClaimOutcome> {
   const first = await claimOnce(executor, target, statement);
   // Claimed, but every row the statement's snapshot saw had been acked by another consumer
   // while it waited (see claimBatch): the key was given back; claim afresh, a few times at most.
@@ -180,7 +185,12 @@ async function claimOnce(executor: Executor, target: ConsumeTarget, statement: S
     expired.push({ subscriptionId: head.subscription_id!, key: head.key, ...span, events: 0, outcome: "expired" });
   }
   if (head.dies) {
-    const result: ConsumeResult = { key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" };
+    const result: ConsumeResult = {
+      key: head.key,
+      events: 0,
+      outcome: "dead",
+      error: "lease expired on the last attempt",
+    };
     return { result, acked, ackedPending, at, expired };
   }
   const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
@@ -234,7 +244,13 @@ async function record(executor: Executor, claimed: Claimed, verdict: Verdict): P
     );
     return row.acked === 1 ? "acked" : "expired";
   }
-  const failed = failBatch(claimed.lease, verdict.error, claimed.events[0].position, claimed.events.length, claimed.claimedAt);
+  const failed = failBatch(
+    claimed.lease,
+    verdict.error,
+    claimed.events[0].position,
+    claimed.events.length,
+    claimed.claimedAt,
+  );
   const [row] = await executor.run<{ dead: boolean }>(failed);
   return row === undefined ? "expired" : row.dead ? "dead" : "retry";
 }
@@ -248,7 +264,10 @@ function finish(claimed: Claimed, verdict: Verdict, outcome: ConsumeResult["outc
   };
 }
 
-const throughOf = (claimed: Claimed, index: number) => ({ tx: claimed.txs[index], position: claimed.events[index].position });
+const throughOf = (claimed: Claimed, index: number) => ({
+  tx: claimed.txs[index],
+  position: claimed.events[index].position,
+});
 
 /**
  * Index of the last acked event: the whole batch when there is no `ackedThrough`, else through

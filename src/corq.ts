@@ -172,12 +172,22 @@ const deadLetterOptions = z.object({
 const HOUR_MS = 3_600_000;
 const activityOptions = z.object({
   subscription: subscriptionName.optional(),
-  sinceMs: z.number().int().min(1).max(24 * HOUR_MS).default(300_000),
+  sinceMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(24 * HOUR_MS)
+    .default(300_000),
   limit: limit(10_000, 1000),
 });
 const throughputOptions = z
   .object({
-    windowMs: z.number().int().min(1000).max(24 * HOUR_MS).default(300_000),
+    windowMs: z
+      .number()
+      .int()
+      .min(1000)
+      .max(24 * HOUR_MS)
+      .default(300_000),
     bucketMs: z.number().int().min(10_000).max(HOUR_MS).multipleOf(10_000).default(10_000),
   })
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
@@ -188,7 +198,11 @@ const drainOptions = z.object({
   maxBatches: z.number().int().min(1).default(1_000_000),
 });
 const slotNumber = z.number().int().min(1).max(1000);
-const slotOptions = z.object({ max: slotNumber, want: z.number().int().min(0).max(1000), holdMs: z.number().int().min(1).max(3_600_000) });
+const slotOptions = z.object({
+  max: slotNumber,
+  want: z.number().int().min(0).max(1000),
+  holdMs: z.number().int().min(1).max(3_600_000),
+});
 const releaseOptions = z.object({
   subscription: subscriptionName,
   key: correlationKey.optional(),
@@ -198,7 +212,12 @@ const releaseOptions = z.object({
 
 export function createCorq(options: CorqOptions): Corq {
   const code = parseSubscriptions(options.subscriptions ?? []);
-  const advanceBatchSize = parseOrThrow(limit(100_000, 5000), options.advanceBatchSize, "invalid_config", "advanceBatchSize");
+  const advanceBatchSize = parseOrThrow(
+    limit(100_000, 5000),
+    options.advanceBatchSize,
+    "invalid_config",
+    "advanceBatchSize",
+  );
   const statementOptions = { onStatement: options.onStatement };
   const { executor, end } = connect(options);
   const pushAllowPrivate = options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true";
@@ -235,7 +254,12 @@ export function createCorq(options: CorqOptions): Corq {
     async append(stream, events, appendOpts = {}) {
       parseOrThrow(streamName, stream, "invalid_input", "stream");
       const input = parseEvents(events);
-      const { expectedVersion } = parseOrThrow(appendOptions, { expectedVersion: appendOpts.expectedVersion }, "invalid_input", "options");
+      const { expectedVersion } = parseOrThrow(
+        appendOptions,
+        { expectedVersion: appendOpts.expectedVersion },
+        "invalid_input",
+        "options",
+      );
       const db = appendOpts.tx ? createExecutor(appendOpts.tx, statementOptions) : await executor();
       // an append in a transaction of our own that was refused for order (see appendEvents)
       // is simply run again: a new transaction is newer than the append it waited for
@@ -344,13 +368,22 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async deadLetters(deadOpts = {}) {
-      const { subscription, limit: max, withEvent } = parseOrThrow(deadLetterOptions, deadOpts, "invalid_input", "options");
+      const {
+        subscription,
+        limit: max,
+        withEvent,
+      } = parseOrThrow(deadLetterOptions, deadOpts, "invalid_input", "options");
       const rows = await (await executor()).run<DeadLetterRow>(listDeadLetters(subscription, max, withEvent));
       return rows.map((r) => toDeadLetter(r, withEvent));
     },
 
     async releaseDeadLetters(releaseOpts) {
-      const { subscription, key, mode, webhookId } = parseOrThrow(releaseOptions, releaseOpts, "invalid_input", "options");
+      const { subscription, key, mode, webhookId } = parseOrThrow(
+        releaseOptions,
+        releaseOpts,
+        "invalid_input",
+        "options",
+      );
       const release = async (db: Executor) => {
         const rows = await db.run(releaseDeadKeys(subscription, key, mode));
         if (rows.length === 0) await knownSubscription(subscription, db); // nothing dead, or no such subscription?
@@ -381,25 +414,34 @@ export function createCorq(options: CorqOptions): Corq {
       );
       if (!row) throw new CorqError("conflict", `subscription "${name}" is defined in code`);
       const subscription = await knownSubscription(name);
-      return row.created ? { created: true, subscription, secret: given ?? generated } : { created: false, subscription };
+      return row.created
+        ? { created: true, subscription, secret: given ?? generated }
+        : { created: false, subscription };
     },
 
     async deleteSubscription(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "name");
       const row = await (await executor()).transaction(async (tx) => {
-        const [found] = await tx.run<{ kind: string; removed: number | null }>(deleteSubscription(name, code.has(name) ? "keep" : "delete"));
+        const [found] = await tx.run<{ kind: string; removed: number | null }>(
+          deleteSubscription(name, code.has(name) ? "keep" : "delete"),
+        );
         if (found?.removed != null) await tx.run(deleteSubscriptionRows(found.removed));
         return found;
       });
       if (!row) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
-      if (row.removed === null) throw new CorqError("conflict", `subscription "${name}" is defined in code; remove it there`);
+      if (row.removed === null)
+        throw new CorqError("conflict", `subscription "${name}" is defined in code; remove it there`);
     },
 
     pause: (name) => pausedTo(name, true),
     resume: (name) => pausedTo(name, false),
 
     async activity(activityOpts = {}) {
-      const { subscription, sinceMs, limit: max } = parseOrThrow(activityOptions, activityOpts, "invalid_input", "options");
+      const {
+        subscription,
+        sinceMs,
+        limit: max,
+      } = parseOrThrow(activityOptions, activityOpts, "invalid_input", "options");
       const rows = await (await executor()).run<BatchRow>(recentBatches(subscription, sinceMs, max));
       return rows.map(toBatchRecord);
     },
@@ -413,7 +455,8 @@ export function createCorq(options: CorqOptions): Corq {
       const series: Record<string, number[]> = {};
       for (const r of rows) {
         series[r.subscription] ??= new Array(buckets).fill(0);
-        if (r.bucket !== null && r.bucket < buckets) series[r.subscription][buckets - 1 - r.bucket] = (Number(r.events) * 1000) / bucketMs;
+        if (r.bucket !== null && r.bucket < buckets)
+          series[r.subscription][buckets - 1 - r.bucket] = (Number(r.events) * 1000) / bucketMs;
       }
       return series;
     },

@@ -46,7 +46,7 @@ export class CorqError extends Error {
 /** Coerce anything thrown into an Error, for messages and logs. */
 export function toError(thrown: unknown): Error {
   if (thrown instanceof Error) return thrown;
-  return new Error(typeof thrown === "string" ? thrown : JSON.stringify(thrown) ?? String(thrown));
+  return new Error(typeof thrown === "string" ? thrown : (JSON.stringify(thrown) ?? String(thrown)));
 }
 
 // Postgres SQLSTATE classes that mean "the database is not there right now", not "you sent

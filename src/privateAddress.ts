@@ -39,7 +39,10 @@ const isPrivateV4 = (address: number) => privateV4.some((range) => inV4(address,
 
 /** The eight 16-bit words of an IPv6 address (zone and brackets dropped), or null. */
 function parseV6(text: string): number[] | null {
-  let rest = text.replace(/^\[|\]$/g, "").replace(/%.*$/, "").toLowerCase();
+  let rest = text
+    .replace(/^\[|\]$/g, "")
+    .replace(/%.*$/, "")
+    .toLowerCase();
   const tail: number[] = [];
   const v4 = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(rest);
   if (v4) {

@@ -15,7 +15,10 @@ export const deliverConfig = z.object({
     .max(2048)
     .refine((u) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol), "must be an http: or https: URL")
     // credentials in a URL end up in logs and listings: a receiver authenticates by the signature
-    .refine((u) => !URL.canParse(u) || (new URL(u).username === "" && new URL(u).password === ""), "must not contain a user name or password"),
+    .refine(
+      (u) => !URL.canParse(u) || (new URL(u).username === "" && new URL(u).password === ""),
+      "must not contain a user name or password",
+    ),
   /** Omitted: pushSubscriptionInput derives it from leaseMs (`defaultTimeoutMs`). */
   timeoutMs: z.number().int().min(100).max(120_000).optional(),
   secret: z
@@ -60,7 +63,12 @@ export function pushHandler(stored: unknown): Handler {
     const parsed = storedDeliver.safeParse(stored);
     if (!parsed.success) throw new DeliveryError("the stored deliver settings are not valid");
     const deliver = parsed.data;
-    const body = JSON.stringify({ subscription: context.subscription, key: context.key, attempt: context.attempt, events });
+    const body = JSON.stringify({
+      subscription: context.subscription,
+      key: context.key,
+      attempt: context.attempt,
+      events,
+    });
     const id = await webhookId(context.subscription, context.key, events);
     const timestamp = Math.floor(Date.now() / 1000);
     const signature = await sign(deliver.secret, { id, timestamp, body }).catch(() => {
@@ -141,7 +149,11 @@ async function verdict(response: Response, signal: AbortSignal): Promise<{ acked
  * Reads the body up to `max` bytes (then cancels the rest and says it was too large). Each read
  * races the signal, so a body that stalls ends at the deadline whatever the runtime's fetch does.
  */
-async function readCapped(response: Response, max: number, signal: AbortSignal): Promise<{ text: string; tooLarge: boolean }> {
+async function readCapped(
+  response: Response,
+  max: number,
+  signal: AbortSignal,
+): Promise<{ text: string; tooLarge: boolean }> {
   if (!response.body) return { text: "", tooLarge: false };
   const reader = response.body.getReader();
   let onAbort = () => undefined as void;

@@ -54,7 +54,9 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
     lastSkip: row.last_skip,
     skippedDeadLetters: Number(row.skipped_dead),
     advanceError:
-      row.advance_error === null ? null : { message: row.advance_error, at: new Date(row.advance_error_at!).toISOString() },
+      row.advance_error === null
+        ? null
+        : { message: row.advance_error, at: new Date(row.advance_error_at!).toISOString() },
     keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead },
     oldestPendingAgeMs: row.oldest_pending_age_ms === null ? null : Math.max(0, Number(row.oldest_pending_age_ms)),
   };

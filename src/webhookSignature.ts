@@ -12,7 +12,8 @@ const encoder = new TextEncoder();
 export function signingSecretProblem(secret: string): string | null {
   if (!secret.startsWith("whsec_")) return secret.length > 0 ? null : "is empty";
   const encoded = secret.slice("whsec_".length);
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 === 1) return "a whsec_ secret must be base64 after the prefix";
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 === 1)
+    return "a whsec_ secret must be base64 after the prefix";
   const bytes = decodeBase64(encoded);
   if (bytes === null) return "a whsec_ secret must be base64 after the prefix";
   if (bytes.length < 24 || bytes.length > 64) return `a whsec_ secret must encode 24 to 64 bytes, not ${bytes.length}`;
@@ -26,7 +27,9 @@ export function signingKeyBytes(secret: string): Uint8Array<ArrayBuffer> {
 }
 
 async function hmac(secret: string, content: string): Promise<Uint8Array> {
-  const key = await crypto.subtle.importKey("raw", signingKeyBytes(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey("raw", signingKeyBytes(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
   return new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(content)));
 }
 
@@ -54,14 +57,19 @@ export type VerifyFailure = "missing_headers" | "stale_timestamp" | "bad_signatu
  */
 export async function verify(
   secrets: string[],
-  headers: { id: string | null | undefined; timestamp: string | null | undefined; signature: string | null | undefined },
+  headers: {
+    id: string | null | undefined;
+    timestamp: string | null | undefined;
+    signature: string | null | undefined;
+  },
   body: string,
   options: { nowSeconds?: number; toleranceSeconds?: number } = {},
 ): Promise<{ ok: true } | { ok: false; reason: VerifyFailure }> {
   const { id, timestamp, signature } = headers;
   if (!id || !timestamp || !signature || !/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: "missing_headers" };
   const now = options.nowSeconds ?? Math.floor(Date.now() / 1000);
-  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300)) return { ok: false, reason: "stale_timestamp" };
+  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300))
+    return { ok: false, reason: "stale_timestamp" };
   const candidates = signature
     .split(" ")
     .filter((entry) => entry.startsWith("v1,"))

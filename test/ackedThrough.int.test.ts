@@ -37,27 +37,45 @@ describe.each(["code", "push"] as const)("ackedThrough from a %s subscription", 
     const answer = (key: string, events: { position: number }[]) => ({
       ackedThrough: answers.get(key)!.answer(events.map((e) => e.position)),
     });
-    const handle = (events: { position: number }[], ctx: { key: string }) => answer(ctx.key, events) as { ackedThrough: number };
+    const handle = (events: { position: number }[], ctx: { key: string }) =>
+      answer(ctx.key, events) as { ackedThrough: number };
     // the receiver listens on 127.0.0.1: private destinations allowed, explicitly
-    const { corq } = await open(kind === "code" ? { subscriptions: [{ name: "s", ...settings, handle }] } : { pushAllowPrivate: true });
+    const { corq } = await open(
+      kind === "code" ? { subscriptions: [{ name: "s", ...settings, handle }] } : { pushAllowPrivate: true },
+    );
     if (kind === "push") {
       await corq.putSubscription("s", { ...settings, deliver: { url: receiver.url, timeoutMs: 2000 } });
       receiver.behave((d) => ({ raw: JSON.stringify(answer(d.key, d.events)) }));
     }
-    for (const key of answers.keys()) await corq.append(key, Array.from({ length: 5 }, () => ({ name: "E", data: {} })));
+    for (const key of answers.keys())
+      await corq.append(
+        key,
+        Array.from({ length: 5 }, () => ({ name: "E", data: {} })),
+      );
     await corq.advance();
 
     const results = new Map<string, unknown[]>();
     for (let result; (result = await corq.consume("s")) !== null; ) {
-      results.set(result.key, [...(results.get(result.key) ?? []), { outcome: result.outcome, events: result.events, error: result.error }]);
+      results.set(result.key, [
+        ...(results.get(result.key) ?? []),
+        { outcome: result.outcome, events: result.events, error: result.error },
+      ]);
     }
     const states = new Map((await corq.keys("s")).map((k) => [k.key, k]));
     for (const [key, { label }] of answers) {
       if (refused.some(([l]) => l === label)) {
-        expect(results.get(key), label).toEqual([{ outcome: "retry", events: 5, error: expect.stringMatching(/^Error: ackedThrough .* is not a position of this batch$/) }]);
+        expect(results.get(key), label).toEqual([
+          {
+            outcome: "retry",
+            events: 5,
+            error: expect.stringMatching(/^Error: ackedThrough .* is not a position of this batch$/),
+          },
+        ]);
         expect(states.get(key), label).toMatchObject({ status: "backoff", pending: 5 });
       } else {
-        expect(results.get(key), label).toEqual([5, 3, 1].map((events) => ({ outcome: "acked", events, error: undefined })));
+        expect(results.get(key), label).toEqual(
+          [5, 3, 1].map((events) => ({ outcome: "acked", events, error: undefined })),
+        );
         expect(states.get(key)?.pending ?? 0, label).toBe(0);
       }
     }

@@ -20,7 +20,11 @@ describe("activity record (the dashboard's timeline and throughput)", () => {
         },
       ],
     });
-    await corq.append("good", [{ name: "E", data: {} }, { name: "E", data: {} }, { name: "E", data: {} }]);
+    await corq.append("good", [
+      { name: "E", data: {} },
+      { name: "E", data: {} },
+      { name: "E", data: {} },
+    ]);
     await corq.append("bad", [{ name: "Poison", data: {} }]);
     await corq.append("late", [{ name: "E", data: {} }]);
     // "late": a consumer elsewhere took the lease and vanished
@@ -36,7 +40,8 @@ describe("activity record (the dashboard's timeline and throughput)", () => {
     expect(summary).toEqual(["bad:dead:1", "bad:failed:1", "good:acked:3", "late:acked:1", "late:expired:0"]);
     for (const b of batches) {
       expect(Date.parse(b.finishedAt)).toBeGreaterThanOrEqual(Date.parse(b.startedAt));
-      if (b.outcome !== "expired") expect(Date.parse(b.finishedAt) - Date.parse(b.startedAt)).toBeGreaterThanOrEqual(10);
+      if (b.outcome !== "expired")
+        expect(Date.parse(b.finishedAt) - Date.parse(b.startedAt)).toBeGreaterThanOrEqual(10);
     }
     // newest first
     const finished = batches.map((b) => Date.parse(b.finishedAt));
@@ -53,19 +58,31 @@ describe("activity record (the dashboard's timeline and throughput)", () => {
     expect(await corq.pruneActivity({ olderThanMs: 0 })).toEqual({ pruned: 5 });
     expect(await corq.activity()).toEqual([]);
     expect((await raw.query("SELECT count(*)::int AS n FROM corq.throughput")).rows[0].n).toBe(0); // pruned too
-    await expect(corq.throughput({ windowMs: 20_000_000, bucketMs: 10_000 })).rejects.toMatchObject({ code: "invalid_input" });
+    await expect(corq.throughput({ windowMs: 20_000_000, bucketMs: 10_000 })).rejects.toMatchObject({
+      code: "invalid_input",
+    });
     await expect(corq.throughput({ bucketMs: 15_000 })).rejects.toMatchObject({ code: "invalid_input" });
   });
 
   it("shows the failing event with a dead letter when asked, and the log tail newest first", async () => {
     const { corq } = await open({
-      subscriptions: [{ name: "s", maxAttempts: 1, handle: () => { throw new Error("no"); } }],
+      subscriptions: [
+        {
+          name: "s",
+          maxAttempts: 1,
+          handle: () => {
+            throw new Error("no");
+          },
+        },
+      ],
     });
     await corq.append("k", [{ name: "Broken", data: { why: "test" } }]);
     await corq.append("j", [{ name: "Other", data: {} }]);
     await drain(corq, "s");
     const dead = await corq.deadLetters({ subscription: "s", withEvent: true });
-    expect(dead.find((d) => d.key === "k")).toMatchObject({ event: { stream: "k", name: "Broken", data: { why: "test" } } });
+    expect(dead.find((d) => d.key === "k")).toMatchObject({
+      event: { stream: "k", name: "Broken", data: { why: "test" } },
+    });
     expect((await corq.deadLetters({ subscription: "s" }))[0]).not.toHaveProperty("event");
     const tail = await corq.logTail({ limit: 2 });
     expect(tail.map((e) => e.name)).toEqual(["Other", "Broken"]);

@@ -30,7 +30,15 @@ describe("the key rule", () => {
       ],
     });
     const long = "r".repeat(3000);
-    await corq.append("visits", [room("a"), room(long), room(""), room("."), room(".."), room("b"), { name: "Arrived", data: {} }]);
+    await corq.append("visits", [
+      room("a"),
+      room(long),
+      room(""),
+      room("."),
+      room(".."),
+      room("b"),
+      { name: "Arrived", data: {} },
+    ]);
     const edge = "é".repeat(256); // exactly 512 bytes: allowed
     const { positions } = await corq.append("more", [room(edge), room(`${edge}x`)]);
     expect(await corq.advance()).toEqual({ rooms: 3, all: 9 });
@@ -58,12 +66,20 @@ describe("the key rule", () => {
       subscriptions: [{ name: "fn", key: keyOf, handle: (_e: StoredEvent[], ctx) => void handled.push(ctx.key) }],
     });
     const kinds = ["ok-1", "nul", "lone", "throw", "object", "long", "empty", "ok-2"];
-    const { positions } = await corq.append("s", kinds.map((k) => ({ name: "E", data: { k } })));
+    const { positions } = await corq.append(
+      "s",
+      kinds.map((k) => ({ name: "E", data: { k } })),
+    );
     expect(await corq.advance()).toEqual({ fn: 2 });
     await drain(corq, "fn");
     expect(handled).toEqual(["ok-1", "ok-2"]);
     const stats = await corq.subscription("fn");
-    expect(stats).toMatchObject({ skipped: 6, skippedInvalidKeys: 6, lastSkip: { position: positions[6], reason: "key is empty" }, lag: 0 });
+    expect(stats).toMatchObject({
+      skipped: 6,
+      skippedInvalidKeys: 6,
+      lastSkip: { position: positions[6], reason: "key is empty" },
+      lag: 0,
+    });
     // each reason, as the advance recorded it one event at a time
     const reasons: string[] = [];
     for (const k of kinds.slice(1, 7)) {
@@ -85,7 +101,9 @@ describe("the key rule", () => {
   it("refuses to release a dead letter named by a key that breaks the rule", async () => {
     const { corq } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
     await corq.advance();
-    await expect(corq.releaseDeadLetters({ subscription: "s", key: "" })).rejects.toMatchObject({ code: "invalid_input" });
+    await expect(corq.releaseDeadLetters({ subscription: "s", key: "" })).rejects.toMatchObject({
+      code: "invalid_input",
+    });
   });
 });
 
@@ -105,7 +123,10 @@ describe("a subscription whose advance fails", () => {
         RETURN NEW;
       END $$;
       CREATE TRIGGER refuse BEFORE INSERT ON corq.queue FOR EACH ROW EXECUTE FUNCTION refuse();`);
-    await corq.append("s", [{ name: "E", data: {} }, { name: "E", data: {} }]);
+    await corq.append("s", [
+      { name: "E", data: {} },
+      { name: "E", data: {} },
+    ]);
     expect(await corq.advance()).toEqual({ fine: 2 });
     const broken = await corq.subscription("broken");
     expect(broken.advanceError?.message).toMatch(/disk says no/);
@@ -159,8 +180,22 @@ describe("an advance that waits on a row lock", () => {
 
 describe("dead letters an operator skipped", () => {
   it("are counted per subscription: one key, then all", async () => {
-    const { corq } = await open({ subscriptions: [{ name: "p", maxAttempts: 1, handle: () => { throw new Error("no"); } }] });
-    for (const stream of ["a", "b", "c"]) await corq.append(stream, [{ name: "E", data: {} }, { name: "E", data: {} }]);
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "p",
+          maxAttempts: 1,
+          handle: () => {
+            throw new Error("no");
+          },
+        },
+      ],
+    });
+    for (const stream of ["a", "b", "c"])
+      await corq.append(stream, [
+        { name: "E", data: {} },
+        { name: "E", data: {} },
+      ]);
     await drain(corq, "p");
     expect((await corq.subscription("p")).keys.dead).toBe(3);
     expect(await corq.releaseDeadLetters({ subscription: "p", key: "b", mode: "skip" })).toEqual({ released: 1 });

@@ -15,14 +15,14 @@ async function countEvents(raw: import("pg").Pool) {
 describe("append", () => {
   it("assigns versions from 0 and positions in input order", async () => {
     const { corq } = await open();
-    const first = await corq.append("visitor-1", [
-      { name: "Registered", data: { name: "Ada" } },
-      arrived("12"),
-    ]);
+    const first = await corq.append("visitor-1", [{ name: "Registered", data: { name: "Ada" } }, arrived("12")]);
     expect(first.version).toBe(1);
     expect(first.positions).toHaveLength(2);
     expect(first.positions[1]).toBeGreaterThan(first.positions[0]);
-    const many = await corq.append("visitor-1", Array.from({ length: 300 }, (_, i) => ({ name: "Tick", data: { i } })));
+    const many = await corq.append(
+      "visitor-1",
+      Array.from({ length: 300 }, (_, i) => ({ name: "Tick", data: { i } })),
+    );
     expect(many.version).toBe(301);
     const stream = await corq.readStream("visitor-1", { limit: 1000 });
     expect(stream.map((e) => e.version)).toEqual(Array.from({ length: 302 }, (_, i) => i));
@@ -67,7 +67,9 @@ describe("append", () => {
 
   it("serialises concurrent appends without expectedVersion: no version twice, none lost", async () => {
     const { corq } = await open({ poolSize: 10 });
-    await Promise.all(Array.from({ length: 40 }, (_, i) => corq.append("busy", [arrived(String(i)), arrived(String(i))])));
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) => corq.append("busy", [arrived(String(i)), arrived(String(i))])),
+    );
     const events = await corq.readStream("busy");
     expect(events.map((e) => e.version)).toEqual(Array.from({ length: 80 }, (_, i) => i));
   });
@@ -79,14 +81,23 @@ describe("append", () => {
       ["has space", [arrived("1")]],
       ["s", []],
       ["s", [{ name: "", data: {} }]],
-      ["s", [{ name: "Ok", data: {} }, { name: "Bad", data: undefined }]],
+      [
+        "s",
+        [
+          { name: "Ok", data: {} },
+          { name: "Bad", data: undefined },
+        ],
+      ],
       ["s", [{ name: "Ok", data: { f: () => 1 } }]],
       ["s", [{ name: "Ok", data: "nul\u0000byte" }]],
       ["s", [{ name: "Ok", data: { "lone\uD800": 1 } }]],
       ["s", [{ name: "Ok", data: ["x\uDC00"] }]],
       ["s", [{ name: "Ok", data: { n: Number.NaN } }]],
       // 5,000 levels deep: a 400, not a stack overflow (and no partial write before it)
-      ["s", [arrived("1"), { name: "Ok", data: Array.from({ length: 5000 }).reduce<unknown>((inner) => ({ inner }), 1) }]],
+      [
+        "s",
+        [arrived("1"), { name: "Ok", data: Array.from({ length: 5000 }).reduce<unknown>((inner) => ({ inner }), 1) }],
+      ],
       ["s", [{ name: "Ok", data: {}, meta: "not an object" }]],
       ["s", [arrived("1")], { expectedVersion: -2 }],
       ["s", [arrived("1")], { expectedVersion: 1.5 }],

@@ -23,12 +23,20 @@ describe("round trips per operation", () => {
     const { corq } = await open({
       onStatement: count.onStatement,
       subscriptions: [
-        { name: "by-stream", handle: () => { if (fail) throw new Error("x"); } },
+        {
+          name: "by-stream",
+          handle: () => {
+            if (fail) throw new Error("x");
+          },
+        },
         { name: "by-room", key: "data.roomId", handle: () => undefined },
       ],
     });
     count.take();
-    await corq.append("v1", Array.from({ length: 100 }, () => ({ name: "Arrived", data: { roomId: "1" } })));
+    await corq.append(
+      "v1",
+      Array.from({ length: 100 }, () => ({ name: "Arrived", data: { roomId: "1" } })),
+    );
     expect(count.take()).toBe(1);
     await corq.advance();
     expect(count.take()).toBe(4); // sync+list+kick, one per subscription, the re-check for kicks that came meanwhile
@@ -46,8 +54,15 @@ describe("round trips per operation", () => {
 
   it("drain acks each batch in the statement that claims the next: one statement per batch (+1 to record them)", async () => {
     const count = counter();
-    const { corq } = await open({ onStatement: count.onStatement, subscriptions: [{ name: "d", handle: () => undefined }] });
-    for (let i = 0; i < 5; i++) await corq.append(`s${i}`, [{ name: "E", data: {} }, { name: "E", data: {} }]);
+    const { corq } = await open({
+      onStatement: count.onStatement,
+      subscriptions: [{ name: "d", handle: () => undefined }],
+    });
+    for (let i = 0; i < 5; i++)
+      await corq.append(`s${i}`, [
+        { name: "E", data: {} },
+        { name: "E", data: {} },
+      ]);
     await corq.advance();
     count.take();
     expect(await corq.drain("d")).toMatchObject({ batches: 5, events: 10 });
@@ -65,7 +80,10 @@ describe("round trips per operation", () => {
       onStatement: count.onStatement,
       subscriptions: [{ name: "hot", batchSize: 4, handle: (events) => void sizes.push(events.length) }],
     });
-    await corq.append("k", Array.from({ length: 12 }, () => ({ name: "E", data: {} })));
+    await corq.append(
+      "k",
+      Array.from({ length: 12 }, () => ({ name: "E", data: {} })),
+    );
     await corq.advance();
     count.take();
     expect(await corq.drain("hot", { budgetMs: 10_000 })).toMatchObject({ batches: 3, events: 12 });

@@ -36,7 +36,10 @@ describe("coalesced advance", () => {
     // the advancer at work saw the kick and ran again: "b" is queued without another advance
     expect(await first).toEqual({ s: 2 });
     const { rows } = await raw.query("SELECT key, pending FROM corq.keys ORDER BY key");
-    expect(rows).toEqual([{ key: "a", pending: 2 }, { key: "b", pending: 1 }]);
+    expect(rows).toEqual([
+      { key: "a", pending: 2 },
+      { key: "b", pending: 1 },
+    ]);
   });
 
   it("an advance that is not a kick waits for the one at work: when it returns, what came before it is enqueued", async () => {
@@ -56,8 +59,12 @@ describe("coalesced advance", () => {
   });
 
   it("many advances at once enqueue each event once", async () => {
-    const { corq, raw, another } = await open({ subscriptions: [{ name: "s", key: "data.k", handle: () => undefined }] });
-    const advancers = Array.from({ length: 8 }, () => another({ subscriptions: [{ name: "s", key: "data.k", handle: () => undefined }], poolSize: 1 }));
+    const { corq, raw, another } = await open({
+      subscriptions: [{ name: "s", key: "data.k", handle: () => undefined }],
+    });
+    const advancers = Array.from({ length: 8 }, () =>
+      another({ subscriptions: [{ name: "s", key: "data.k", handle: () => undefined }], poolSize: 1 }),
+    );
     await corq.advance();
     await Promise.all(
       Array.from({ length: 40 }, async (_, i) => {
@@ -66,7 +73,9 @@ describe("coalesced advance", () => {
       }),
     );
     await corq.advance();
-    const { rows } = await raw.query("SELECT count(*)::int AS queued, count(DISTINCT position)::int AS distinct FROM corq.queue");
+    const { rows } = await raw.query(
+      "SELECT count(*)::int AS queued, count(DISTINCT position)::int AS distinct FROM corq.queue",
+    );
     expect(rows[0]).toEqual({ queued: 40, distinct: 40 });
   });
 });

@@ -30,12 +30,24 @@ describe("createCorq validates its configuration up front", () => {
   });
 
   it("rejects a duplicate subscription name and a missing database", () => {
-    expect(configError(() => createCorq({ databaseUrl: "postgres://x", subscriptions: [{ name: "a", handle }, { name: "a", handle }] })).message).toMatch(/twice/);
+    expect(
+      configError(() =>
+        createCorq({
+          databaseUrl: "postgres://x",
+          subscriptions: [
+            { name: "a", handle },
+            { name: "a", handle },
+          ],
+        }),
+      ).message,
+    ).toMatch(/twice/);
     expect(configError(() => createCorq({})).code).toBe("invalid_config");
   });
 
   it("names the offending field", () => {
-    const error = configError(() => createCorq({ databaseUrl: "postgres://x", subscriptions: [{ name: "ok", batchSize: -1, handle }] }));
+    const error = configError(() =>
+      createCorq({ databaseUrl: "postgres://x", subscriptions: [{ name: "ok", batchSize: -1, handle }] }),
+    );
     expect(error.message).toContain("subscriptions[0].batchSize");
   });
 

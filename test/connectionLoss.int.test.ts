@@ -33,7 +33,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Ends every connection to the test database, and waits for the clients to hear of it. */
 async function terminateAll() {
   const name = new URL(database.url).pathname.slice(1);
-  const { rows } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [name]);
+  const { rows } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [
+    name,
+  ]);
   expect(rows.length).toBeGreaterThan(0);
   await sleep(300);
 }

@@ -29,7 +29,10 @@ describe("concurrent consumers", () => {
     // events of one room come from several streams, interleaved
     const expected = new Map<string, number[]>();
     for (let round = 0; round < PER_KEY; round++) {
-      const events = Array.from({ length: KEYS }, (_, k) => ({ name: "Arrived", data: { roomId: `room-${k}`, round } }));
+      const events = Array.from({ length: KEYS }, (_, k) => ({
+        name: "Arrived",
+        data: { roomId: `room-${k}`, round },
+      }));
       const { positions } = await corq.append(`visitors-${round % 3}`, events);
       positions.forEach((p, k) => expected.set(`room-${k}`, [...(expected.get(`room-${k}`) ?? []), p]));
     }
@@ -53,7 +56,10 @@ describe("concurrent consumers", () => {
     expect(overlaps).toBe(0);
     expect(handled).toEqual(expected);
     expect(batches).toBeGreaterThanOrEqual((KEYS * PER_KEY) / 3);
-    expect(await corq.subscription("rooms")).toMatchObject({ pending: 0, keys: { ready: 0, leased: 0, backoff: 0, dead: 0 } });
+    expect(await corq.subscription("rooms")).toMatchObject({
+      pending: 0,
+      keys: { ready: 0, leased: 0, backoff: 0, dead: 0 },
+    });
   });
 });
 
@@ -77,7 +83,10 @@ describe("leases", () => {
         },
       ],
     });
-    const { positions } = await corq.append("v1", [{ name: "A", data: {} }, { name: "B", data: {} }]);
+    const { positions } = await corq.append("v1", [
+      { name: "A", data: {} },
+      { name: "B", data: {} },
+    ]);
     await corq.advance();
     const stuck = corq.consume("slow");
     await until(() => deliveries.length > 0, { message: "the first consumer never got the batch" }); // it is in its handler now
@@ -97,8 +106,13 @@ describe("leases", () => {
       { attempt: 2, positions: [positions[0]] },
       { attempt: 1, positions: [positions[1]] },
     ]);
-    expect(await corq.keys("slow")).toMatchObject([{ key: "v1", status: "idle", pending: 0, lastPosition: positions[1] }]);
-    const figures = tally(new Map([["v1", positions]]), deliveries.flatMap((d) => d.positions.map((position) => ({ key: "v1", position }))));
+    expect(await corq.keys("slow")).toMatchObject([
+      { key: "v1", status: "idle", pending: 0, lastPosition: positions[1] },
+    ]);
+    const figures = tally(
+      new Map([["v1", positions]]),
+      deliveries.flatMap((d) => d.positions.map((position) => ({ key: "v1", position }))),
+    );
     // the late ack changed nothing: the key's one lease passed to the new holder, who did the batch once
     reportScenario({
       scenario: "slow consumer outlives its lease",
@@ -121,7 +135,9 @@ describe("fences", () => {
     const first = corq.consume("t");
     await until(() => gates.length === 1, { message: "the first consumer never got the batch" });
     await sleep(600); // its lease is over; a second consumer takes the key over with a lease of its own
-    const second = another({ subscriptions: [{ name: "t", leaseMs: 500, handle: () => new Promise<void>((resolve) => gates.push(resolve)) }] }).consume("t");
+    const second = another({
+      subscriptions: [{ name: "t", leaseMs: 500, handle: () => new Promise<void>((resolve) => gates.push(resolve)) }],
+    }).consume("t");
     await until(() => gates.length === 2, { message: "the second consumer never took the key over" });
     gates[0](); // the first one finishes now, while the second one's lease runs: its ack is refused
     expect(await first).toMatchObject({ key: "k", outcome: "expired" });
@@ -149,7 +165,17 @@ describe("crash loops", () => {
   it("dead-letters a key whose consumer never finishes, once its last lease expires", async () => {
     let calls = 0;
     const { corq } = await open({
-      subscriptions: [{ name: "hang", leaseMs: 60, maxAttempts: 2, handle: () => { calls++; return new Promise<void>(() => undefined); } }],
+      subscriptions: [
+        {
+          name: "hang",
+          leaseMs: 60,
+          maxAttempts: 2,
+          handle: () => {
+            calls++;
+            return new Promise<void>(() => undefined);
+          },
+        },
+      ],
     });
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
@@ -157,9 +183,16 @@ describe("crash loops", () => {
     await sleep(200);
     void corq.consume("hang"); // takes over the expired lease: attempt 2 hangs
     await sleep(200);
-    expect(await corq.consume("hang")).toEqual({ key: "k", events: 0, outcome: "dead", error: "lease expired on the last attempt" });
+    expect(await corq.consume("hang")).toEqual({
+      key: "k",
+      events: 0,
+      outcome: "dead",
+      error: "lease expired on the last attempt",
+    });
     expect(calls).toBe(2);
-    expect(await corq.deadLetters()).toMatchObject([{ key: "k", attempts: 2, lastError: "lease expired before the batch was acked" }]);
+    expect(await corq.deadLetters()).toMatchObject([
+      { key: "k", attempts: 2, lastError: "lease expired before the batch was acked" },
+    ]);
   });
 });
 
@@ -173,13 +206,17 @@ describe("failures", () => {
           maxAttempts: 3,
           backoff: { initialMs: 40, maxMs: 1000, factor: 2 },
           handle: (events: StoredEvent[], ctx) => {
-            if (events.some((e) => (e.data as { poison?: boolean }).poison)) throw new Error(`cannot handle ${ctx.key}`);
+            if (events.some((e) => (e.data as { poison?: boolean }).poison))
+              throw new Error(`cannot handle ${ctx.key}`);
             handled.push(ctx.key);
           },
         },
       ],
     });
-    await corq.append("bad", [{ name: "X", data: { poison: true } }, { name: "Y", data: {} }]);
+    await corq.append("bad", [
+      { name: "X", data: { poison: true } },
+      { name: "Y", data: {} },
+    ]);
     for (let i = 0; i < 20; i++) await corq.append(`good-${i}`, [{ name: "X", data: {} }]);
     await corq.advance();
     const outcomes: string[] = [];
@@ -209,7 +246,14 @@ describe("failures", () => {
   it("computes the backoff in SQL: initialMs · factor^(attempts-1), capped at maxMs", async () => {
     const { corq, raw } = await open({
       subscriptions: [
-        { name: "b", maxAttempts: 10, backoff: { initialMs: 1000, maxMs: 3000, factor: 2 }, handle: () => { throw new Error("no"); } },
+        {
+          name: "b",
+          maxAttempts: 10,
+          backoff: { initialMs: 1000, maxMs: 3000, factor: 2 },
+          handle: () => {
+            throw new Error("no");
+          },
+        },
       ],
     });
     await corq.append("k", [{ name: "X", data: {} }]);
@@ -272,7 +316,9 @@ describe("failures", () => {
     expect(await corq.releaseDeadLetters({ subscription: "r", mode: "retry" })).toEqual({ released: 0 });
     await drain(corq, "r");
     expect(handled).toEqual(["0", "x", "2", "3", "4", "5"]);
-    await expect(corq.releaseDeadLetters({ subscription: "nope" })).rejects.toMatchObject({ code: "unknown_subscription" });
+    await expect(corq.releaseDeadLetters({ subscription: "nope" })).rejects.toMatchObject({
+      code: "unknown_subscription",
+    });
   });
 
   it("acks a prefix with ackedThrough and delivers the rest next, in order", async () => {
@@ -288,7 +334,10 @@ describe("failures", () => {
         },
       ],
     });
-    const { positions } = await corq.append("k", Array.from({ length: 5 }, () => ({ name: "E", data: {} })));
+    const { positions } = await corq.append(
+      "k",
+      Array.from({ length: 5 }, () => ({ name: "E", data: {} })),
+    );
     await drain(corq, "partial");
     expect(seen).toEqual([positions, positions.slice(2), positions.slice(4)]);
   });
@@ -299,7 +348,10 @@ describe("failures", () => {
     });
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
-    expect(await corq.consume("wrong")).toMatchObject({ outcome: "dead", error: "Error: ackedThrough 123456 is not a position of this batch" });
+    expect(await corq.consume("wrong")).toMatchObject({
+      outcome: "dead",
+      error: "Error: ackedThrough 123456 is not a position of this batch",
+    });
   });
 
   it("pauses and resumes consumption", async () => {
@@ -339,7 +391,9 @@ describe("claims racing acks", () => {
     const ev = (k: string, n: string) => ({ name: "E", data: { k, n } });
     const waiters = async (n: number) => {
       for (let i = 0; ; i++) {
-        const { rows } = await raw.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
+        const { rows } = await raw.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        );
         if (rows[0].n >= n) return;
         if (i > 500) throw new Error(`expected ${n} lock waiters`);
         await sleep(10);
@@ -375,7 +429,9 @@ describe("claims racing acks", () => {
     await Promise.all([advancing, xDrain]);
     await drain(corq, "snap");
     expect(seen.sort()).toEqual(["a1", "a2", "b1", "b2", "b3"]);
-    const { rows } = await raw.query("SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT sum(pending) FROM corq.keys)::int AS pending");
+    const { rows } = await raw.query(
+      "SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT sum(pending) FROM corq.keys)::int AS pending",
+    );
     expect(rows[0]).toEqual({ queued: 0, pending: 0 });
   });
 
@@ -394,7 +450,10 @@ describe("claims racing acks", () => {
     let done = false;
     const producers = Array.from({ length: 4 }, async (_, p) => {
       for (let b = 0; b < TOTAL / 4 / 100; b++) {
-        await corq.append(`p${p}`, Array.from({ length: 100 }, (_, i) => ({ name: "E", data: { k: `k${(i * 7 + b) % 40}` } })));
+        await corq.append(
+          `p${p}`,
+          Array.from({ length: 100 }, (_, i) => ({ name: "E", data: { k: `k${(i * 7 + b) % 40}` } })),
+        );
       }
     });
     const advancers = Array.from({ length: 2 }, async () => {
@@ -412,7 +471,9 @@ describe("claims racing acks", () => {
     await Promise.all([...advancers, ...drainers]);
     expect(seen.size).toBe(TOTAL);
     expect([...seen.values()].filter((n) => n > 1)).toEqual([]); // no lease expired: nothing twice
-    const { rows } = await raw.query("SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT coalesce(sum(pending), 0) FROM corq.keys)::int AS pending");
+    const { rows } = await raw.query(
+      "SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT coalesce(sum(pending), 0) FROM corq.keys)::int AS pending",
+    );
     expect(rows[0]).toEqual({ queued: 0, pending: 0 });
   });
 });

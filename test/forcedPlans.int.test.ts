@@ -32,7 +32,12 @@ describe("with index scans off", () => {
       batchSize: 5,
       handle: (events: StoredEvent[]) => void handled.push(...events.map((e) => e.position)),
     };
-    const filler: SubscriptionDefinition = { name: "filler", events: ["Filler"], batchSize: 1000, handle: () => undefined };
+    const filler: SubscriptionDefinition = {
+      name: "filler",
+      events: ["Filler"],
+      batchSize: 1000,
+      handle: () => undefined,
+    };
     const { corq, raw, url, another } = await open({ subscriptions: [rooms, filler] });
 
     // churn: each round queues one event of key "a" and 20 filler rows behind it, so a's rows
@@ -70,7 +75,9 @@ describe("with index scans off", () => {
     await later.advance();
     const { rows } = await raw.query("SELECT position FROM corq.queue ORDER BY ctid");
     const heapOrder = rows.map((r) => Number(r.position));
-    expect(heapOrder.slice(0, 7), "the churn did not put later events before earlier ones in the heap").not.toEqual(expected.slice(0, 7));
+    expect(heapOrder.slice(0, 7), "the churn did not put later events before earlier ones in the heap").not.toEqual(
+      expected.slice(0, 7),
+    );
 
     const pool = sequentialScansOnly(url);
     const consumer = createCorq({ db: pool, subscriptions: [rooms, filler] });
@@ -78,7 +85,9 @@ describe("with index scans off", () => {
       const { rows: plan } = await pool.query("SHOW enable_indexscan");
       expect(plan[0].enable_indexscan).toBe("off");
       expect(await consumer.consume("rooms")).toMatchObject({ key: "a", events: 5, outcome: "acked" });
-      expect(handled, "the first batch is not the key's five oldest events, in log order").toEqual(expected.slice(0, 5));
+      expect(handled, "the first batch is not the key's five oldest events, in log order").toEqual(
+        expected.slice(0, 5),
+      );
       const consumeAll = async () => {
         let batches = 0;
         while (batches < 100 && (await consumer.consume("rooms")) !== null) batches++;
@@ -86,7 +95,9 @@ describe("with index scans off", () => {
       };
       // a batch that skipped events acks past them: the key's pending count then never reaches
       // zero and the consumer keeps claiming an empty batch
-      expect(await within(consumeAll(), { timeoutMs: 10_000, message: "the consumer never ran out of batches" })).toBe(16);
+      expect(await within(consumeAll(), { timeoutMs: 10_000, message: "the consumer never ran out of batches" })).toBe(
+        16,
+      );
     } finally {
       await consumer.close();
       await pool.end();

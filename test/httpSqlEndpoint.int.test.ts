@@ -71,8 +71,17 @@ describe("values and errors", () => {
     expect(result.command).toBe("SELECT");
     expect(result.rowCount).toBe(1);
     expect(result.fields.map((f) => [f.name, f.dataTypeID])).toEqual([
-      ["big", 20], ["num", 1700], ["doc", 3802], ["xid", 5069], ["at", 1184], ["bytes", 17], ["nothing", 25],
-      ["texts", 1009], ["ints", 1007], ["small", 23], ["yes", 16],
+      ["big", 20],
+      ["num", 1700],
+      ["doc", 3802],
+      ["xid", 5069],
+      ["at", 1184],
+      ["bytes", 17],
+      ["nothing", 25],
+      ["texts", 1009],
+      ["ints", 1007],
+      ["small", 23],
+      ["yes", 16],
     ]);
     const [row] = result.rows as Record<string, unknown>[];
     expect(row).toMatchObject({
@@ -96,7 +105,14 @@ describe("values and errors", () => {
     const [row] = await sql`SELECT ${"it's"}::text AS t, ${42}::int AS n, ${"9223372036854775807"}::bigint AS big,
       ${Buffer.from([1, 2, 255])}::bytea AS b, ${[1, 2]}::int[] AS arr, ${JSON.stringify({ a: [1] })}::jsonb AS j,
       ${at}::timestamptz AS at, ${null}::text AS nothing`;
-    expect(row).toMatchObject({ t: "it's", n: 42, big: "9223372036854775807", arr: [1, 2], j: { a: [1] }, nothing: null });
+    expect(row).toMatchObject({
+      t: "it's",
+      n: 42,
+      big: "9223372036854775807",
+      arr: [1, 2],
+      j: { a: [1] },
+      nothing: null,
+    });
     expect((row.at as Date).getTime()).toBe(at.getTime());
     expect([...(row.b as Uint8Array)]).toEqual([1, 2, 255]);
     // raw SQL text + params, rows as arrays (what an Executor on neon() sends)
@@ -110,9 +126,20 @@ describe("values and errors", () => {
     });
     expect(answer.status).toBe(200);
     const body = JSON.parse(answer.body);
-    expect(body).toMatchObject({ command: "SELECT", rowCount: 1, rowAsArray: true, rows: [["5", null, expect.any(String)]] });
+    expect(body).toMatchObject({
+      command: "SELECT",
+      rowCount: 1,
+      rowAsArray: true,
+      rows: [["5", null, expect.any(String)]],
+    });
     expect(body.fields[0]).toEqual({
-      name: "n", dataTypeID: 23, tableID: 0, columnID: 0, dataTypeSize: 4, dataTypeModifier: -1, format: "text",
+      name: "n",
+      dataTypeID: 23,
+      tableID: 0,
+      columnID: 0,
+      dataTypeSize: 4,
+      dataTypeModifier: -1,
+      format: "text",
     });
     // Neon-Array-Mode absent: rows as objects
     const objects = await post(endpoint.url, {
@@ -120,7 +147,9 @@ describe("values and errors", () => {
       body: JSON.stringify({ query: "SELECT 1 AS one" }),
     });
     expect(JSON.parse(objects.body).rows).toEqual([{ one: "1" }]);
-    const insert = await post(endpoint.url, { body: JSON.stringify({ query: "INSERT INTO items VALUES (900, 'wire')", params: [] }) });
+    const insert = await post(endpoint.url, {
+      body: JSON.stringify({ query: "INSERT INTO items VALUES (900, 'wire')", params: [] }),
+    });
     expect(JSON.parse(insert.body)).toMatchObject({ command: "INSERT", rowCount: 1, fields: [], rows: [] });
   });
 
@@ -138,7 +167,11 @@ describe("values and errors", () => {
       detail: "Key (name)=(one) already exists.",
     });
     expect(isDatabaseUnavailable(duplicate)).toBe(false);
-    expect(await failure(sql`SELECT 1 / ${0}::int`)).toMatchObject({ name: "NeonDbError", code: "22012", message: "division by zero" });
+    expect(await failure(sql`SELECT 1 / ${0}::int`)).toMatchObject({
+      name: "NeonDbError",
+      code: "22012",
+      message: "division by zero",
+    });
     expect(await failure(sql.query("SELEC 1"))).toMatchObject({ code: "42601", position: "1" });
     // one statement per text, as on Neon (extended protocol)
     expect(await failure(sql.query("SELECT 1; SELECT 2"))).toMatchObject({ code: "42601" });
@@ -167,7 +200,11 @@ describe("transactions", () => {
     const { sql } = await open("rollback.test");
     await raw.query("INSERT INTO items VALUES (22, 'twenty-two')");
     const error = await failure(
-      sql.transaction([sql`INSERT INTO items VALUES (20, 'twenty')`, sql`INSERT INTO items VALUES (21, 'twenty-two')`, sql`SELECT 1`]),
+      sql.transaction([
+        sql`INSERT INTO items VALUES (20, 'twenty')`,
+        sql`INSERT INTO items VALUES (21, 'twenty-two')`,
+        sql`SELECT 1`,
+      ]),
     );
     expect(error).toMatchObject({ name: "NeonDbError", code: "23505" });
     expect((await raw.query("SELECT count(*)::int AS n FROM items WHERE id IN (20, 21)")).rows).toEqual([{ n: 0 }]);
@@ -177,13 +214,21 @@ describe("transactions", () => {
 
   it("honours isolation level, read only and deferrable", async () => {
     const { sql } = await open("isolation.test");
-    const show = () => [sql`SHOW transaction_isolation`, sql`SHOW transaction_read_only`, sql`SHOW transaction_deferrable`];
-    expect(await sql.transaction(show(), { isolationLevel: "Serializable", readOnly: true, deferrable: true })).toEqual([
-      [{ transaction_isolation: "serializable" }],
-      [{ transaction_read_only: "on" }],
-      [{ transaction_deferrable: "on" }],
+    const show = () => [
+      sql`SHOW transaction_isolation`,
+      sql`SHOW transaction_read_only`,
+      sql`SHOW transaction_deferrable`,
+    ];
+    expect(await sql.transaction(show(), { isolationLevel: "Serializable", readOnly: true, deferrable: true })).toEqual(
+      [
+        [{ transaction_isolation: "serializable" }],
+        [{ transaction_read_only: "on" }],
+        [{ transaction_deferrable: "on" }],
+      ],
+    );
+    expect((await sql.transaction(show(), { isolationLevel: "RepeatableRead" }))[0]).toEqual([
+      { transaction_isolation: "repeatable read" },
     ]);
-    expect((await sql.transaction(show(), { isolationLevel: "RepeatableRead" }))[0]).toEqual([{ transaction_isolation: "repeatable read" }]);
     expect(await sql.transaction(show())).toEqual([
       [{ transaction_isolation: "read committed" }],
       [{ transaction_read_only: "off" }],
@@ -206,7 +251,9 @@ describe("pool", () => {
   it("queues 200 concurrent queries over 5 connections: all answered, never more than 5 connections", async () => {
     const { sql } = await open("pool.test", { poolSize: 5 });
     // the other endpoints of this file keep idle connections under the same name: count only new ones
-    const { rows: [{ since }] } = await raw.query("SELECT now() AS since");
+    const {
+      rows: [{ since }],
+    } = await raw.query("SELECT now() AS since");
     let peak = 0;
     let sampling = true;
     const sampler = (async () => {
@@ -226,7 +273,9 @@ describe("pool", () => {
       }
     })();
     const started = performance.now();
-    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => sql`SELECT ${i}::int AS i, pg_sleep(0.01)`));
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => sql`SELECT ${i}::int AS i, pg_sleep(0.01)`),
+    );
     const sleepingMs = performance.now() - started;
     sampling = false;
     await sampler;
@@ -319,7 +368,9 @@ describe("database unavailable", () => {
     expect(isDatabaseUnavailable(error)).toBe(true);
     expect(await next).toEqual([{ three: 3 }]);
 
-    const batch = failure(sql.transaction([sql`INSERT INTO items VALUES (50, 'fifty')`, sql`SELECT pg_sleep(30), 'in a batch' AS marker`]));
+    const batch = failure(
+      sql.transaction([sql`INSERT INTO items VALUES (50, 'fifty')`, sql`SELECT pg_sleep(30), 'in a batch' AS marker`]),
+    );
     const after = await terminateWithOneQueued("in a batch", () =>
       sql.transaction([sql`SELECT count(*)::int AS n FROM items WHERE id = 50`]),
     );
@@ -348,10 +399,14 @@ describe("protections", () => {
     const url = new URL(endpoint.url);
     expect((await post(endpoint.url, { body: query })).status).toBe(200);
     expect((await post(`${url.origin}/sql`, { body: query })).status).toBe(404);
-    expect((await post(`${url.origin}/${randomBytes(18).toString("base64url")}/sql`, { body: query })).status).toBe(404);
+    expect((await post(`${url.origin}/${randomBytes(18).toString("base64url")}/sql`, { body: query })).status).toBe(
+      404,
+    );
     expect((await post(endpoint.url, { body: query, headers: { origin: "https://evil.example" } })).status).toBe(403);
     expect((await post(endpoint.url, { body: "", method: "GET" })).status).toBe(405);
-    expect((await post(endpoint.url, { body: query, headers: { host: `rebound.example:${url.port}` } })).status).toBe(421);
+    expect((await post(endpoint.url, { body: query, headers: { host: `rebound.example:${url.port}` } })).status).toBe(
+      421,
+    );
     expect((await post(endpoint.url, { body: query, headers: { "neon-connection-string": "" } })).status).toBe(400);
     expect((await post(endpoint.url, { body: "{not json" })).status).toBe(400);
   });

@@ -33,7 +33,10 @@ describe("a claim next to a locked key", () => {
     const held = await holdKeyRow(raw, "first"); // as an advancer bumping it would
     try {
       // concurrent consumers take different keys: a claim that waited here would serialise them
-      const claimed = await within(corq.consume("s"), { timeoutMs: 3000, message: "the claim waited for the locked key" });
+      const claimed = await within(corq.consume("s"), {
+        timeoutMs: 3000,
+        message: "the claim waited for the locked key",
+      });
       expect(claimed).toMatchObject({ key: "second", outcome: "acked" });
     } finally {
       await held.release();
@@ -83,7 +86,13 @@ describe("a statement that waited on a row lock", () => {
     // a rival consumer, quick to handle what it gets: it may take the first key (whose lease
     // ran out during the wait), never the one the drain is still handling
     const rival = another({
-      subscriptions: [{ ...rooms, handle: (_events: StoredEvent[], ctx: { key: string }) => void (running.has(ctx.key) && overlaps.push(ctx.key)) }],
+      subscriptions: [
+        {
+          ...rooms,
+          handle: (_events: StoredEvent[], ctx: { key: string }) =>
+            void (running.has(ctx.key) && overlaps.push(ctx.key)),
+        },
+      ],
       poolSize: 1,
     });
     const taken = [await rival.consume("rooms"), await rival.consume("rooms")];
@@ -152,7 +161,10 @@ describe("an expired lease nobody took over", () => {
           },
         ],
       });
-      await corq.append("k", [{ name: "E", data: {} }, { name: "E", data: {} }]);
+      await corq.append("k", [
+        { name: "E", data: {} },
+        { name: "E", data: {} },
+      ]);
       await corq.advance();
       const result =
         outcome === "ack+claim"

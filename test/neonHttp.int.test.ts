@@ -28,12 +28,27 @@ describe("driver: neon-http", () => {
       databaseUrl: database.url,
       driver: "neon-http",
       onStatement: (text) => void statements.push(text),
-      subscriptions: [{ name: "rooms", key: "data.roomId", handle: (events: StoredEvent[], ctx) => void handled.push(...events.map((e) => `${ctx.key}:${e.version}`)) }],
+      subscriptions: [
+        {
+          name: "rooms",
+          key: "data.roomId",
+          handle: (events: StoredEvent[], ctx) => void handled.push(...events.map((e) => `${ctx.key}:${e.version}`)),
+        },
+      ],
     });
     try {
       expect((await corq.migrate()).applied.length).toBeGreaterThan(0); // a transaction: the session
-      await corq.append("visitor-1", [{ name: "Arrived", data: { roomId: "12" } }, { name: "Departed", data: { roomId: "12" } }], { expectedVersion: -1 });
-      await expect(corq.append("visitor-1", [{ name: "Arrived", data: { roomId: "12" } }], { expectedVersion: 5 })).rejects.toMatchObject({
+      await corq.append(
+        "visitor-1",
+        [
+          { name: "Arrived", data: { roomId: "12" } },
+          { name: "Departed", data: { roomId: "12" } },
+        ],
+        { expectedVersion: -1 },
+      );
+      await expect(
+        corq.append("visitor-1", [{ name: "Arrived", data: { roomId: "12" } }], { expectedVersion: 5 }),
+      ).rejects.toMatchObject({
         code: "version_conflict",
         extra: { currentVersion: 1 },
       });

@@ -23,9 +23,19 @@ afterAll(() => {
 
 /** `detached`: in a process group of its own, as in a terminal of its own. */
 function npmStart(port: number, options: { detached?: boolean } = {}) {
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), CORQ_DATA_DIR: dataDir, WRANGLER_SEND_METRICS: "false" };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(port),
+    CORQ_DATA_DIR: dataDir,
+    WRANGLER_SEND_METRICS: "false",
+  };
   delete env.DATABASE_URL; // the embedded Postgres
-  const child = spawn("npm", ["start"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"], detached: options.detached });
+  const child = spawn("npm", ["start"], {
+    cwd: root,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: options.detached,
+  });
   started.push(child);
   let output = "";
   child.stdout!.on("data", (chunk) => (output += chunk));
@@ -47,7 +57,9 @@ function stat(pid: number): { comm: string; state: string; ppid: number } | unde
 const alive = (pid: number) => (stat(pid)?.state ?? "Z") !== "Z";
 
 function descendants(pid: number): { pid: number; comm: string }[] {
-  const all = readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number);
+  const all = readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number);
   const children = new Map<number, number[]>();
   for (const p of all) {
     const s = stat(p);
@@ -79,7 +91,8 @@ const portFree = (port: number) =>
   });
 
 // what npm itself prints around the script: its `> corq@… start` header and `npm error …` lines
-const ownLines = (output: string) => output.split("\n").filter((line) => line.trim() !== "" && !/^(> |npm )/.test(line));
+const ownLines = (output: string) =>
+  output.split("\n").filter((line) => line.trim() !== "" && !/^(> |npm )/.test(line));
 
 describe("npm start", () => {
   it("with its port taken, says so in one line and exits 1 before starting anything", async () => {
@@ -88,7 +101,10 @@ describe("npm start", () => {
     await new Promise<void>((resolve) => squatter.listen(port, "127.0.0.1", resolve));
     try {
       const start = npmStart(port);
-      const code = await Promise.race([start.exited, new Promise((resolve) => setTimeout(() => resolve("still running"), 30_000))]);
+      const code = await Promise.race([
+        start.exited,
+        new Promise((resolve) => setTimeout(() => resolve("still running"), 30_000)),
+      ]);
       expect(code).toBe(1);
       expect(ownLines(start.output())).toEqual([`port ${port} is in use; set PORT= to another port`]);
     } finally {
@@ -99,22 +115,29 @@ describe("npm start", () => {
   it.each([
     { signal: "SIGTERM" as const, to: "the npm process (kill -TERM <pid>)" },
     { signal: "SIGHUP" as const, to: "its process group (the terminal closed)" },
-  ])("stops everything it started on $signal to $to: no Postgres or workerd left, the port free", async ({ signal }) => {
-    const port = await freePort();
-    const toGroup = signal === "SIGHUP";
-    const start = npmStart(port, { detached: toGroup });
-    const ready = await until(() => start.output().includes(`corq ready http://127.0.0.1:${port}`) || start.child.exitCode !== null, 120_000);
-    expect(ready && start.child.exitCode === null, start.output()).toBe(true);
-    const tree = descendants(start.child.pid!);
-    for (const { pid } of tree) seen.add(pid);
-    const names = tree.map((p) => p.comm);
-    expect(names).toContain("postgres");
-    expect(names).toContain("workerd");
+  ])(
+    "stops everything it started on $signal to $to: no Postgres or workerd left, the port free",
+    async ({ signal }) => {
+      const port = await freePort();
+      const toGroup = signal === "SIGHUP";
+      const start = npmStart(port, { detached: toGroup });
+      const ready = await until(
+        () => start.output().includes(`corq ready http://127.0.0.1:${port}`) || start.child.exitCode !== null,
+        120_000,
+      );
+      expect(ready && start.child.exitCode === null, start.output()).toBe(true);
+      const tree = descendants(start.child.pid!);
+      for (const { pid } of tree) seen.add(pid);
+      const names = tree.map((p) => p.comm);
+      expect(names).toContain("postgres");
+      expect(names).toContain("workerd");
 
-    process.kill(toGroup ? -start.child.pid! : start.child.pid!, signal);
-    const stopped = await until(async () => tree.every(({ pid }) => !alive(pid)) && (await portFree(port)), 20_000);
-    const left = tree.filter(({ pid }) => alive(pid)).map(({ pid, comm }) => `${pid} ${comm}`);
-    expect({ stopped, left }, start.output()).toEqual({ stopped: true, left: [] });
-    expect(start.child.exitCode !== null || start.child.signalCode !== null).toBe(true); // npm ended too
-  }, 180_000);
+      process.kill(toGroup ? -start.child.pid! : start.child.pid!, signal);
+      const stopped = await until(async () => tree.every(({ pid }) => !alive(pid)) && (await portFree(port)), 20_000);
+      const left = tree.filter(({ pid }) => alive(pid)).map(({ pid, comm }) => `${pid} ${comm}`);
+      expect({ stopped, left }, start.output()).toEqual({ stopped: true, left: [] });
+      expect(start.child.exitCode !== null || start.child.signalCode !== null).toBe(true); // npm ended too
+    },
+    180_000,
+  );
 });

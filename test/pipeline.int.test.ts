@@ -29,7 +29,11 @@ describe("advance and consume", () => {
   it("delivers each key's events in log order, one batch of ONE key at a time", async () => {
     const rec = recorder({ name: "policy", batchSize: 2 });
     const { corq } = await open({ subscriptions: [rec.subscription] });
-    const a = await corq.append("visitor-a", [{ name: "Registered", data: {} }, { name: "Arrived", data: {} }, { name: "Departed", data: {} }]);
+    const a = await corq.append("visitor-a", [
+      { name: "Registered", data: {} },
+      { name: "Arrived", data: {} },
+      { name: "Departed", data: {} },
+    ]);
     const b = await corq.append("visitor-b", [{ name: "Registered", data: {} }]);
     expect(await corq.advance()).toEqual({ policy: 4 });
     expect(await corq.advance()).toEqual({ policy: 0 });
@@ -37,9 +41,19 @@ describe("advance and consume", () => {
     expect(first).toEqual({ key: "visitor-a", events: 2, outcome: "acked" });
     expect(await drain(corq, "policy")).toBe(2);
     expect(await corq.consume("policy")).toBeNull();
-    expect(rec.byKey()).toEqual(new Map([["visitor-a", a.positions], ["visitor-b", b.positions]]));
+    expect(rec.byKey()).toEqual(
+      new Map([
+        ["visitor-a", a.positions],
+        ["visitor-b", b.positions],
+      ]),
+    );
     const stats = await corq.subscription("policy");
-    expect(stats).toMatchObject({ lag: 0, pending: 0, keys: { ready: 0, leased: 0, backoff: 0, dead: 0 }, oldestPendingAgeMs: null });
+    expect(stats).toMatchObject({
+      lag: 0,
+      pending: 0,
+      keys: { ready: 0, leased: 0, backoff: 0, dead: 0 },
+      oldestPendingAgeMs: null,
+    });
     const keys = await corq.keys("policy");
     expect(keys.map((k) => [k.key, k.status, k.lastPosition])).toEqual([
       ["visitor-a", "idle", a.positions[2]],
@@ -51,8 +65,14 @@ describe("advance and consume", () => {
     const all = recorder({ name: "all" });
     const arrivals = recorder({ name: "arrivals", events: ["Arrived"] });
     const { corq, another } = await open({ subscriptions: [all.subscription, arrivals.subscription] });
-    await corq.append("v1", [{ name: "Registered", data: {} }, { name: "Arrived", data: {} }]);
-    await corq.append("v2", [{ name: "Arrived", data: {} }, { name: "Departed", data: {} }]);
+    await corq.append("v1", [
+      { name: "Registered", data: {} },
+      { name: "Arrived", data: {} },
+    ]);
+    await corq.append("v2", [
+      { name: "Arrived", data: {} },
+      { name: "Departed", data: {} },
+    ]);
     expect(await corq.advance()).toEqual({ all: 4, arrivals: 2 });
     await drain(corq, "all");
     await drain(corq, "arrivals");
@@ -76,16 +96,29 @@ describe("advance and consume", () => {
     const tenants = recorder({ name: "tenants", key: "meta.tenant" });
     const fn = recorder({ name: "fn", key: (e) => (e.name === "Departed" ? null : `${e.stream}/${e.name}`) });
     const { corq } = await open({ subscriptions: [rooms.subscription, tenants.subscription, fn.subscription] });
-    const p1 = (await corq.append("v1", [{ name: "Arrived", data: { roomId: "12" }, meta: { tenant: "acme" } }])).positions[0];
-    const p2 = (await corq.append("v2", [{ name: "Arrived", data: { roomId: 12 }, meta: { tenant: "acme" } }])).positions[0];
+    const p1 = (await corq.append("v1", [{ name: "Arrived", data: { roomId: "12" }, meta: { tenant: "acme" } }]))
+      .positions[0];
+    const p2 = (await corq.append("v2", [{ name: "Arrived", data: { roomId: 12 }, meta: { tenant: "acme" } }]))
+      .positions[0];
     const p3 = (await corq.append("v3", [{ name: "Arrived", data: { roomId: "7" } }])).positions[0];
     await corq.append("v4", [{ name: "Departed", data: { roomId: null } }]);
     expect(await corq.advance()).toEqual({ rooms: 3, tenants: 2, fn: 3 });
     for (const name of ["rooms", "tenants", "fn"]) await drain(corq, name);
     // "12" and 12 have the same text form (Postgres ->>), so they share a key
-    expect(rooms.byKey()).toEqual(new Map([["12", [p1, p2]], ["7", [p3]]]));
+    expect(rooms.byKey()).toEqual(
+      new Map([
+        ["12", [p1, p2]],
+        ["7", [p3]],
+      ]),
+    );
     expect(tenants.byKey()).toEqual(new Map([["acme", [p1, p2]]]));
-    expect(fn.byKey()).toEqual(new Map([["v1/Arrived", [p1]], ["v2/Arrived", [p2]], ["v3/Arrived", [p3]]]));
+    expect(fn.byKey()).toEqual(
+      new Map([
+        ["v1/Arrived", [p1]],
+        ["v2/Arrived", [p2]],
+        ["v3/Arrived", [p3]],
+      ]),
+    );
     expect((await corq.subscription("rooms")).skipped).toBe(1);
     expect((await corq.subscription("tenants")).skipped).toBe(2);
     expect((await corq.subscription("fn")).skipped).toBe(1);
@@ -121,8 +154,16 @@ describe("advance and consume", () => {
       expect(await corq.advance()).toEqual({ rooms: 2 });
       await drain(corq, "rooms");
       expect(rec.byKey().get("1")).toEqual([late.positions[0], early.positions[0]]);
-      const figures = tally(new Map([["1", [late.positions[0], early.positions[0]]]]), [...rec.byKey()].flatMap(([k, ps]) => ps.map((position) => ({ key: k, position }))));
-      reportScenario({ scenario: "long open transaction", ...figures, doubleClaims: 0, notes: { advanced_while_open: whileOpen.rooms } });
+      const figures = tally(
+        new Map([["1", [late.positions[0], early.positions[0]]]]),
+        [...rec.byKey()].flatMap(([k, ps]) => ps.map((position) => ({ key: k, position }))),
+      );
+      reportScenario({
+        scenario: "long open transaction",
+        ...figures,
+        doubleClaims: 0,
+        notes: { advanced_while_open: whileOpen.rooms },
+      });
       expect(figures).toMatchObject({ lost: 0, order: 0, dup: 0 });
     });
   }
@@ -144,12 +185,18 @@ describe("advance and consume", () => {
       const second = another({ subscriptions: [rec.subscription] });
       await corq.append("s", [{ name: "E", data: { k: "a" } }]);
       await corq.advance();
-      await corq.append("s", [{ name: "E", data: { k: "a" } }, { name: "E", data: { k: "a" } }]);
+      await corq.append("s", [
+        { name: "E", data: { k: "a" } },
+        { name: "E", data: { k: "a" } },
+      ]);
       const lockWaiters = (n: number) =>
         until(
           async () =>
-            (await raw.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"))
-              .rows[0].n >= n,
+            (
+              await raw.query(
+                "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+              )
+            ).rows[0].n >= n,
           { message: `expected ${n} statements waiting on a lock` },
         );
       const locker = await raw.connect();
@@ -167,7 +214,9 @@ describe("advance and consume", () => {
         locker.release();
       }
       expect(await Promise.all(advances)).toEqual([{ q: 2 }, { q: 0 }]);
-      const { rows } = await raw.query("SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT sum(pending) FROM corq.keys)::int AS pending");
+      const { rows } = await raw.query(
+        "SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT sum(pending) FROM corq.keys)::int AS pending",
+      );
       expect(rows[0]).toEqual({ queued: 3, pending: 3 });
       expect((await corq.subscription("q")).advanceError).toBeNull();
     });
@@ -182,7 +231,10 @@ describe("advance and consume", () => {
     let expected = 0;
     for (let round = 0; round < 5; round++) {
       const appends = Array.from({ length: 10 }, (_, i) =>
-        corq.append(`s-${i}`, Array.from({ length: 20 }, (_, n) => ({ name: "Tick", data: { roomId: String(n % 5), n } }))),
+        corq.append(
+          `s-${i}`,
+          Array.from({ length: 20 }, (_, n) => ({ name: "Tick", data: { roomId: String(n % 5), n } })),
+        ),
       );
       const [, ...advanced] = await Promise.all([Promise.all(appends), corq.advance(), second.advance()]);
       // an advance that failed (say, it enqueued what the other one had) leaves its subscription out
@@ -202,6 +254,13 @@ describe("advance and consume", () => {
     const queued = rows.reduce((sum, r) => sum + r.n, 0);
     const distinct = rows.reduce((sum, r) => sum + r.distinct_positions, 0);
     // nothing is consumed here: order and double claims do not apply; a double enqueue is a dup
-    reportScenario({ scenario: "two advancers at once", events: 2 * expected, lost: 2 * expected - distinct, order: 0, doubleClaims: 0, dup: queued - distinct });
+    reportScenario({
+      scenario: "two advancers at once",
+      events: 2 * expected,
+      lost: 2 * expected - distinct,
+      order: 0,
+      doubleClaims: 0,
+      dup: queued - distinct,
+    });
   });
 });

@@ -66,7 +66,16 @@ describe("the push destination rule", () => {
   });
 
   it("judges addresses as DNS gives them", () => {
-    for (const address of ["127.0.0.1", "10.1.2.3", "::1", "::ffff:10.0.0.1", "fe80::1%eth0", "fd00::1", "0.0.0.0", "::"]) {
+    for (const address of [
+      "127.0.0.1",
+      "10.1.2.3",
+      "::1",
+      "::ffff:10.0.0.1",
+      "fe80::1%eth0",
+      "fd00::1",
+      "0.0.0.0",
+      "::",
+    ]) {
       expect(isPrivateAddress(address), address).toBe(true);
     }
     for (const address of ["93.184.216.34", "2606:4700:4700::1111", "1.1.1.1"]) {

@@ -23,7 +23,13 @@ const push = (extra: Record<string, unknown> = {}) => ({
 });
 
 /** Consume with `n` concurrent consumers until nothing is ready for `quietMs`; fails after `timeoutMs`. */
-async function consumeAll(corq: { consume(name: string): Promise<unknown> }, name: string, n = 1, quietMs = 0, timeoutMs = 15_000) {
+async function consumeAll(
+  corq: { consume(name: string): Promise<unknown> },
+  name: string,
+  n = 1,
+  quietMs = 0,
+  timeoutMs = 15_000,
+) {
   const deadline = Date.now() + timeoutMs;
   await Promise.all(
     Array.from({ length: n }, async () => {
@@ -51,7 +57,12 @@ describe("push subscriptions", () => {
     expect(created.created).toBe(true);
     expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
     secret = created.secret;
-    expect(created.subscription).toMatchObject({ name: "rooms-hook", kind: "push", key: "data.roomId", deliver: { url: receiver.url, timeoutMs: 2000 } });
+    expect(created.subscription).toMatchObject({
+      name: "rooms-hook",
+      kind: "push",
+      key: "data.roomId",
+      deliver: { url: receiver.url, timeoutMs: 2000 },
+    });
     expect(JSON.stringify(created.subscription)).not.toContain(created.secret);
 
     expect(await corq.advance()).toEqual({ "rooms-hook": 200 });
@@ -63,20 +74,35 @@ describe("push subscriptions", () => {
     expect(receiver.deliveries.every((d) => d.signatureValid)).toBe(true);
     expect(firstDeliveries(receiver.deliveries)).toEqual(expected);
     const first = receiver.deliveries[0];
-    expect(first).toMatchObject({ subscription: "rooms-hook", attempt: 1, id: expect.stringMatching(/^msg_[0-9a-f]{32}$/) });
+    expect(first).toMatchObject({
+      subscription: "rooms-hook",
+      attempt: 1,
+      id: expect.stringMatching(/^msg_[0-9a-f]{32}$/),
+    });
     expect(first.events[0]).toEqual({
-      position: expect.any(Number), stream: expect.any(String), version: expect.any(Number), name: "Arrived",
-      data: expect.any(Object), meta: {}, createdAt: expect.any(String),
+      position: expect.any(Number),
+      stream: expect.any(String),
+      version: expect.any(Number),
+      name: "Arrived",
+      data: expect.any(Object),
+      meta: {},
+      createdAt: expect.any(String),
     });
     expect(Math.abs(first.timestamp - Date.now() / 1000)).toBeLessThan(60);
-    expect(await corq.subscription("rooms-hook")).toMatchObject({ pending: 0, keys: { ready: 0, leased: 0, backoff: 0, dead: 0 } });
+    expect(await corq.subscription("rooms-hook")).toMatchObject({
+      pending: 0,
+      keys: { ready: 0, leased: 0, backoff: 0, dead: 0 },
+    });
   });
 
   it("replays the existing log with from: beginning, and not with from: now", async () => {
     const { corq } = await open();
     await corq.append("old", [{ name: "E", data: {} }]);
     secret = (await corq.putSubscription("replay", push({ from: "beginning" }))).secret;
-    const now = await corq.putSubscription("fresh", push({ from: "now", deliver: { url: receiver.url, secret: secret! } }));
+    const now = await corq.putSubscription(
+      "fresh",
+      push({ from: "now", deliver: { url: receiver.url, secret: secret! } }),
+    );
     expect(now.secret).toBe(secret); // a caller-chosen secret
     await corq.append("new", [{ name: "E", data: {} }]);
     expect(await corq.advance()).toEqual({ replay: 2, fresh: 1 });
@@ -89,12 +115,22 @@ describe("push subscriptions", () => {
 
   it("retries a failing key with backoff, dead-letters it alone, and resumes it in order on retry or skip", async () => {
     const { corq } = await open();
-    secret = (await corq.putSubscription("p", push({ maxAttempts: 3, backoff: { initialMs: 30, maxMs: 100, factor: 2 } }))).secret;
-    const poison = await corq.append("poison", [{ name: "E", data: { n: 1 } }, { name: "E", data: { n: 2 } }, { name: "E", data: { n: 3 } }]);
+    secret = (
+      await corq.putSubscription("p", push({ maxAttempts: 3, backoff: { initialMs: 30, maxMs: 100, factor: 2 } }))
+    ).secret;
+    const poison = await corq.append("poison", [
+      { name: "E", data: { n: 1 } },
+      { name: "E", data: { n: 2 } },
+      { name: "E", data: { n: 3 } },
+    ]);
     for (let i = 0; i < 10; i++) await corq.append(`ok-${i}`, [{ name: "E", data: {} }]);
     await corq.advance();
     let failing = true;
-    receiver.behave((d) => (d.key === "poison" && failing ? { status: 503, body: { error: "down", detail: "receiver's own words" } } : undefined));
+    receiver.behave((d) =>
+      d.key === "poison" && failing
+        ? { status: 503, body: { error: "down", detail: "receiver's own words" } }
+        : undefined,
+    );
     await consumeAll(corq, "p", 2, 400);
     expect((await corq.subscription("p")).keys).toMatchObject({ dead: 1, ready: 0, backoff: 0 });
     const attempts = receiver.deliveries.filter((d) => d.key === "poison");
@@ -105,7 +141,12 @@ describe("push subscriptions", () => {
     const otherKeysDone = new Set(receiver.deliveries.filter((d) => d.key.startsWith("ok-")).map((d) => d.key)).size;
     expect(otherKeysDone).toBe(10);
     const [dead] = await corq.deadLetters({ subscription: "p" });
-    expect(dead).toMatchObject({ key: "poison", position: poison.positions[0], attempts: 3, lastError: "Error: HTTP 503" });
+    expect(dead).toMatchObject({
+      key: "poison",
+      position: poison.positions[0],
+      attempts: 3,
+      lastError: "Error: HTTP 503",
+    });
 
     // skip the head, then the receiver recovers: 2 and 3 follow in order
     failing = false;
@@ -117,7 +158,10 @@ describe("push subscriptions", () => {
     expect(receiver.deliveries.find((d) => d.key === "poison")?.id).not.toBe(attempts[0].id);
     reportScenario({
       scenario: "poison event",
-      ...tally(new Map([["poison", poison.positions.slice(1)]]), receiver.deliveries.flatMap((d) => d.events.map((e) => ({ key: d.key, position: e.position })))),
+      ...tally(
+        new Map([["poison", poison.positions.slice(1)]]),
+        receiver.deliveries.flatMap((d) => d.events.map((e) => ({ key: d.key, position: e.position }))),
+      ),
       doubleClaims: receiver.overlaps,
       notes: { attempts_before_dead: attempts.length, other_keys_done: otherKeysDone },
     });
@@ -125,7 +169,16 @@ describe("push subscriptions", () => {
 
   it("counts a timeout and a redirect as failed attempts", async () => {
     const { corq } = await open();
-    secret = (await corq.putSubscription("slow", push({ maxAttempts: 5, deliver: { url: receiver.url, timeoutMs: 150 }, backoff: { initialMs: 0, maxMs: 0, factor: 1 } }))).secret;
+    secret = (
+      await corq.putSubscription(
+        "slow",
+        push({
+          maxAttempts: 5,
+          deliver: { url: receiver.url, timeoutMs: 150 },
+          backoff: { initialMs: 0, maxMs: 0, factor: 1 },
+        }),
+      )
+    ).secret;
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
     receiver.behave(() => ({ delayMs: 400 }));
@@ -148,7 +201,10 @@ describe("push subscriptions", () => {
   ])("counts an answer %i as a failed attempt and keeps the batch queued", async (status, error) => {
     const { corq } = await open();
     secret = (await corq.putSubscription("statuses", push({ maxAttempts: 2 }))).secret;
-    await corq.append("k", [{ name: "E", data: {} }, { name: "E", data: {} }]);
+    await corq.append("k", [
+      { name: "E", data: {} },
+      { name: "E", data: {} },
+    ]);
     await corq.advance();
     receiver.behave(() => ({ status, body: { ok: true } }));
     expect(await corq.consume("statuses")).toMatchObject({ outcome: "retry", events: 2, error });
@@ -175,11 +231,18 @@ describe("push subscriptions", () => {
       const { corq } = await open();
       const ports = [closedPort, ...listening.map((s) => (s.address() as AddressInfo).port)];
       for (const [i, port] of ports.entries()) {
-        await corq.putSubscription(`probe-${i}`, { maxAttempts: 1, deliver: { url: `http://127.0.0.1:${port}/`, timeoutMs: 2000 } });
+        await corq.putSubscription(`probe-${i}`, {
+          maxAttempts: 1,
+          deliver: { url: `http://127.0.0.1:${port}/`, timeoutMs: 2000 },
+        });
       }
       await corq.append("k", [{ name: "E", data: {} }]);
       await corq.advance();
-      for (const i of ports.keys()) expect(await corq.consume(`probe-${i}`), `port ${i}`).toMatchObject({ outcome: "dead", error: "Error: could not connect" });
+      for (const i of ports.keys())
+        expect(await corq.consume(`probe-${i}`), `port ${i}`).toMatchObject({
+          outcome: "dead",
+          error: "Error: could not connect",
+        });
       const dead = await corq.deadLetters();
       expect(dead.map((d) => d.lastError)).toEqual(ports.map(() => "Error: could not connect"));
     } finally {
@@ -190,13 +253,27 @@ describe("push subscriptions", () => {
 
   it("fails a 2xx JSON answer over 64 KiB or that does not parse; other content types ack the batch", async () => {
     const { corq } = await open();
-    secret = (await corq.putSubscription("bodies", push({ maxAttempts: 100, backoff: { initialMs: 0, maxMs: 0, factor: 1 } }))).secret;
+    secret = (
+      await corq.putSubscription("bodies", push({ maxAttempts: 100, backoff: { initialMs: 0, maxMs: 0, factor: 1 } }))
+    ).secret;
     await corq.advance();
     const big = JSON.stringify({ ok: true, padding: "x".repeat(70_000) });
     const answers: [string, Parameters<typeof receiver.behave>[0], { outcome: string; error?: string }][] = [
-      ["JSON over 64 KiB", () => ({ raw: big }), { outcome: "retry", error: "Error: response too large (over 64 KiB)" }],
-      ["+json over 64 KiB", () => ({ raw: big, contentType: "application/vnd.x+json; charset=utf-8" }), { outcome: "retry", error: "Error: response too large (over 64 KiB)" }],
-      ["JSON that does not parse", () => ({ raw: '{"ackedThrough": ' }), { outcome: "retry", error: "Error: response is not valid JSON" }],
+      [
+        "JSON over 64 KiB",
+        () => ({ raw: big }),
+        { outcome: "retry", error: "Error: response too large (over 64 KiB)" },
+      ],
+      [
+        "+json over 64 KiB",
+        () => ({ raw: big, contentType: "application/vnd.x+json; charset=utf-8" }),
+        { outcome: "retry", error: "Error: response too large (over 64 KiB)" },
+      ],
+      [
+        "JSON that does not parse",
+        () => ({ raw: '{"ackedThrough": ' }),
+        { outcome: "retry", error: "Error: response is not valid JSON" },
+      ],
       ["text over 64 KiB", () => ({ raw: big, contentType: "text/plain" }), { outcome: "acked" }],
       ["text that is not JSON", () => ({ raw: "OK", contentType: "text/plain" }), { outcome: "acked" }],
       ["an empty JSON answer", () => ({ raw: "" }), { outcome: "acked" }],
@@ -218,11 +295,18 @@ describe("push subscriptions", () => {
   it("acks a prefix when the receiver answers { ackedThrough } and delivers the rest next", async () => {
     const { corq } = await open();
     secret = (await corq.putSubscription("partial", push())).secret;
-    const { positions } = await corq.append("k", Array.from({ length: 5 }, () => ({ name: "E", data: {} })));
+    const { positions } = await corq.append(
+      "k",
+      Array.from({ length: 5 }, () => ({ name: "E", data: {} })),
+    );
     await corq.advance();
     receiver.behave((d) => (d.events.length > 2 ? { body: { ackedThrough: d.events[1].position } } : undefined));
     await consumeAll(corq, "partial");
-    expect(receiver.deliveries.map((d) => d.events.map((e) => e.position))).toEqual([positions, positions.slice(2), [positions[4]]]);
+    expect(receiver.deliveries.map((d) => d.events.map((e) => e.position))).toEqual([
+      positions,
+      positions.slice(2),
+      [positions[4]],
+    ]);
     // the first delivery of each batch has its own id; nothing was delivered twice
     expect(new Set(receiver.deliveries.map((d) => d.id)).size).toBe(3);
   });
@@ -230,7 +314,10 @@ describe("push subscriptions", () => {
   it("applies a changed filter or key from the current watermark, and deletes with its queue", async () => {
     const { corq, raw } = await open();
     secret = (await corq.putSubscription("evolving", push({ events: ["A"] }))).secret;
-    await corq.append("s1", [{ name: "A", data: { room: "x" } }, { name: "B", data: { room: "x" } }]);
+    await corq.append("s1", [
+      { name: "A", data: { room: "x" } },
+      { name: "B", data: { room: "x" } },
+    ]);
     await corq.advance();
     const updated = await corq.putSubscription("evolving", push({ events: ["A", "B"], key: "data.room" }));
     expect(updated.created).toBe(false);
@@ -239,39 +326,58 @@ describe("push subscriptions", () => {
     await corq.advance();
     await consumeAll(corq, "evolving");
     // the A already queued keeps its stream key; the earlier B stays unmatched; the new B goes by room
-    expect(receiver.deliveries.map((d) => [d.key, d.events.map((e) => e.name)])).toEqual([["s1", ["A"]], ["x", ["B"]]]);
+    expect(receiver.deliveries.map((d) => [d.key, d.events.map((e) => e.name)])).toEqual([
+      ["s1", ["A"]],
+      ["x", ["B"]],
+    ]);
     expect(receiver.deliveries.every((d) => d.signatureValid)).toBe(true);
 
     await corq.append("s3", [{ name: "A", data: { room: "y" } }]);
     await corq.advance();
     await corq.deleteSubscription("evolving");
-    const { rows } = await raw.query("SELECT (SELECT count(*) FROM corq.queue)::int AS q, (SELECT count(*) FROM corq.keys)::int AS k, (SELECT count(*) FROM corq.subscriptions)::int AS s");
+    const { rows } = await raw.query(
+      "SELECT (SELECT count(*) FROM corq.queue)::int AS q, (SELECT count(*) FROM corq.keys)::int AS k, (SELECT count(*) FROM corq.subscriptions)::int AS s",
+    );
     expect(rows[0]).toEqual({ q: 0, k: 0, s: 0 });
-    await expect(corq.deleteSubscription("evolving")).rejects.toMatchObject({ code: "unknown_subscription", status: 404 });
+    await expect(corq.deleteSubscription("evolving")).rejects.toMatchObject({
+      code: "unknown_subscription",
+      status: 404,
+    });
     await expect(corq.consume("evolving")).rejects.toMatchObject({ code: "unknown_subscription" });
   });
 
   it("derives deliver.timeoutMs from leaseMs when it is omitted: min(10 s, leaseMs / 2), at least 100 ms", async () => {
     const { corq } = await open();
     const timeoutOf = async (leaseMs?: number) =>
-      (await corq.putSubscription("derived", { deliver: { url: receiver.url }, ...(leaseMs ? { leaseMs } : {}) })).subscription.deliver?.timeoutMs;
+      (await corq.putSubscription("derived", { deliver: { url: receiver.url }, ...(leaseMs ? { leaseMs } : {}) }))
+        .subscription.deliver?.timeoutMs;
     expect(await timeoutOf()).toBe(10_000); // the default 30 s lease
     expect(await timeoutOf(5000)).toBe(2500);
     expect(await timeoutOf(5001)).toBe(2500);
     expect(await timeoutOf(60_000)).toBe(10_000);
     expect(await timeoutOf(150)).toBe(100);
     // an explicit timeout is kept, and still has to fit in the lease
-    expect((await corq.putSubscription("derived", { deliver: { url: receiver.url, timeoutMs: 4000 }, leaseMs: 5000 })).subscription.deliver?.timeoutMs).toBe(4000);
-    await expect(corq.putSubscription("derived", { deliver: { url: receiver.url }, leaseMs: 100 })).rejects.toMatchObject({ code: "invalid_config" });
+    expect(
+      (await corq.putSubscription("derived", { deliver: { url: receiver.url, timeoutMs: 4000 }, leaseMs: 5000 }))
+        .subscription.deliver?.timeoutMs,
+    ).toBe(4000);
+    await expect(
+      corq.putSubscription("derived", { deliver: { url: receiver.url }, leaseMs: 100 }),
+    ).rejects.toMatchObject({ code: "invalid_config" });
   });
 
   it("fails the attempt (no error out of consume) when a stored secret is not valid, as rows from before the PUT check may be", async () => {
     const { corq, raw } = await open();
     await corq.putSubscription("old-row", push({ maxAttempts: 1 }));
-    await raw.query(`UPDATE corq.subscriptions SET deliver = deliver || '{"secret": "whsec_not*base64!"}' WHERE name = 'old-row'`);
+    await raw.query(
+      `UPDATE corq.subscriptions SET deliver = deliver || '{"secret": "whsec_not*base64!"}' WHERE name = 'old-row'`,
+    );
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
-    expect(await corq.consume("old-row")).toMatchObject({ outcome: "dead", error: "Error: the signing secret is not valid" });
+    expect(await corq.consume("old-row")).toMatchObject({
+      outcome: "dead",
+      error: "Error: the signing secret is not valid",
+    });
     expect(receiver.deliveries).toHaveLength(0);
   });
 
@@ -295,10 +401,15 @@ describe("push subscriptions", () => {
       { deliver: { url: receiver.url, secret: "whsec_" } },
     ];
     for (const input of bad) {
-      await expect(corq.putSubscription("hook", input), JSON.stringify(input)).rejects.toMatchObject({ code: "invalid_config", status: 400 });
+      await expect(corq.putSubscription("hook", input), JSON.stringify(input)).rejects.toMatchObject({
+        code: "invalid_config",
+        status: 400,
+      });
     }
     const good = `whsec_${Buffer.alloc(32, 1).toString("base64")}`;
-    expect((await corq.putSubscription("good-secret", push({ deliver: { url: receiver.url, secret: good } }))).secret).toBe(good);
+    expect(
+      (await corq.putSubscription("good-secret", push({ deliver: { url: receiver.url, secret: good } }))).secret,
+    ).toBe(good);
     await corq.deleteSubscription("good-secret");
     await expect(corq.putSubscription("in-code", push())).rejects.toMatchObject({ code: "conflict", status: 409 });
     await expect(corq.deleteSubscription("in-code")).rejects.toMatchObject({ code: "conflict", status: 409 });
@@ -325,7 +436,8 @@ describe("destinations that are not public", () => {
     `http://2130706433:${port()}/hook`,
     `http://0x7f.1:${port()}/hook`,
   ];
-  const refusal = /^Error: destination refused: .+ (is not a public address|resolves to an address that is not public) \(CORQ_PUSH_ALLOW_PRIVATE\)$/;
+  const refusal =
+    /^Error: destination refused: .+ (is not a public address|resolves to an address that is not public) \(CORQ_PUSH_ALLOW_PRIVATE\)$/;
 
   it("refuses loopback in all four spellings without CORQ_PUSH_ALLOW_PRIVATE, at PUT and when delivering", async () => {
     const { corq, another } = await openCorq();
@@ -339,11 +451,15 @@ describe("destinations that are not public", () => {
     // subscriptions made where private networks are allowed (or before this rule) are refused
     // when delivering: nothing reaches the receiver, nothing of it reaches lastError
     const allowing = another({ pushAllowPrivate: true });
-    for (const [i, url] of loopback().entries()) await allowing.putSubscription(`probe-${i}`, { maxAttempts: 1, deliver: { url } });
+    for (const [i, url] of loopback().entries())
+      await allowing.putSubscription(`probe-${i}`, { maxAttempts: 1, deliver: { url } });
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
     for (const i of loopback().keys()) {
-      expect(await corq.consume(`probe-${i}`), loopback()[i]).toMatchObject({ outcome: "dead", error: expect.stringMatching(refusal) });
+      expect(await corq.consume(`probe-${i}`), loopback()[i]).toMatchObject({
+        outcome: "dead",
+        error: expect.stringMatching(refusal),
+      });
     }
     expect(receiver.deliveries).toEqual([]);
     // the refusal was the rule's: where allowed, the same subscriptions deliver
@@ -367,7 +483,10 @@ describe("destinations that are not public", () => {
     await corq.putSubscription("by-name", { maxAttempts: 1, deliver: { url } }); // the text is a plain name
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
-    expect(await corq.consume("by-name")).toMatchObject({ outcome: "dead", error: `Error: destination refused: ${name} resolves to an address that is not public (CORQ_PUSH_ALLOW_PRIVATE)` });
+    expect(await corq.consume("by-name")).toMatchObject({
+      outcome: "dead",
+      error: `Error: destination refused: ${name} resolves to an address that is not public (CORQ_PUSH_ALLOW_PRIVATE)`,
+    });
     expect(receiver.deliveries).toEqual([]);
     const allowing = another({ pushAllowPrivate: true });
     await allowing.releaseDeadLetters({ subscription: "by-name" });

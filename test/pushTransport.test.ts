@@ -13,11 +13,16 @@ const resolver = (addresses: LookupAddress[]) => ({
 
 const run = (addresses: LookupAddress[], all: boolean) =>
   new Promise<{ error: Error | null; address: unknown; family?: number }>((resolve) =>
-    publicOnlyLookup(resolver(addresses))("receiver.example", { all }, (error, address, family) => resolve({ error, address, family })),
+    publicOnlyLookup(resolver(addresses))("receiver.example", { all }, (error, address, family) =>
+      resolve({ error, address, family }),
+    ),
   );
 
 describe("the push connect lookup", () => {
-  const publicOnes = [{ address: "93.184.216.34", family: 4 }, { address: "2606:2800:220:1::1", family: 6 }];
+  const publicOnes = [
+    { address: "93.184.216.34", family: 4 },
+    { address: "2606:2800:220:1::1", family: 6 },
+  ];
 
   it("passes public addresses on, as a list or as the first one", async () => {
     expect(await run(publicOnes, true)).toMatchObject({ error: null, address: publicOnes });
@@ -33,7 +38,10 @@ describe("the push connect lookup", () => {
   ])("refuses %j", async (addresses) => {
     for (const all of [true, false]) {
       const { error } = await run(addresses, all);
-      expect(error).toMatchObject({ name: "PrivateDestinationError", message: "receiver.example resolves to an address that is not public" });
+      expect(error).toMatchObject({
+        name: "PrivateDestinationError",
+        message: "receiver.example resolves to an address that is not public",
+      });
     }
   });
 });

@@ -4,7 +4,11 @@ import { createApi } from "../functions/api.js";
 
 describe("dashboard over https", () => {
   it("sends Strict-Transport-Security with the other security headers", async () => {
-    const response = await createApi([]).request("https://corq.example/login", {}, { CORQ_ADMIN_TOKEN: "x".repeat(32) });
+    const response = await createApi([]).request(
+      "https://corq.example/login",
+      {},
+      { CORQ_ADMIN_TOKEN: "x".repeat(32) },
+    );
     expect(response.status).toBe(200);
     expect(response.headers.get("strict-transport-security")).toBe("max-age=31536000; includeSubDomains");
     expect(response.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");

@@ -46,7 +46,8 @@ const login = async (origin: string, token: string) => {
 };
 const cookieOf = (setCookie: string) => setCookie.split(";")[0];
 const check = async (cookie: string, token: string | undefined) =>
-  (await (await app.request("https://corq.test/check", { headers: { cookie } }, { CORQ_ADMIN_TOKEN: token })).json()).ok;
+  (await (await app.request("https://corq.test/check", { headers: { cookie } }, { CORQ_ADMIN_TOKEN: token })).json())
+    .ok;
 const logout = (cookie: string, token: string) =>
   app.request("https://corq.test/logout", { method: "POST", headers: { cookie } }, { CORQ_ADMIN_TOKEN: token });
 
@@ -81,8 +82,12 @@ describe("dashboard session", () => {
     expect(await check(cookie, undefined)).toBe(false); // and so does removing it
     const [, id, mac] = /=(.+)\.(.+)$/.exec(cookie)!;
     statements = 0;
-    expect(await check(`${SESSION_COOKIE}=${id}.${mac.slice(0, -1)}${mac.endsWith("A") ? "B" : "A"}`, TOKEN_A)).toBe(false); // tampered
-    expect(await check(`${SESSION_COOKIE}=${id.slice(0, -1)}${id.endsWith("A") ? "B" : "A"}.${mac}`, TOKEN_A)).toBe(false);
+    expect(await check(`${SESSION_COOKIE}=${id}.${mac.slice(0, -1)}${mac.endsWith("A") ? "B" : "A"}`, TOKEN_A)).toBe(
+      false,
+    ); // tampered
+    expect(await check(`${SESSION_COOKIE}=${id.slice(0, -1)}${id.endsWith("A") ? "B" : "A"}.${mac}`, TOKEN_A)).toBe(
+      false,
+    );
     expect(await check(`${SESSION_COOKIE}=junk`, TOKEN_A)).toBe(false);
     expect(statements).toBe(0);
     // a well-signed id that no login created is refused
@@ -93,7 +98,9 @@ describe("dashboard session", () => {
     expect(await check(cookie, TOKEN_A)).toBe(false);
     // the next login forgets it
     await login("https://corq.test", TOKEN_A);
-    expect((await pool.query("SELECT count(*)::int AS n FROM corq.dashboard_sessions WHERE id = $1", [id])).rows[0].n).toBe(0);
+    expect(
+      (await pool.query("SELECT count(*)::int AS n FROM corq.dashboard_sessions WHERE id = $1", [id])).rows[0].n,
+    ).toBe(0);
   });
 
   it("logout ends that session only", async () => {

@@ -18,10 +18,23 @@ const lease = { subscriptionId: 1, key: "k", token: "00000000-0000-0000-0000-000
 const through = { tx: "10", position: 5 };
 const at = new Date(0);
 const settings = {
-  name: "s", events: ["*"], key: "stream", from: "beginning" as const, batchSize: 10, maxAttempts: 3, leaseMs: 30_000,
+  name: "s",
+  events: ["*"],
+  key: "stream",
+  from: "beginning" as const,
+  batchSize: 10,
+  maxAttempts: 3,
+  leaseMs: 30_000,
   backoff: { initialMs: 1000, maxMs: 60_000, factor: 2 },
 };
-const batchRecord = { subscriptionId: 1, key: "k", startedAt: at, finishedAt: at, events: 1, outcome: "acked" as const };
+const batchRecord = {
+  subscriptionId: 1,
+  key: "k",
+  startedAt: at,
+  finishedAt: at,
+  events: 1,
+  outcome: "acked" as const,
+};
 const event = { name: "E", data: {} };
 
 /** Sample calls of every export of src/sql that builds SQL: each variant its builder can produce. */
@@ -54,7 +67,12 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   eventExists: (f) => [f(5)],
   readStream: (f) => [f("s", 0, 10)],
   readyKeys: (f) => [f(8)],
-  releaseDeadKeys: (f) => [f("s", undefined, "retry"), f("s", "k", "retry"), f("s", undefined, "skip"), f("s", "k", "skip")],
+  releaseDeadKeys: (f) => [
+    f("s", undefined, "retry"),
+    f("s", "k", "retry"),
+    f("s", undefined, "skip"),
+    f("s", "k", "skip"),
+  ],
   releaseLease: (f) => [f(lease)],
   setPaused: (f) => [f("s", true)],
   subscriptionStats: (f) => [f(), f("s")],
@@ -82,11 +100,32 @@ type Rule = "LIMIT" | "INSERT … SELECT" | "ordered aggregate";
  * `match` (in every builder that uses it: fragments are rendered inside their statements).
  */
 const exceptions: { rule: Rule; match: string; reason: string }[] = [
-  { rule: "LIMIT", match: `SELECT 1 FROM "corq"."keys"`, reason: "readyKeys counts ready / leased keys up to a cap: which ones is irrelevant" },
-  { rule: "INSERT … SELECT", match: `INSERT INTO "corq"."queue"`, reason: "queue rows are read by their key (tx, position), never in insertion order; the key rows, which take locks, are inserted ORDER BY key" },
-  { rule: "INSERT … SELECT", match: `INSERT INTO "corq"."activity"`, reason: "telemetry rows (one per batch), read ORDER BY finished_at" },
-  { rule: "INSERT … SELECT", match: `INSERT INTO "corq"."subscriptions"`, reason: "syncSubscriptions: subscriptions are found by name; new names take no lock another writer waits on" },
-  { rule: "ordered aggregate", match: "ARRAY(SELECT jsonb_array_elements_text", reason: "syncSubscriptions: the events filter is a set of names (jsonb_array_elements keeps array order anyway)" },
+  {
+    rule: "LIMIT",
+    match: `SELECT 1 FROM "corq"."keys"`,
+    reason: "readyKeys counts ready / leased keys up to a cap: which ones is irrelevant",
+  },
+  {
+    rule: "INSERT … SELECT",
+    match: `INSERT INTO "corq"."queue"`,
+    reason:
+      "queue rows are read by their key (tx, position), never in insertion order; the key rows, which take locks, are inserted ORDER BY key",
+  },
+  {
+    rule: "INSERT … SELECT",
+    match: `INSERT INTO "corq"."activity"`,
+    reason: "telemetry rows (one per batch), read ORDER BY finished_at",
+  },
+  {
+    rule: "INSERT … SELECT",
+    match: `INSERT INTO "corq"."subscriptions"`,
+    reason: "syncSubscriptions: subscriptions are found by name; new names take no lock another writer waits on",
+  },
+  {
+    rule: "ordered aggregate",
+    match: "ARRAY(SELECT jsonb_array_elements_text",
+    reason: "syncSubscriptions: the events filter is a set of names (jsonb_array_elements keeps array order anyway)",
+  },
 ];
 
 interface Finding {
@@ -163,16 +202,22 @@ async function renderAll(): Promise<{ builder: string; text: string }[]> {
   const dir = new URL("../src/sql/", import.meta.url);
   const rendered: { builder: string; text: string }[] = [];
   const unknown: string[] = [];
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts")).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith(".ts"))
+    .sort()) {
     const module: Record<string, unknown> = await import(new URL(file, dir).href);
     for (const [name, value] of Object.entries(module)) {
       if (value instanceof SQL) rendered.push({ builder: name, text: dialect.sqlToQuery(value).sql });
       else if (typeof value === "function" && samples[name]) {
-        for (const query of samples[name](value as (...args: any[]) => SQL)) rendered.push({ builder: name, text: dialect.sqlToQuery(query).sql });
+        for (const query of samples[name](value as (...args: any[]) => SQL))
+          rendered.push({ builder: name, text: dialect.sqlToQuery(query).sql });
       } else if (typeof value === "function" && !notBuilders[name]) unknown.push(`${file}: ${name}`);
     }
   }
-  expect(unknown, "exports of src/sql without sample arguments here: add them to `samples` so their SQL is checked").toEqual([]);
+  expect(
+    unknown,
+    "exports of src/sql without sample arguments here: add them to `samples` so their SQL is checked",
+  ).toEqual([]);
   return rendered;
 }
 
@@ -180,10 +225,16 @@ describe("order in the SQL of src/sql", () => {
   it("every LIMIT, INSERT … SELECT and list aggregate whose result depends on order has an ORDER BY", async () => {
     const rendered = await renderAll();
     const builders = new Set(rendered.map((r) => r.builder));
-    expect(Object.keys(samples).filter((name) => !builders.has(name)), "samples for builders that no longer exist").toEqual([]);
+    expect(
+      Object.keys(samples).filter((name) => !builders.has(name)),
+      "samples for builders that no longer exist",
+    ).toEqual([]);
     const findings = rendered.flatMap((r) => check(r.builder, r.text));
     const excused = (f: Finding) => exceptions.some((e) => e.rule === f.rule && f.text.includes(e.match));
-    expect(findings.filter((f) => !excused(f)), "order left to the plan").toEqual([]);
+    expect(
+      findings.filter((f) => !excused(f)),
+      "order left to the plan",
+    ).toEqual([]);
     const unused = exceptions.filter((e) => !findings.some((f) => e.rule === f.rule && f.text.includes(e.match)));
     expect(unused, "exceptions that no longer match anything: remove them").toEqual([]);
   });
@@ -196,10 +247,15 @@ describe("order in the SQL of src/sql", () => {
     expect(rules("SELECT a FROM (SELECT a FROM t ORDER BY a) x LIMIT 5")).toEqual(["LIMIT"]);
     expect(rules("WITH x AS (SELECT 1 ORDER BY 1), y AS (SELECT a FROM t LIMIT 1) SELECT 1")).toEqual(["LIMIT"]);
     expect(rules("SELECT 'ORDER BY' FROM t LIMIT 1")).toEqual(["LIMIT"]);
-    expect(rules("SELECT a FROM t, LATERAL (SELECT b FROM u WHERE u.a = t.a ORDER BY b LIMIT (SELECT 2)) q")).toEqual([]);
+    expect(rules("SELECT a FROM t, LATERAL (SELECT b FROM u WHERE u.a = t.a ORDER BY b LIMIT (SELECT 2)) q")).toEqual(
+      [],
+    );
     expect(rules("WITH i AS (INSERT INTO t (a) SELECT a FROM u RETURNING a) SELECT 1")).toEqual(["INSERT … SELECT"]);
     expect(rules("INSERT INTO t (a) SELECT a FROM u ORDER BY a ON CONFLICT (a) DO NOTHING")).toEqual([]);
     expect(rules("INSERT INTO t (a) VALUES (1) ON CONFLICT (a) DO NOTHING")).toEqual([]);
-    expect(rules("SELECT json_agg(a), json_agg(b ORDER BY b), ARRAY(SELECT a FROM t) FROM t")).toEqual(["ordered aggregate", "ordered aggregate"]);
+    expect(rules("SELECT json_agg(a), json_agg(b ORDER BY b), ARRAY(SELECT a FROM t) FROM t")).toEqual([
+      "ordered aggregate",
+      "ordered aggregate",
+    ]);
   });
 });

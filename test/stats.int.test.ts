@@ -12,11 +12,31 @@ describe("stats", () => {
     let fail = true;
     const { corq, raw } = await open({
       subscriptions: [
-        { name: "s", maxAttempts: 2, backoff: { initialMs: 60_000, maxMs: 60_000, factor: 1 }, leaseMs: 60_000, handle: () => { if (fail) throw new Error("down"); } },
+        {
+          name: "s",
+          maxAttempts: 2,
+          backoff: { initialMs: 60_000, maxMs: 60_000, factor: 1 },
+          leaseMs: 60_000,
+          handle: () => {
+            if (fail) throw new Error("down");
+          },
+        },
       ],
     });
-    for (const stream of ["a", "b", "c", "d"]) await corq.append(stream, [{ name: "E", data: {} }, { name: "E", data: {} }]);
-    expect(await corq.subscription("s")).toMatchObject({ name: "s", kind: "code", events: ["*"], key: "stream", lag: 8, pending: 0, watermark: 0 });
+    for (const stream of ["a", "b", "c", "d"])
+      await corq.append(stream, [
+        { name: "E", data: {} },
+        { name: "E", data: {} },
+      ]);
+    expect(await corq.subscription("s")).toMatchObject({
+      name: "s",
+      kind: "code",
+      events: ["*"],
+      key: "stream",
+      lag: 8,
+      pending: 0,
+      watermark: 0,
+    });
     await corq.advance();
     await sleep(20);
     let stats = await corq.subscription("s");
@@ -26,15 +46,23 @@ describe("stats", () => {
 
     expect(await corq.consume("s")).toMatchObject({ key: "a", outcome: "retry" }); // a → backoff
     // b → leased by a consumer elsewhere; c has waited longest and is on its last attempt
-    await raw.query("UPDATE corq.keys SET lease_token = gen_random_uuid(), lease_until = now() + interval '1 minute', available_at = now() + interval '1 minute' WHERE key = 'b'");
+    await raw.query(
+      "UPDATE corq.keys SET lease_token = gen_random_uuid(), lease_until = now() + interval '1 minute', available_at = now() + interval '1 minute' WHERE key = 'b'",
+    );
     await raw.query("UPDATE corq.keys SET attempts = 1, available_at = now() - interval '1 hour' WHERE key = 'c'");
     expect(await corq.consume("s")).toMatchObject({ key: "c", outcome: "dead" }); // c → dead
     stats = await corq.subscription("s");
     expect(stats.keys).toEqual({ ready: 1, leased: 1, backoff: 1, dead: 1 });
     expect(stats.pending).toBe(8);
 
-    const byStatus = async (status: "ready" | "leased" | "backoff" | "dead") => (await corq.keys("s", { status })).map((k) => k.key);
-    expect([await byStatus("ready"), await byStatus("leased"), await byStatus("backoff"), await byStatus("dead")]).toEqual([["d"], ["b"], ["a"], ["c"]]);
+    const byStatus = async (status: "ready" | "leased" | "backoff" | "dead") =>
+      (await corq.keys("s", { status })).map((k) => k.key);
+    expect([
+      await byStatus("ready"),
+      await byStatus("leased"),
+      await byStatus("backoff"),
+      await byStatus("dead"),
+    ]).toEqual([["d"], ["b"], ["a"], ["c"]]);
     const [a] = await corq.keys("s", { status: "backoff" });
     expect(a).toMatchObject({ pending: 2, attempts: 1, lastError: "Error: down", lastPosition: null });
     expect(Date.parse(a.availableAt!)).toBeGreaterThan(Date.now() + 30_000);
@@ -68,10 +96,17 @@ describe("keys paging at scale", () => {
     for (const status of [undefined, "dead", "ready", "idle"] as const) {
       for (const after of [undefined, "k0150000"]) {
         const { sql: text, params } = dialect.sqlToQuery(listKeys("s", { status, after, limit: 50 }));
-        const [{ "QUERY PLAN": [plan] }] = (await raw.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, params)).rows;
+        const [
+          {
+            "QUERY PLAN": [plan],
+          },
+        ] = (await raw.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, params)).rows;
         // no node reads every key (a rare status may sort its few keys): a page costs what it returns, not the table's size
         const nodes: { "Node Type": string; "Actual Rows": number; "Rows Removed by Filter"?: number }[] = [];
-        const walk = (node: any) => { nodes.push(node); for (const child of node.Plans ?? []) walk(child); };
+        const walk = (node: any) => {
+          nodes.push(node);
+          for (const child of node.Plans ?? []) walk(child);
+        };
         walk(plan.Plan);
         expect(nodes.map((n) => n["Node Type"])).not.toContain("Seq Scan");
         const touched = Math.max(...nodes.map((n) => n["Actual Rows"] + (n["Rows Removed by Filter"] ?? 0)));

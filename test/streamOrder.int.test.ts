@@ -20,14 +20,23 @@ describe("per-stream order through an outbox transaction", () => {
   it("refuses an append from a transaction older than the stream's last one; delivery keeps version order", async () => {
     const handled: string[] = [];
     const { corq, raw } = await open({
-      subscriptions: [{ name: "visitors", handle: (events: StoredEvent[]) => void handled.push(...events.map((e) => `${e.name}@${e.version}`)) }],
+      subscriptions: [
+        {
+          name: "visitors",
+          handle: (events: StoredEvent[]) => void handled.push(...events.map((e) => `${e.name}@${e.version}`)),
+        },
+      ],
     });
     const caller = await callerTransaction(raw);
     const refusals: unknown[] = [];
     try {
       await corq.append("visitor-cy", [ev("Registered"), ev("Arrived")]); // another client, newer transaction, commits
       for (const expectedVersion of [undefined, 1]) {
-        refusals.push(await corq.append("visitor-cy", [ev("Departed")], { tx: caller, expectedVersion }).catch((error: unknown) => error));
+        refusals.push(
+          await corq
+            .append("visitor-cy", [ev("Departed")], { tx: caller, expectedVersion })
+            .catch((error: unknown) => error),
+        );
       }
     } finally {
       await caller.query("ROLLBACK"); // never leave it open: it would hold the xmin horizon
@@ -38,7 +47,9 @@ describe("per-stream order through an outbox transaction", () => {
     }
     // the caller retries in a new transaction, as with a serialization failure
     const retry = await callerTransaction(raw);
-    expect(await corq.append("visitor-cy", [ev("Departed")], { tx: retry, expectedVersion: 1 })).toMatchObject({ version: 2 });
+    expect(await corq.append("visitor-cy", [ev("Departed")], { tx: retry, expectedVersion: 1 })).toMatchObject({
+      version: 2,
+    });
     await retry.query("COMMIT");
     retry.release();
     await drain(corq, "visitors");

@@ -16,7 +16,13 @@ describe("upgrading a populated database", () => {
     const handled: string[] = [];
     const corq = createCorq({
       databaseUrl: database.url,
-      subscriptions: [{ name: "s", maxAttempts: 5, handle: (events: StoredEvent[], ctx) => void handled.push(...events.map((e) => `${ctx.key}:${e.version}`)) }],
+      subscriptions: [
+        {
+          name: "s",
+          maxAttempts: 5,
+          handle: (events: StoredEvent[], ctx) => void handled.push(...events.map((e) => `${ctx.key}:${e.version}`)),
+        },
+      ],
     });
     try {
       for (const migration of migrations.slice(0, migrations.findIndex((m) => m.tag === PREVIOUS_RELEASE) + 1)) {
@@ -46,7 +52,11 @@ describe("upgrading a populated database", () => {
       await corq.advance();
       await corq.drain("s");
       expect(handled).toEqual(["a:0", "a:1", "a:2", "a:3"]); // b is leased, c is dead
-      expect(await corq.subscription("s")).toMatchObject({ pending: 3, skippedDeadLetters: 2, keys: { leased: 1, dead: 1 } });
+      expect(await corq.subscription("s")).toMatchObject({
+        pending: 3,
+        skippedDeadLetters: 2,
+        keys: { leased: 1, dead: 1 },
+      });
       await client.query("UPDATE corq.keys SET lease_until = now(), available_at = now() WHERE key = 'b'"); // the old lease ends
       expect(await corq.releaseDeadLetters({ subscription: "s", key: "c" })).toEqual({ released: 1 });
       await corq.drain("s");
@@ -67,7 +77,10 @@ describe("upgrading a populated database", () => {
     await client.connect();
     try {
       await client.query("INSERT INTO corq.migrations (tag) VALUES ('9999_from_the_future')");
-      await expect(corq.migrate()).rejects.toMatchObject({ code: "schema_too_new", message: expect.stringContaining("9999_from_the_future") });
+      await expect(corq.migrate()).rejects.toMatchObject({
+        code: "schema_too_new",
+        message: expect.stringContaining("9999_from_the_future"),
+      });
     } finally {
       await corq.close();
       await client.end();

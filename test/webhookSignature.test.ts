@@ -27,8 +27,14 @@ describe("Standard Webhooks signatures", () => {
     expect(await check(headers, body, ["old", "s3cret"])).toEqual({ ok: true }); // rotation
     expect(await check({ ...headers, signature: "v1,!!notbase64" })).toEqual({ ok: false, reason: "bad_signature" });
     expect(await check({ ...headers, signature: "" })).toEqual({ ok: false, reason: "missing_headers" });
-    expect(await verify(["s3cret"], headers, body, { nowSeconds: now + 301 })).toEqual({ ok: false, reason: "stale_timestamp" });
-    expect(await verify(["s3cret"], headers, body, { nowSeconds: now - 301 })).toEqual({ ok: false, reason: "stale_timestamp" });
+    expect(await verify(["s3cret"], headers, body, { nowSeconds: now + 301 })).toEqual({
+      ok: false,
+      reason: "stale_timestamp",
+    });
+    expect(await verify(["s3cret"], headers, body, { nowSeconds: now - 301 })).toEqual({
+      ok: false,
+      reason: "stale_timestamp",
+    });
   });
 
   it("compares every byte: a signature with only its last byte flipped, or cut short, is refused", async () => {
@@ -44,7 +50,8 @@ describe("Standard Webhooks signatures", () => {
       "base64 text cut short": good.slice(0, -4),
       "one extra byte": `v1,${Buffer.concat([bytes, Buffer.from([0])]).toString("base64")}`,
     };
-    const check = (signature: string) => verify(["s3cret"], { id: "m", timestamp: String(now), signature }, body, { nowSeconds: now });
+    const check = (signature: string) =>
+      verify(["s3cret"], { id: "m", timestamp: String(now), signature }, body, { nowSeconds: now });
     expect(await check(good)).toEqual({ ok: true });
     for (const [label, signature] of Object.entries(variants)) {
       expect(await check(signature), label).toEqual({ ok: false, reason: "bad_signature" });
@@ -74,7 +81,12 @@ describe("Standard Webhooks signatures", () => {
         "/dead-letters/retry",
         {
           method: "POST",
-          headers: { "content-type": "application/json", "webhook-id": "msg_1", "webhook-timestamp": String(timestamp), "webhook-signature": signature },
+          headers: {
+            "content-type": "application/json",
+            "webhook-id": "msg_1",
+            "webhook-timestamp": String(timestamp),
+            "webhook-signature": signature,
+          },
           body: webhookBody,
         },
         { CORQ_WEBHOOK_SECRET: secret }, // no DATABASE_URL: a request that passes the check gets 503

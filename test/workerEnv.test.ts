@@ -16,13 +16,20 @@ describe("CORQ_WEBHOOK_SECRET", () => {
     ["padding in the middle", `${whsec(24).slice(0, 10)}=${whsec(24).slice(11)}`],
     ["a bad one among rotated secrets", `dev-webhook-secret ${whsec(24).slice(0, -1)}`],
   ])("refuses %s", async (_, secret) => {
-    expect(() => settings({ CORQ_WEBHOOK_SECRET: secret })).toThrow(/^CORQ_WEBHOOK_SECRET \(secret \d of \d\): a whsec_ secret must/);
+    expect(() => settings({ CORQ_WEBHOOK_SECRET: secret })).toThrow(
+      /^CORQ_WEBHOOK_SECRET \(secret \d of \d\): a whsec_ secret must/,
+    );
     // every request answers 500 with the reason (not the secret), /health included
     const response = await createApi([]).request("/health", {}, { CORQ_WEBHOOK_SECRET: secret });
     expect(response.status).toBe(500);
     const body = await response.json();
-    expect(body).toMatchObject({ status: 500, type: "urn:corq:problem:misconfigured", detail: expect.stringContaining("CORQ_WEBHOOK_SECRET") });
-    for (const part of secret.split(" ").filter((p) => p.length > 6)) expect(JSON.stringify(body)).not.toContain(part.slice(6));
+    expect(body).toMatchObject({
+      status: 500,
+      type: "urn:corq:problem:misconfigured",
+      detail: expect.stringContaining("CORQ_WEBHOOK_SECRET"),
+    });
+    for (const part of secret.split(" ").filter((p) => p.length > 6))
+      expect(JSON.stringify(body)).not.toContain(part.slice(6));
   });
 
   it.each([

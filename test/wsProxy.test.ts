@@ -48,7 +48,9 @@ describe("WebSocket→TCP proxy", () => {
 
   it("refuses an upgrade without the token or with a wrong one", async () => {
     expect(await open(`${hostPort()}/v1?${address()}`)).toEqual({ status: 403 });
-    expect(await open(`${hostPort()}/${token().replace(/^./, (c) => (c === "a" ? "b" : "a"))}/v1?${address()}`)).toEqual({ status: 403 });
+    expect(
+      await open(`${hostPort()}/${token().replace(/^./, (c) => (c === "a" ? "b" : "a"))}/v1?${address()}`),
+    ).toEqual({ status: 403 });
   });
 
   it("refuses an upgrade from a web page (an Origin header), even with the token", async () => {

@@ -19,7 +19,10 @@ export async function appendWorkload(corq: Corq, w: Workload, onAppended?: (item
   await Promise.all(
     Array.from({ length: producers }, async (_, p) => {
       for (const batch of chunks(producerItems(p, producers, w.events, w.keys), 100)) {
-        await corq.append(`producer-${p}`, batch.map((item) => ({ name: "Work", data: { ...item, t0: Date.now() } })));
+        await corq.append(
+          `producer-${p}`,
+          batch.map((item) => ({ name: "Work", data: { ...item, t0: Date.now() } })),
+        );
         onAppended?.(batch);
       }
     }),
@@ -63,7 +66,9 @@ export async function endToEnd(databaseUrl: string, w: Workload) {
   const sub = subscription(w, handle);
   const producer = createCorq({ databaseUrl, subscriptions: [sub], poolSize: w.producers ?? 8 });
   await producer.migrate();
-  const consumers = Array.from({ length: w.consumers }, () => createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }));
+  const consumers = Array.from({ length: w.consumers }, () =>
+    createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }),
+  );
   const done = () => check.handled >= w.events;
   const signals = newSignals();
   const started = performance.now();
@@ -136,7 +141,12 @@ export async function consumeStage(databaseUrl: string, w: Workload) {
   const seconds = (performance.now() - started) / 1000;
   await Promise.all(consumers.map((c) => c.close()));
   // each consumer's first claim is extra: after it, every statement acks a batch and claims the next
-  return { eps: events / seconds, batches, batchesPerSecond: batches / seconds, statementsPerBatch: (statements - w.consumers) / batches };
+  return {
+    eps: events / seconds,
+    batches,
+    batchesPerSecond: batches / seconds,
+    statementsPerBatch: (statements - w.consumers) / batches,
+  };
 }
 
 /** Append-to-handler latency at a fixed offered rate (single-event appends, many keys). */
@@ -153,7 +163,9 @@ export async function latency(databaseUrl: string, options: { rate: number; seco
   };
   const producer = createCorq({ databaseUrl, subscriptions: [sub], poolSize: 8 });
   await producer.migrate();
-  const consumers = Array.from({ length: options.consumers }, () => createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }));
+  const consumers = Array.from({ length: options.consumers }, () =>
+    createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }),
+  );
   const done = () => samples.length >= total;
   const signals = newSignals();
   const started = Date.now();
@@ -171,7 +183,11 @@ export async function latency(databaseUrl: string, options: { rate: number; seco
     }
     await Promise.all(appends);
   };
-  await Promise.all([produce(), advancer(producer, done, signals), ...consumers.map((c) => consumer(c, done, signals))]);
+  await Promise.all([
+    produce(),
+    advancer(producer, done, signals),
+    ...consumers.map((c) => consumer(c, done, signals)),
+  ]);
   await Promise.all([producer, ...consumers].map((c) => c.close()));
   return samples;
 }
@@ -190,7 +206,10 @@ export async function xminHorizon(databaseUrl: string, w: Workload, holdMs: numb
   await corq.migrate();
   const admin = await benchClient(databaseUrl);
   const size = async () =>
-    Number((await admin.query("SELECT pg_total_relation_size('corq.queue') + pg_total_relation_size('corq.keys') AS b")).rows[0].b);
+    Number(
+      (await admin.query("SELECT pg_total_relation_size('corq.queue') + pg_total_relation_size('corq.keys') AS b"))
+        .rows[0].b,
+    );
   const before = await size();
   const holder = await benchClient(databaseUrl);
   await holder.query("BEGIN");
@@ -215,5 +234,10 @@ export async function xminHorizon(databaseUrl: string, w: Workload, holdMs: numb
   await holder.end();
   await admin.end();
   await corq.close();
-  return { handledDuring, catchUpEps: w.events / catchUpSeconds, violations: check.violations, bytes: { before, during, after } };
+  return {
+    handledDuring,
+    catchUpEps: w.events / catchUpSeconds,
+    violations: check.violations,
+    bytes: { before, during, after },
+  };
 }

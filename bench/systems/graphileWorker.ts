@@ -33,7 +33,9 @@ export async function graphileWorker(
   await Promise.all(
     Array.from({ length: 8 }, async (_, p) => {
       for (const batch of chunks(producerItems(p, 8, w.events, w.keys), 100)) {
-        await utils.addJobs(batch.map((item) => ({ identifier: "work", payload: item, queueName: w.namedQueues ? item.key : undefined })));
+        await utils.addJobs(
+          batch.map((item) => ({ identifier: "work", payload: item, queueName: w.namedQueues ? item.key : undefined })),
+        );
       }
     }),
   );
@@ -42,5 +44,11 @@ export async function graphileWorker(
   await runner.stop();
   await utils.release();
   await Promise.all([utilsPool.end(), runnerPool.end()]);
-  return { eps: check.handled / seconds, handled: check.handled, complete: check.handled >= w.events, violations: check.violations, duplicates: check.duplicates };
+  return {
+    eps: check.handled / seconds,
+    handled: check.handled,
+    complete: check.handled >= w.events,
+    violations: check.violations,
+    duplicates: check.duplicates,
+  };
 }

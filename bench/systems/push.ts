@@ -15,11 +15,18 @@ async function startCountingReceiver(check: OrderCheck) {
     response.writeHead(200).end();
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/`, close: () => new Promise((r) => server.close(r)) };
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}/`,
+    close: () => new Promise((r) => server.close(r)),
+  };
 }
 
 // the receiver listens on 127.0.0.1: corq refuses private destinations unless allowed
-const pushSettings = (url: string, w: Workload) => ({ key: "data.key", batchSize: w.batchSize, deliver: { url, timeoutMs: 10_000 } });
+const pushSettings = (url: string, w: Workload) => ({
+  key: "data.key",
+  batchSize: w.batchSize,
+  deliver: { url, timeoutMs: 10_000 },
+});
 
 /** Node: the queue is filled first, then C consumers deliver it: events/s delivered. */
 export async function pushNode(databaseUrl: string, w: Workload) {
@@ -31,9 +38,15 @@ export async function pushNode(databaseUrl: string, w: Workload) {
   await appendWorkload(loader, w);
   while ((await loader.advance())["bench-push"] > 0);
   await loader.close();
-  const consumers = Array.from({ length: w.consumers }, () => createCorq({ databaseUrl, poolSize: 1, pushAllowPrivate: true }));
+  const consumers = Array.from({ length: w.consumers }, () =>
+    createCorq({ databaseUrl, poolSize: 1, pushAllowPrivate: true }),
+  );
   const started = performance.now();
-  await Promise.all(consumers.map(async (c) => { while ((await c.consume("bench-push")) !== null); }));
+  await Promise.all(
+    consumers.map(async (c) => {
+      while ((await c.consume("bench-push")) !== null);
+    }),
+  );
   const seconds = (performance.now() - started) / 1000;
   await Promise.all(consumers.map((c) => c.close()));
   await receiver.close();
@@ -44,7 +57,10 @@ export async function pushNode(databaseUrl: string, w: Workload) {
 export async function pushWorkers(databaseUrl: string, w: Workload) {
   const check = new OrderCheck();
   const receiver = await startCountingReceiver(check);
-  const stack = await startLocalStack({ databaseUrl, vars: { CORQ_CONCURRENCY: String(w.consumers), CORQ_CONSUMER_BUDGET_MS: "30000" } });
+  const stack = await startLocalStack({
+    databaseUrl,
+    vars: { CORQ_CONCURRENCY: String(w.consumers), CORQ_CONSUMER_BUDGET_MS: "30000" },
+  });
   try {
     const loader = createCorq({ databaseUrl, pushAllowPrivate: true });
     await loader.putSubscription("bench-push", pushSettings(receiver.url, w));
@@ -53,7 +69,10 @@ export async function pushWorkers(databaseUrl: string, w: Workload) {
     const started = performance.now();
     const deadline = Date.now() + 120_000;
     while (check.handled < w.events && Date.now() < deadline) {
-      const response = await fetch(`${stack.url}/dispatch`, { method: "POST", headers: { authorization: `Bearer ${stack.adminToken}` } });
+      const response = await fetch(`${stack.url}/dispatch`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${stack.adminToken}` },
+      });
       await response.body?.cancel();
       await sleep(10);
     }

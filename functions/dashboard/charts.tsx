@@ -8,11 +8,20 @@ export function Sparkline(props: { values: number[]; label: string }) {
   const height = 26;
   const max = Math.max(1, ...props.values);
   const step = props.values.length > 1 ? width / (props.values.length - 1) : width;
-  const points = props.values.map((v, i) => `${(i * step).toFixed(1)},${(height - 2 - (v / max) * (height - 4)).toFixed(1)}`);
+  const points = props.values.map(
+    (v, i) => `${(i * step).toFixed(1)},${(height - 2 - (v / max) * (height - 4)).toFixed(1)}`,
+  );
   const now = props.values.at(-1) ?? 0;
   return (
     <span>
-      <svg class="spark" width={width} height={height} viewBox={`0 0 ${width} ${height}`} role="img" aria-label={props.label}>
+      <svg
+        class="spark"
+        width={width}
+        height={height}
+        viewBox={`0 0 ${width} ${height}`}
+        role="img"
+        aria-label={props.label}
+      >
         <polyline points={points.join(" ")} />
       </svg>{" "}
       <span class="muted">{num(Math.round(now))}/s</span>
@@ -61,7 +70,9 @@ export function Timeline(props: { batches: BatchRecord[]; from: number; to: numb
       {ticks.map((t) => (
         <g>
           <line x1={x(t)} x2={x(t)} y1={AXIS - 4} y2={height} stroke="#e4e8ee" />
-          <text x={x(t)} y={14} text-anchor={t === props.to ? "end" : "middle"}>{t === props.to ? "now" : tickLabel(props.to - t, tickMs)}</text>
+          <text x={x(t)} y={14} text-anchor={t === props.to ? "end" : "middle"}>
+            {t === props.to ? "now" : tickLabel(props.to - t, tickMs)}
+          </text>
         </g>
       ))}
       {rows.map((key, i) => (
@@ -76,7 +87,14 @@ export function Timeline(props: { batches: BatchRecord[]; from: number; to: numb
         const barWidth = Math.max(2, x(Date.parse(b.finishedAt)) - start);
         const ms = Date.parse(b.finishedAt) - Date.parse(b.startedAt);
         return (
-          <rect class={b.outcome} x={start.toFixed(1)} y={AXIS + row * ROW + 3} width={barWidth.toFixed(1)} height={ROW - 6} rx="2">
+          <rect
+            class={b.outcome}
+            x={start.toFixed(1)}
+            y={AXIS + row * ROW + 3}
+            width={barWidth.toFixed(1)}
+            height={ROW - 6}
+            rx="2"
+          >
             <title>{`${keyOf(b)}: ${b.outcome}, ${b.events} events, ${age(ms)}`}</title>
           </rect>
         );
@@ -95,17 +113,26 @@ export function tickLabel(beforeNowMs: number, tickMs: number): string {
 }
 
 function pickTick(spanMs: number): number {
-  for (const tick of [1000, 5000, 10_000, 15_000, 30_000, 60_000, 300_000, 600_000]) if (spanMs / tick <= 10) return tick;
+  for (const tick of [1000, 5000, 10_000, 15_000, 30_000, 60_000, 300_000, 600_000])
+    if (spanMs / tick <= 10) return tick;
   return 1_800_000;
 }
 
 export function Legend() {
   return (
     <p class="legend" aria-label="Legend">
-      <span><i class="acked"></i>acked</span>
-      <span><i class="failed"></i>failed (will retry)</span>
-      <span><i class="dead"></i>dead-lettered</span>
-      <span><i class="expired"></i>lease expired</span>
+      <span>
+        <i class="acked"></i>acked
+      </span>
+      <span>
+        <i class="failed"></i>failed (will retry)
+      </span>
+      <span>
+        <i class="dead"></i>dead-lettered
+      </span>
+      <span>
+        <i class="expired"></i>lease expired
+      </span>
     </p>
   );
 }

@@ -9,7 +9,9 @@ export function DeadLetters(props: {
   back: string;
   notice?: string;
 }) {
-  const withDead = props.subscriptions.filter((s) => s.keys.dead > 0 && (!props.subscription || s.name === props.subscription));
+  const withDead = props.subscriptions.filter(
+    (s) => s.keys.dead > 0 && (!props.subscription || s.name === props.subscription),
+  );
   return (
     <Page title="Dead letters" section="dead-letters" notice={props.notice}>
       <h1>Dead letters{props.subscription ? ` of ${props.subscription}` : ""}</h1>
@@ -19,8 +21,20 @@ export function DeadLetters(props: {
             {withDead.map((s) => (
               <p class="toolbar">
                 <b>{s.name}</b> <span>{num(s.keys.dead)} dead keys</span>
-                <ActionButton action="retry" subscription={s.name} back={props.back} label={`Retry every dead key of ${s.name}`} primary />
-                <ActionButton action="skip" subscription={s.name} back={props.back} label={`Skip the failed event of every dead key of ${s.name}`} confirm={`Skip the failed event of every dead key of ${s.name}?`} />
+                <ActionButton
+                  action="retry"
+                  subscription={s.name}
+                  back={props.back}
+                  label={`Retry every dead key of ${s.name}`}
+                  primary
+                />
+                <ActionButton
+                  action="skip"
+                  subscription={s.name}
+                  back={props.back}
+                  label={`Skip the failed event of every dead key of ${s.name}`}
+                  confirm={`Skip the failed event of every dead key of ${s.name}?`}
+                />
                 <span class="muted">(all keys)</span>
               </p>
             ))}
@@ -30,8 +44,15 @@ export function DeadLetters(props: {
           <table aria-label="Dead letters">
             <thead>
               <tr>
-                <th>Subscription</th><th>Key</th><th>Event</th><th class="num">Position</th><th>Data</th>
-                <th>Error</th><th class="num">Attempts</th><th>Dead since</th><th></th>
+                <th>Subscription</th>
+                <th>Key</th>
+                <th>Event</th>
+                <th class="num">Position</th>
+                <th>Data</th>
+                <th>Error</th>
+                <th class="num">Attempts</th>
+                <th>Dead since</th>
+                <th></th>
               </tr>
             </thead>
             <tbody>
@@ -39,22 +60,46 @@ export function DeadLetters(props: {
                 <tr data-key={d.key} data-subscription={d.subscription}>
                   <td>{d.subscription}</td>
                   <td>{d.key}</td>
-                  <td>{d.event ? <a href={`/ui/streams/${encodeURIComponent(d.event.stream)}`}>{d.event.name}</a> : "–"}</td>
+                  <td>
+                    {d.event ? <a href={`/ui/streams/${encodeURIComponent(d.event.stream)}`}>{d.event.name}</a> : "–"}
+                  </td>
                   <td class="num">{num(d.position)}</td>
-                  <td class="wrap"><pre>{d.event ? preview(d.event.data) : ""}</pre></td>
+                  <td class="wrap">
+                    <pre>{d.event ? preview(d.event.data) : ""}</pre>
+                  </td>
                   <td class="wrap">{d.lastError ?? ""}</td>
                   <td class="num">{num(d.attempts)}</td>
-                  <td><time datetime={d.deadAt}>{d.deadAt.replace("T", " ").slice(0, 19)}</time></td>
                   <td>
-                    <ActionButton action="retry" subscription={d.subscription} deadKey={d.key} back={props.back} label={`Retry ${d.key}`} primary />
-                    <ActionButton action="skip" subscription={d.subscription} deadKey={d.key} back={props.back} label={`Skip the failed event of ${d.key}`} confirm={`Skip the failed event of ${d.key}? It will not be delivered.`} />
+                    <time datetime={d.deadAt}>{d.deadAt.replace("T", " ").slice(0, 19)}</time>
+                  </td>
+                  <td>
+                    <ActionButton
+                      action="retry"
+                      subscription={d.subscription}
+                      deadKey={d.key}
+                      back={props.back}
+                      label={`Retry ${d.key}`}
+                      primary
+                    />
+                    <ActionButton
+                      action="skip"
+                      subscription={d.subscription}
+                      deadKey={d.key}
+                      back={props.back}
+                      label={`Skip the failed event of ${d.key}`}
+                      confirm={`Skip the failed event of ${d.key}? It will not be delivered.`}
+                    />
                   </td>
                 </tr>
               ))}
             </tbody>
           </table>
         </div>
-        {props.deadLetters.length === 0 && <p class="muted" role="status">No dead letters.</p>}
+        {props.deadLetters.length === 0 && (
+          <p class="muted" role="status">
+            No dead letters.
+          </p>
+        )}
       </div>
     </Page>
   );

@@ -22,21 +22,50 @@ export function Keys(props: {
   return (
     <Page title={s.name} section="overview" notice={props.notice}>
       <h1>
-        {s.name} <span class="muted">({s.kind}, key: <code>{s.key}</code>, events: <code>{s.events.join(", ")}</code>)</span>
+        {s.name}{" "}
+        <span class="muted">
+          ({s.kind}, key: <code>{s.key}</code>, events: <code>{s.events.join(", ")}</code>)
+        </span>
       </h1>
       <div id="live">
         <div class="card figures">
-          <div class="figure"><b>{num(s.lag)}</b><span>lag</span></div>
-          <div class="figure"><b>{num(s.pending)}</b><span>pending</span></div>
-          <div class="figure"><b>{num(s.keys.ready)}</b><span>ready</span></div>
-          <div class="figure"><b>{num(s.keys.leased)}</b><span>leased</span></div>
-          <div class="figure"><b>{num(s.keys.backoff)}</b><span>backoff</span></div>
-          <div class="figure"><b>{num(s.keys.dead)}</b><span>dead</span></div>
-          <div class="figure"><b>{age(s.oldestPendingAgeMs)}</b><span>oldest pending</span></div>
+          <div class="figure">
+            <b>{num(s.lag)}</b>
+            <span>lag</span>
+          </div>
+          <div class="figure">
+            <b>{num(s.pending)}</b>
+            <span>pending</span>
+          </div>
+          <div class="figure">
+            <b>{num(s.keys.ready)}</b>
+            <span>ready</span>
+          </div>
+          <div class="figure">
+            <b>{num(s.keys.leased)}</b>
+            <span>leased</span>
+          </div>
+          <div class="figure">
+            <b>{num(s.keys.backoff)}</b>
+            <span>backoff</span>
+          </div>
+          <div class="figure">
+            <b>{num(s.keys.dead)}</b>
+            <span>dead</span>
+          </div>
+          <div class="figure">
+            <b>{age(s.oldestPendingAgeMs)}</b>
+            <span>oldest pending</span>
+          </div>
           <div class="figure">
             <b>{s.paused ? <Badge kind="paused">paused</Badge> : <Badge kind="ready">running</Badge>}</b>
             <span>
-              <ActionButton action={s.paused ? "resume" : "pause"} subscription={s.name} back={props.back} label={`${s.paused ? "Resume" : "Pause"} ${s.name}`} />
+              <ActionButton
+                action={s.paused ? "resume" : "pause"}
+                subscription={s.name}
+                back={props.back}
+                label={`${s.paused ? "Resume" : "Pause"} ${s.name}`}
+              />
             </span>
           </div>
         </div>
@@ -46,7 +75,9 @@ export function Keys(props: {
         <select id="status" name="status">
           <option value="">any</option>
           {statuses.map((status) => (
-            <option value={status} selected={status === props.status}>{status}</option>
+            <option value={status} selected={status === props.status}>
+              {status}
+            </option>
           ))}
         </select>
         <button type="submit">Filter</button>
@@ -56,25 +87,53 @@ export function Keys(props: {
         <table aria-label={`Keys of ${s.name}`}>
           <thead>
             <tr>
-              <th>Key</th><th>Status</th><th class="num">Pending</th><th class="num">Attempts</th>
-              <th>Next attempt</th><th class="num">Last position</th><th>Last error</th><th></th>
+              <th>Key</th>
+              <th>Status</th>
+              <th class="num">Pending</th>
+              <th class="num">Attempts</th>
+              <th>Next attempt</th>
+              <th class="num">Last position</th>
+              <th>Last error</th>
+              <th></th>
             </tr>
           </thead>
           <tbody>
             {props.keys.map((k) => (
               <tr data-key={k.key}>
                 <td>{s.key === "stream" ? <a href={`/ui/streams/${encodeURIComponent(k.key)}`}>{k.key}</a> : k.key}</td>
-                <td><Badge kind={k.status}>{k.status}</Badge></td>
+                <td>
+                  <Badge kind={k.status}>{k.status}</Badge>
+                </td>
                 <td class="num">{num(k.pending)}</td>
                 <td class="num">{num(k.attempts)}</td>
-                <td>{k.availableAt === null ? "–" : <time datetime={k.availableAt}>{nextAttempt(Date.parse(k.availableAt) - now)}</time>}</td>
+                <td>
+                  {k.availableAt === null ? (
+                    "–"
+                  ) : (
+                    <time datetime={k.availableAt}>{nextAttempt(Date.parse(k.availableAt) - now)}</time>
+                  )}
+                </td>
                 <td class="num">{num(k.lastPosition)}</td>
                 <td class="wrap">{k.lastError ?? ""}</td>
                 <td>
                   {k.status === "dead" && (
                     <>
-                      <ActionButton action="retry" subscription={s.name} deadKey={k.key} back={props.back} label={`Retry ${k.key}`} primary />
-                      <ActionButton action="skip" subscription={s.name} deadKey={k.key} back={props.back} label={`Skip the failed event of ${k.key}`} confirm={`Skip the failed event of ${k.key}? It will not be delivered.`} />
+                      <ActionButton
+                        action="retry"
+                        subscription={s.name}
+                        deadKey={k.key}
+                        back={props.back}
+                        label={`Retry ${k.key}`}
+                        primary
+                      />
+                      <ActionButton
+                        action="skip"
+                        subscription={s.name}
+                        deadKey={k.key}
+                        back={props.back}
+                        label={`Skip the failed event of ${k.key}`}
+                        confirm={`Skip the failed event of ${k.key}? It will not be delivered.`}
+                      />
                     </>
                   )}
                 </td>
@@ -83,10 +142,19 @@ export function Keys(props: {
           </tbody>
         </table>
       </div>
-      {props.keys.length === 0 && <p class="muted">No keys{props.status ? ` with status ${props.status}` : ""}{props.after ? " after this one" : ""}.</p>}
+      {props.keys.length === 0 && (
+        <p class="muted">
+          No keys{props.status ? ` with status ${props.status}` : ""}
+          {props.after ? " after this one" : ""}.
+        </p>
+      )}
       <p class="toolbar">
         {props.after !== undefined && <a href={query()}>First page</a>}
-        {last && props.keys.length === props.limit && <a href={query(last.key)} rel="next">Next page</a>}
+        {last && props.keys.length === props.limit && (
+          <a href={query(last.key)} rel="next">
+            Next page
+          </a>
+        )}
       </p>
     </Page>
   );

@@ -23,10 +23,14 @@ export function Page(props: { title: string; section?: Section; notice?: string;
       <body>
         {props.section && (
           <header>
-            <a class="brand" href="/">corq</a>
+            <a class="brand" href="/">
+              corq
+            </a>
             <nav aria-label="Dashboard sections">
               {links.map(([section, href, label]) => (
-                <a href={href} aria-current={section === props.section ? "page" : undefined}>{label}</a>
+                <a href={href} aria-current={section === props.section ? "page" : undefined}>
+                  {label}
+                </a>
               ))}
             </nav>
             {props.live !== false && (
@@ -36,12 +40,18 @@ export function Page(props: { title: string; section?: Section; notice?: string;
               </label>
             )}
             <form method="post" action="/logout">
-              <button type="submit" aria-label="Log out">Log out</button>
+              <button type="submit" aria-label="Log out">
+                Log out
+              </button>
             </form>
           </header>
         )}
         <main>
-          {props.notice && <p class="notice" role="status">{props.notice}</p>}
+          {props.notice && (
+            <p class="notice" role="status">
+              {props.notice}
+            </p>
+          )}
           {props.children}
         </main>
       </body>

@@ -7,14 +7,20 @@ export function Login(props: { error?: string; disabled?: string }) {
     <Page title="Log in" live={false}>
       <div class="card login">
         <h1>corq dashboard</h1>
-        {props.error && <p class="error" role="alert">{props.error}</p>}
+        {props.error && (
+          <p class="error" role="alert">
+            {props.error}
+          </p>
+        )}
         {props.disabled ? (
           <p role="alert">{props.disabled[0].toUpperCase() + props.disabled.slice(1)}.</p>
         ) : (
           <form method="post" action="/login">
             <label for="token">Admin token</label>
             <input id="token" name="token" type="password" autocomplete="current-password" required autofocus />
-            <button type="submit" class="primary">Log in</button>
+            <button type="submit" class="primary">
+              Log in
+            </button>
           </form>
         )}
       </div>

@@ -17,31 +17,63 @@ export function Overview(props: {
       <div id="live">
         <h1>Overview</h1>
         <div class="card figures" aria-label="Totals">
-          <div class="figure"><b data-testid="log-head">{num(props.log.head)}</b><span>log head (position)</span></div>
-          <div class="figure"><b>{num(props.log.events)}</b><span>events in the log</span></div>
-          <div class="figure"><b>{num(props.subscriptions.length)}</b><span>subscriptions</span></div>
-          <div class="figure"><b>{num(pending)}</b><span>pending events</span></div>
-          <div class="figure"><b>{num(Math.round(perSecond))}/s</b><span>acked, last 10 s</span></div>
           <div class="figure">
-            <b><a href="/ui/dead-letters">{num(dead)}</a></b><span>dead keys</span>
+            <b data-testid="log-head">{num(props.log.head)}</b>
+            <span>log head (position)</span>
+          </div>
+          <div class="figure">
+            <b>{num(props.log.events)}</b>
+            <span>events in the log</span>
+          </div>
+          <div class="figure">
+            <b>{num(props.subscriptions.length)}</b>
+            <span>subscriptions</span>
+          </div>
+          <div class="figure">
+            <b>{num(pending)}</b>
+            <span>pending events</span>
+          </div>
+          <div class="figure">
+            <b>{num(Math.round(perSecond))}/s</b>
+            <span>acked, last 10 s</span>
+          </div>
+          <div class="figure">
+            <b>
+              <a href="/ui/dead-letters">{num(dead)}</a>
+            </b>
+            <span>dead keys</span>
           </div>
         </div>
         <div class="scroll">
           <table aria-label="Subscriptions">
             <thead>
               <tr>
-                <th>Subscription</th><th>Kind</th><th class="num">Lag</th><th class="num">Pending</th>
-                <th class="num">Ready</th><th class="num">Leased</th><th class="num">Backoff</th><th class="num">Dead</th>
-                <th class="num">Oldest pending</th><th>Events/s (5 min)</th><th>State</th>
+                <th>Subscription</th>
+                <th>Kind</th>
+                <th class="num">Lag</th>
+                <th class="num">Pending</th>
+                <th class="num">Ready</th>
+                <th class="num">Leased</th>
+                <th class="num">Backoff</th>
+                <th class="num">Dead</th>
+                <th class="num">Oldest pending</th>
+                <th>Events/s (5 min)</th>
+                <th>State</th>
               </tr>
             </thead>
             <tbody>
               {props.subscriptions.map((s) => (
                 <tr data-subscription={s.name}>
-                  <td><a href={`/ui/subscriptions/${encodeURIComponent(s.name)}`}>{s.name}</a></td>
+                  <td>
+                    <a href={`/ui/subscriptions/${encodeURIComponent(s.name)}`}>{s.name}</a>
+                  </td>
                   <td>{s.kind}</td>
-                  <td class="num" data-testid="lag">{num(s.lag)}</td>
-                  <td class="num" data-testid="pending">{num(s.pending)}</td>
+                  <td class="num" data-testid="lag">
+                    {num(s.lag)}
+                  </td>
+                  <td class="num" data-testid="pending">
+                    {num(s.pending)}
+                  </td>
                   <td class="num">{num(s.keys.ready)}</td>
                   <td class="num">{num(s.keys.leased)}</td>
                   <td class="num">{num(s.keys.backoff)}</td>
@@ -54,7 +86,10 @@ export function Overview(props: {
                   </td>
                   <td class="num">{age(s.oldestPendingAgeMs)}</td>
                   <td>
-                    <Sparkline values={props.throughput[s.name] ?? []} label={`${s.name}: events acked per second over the last 5 minutes`} />
+                    <Sparkline
+                      values={props.throughput[s.name] ?? []}
+                      label={`${s.name}: events acked per second over the last 5 minutes`}
+                    />
                   </td>
                   <td>
                     {s.paused ? <Badge kind="paused">paused</Badge> : <Badge kind="ready">running</Badge>}{" "}

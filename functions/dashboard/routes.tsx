@@ -27,15 +27,29 @@ const KEYS_PER_PAGE = 50;
 const EVENTS_PER_PAGE = 100;
 
 const keysQuery = z.object({
-  status: z.enum(["ready", "leased", "backoff", "dead", "idle"]).or(z.literal("").transform(() => undefined)).optional(),
+  status: z
+    .enum(["ready", "leased", "backoff", "dead", "idle"])
+    .or(z.literal("").transform(() => undefined))
+    .optional(),
   after: z.string().min(1).max(1000).optional(),
 });
-const subscriptionFilter = z.object({ subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional() });
+const subscriptionFilter = z.object({
+  subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional(),
+});
 const timelineQuery = z.object({
   subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional(),
-  minutes: z.enum(windows.map(String) as [string, ...string[]]).transform(Number).default(1),
+  minutes: z
+    .enum(windows.map(String) as [string, ...string[]])
+    .transform(Number)
+    .default(1),
 });
-const streamQuery = z.object({ from: z.string().regex(/^\d{1,9}$/).transform(Number).default(0) });
+const streamQuery = z.object({
+  from: z
+    .string()
+    .regex(/^\d{1,9}$/)
+    .transform(Number)
+    .default(0),
+});
 const actionForm = z.object({
   subscription: subscriptionName,
   key: z.string().min(1).max(1000).optional(),
@@ -49,7 +63,11 @@ const actions = ["retry", "skip", "pause", "resume"] as const;
 // the page.
 const doneQuery = z.object({
   done: z.enum(actions),
-  count: z.string().regex(/^\d{1,9}$/).transform(Number).default(0),
+  count: z
+    .string()
+    .regex(/^\d{1,9}$/)
+    .transform(Number)
+    .default(0),
   of: subscriptionName,
 });
 const doneParams = ["done", "count", "of"];
@@ -95,7 +113,9 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
 
   // no icon: browsers ask for one on every page, and a 401 would be noise
   app.get("/favicon.ico", (c) => c.body(null, 204, { "cache-control": "public, max-age=86400" }));
-  app.get("/assets/corq.css", (c) => c.body(css, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "public, max-age=300" }));
+  app.get("/assets/corq.css", (c) =>
+    c.body(css, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "public, max-age=300" }),
+  );
   app.get("/assets/corq.js", (c) =>
     c.body(script, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=300" }),
   );
@@ -126,7 +146,9 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
     } catch (error) {
       if (!(error instanceof ProblemError) || error.status !== 429) throw error;
       const retryAfter = error.headers["retry-after"];
-      return c.html(<Login error={`Too many failed logins from here; try again in ${retryAfter} s.`} />, 429, { "retry-after": retryAfter });
+      return c.html(<Login error={`Too many failed logins from here; try again in ${retryAfter} s.`} />, 429, {
+        "retry-after": retryAfter,
+      });
     }
     await startSession(c);
     return c.redirect("/", 303);
@@ -150,7 +172,9 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
     render(c, async (corq) => {
       const stats = await corq.stats();
       const throughput = await corq.throughput({ windowMs: 300_000, bucketMs: 10_000 });
-      return <Overview subscriptions={stats.subscriptions} log={stats.log} throughput={throughput} notice={noticeOf(c)} />;
+      return (
+        <Overview subscriptions={stats.subscriptions} log={stats.log} throughput={throughput} notice={noticeOf(c)} />
+      );
     }),
   );
 
@@ -160,16 +184,36 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
       const { status, after } = parseOrThrow(keysQuery, c.req.query(), "invalid_input", "query");
       const subscription = await corq.subscription(name);
       const keys = await corq.keys(name, { status, after, limit: KEYS_PER_PAGE });
-      return <Keys subscription={subscription} keys={keys} status={status} after={after} limit={KEYS_PER_PAGE} back={here(c)} notice={noticeOf(c)} />;
+      return (
+        <Keys
+          subscription={subscription}
+          keys={keys}
+          status={status}
+          after={after}
+          limit={KEYS_PER_PAGE}
+          back={here(c)}
+          notice={noticeOf(c)}
+        />
+      );
     }),
   );
 
   app.get("/ui/dead-letters", (c) =>
     render(c, async (corq) => {
       const { subscription } = parseOrThrow(subscriptionFilter, c.req.query(), "invalid_input", "query");
-      const subscriptions: SubscriptionStats[] = subscription ? [await corq.subscription(subscription)] : (await corq.stats()).subscriptions;
+      const subscriptions: SubscriptionStats[] = subscription
+        ? [await corq.subscription(subscription)]
+        : (await corq.stats()).subscriptions;
       const deadLetters = await corq.deadLetters({ subscription, limit: 200, withEvent: true });
-      return <DeadLetters deadLetters={deadLetters} subscriptions={subscriptions} subscription={subscription} back={here(c)} notice={noticeOf(c)} />;
+      return (
+        <DeadLetters
+          deadLetters={deadLetters}
+          subscriptions={subscriptions}
+          subscription={subscription}
+          back={here(c)}
+          notice={noticeOf(c)}
+        />
+      );
     }),
   );
 
@@ -178,7 +222,15 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
       const { subscription, minutes } = parseOrThrow(timelineQuery, c.req.query(), "invalid_input", "query");
       const { subscriptions } = await corq.stats();
       const batches = await corq.activity({ subscription, sinceMs: minutes * 60_000, limit: 5000 });
-      return <TimelinePage batches={batches} subscriptions={subscriptions} subscription={subscription} minutes={minutes} now={Date.now()} />;
+      return (
+        <TimelinePage
+          batches={batches}
+          subscriptions={subscriptions}
+          subscription={subscription}
+          minutes={minutes}
+          now={Date.now()}
+        />
+      );
     }),
   );
 
@@ -235,8 +287,12 @@ async function refusalsAsPages(c: DashboardContext, respond: () => Promise<Respo
     if (!(error instanceof CorqError) || error.status >= 500) throw error;
     return c.html(
       <Page title="Error" section="overview" live={false}>
-        <p class="error" role="alert">{error.message}</p>
-        <p><a href="/">Back to the overview</a></p>
+        <p class="error" role="alert">
+          {error.message}
+        </p>
+        <p>
+          <a href="/">Back to the overview</a>
+        </p>
       </Page>,
       error.status as 400,
     );

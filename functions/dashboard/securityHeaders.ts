@@ -25,6 +25,7 @@ export function securityHeaders(): MiddlewareHandler {
     // pages show live state and are behind a login: never stored; the assets set their own
     if (!headers.has("cache-control")) headers.set("cache-control", "no-store");
     // over https only: a browser ignores it on http, and local development is plain http
-    if (new URL(c.req.url).protocol === "https:") headers.set("strict-transport-security", "max-age=31536000; includeSubDomains");
+    if (new URL(c.req.url).protocol === "https:")
+      headers.set("strict-transport-security", "max-age=31536000; includeSubDomains");
   };
 }

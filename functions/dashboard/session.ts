@@ -18,7 +18,10 @@ type SessionContext = Context<AppEnv>;
 
 const encode = (text: string) => new TextEncoder().encode(text);
 const base64url = (bytes: ArrayBuffer | Uint8Array) =>
-  btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  btoa(String.fromCharCode(...new Uint8Array(bytes)))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
 
 const hmac = async (key: BufferSource, message: string) =>
   crypto.subtle.sign(

@@ -8,19 +8,31 @@ function Events(props: { events: StoredEvent[]; label: string; showStream: boole
       <table aria-label={props.label}>
         <thead>
           <tr>
-            <th class="num">Position</th>{props.showStream && <th>Stream</th>}<th class="num">Version</th><th>Name</th>
-            <th>Data</th><th>Appended</th>
+            <th class="num">Position</th>
+            {props.showStream && <th>Stream</th>}
+            <th class="num">Version</th>
+            <th>Name</th>
+            <th>Data</th>
+            <th>Appended</th>
           </tr>
         </thead>
         <tbody>
           {props.events.map((e) => (
             <tr>
               <td class="num">{num(e.position)}</td>
-              {props.showStream && <td><a href={`/ui/streams/${encodeURIComponent(e.stream)}`}>{e.stream}</a></td>}
+              {props.showStream && (
+                <td>
+                  <a href={`/ui/streams/${encodeURIComponent(e.stream)}`}>{e.stream}</a>
+                </td>
+              )}
               <td class="num">{num(e.version)}</td>
               <td>{e.name}</td>
-              <td class="wrap"><pre>{preview(e.data, 240)}</pre></td>
-              <td><time datetime={e.createdAt}>{e.createdAt.replace("T", " ").slice(0, 23)}</time></td>
+              <td class="wrap">
+                <pre>{preview(e.data, 240)}</pre>
+              </td>
+              <td>
+                <time datetime={e.createdAt}>{e.createdAt.replace("T", " ").slice(0, 23)}</time>
+              </td>
             </tr>
           ))}
         </tbody>
@@ -33,7 +45,14 @@ function StreamForm(props: { value?: string }) {
   return (
     <form class="toolbar" method="get" action="/ui/streams">
       <label for="stream">Stream</label>
-      <input id="stream" name="stream" value={props.value ?? ""} required maxlength={200} placeholder="e.g. visitor-42" />
+      <input
+        id="stream"
+        name="stream"
+        value={props.value ?? ""}
+        required
+        maxlength={200}
+        placeholder="e.g. visitor-42"
+      />
       <button type="submit">Open</button>
     </form>
   );
@@ -62,11 +81,17 @@ export function Stream(props: { stream: string; events: StoredEvent[]; from: num
       <StreamForm value={props.stream} />
       <div id="live">
         <Events events={props.events} label={`Events of ${props.stream}`} showStream={false} />
-        {props.events.length === 0 && <p class="muted">No events{props.from > 0 ? ` from version ${props.from}` : ""}.</p>}
+        {props.events.length === 0 && (
+          <p class="muted">No events{props.from > 0 ? ` from version ${props.from}` : ""}.</p>
+        )}
       </div>
       <p class="toolbar">
         {props.from > 0 && <a href={base}>First page</a>}
-        {last && props.events.length === props.limit && <a href={`${base}?from=${last.version + 1}`} rel="next">Next page</a>}
+        {last && props.events.length === props.limit && (
+          <a href={`${base}?from=${last.version + 1}`} rel="next">
+            Next page
+          </a>
+        )}
       </p>
     </Page>
   );

@@ -22,7 +22,9 @@ export function TimelinePage(props: {
         <select id="subscription" name="subscription">
           <option value="">all</option>
           {props.subscriptions.map((s) => (
-            <option value={s.name} selected={s.name === props.subscription}>{s.name}</option>
+            <option value={s.name} selected={s.name === props.subscription}>
+              {s.name}
+            </option>
           ))}
         </select>
         <label for="minutes">Window</label>
@@ -35,9 +37,9 @@ export function TimelinePage(props: {
       </form>
       <div id="live">
         <p class="muted">
-          {num(props.batches.length)} batches: {num(counts.acked)} acked, {num(counts.failed)} failed, {num(counts.dead)} dead,{" "}
-          {num(counts.expired)} lease expired. One row per key (the 40 most recently active); a key's batches never overlap,
-          different keys run side by side.
+          {num(props.batches.length)} batches: {num(counts.acked)} acked, {num(counts.failed)} failed,{" "}
+          {num(counts.dead)} dead, {num(counts.expired)} lease expired. One row per key (the 40 most recently active); a
+          key's batches never overlap, different keys run side by side.
         </p>
         <Legend />
         <Timeline batches={props.batches} from={props.now - props.minutes * 60_000} to={props.now} maxKeys={40} />

@@ -88,7 +88,11 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
 
   const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
     if (isHttp(connection)) {
-      if (!options.session) throw new CorqError("invalid_config", "an interactive transaction over HTTP needs a session (ExecutorOptions.session)");
+      if (!options.session)
+        throw new CorqError(
+          "invalid_config",
+          "an interactive transaction over HTTP needs a session (ExecutorOptions.session)",
+        );
       return options.session((pool) => createExecutor(pool, { onStatement: options.onStatement }).transaction(fn));
     }
     if (!isPool(connection)) return inTransaction(createExecutor(connection, options), fn);
@@ -163,7 +167,9 @@ function isQueryable(connection: Connection): connection is Queryable {
 }
 
 function isPool(connection: Connection): connection is PoolLike {
-  return isQueryable(connection) && typeof (connection as PoolLike).connect === "function" && "totalCount" in connection;
+  return (
+    isQueryable(connection) && typeof (connection as PoolLike).connect === "function" && "totalCount" in connection
+  );
 }
 
 // Prepared statement names must be unique per text on a connection; a hash of the text is.

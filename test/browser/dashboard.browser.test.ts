@@ -10,10 +10,14 @@ import { eventually, useStack } from "../helpers/stack.js";
 const executablePath = process.env.CORQ_CHROMIUM ?? "/usr/bin/chromium";
 const present = existsSync(executablePath);
 if (!present && process.env.CORQ_REQUIRE_BROWSER) {
-  throw new Error(`Chromium is required here (CORQ_REQUIRE_BROWSER) but ${executablePath} does not exist: apt-get install chromium`);
+  throw new Error(
+    `Chromium is required here (CORQ_REQUIRE_BROWSER) but ${executablePath} does not exist: apt-get install chromium`,
+  );
 }
 if (!present) {
-  console.warn(`\n  SKIPPING the dashboard browser tests: no Chromium at ${executablePath} (apt-get install chromium, or set CORQ_CHROMIUM)\n`);
+  console.warn(
+    `\n  SKIPPING the dashboard browser tests: no Chromium at ${executablePath} (apt-get install chromium, or set CORQ_CHROMIUM)\n`,
+  );
 }
 
 describe.skipIf(!present)("dashboard in a real browser", () => {
@@ -25,7 +29,10 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
   const letThrough = new Set<string>();
 
   beforeAll(async () => {
-    browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+    browser = await chromium.launch({
+      executablePath,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    });
     receiver = await startReceiver(() => undefined);
     receiver.behave((d) => {
       if (d.subscription === "browser-many") return letThrough.has(d.key) ? undefined : { status: 503 };
@@ -69,12 +76,21 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
   it("shows a subscription and its lag, dead-letters a key, retries it with a click and watches it drain", async () => {
     // a push subscription whose receiver is down: the key "ping-a" dies on its first attempt
     expect(
-      (await api("PUT", "/subscriptions/browser-feed", {
-        body: { events: ["Ping"], key: "stream", from: "now", maxAttempts: 1, deliver: { url: receiver.url, timeoutMs: 2000 } },
-      })).status,
+      (
+        await api("PUT", "/subscriptions/browser-feed", {
+          body: {
+            events: ["Ping"],
+            key: "stream",
+            from: "now",
+            maxAttempts: 1,
+            deliver: { url: receiver.url, timeoutMs: 2000 },
+          },
+        })
+      ).status,
     ).toBe(201);
     await api("POST", "/subscriptions/browser-feed/pause");
-    for (let i = 1; i <= 3; i++) await api("POST", "/streams/ping-a/events", { body: { events: [{ name: "Ping", data: { n: i } }] } });
+    for (let i = 1; i <= 3; i++)
+      await api("POST", "/streams/ping-a/events", { body: { events: [{ name: "Ping", data: { n: i } }] } });
     await exampleTraffic();
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
@@ -107,7 +123,11 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await expect.poll(() => page.getByRole("status").first().textContent()).toContain("browser-feed resumed");
     await api("POST", "/dispatch");
     // live refresh (no reload) shows the dead key
-    await expect.poll(() => page.locator('tr[data-subscription="browser-feed"]').getByTestId("dead").textContent(), { timeout: 20_000 }).toBe("1");
+    await expect
+      .poll(() => page.locator('tr[data-subscription="browser-feed"]').getByTestId("dead").textContent(), {
+        timeout: 20_000,
+      })
+      .toBe("1");
 
     await page.getByRole("link", { name: "Dead letters" }).click();
     const dead = page.locator('tr[data-key="ping-a"]');
@@ -117,10 +137,14 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
 
     accepting = true;
     await dead.getByRole("button", { name: "Retry ping-a" }).click();
-    await expect.poll(() => page.getByRole("status").first().textContent()).toContain("Retried 1 dead key of browser-feed");
+    await expect
+      .poll(() => page.getByRole("status").first().textContent())
+      .toContain("Retried 1 dead key of browser-feed");
     await api("POST", "/dispatch");
     await eventually(async () => {
-      const delivered = receiver.deliveries.filter((d) => d.subscription === "browser-feed" && d.key === "ping-a" && d.events.length > 0);
+      const delivered = receiver.deliveries.filter(
+        (d) => d.subscription === "browser-feed" && d.key === "ping-a" && d.events.length > 0,
+      );
       expect(delivered.at(-1)!.events.map((e) => e.data)).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
     });
     await expect.poll(() => page.getByText("No dead letters.").count(), { timeout: 20_000 }).toBe(1);
@@ -159,23 +183,46 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
   it("Skip and Retry on one row of several dead keys act on that key only", async () => {
     const keys = ["tick-1", "tick-2", "tick-3", "tick-4"];
     expect(
-      (await api("PUT", "/subscriptions/browser-many", {
-        body: { events: ["Tick"], key: "stream", from: "now", maxAttempts: 1, deliver: { url: receiver.url, timeoutMs: 2000 } },
-      })).status,
+      (
+        await api("PUT", "/subscriptions/browser-many", {
+          body: {
+            events: ["Tick"],
+            key: "stream",
+            from: "now",
+            maxAttempts: 1,
+            deliver: { url: receiver.url, timeoutMs: 2000 },
+          },
+        })
+      ).status,
     ).toBe(201);
     for (const key of keys) {
-      await api("POST", `/streams/${key}/events`, { body: { events: [{ name: "Tick", data: { key, n: 1 } }, { name: "Tick", data: { key, n: 2 } }] } });
+      await api("POST", `/streams/${key}/events`, {
+        body: {
+          events: [
+            { name: "Tick", data: { key, n: 1 } },
+            { name: "Tick", data: { key, n: 2 } },
+          ],
+        },
+      });
     }
     const deadKeys = async () =>
-      ((await api("GET", "/dead-letters?subscription=browser-many")).json.deadLetters as { key: string; position: number }[])
+      (
+        (await api("GET", "/dead-letters?subscription=browser-many")).json.deadLetters as {
+          key: string;
+          position: number;
+        }[]
+      )
         .map((d) => `${d.key}@${d.position}`)
         .sort();
-    const all = await eventually(async () => {
-      await api("POST", "/dispatch");
-      const dead = await deadKeys();
-      expect(dead).toHaveLength(4);
-      return dead;
-    }, { timeoutMs: 30_000, intervalMs: 300 });
+    const all = await eventually(
+      async () => {
+        await api("POST", "/dispatch");
+        const dead = await deadKeys();
+        expect(dead).toHaveLength(4);
+        return dead;
+      },
+      { timeoutMs: 30_000, intervalMs: 300 },
+    );
     const deadAt = (key: string) => all.find((d) => d.startsWith(`${key}@`))!;
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
@@ -188,8 +235,13 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await page.goto(url("/ui/dead-letters?subscription=browser-many"));
     await page.getByRole("checkbox", { name: "Refresh live" }).uncheck();
     expect(await page.locator('tr[data-subscription="browser-many"]').count()).toBe(4);
-    await page.locator('tr[data-key="tick-2"]').getByRole("button", { name: "Skip the failed event of tick-2" }).click();
-    await expect.poll(() => page.getByRole("status").first().textContent()).toContain("Skipped the failed event of 1 dead key of browser-many");
+    await page
+      .locator('tr[data-key="tick-2"]')
+      .getByRole("button", { name: "Skip the failed event of tick-2" })
+      .click();
+    await expect
+      .poll(() => page.getByRole("status").first().textContent())
+      .toContain("Skipped the failed event of 1 dead key of browser-many");
     expect(await deadKeys()).toEqual([deadAt("tick-1"), deadAt("tick-3"), deadAt("tick-4")]);
 
     // keys page: Retry on tick-3's row
@@ -197,18 +249,34 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await page.getByRole("checkbox", { name: "Refresh live" }).uncheck();
     expect(await page.locator("tbody tr[data-key]").count()).toBe(3);
     await page.locator('tr[data-key="tick-3"]').getByRole("button", { name: "Retry tick-3" }).click();
-    await expect.poll(() => page.getByRole("status").first().textContent()).toContain("Retried 1 dead key of browser-many");
+    await expect
+      .poll(() => page.getByRole("status").first().textContent())
+      .toContain("Retried 1 dead key of browser-many");
     expect(await deadKeys()).toEqual([deadAt("tick-1"), deadAt("tick-4")]);
 
     // delivery: tick-2 without its skipped first event, tick-3 from its failed one; the others stay dead
     letThrough.add("tick-2").add("tick-3");
     const delivered = (key: string) =>
       receiver.deliveries.filter((d) => d.subscription === "browser-many" && d.key === key && d.events.length > 0);
-    await eventually(async () => {
-      await api("POST", "/dispatch");
-      expect(delivered("tick-2").at(-1)!.events.map((e) => e.data)).toEqual([{ key: "tick-2", n: 2 }]);
-      expect(delivered("tick-3").at(-1)!.events.map((e) => e.data)).toEqual([{ key: "tick-3", n: 1 }, { key: "tick-3", n: 2 }]);
-    }, { timeoutMs: 30_000, intervalMs: 300 });
+    await eventually(
+      async () => {
+        await api("POST", "/dispatch");
+        expect(
+          delivered("tick-2")
+            .at(-1)!
+            .events.map((e) => e.data),
+        ).toEqual([{ key: "tick-2", n: 2 }]);
+        expect(
+          delivered("tick-3")
+            .at(-1)!
+            .events.map((e) => e.data),
+        ).toEqual([
+          { key: "tick-3", n: 1 },
+          { key: "tick-3", n: 2 },
+        ]);
+      },
+      { timeoutMs: 30_000, intervalMs: 300 },
+    );
     for (const key of ["tick-1", "tick-4"]) expect(delivered(key)).toHaveLength(1); // its one failed attempt
     expect(await deadKeys()).toEqual([deadAt("tick-1"), deadAt("tick-4")]);
     await context.close();
@@ -243,7 +311,9 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     for (let i = 0; i < 24; i++) {
       const visitor = `visitor-${i % 8}`;
       await api("POST", `/streams/${visitor}/events`, {
-        body: { events: [{ name: names[Math.floor(i / 8) % 3], data: { name: `Visitor ${i % 8}`, roomId: `room-${i % 3}` } }] },
+        body: {
+          events: [{ name: names[Math.floor(i / 8) % 3], data: { name: `Visitor ${i % 8}`, roomId: `room-${i % 3}` } }],
+        },
       });
     }
   }

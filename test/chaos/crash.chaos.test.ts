@@ -15,109 +15,116 @@ const CONSUMERS = 3;
 const LEASE_MS = 1500;
 
 describe("crash mid-batch", () => {
-  it("SIGKILLed consumers lose nothing: their batches come again in order after the lease, duplicates only follow a crash", async () => {
-    const { corq, url, raw } = await open({
-      subscriptions: [{ name: "chaos", batchSize: 5, leaseMs: LEASE_MS, maxAttempts: 1000, handle: () => undefined }],
-    });
-    await corq.advance(); // registers the subscription
-    await raw.query(`CREATE TABLE chaos_handled (id bigserial PRIMARY KEY, pid int NOT NULL, key text NOT NULL,
+  it(
+    "SIGKILLed consumers lose nothing: their batches come again in order after the lease, duplicates only follow a crash",
+    async () => {
+      const { corq, url, raw } = await open({
+        subscriptions: [{ name: "chaos", batchSize: 5, leaseMs: LEASE_MS, maxAttempts: 1000, handle: () => undefined }],
+      });
+      await corq.advance(); // registers the subscription
+      await raw.query(`CREATE TABLE chaos_handled (id bigserial PRIMARY KEY, pid int NOT NULL, key text NOT NULL,
       position bigint NOT NULL, started_at timestamptz NOT NULL, finished_at timestamptz NOT NULL)`);
 
-    const children = new Set<ChildProcess>();
-    let appended = 0;
-    let killsOver = false;
-    const killed = new Set<number>();
-    const startConsumer = () => {
-      const child = spawn(process.execPath, ["--import", "tsx", "test/chaos/consumerProcess.ts"], {
-        env: { ...process.env, DATABASE_URL: url, CORQ_CHAOS_LEASE_MS: String(LEASE_MS) },
-        stdio: ["ignore", "inherit", "inherit"],
-      });
-      children.add(child);
-      child.once("exit", () => children.delete(child));
-    };
-    try {
-      for (let i = 0; i < CONSUMERS; i++) startConsumer();
+      const children = new Set<ChildProcess>();
+      let appended = 0;
+      let killsOver = false;
+      const killed = new Set<number>();
+      const startConsumer = () => {
+        const child = spawn(process.execPath, ["--import", "tsx", "test/chaos/consumerProcess.ts"], {
+          env: { ...process.env, DATABASE_URL: url, CORQ_CHAOS_LEASE_MS: String(LEASE_MS) },
+          stdio: ["ignore", "inherit", "inherit"],
+        });
+        children.add(child);
+        child.once("exit", () => children.delete(child));
+      };
+      try {
+        for (let i = 0; i < CONSUMERS; i++) startConsumer();
 
-      // appends and kills at once: appending goes on (at least EVENTS) until the last kill
-      const appending = (async () => {
-        while (appended < EVENTS || !killsOver) {
-          const count = 1 + Math.floor(Math.random() * 5);
-          const stream = `order-${Math.floor(Math.random() * 40)}`;
-          await corq.append(stream, Array.from({ length: count }, (_, i) => ({ name: "Step", data: { i: appended + i } })));
-          appended += count;
-          await sleep(Math.random() * 8);
+        // appends and kills at once: appending goes on (at least EVENTS) until the last kill
+        const appending = (async () => {
+          while (appended < EVENTS || !killsOver) {
+            const count = 1 + Math.floor(Math.random() * 5);
+            const stream = `order-${Math.floor(Math.random() * 40)}`;
+            await corq.append(
+              stream,
+              Array.from({ length: count }, (_, i) => ({ name: "Step", data: { i: appended + i } })),
+            );
+            appended += count;
+            await sleep(Math.random() * 8);
+          }
+        })();
+        await sleep(1500); // the first consumers are up and working
+        for (let kill = 0; kill < KILLS; kill++) {
+          const victims = [...children].filter((c) => c.pid !== undefined && c.exitCode === null);
+          const victim = victims[Math.floor(Math.random() * victims.length)];
+          if (victim) {
+            killed.add(victim.pid!);
+            victim.kill("SIGKILL");
+            startConsumer();
+          }
+          await sleep(250 + Math.random() * 250);
         }
-      })();
-      await sleep(1500); // the first consumers are up and working
-      for (let kill = 0; kill < KILLS; kill++) {
-        const victims = [...children].filter((c) => c.pid !== undefined && c.exitCode === null);
-        const victim = victims[Math.floor(Math.random() * victims.length)];
-        if (victim) {
-          killed.add(victim.pid!);
-          victim.kill("SIGKILL");
-          startConsumer();
-        }
-        await sleep(250 + Math.random() * 250);
+        killsOver = true;
+        await appending;
+
+        // the survivors (and the replacements) finish everything, the killed leases included
+        await eventually(
+          async () => {
+            const { rows } = await raw.query("SELECT count(DISTINCT position)::int AS n FROM chaos_handled");
+            expect(rows[0].n).toBe(appended);
+          },
+          { timeoutMs: 90_000, intervalMs: 250 },
+        );
+      } finally {
+        for (const child of children) child.kill("SIGKILL");
       }
-      killsOver = true;
-      await appending;
 
-      // the survivors (and the replacements) finish everything, the killed leases included
-      await eventually(
-        async () => {
-          const { rows } = await raw.query("SELECT count(DISTINCT position)::int AS n FROM chaos_handled");
-          expect(rows[0].n).toBe(appended);
-        },
-        { timeoutMs: 90_000, intervalMs: 250 },
+      // the truth: every event per stream in log order
+      const { rows: events } = await raw.query("SELECT stream, position FROM corq.events ORDER BY tx, position");
+      const expected = new Map<string, number[]>();
+      for (const e of events) expected.set(e.stream, [...(expected.get(e.stream) ?? []), Number(e.position)]);
+      const { rows: handled } = await raw.query(
+        "SELECT pid, key, position::int, started_at, finished_at FROM chaos_handled ORDER BY id",
       );
-    } finally {
-      for (const child of children) child.kill("SIGKILL");
-    }
+      const figures = tally(expected, handled);
 
-    // the truth: every event per stream in log order
-    const { rows: events } = await raw.query("SELECT stream, position FROM corq.events ORDER BY tx, position");
-    const expected = new Map<string, number[]>();
-    for (const e of events) expected.set(e.stream, [...(expected.get(e.stream) ?? []), Number(e.position)]);
-    const { rows: handled } = await raw.query(
-      "SELECT pid, key, position::int, started_at, finished_at FROM chaos_handled ORDER BY id",
-    );
-    const figures = tally(expected, handled);
-
-    // a duplicate follows a crash: the first time that event was handled, its process was then killed
-    const firstBy = new Map<number, number>();
-    let dupWithoutCrash = 0;
-    for (const h of handled) {
-      if (!firstBy.has(h.position)) firstBy.set(h.position, h.pid);
-      else if (!killed.has(firstBy.get(h.position)!)) dupWithoutCrash++;
-    }
-    // never two holders at once: per key, a batch starts after the previous one (by another process) finished
-    let doubleClaims = 0;
-    const batches = new Map<string, { pid: number; start: number; end: number }>();
-    const byKey = new Map<string, { pid: number; start: number; end: number }[]>();
-    for (const h of handled) {
-      const id = `${h.pid}/${h.key}/${+h.started_at}`;
-      if (!batches.has(id)) {
-        const batch = { pid: h.pid, start: +h.started_at, end: +h.finished_at };
-        batches.set(id, batch);
-        byKey.set(h.key, [...(byKey.get(h.key) ?? []), batch]);
+      // a duplicate follows a crash: the first time that event was handled, its process was then killed
+      const firstBy = new Map<number, number>();
+      let dupWithoutCrash = 0;
+      for (const h of handled) {
+        if (!firstBy.has(h.position)) firstBy.set(h.position, h.pid);
+        else if (!killed.has(firstBy.get(h.position)!)) dupWithoutCrash++;
       }
-    }
-    for (const list of byKey.values()) {
-      list.sort((a, b) => a.start - b.start);
-      for (let i = 1; i < list.length; i++) if (list[i].start < list[i - 1].end) doubleClaims++;
-    }
+      // never two holders at once: per key, a batch starts after the previous one (by another process) finished
+      let doubleClaims = 0;
+      const batches = new Map<string, { pid: number; start: number; end: number }>();
+      const byKey = new Map<string, { pid: number; start: number; end: number }[]>();
+      for (const h of handled) {
+        const id = `${h.pid}/${h.key}/${+h.started_at}`;
+        if (!batches.has(id)) {
+          const batch = { pid: h.pid, start: +h.started_at, end: +h.finished_at };
+          batches.set(id, batch);
+          byKey.set(h.key, [...(byKey.get(h.key) ?? []), batch]);
+        }
+      }
+      for (const list of byKey.values()) {
+        list.sort((a, b) => a.start - b.start);
+        for (let i = 1; i < list.length; i++) if (list[i].start < list[i - 1].end) doubleClaims++;
+      }
 
-    reportScenario({
-      scenario: "crash mid-batch (SIGKILL)",
-      ...figures,
-      doubleClaims,
-      notes: { kills: killed.size, consumers: CONSUMERS, dup_without_crash: dupWithoutCrash },
-    });
-    expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
-    expect(doubleClaims).toBe(0);
-    expect(dupWithoutCrash).toBe(0);
-    expect(killed.size).toBe(KILLS);
-    const left = await corq.subscription("chaos");
-    expect(left).toMatchObject({ pending: 0, keys: { dead: 0 } });
-  }, 120_000 * scale);
+      reportScenario({
+        scenario: "crash mid-batch (SIGKILL)",
+        ...figures,
+        doubleClaims,
+        notes: { kills: killed.size, consumers: CONSUMERS, dup_without_crash: dupWithoutCrash },
+      });
+      expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
+      expect(doubleClaims).toBe(0);
+      expect(dupWithoutCrash).toBe(0);
+      expect(killed.size).toBe(KILLS);
+      const left = await corq.subscription("chaos");
+      expect(left).toMatchObject({ pending: 0, keys: { dead: 0 } });
+    },
+    120_000 * scale,
+  );
 });

@@ -27,8 +27,14 @@ beforeAll(async () => {
   db.on("error", () => undefined); // its idle clients die with each restart
   receiver = await startReceiver(() => secret);
   const created = await call("PUT", "/subscriptions/chaos-feed", {
-    events: ["Step"], key: "stream", from: "now", batchSize: 10, maxAttempts: 1000, leaseMs: 5000,
-    backoff: { initialMs: 50, maxMs: 500, factor: 2 }, deliver: { url: receiver.url, timeoutMs: 4000 },
+    events: ["Step"],
+    key: "stream",
+    from: "now",
+    batchSize: 10,
+    maxAttempts: 1000,
+    leaseMs: 5000,
+    backoff: { initialMs: 50, maxMs: 500, factor: 2 },
+    deliver: { url: receiver.url, timeoutMs: 4000 },
   });
   expect(created.status).toBe(201);
   secret = created.body.secret;
@@ -48,137 +54,182 @@ async function call(method: string, path: string, body?: unknown) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await response.text();
-  return { status: response.status, type: response.headers.get("content-type") ?? "", body: text ? JSON.parse(text) : null };
+  return {
+    status: response.status,
+    type: response.headers.get("content-type") ?? "",
+    body: text ? JSON.parse(text) : null,
+  };
 }
 
 /** A query from the test itself, retried while the burst holds every connection slot. */
-const query = (text: string, params: unknown[] = []) => eventually(() => db.query(text, params), { timeoutMs: 30_000, intervalMs: 200 });
+const query = (text: string, params: unknown[] = []) =>
+  eventually(() => db.query(text, params), { timeoutMs: 30_000, intervalMs: 200 });
 
 /** Per stream: its events in log order, from Postgres. */
 async function truth(prefix: string): Promise<Map<string, number[]>> {
-  const { rows } = await query("SELECT stream, position FROM corq.events WHERE stream LIKE $1 || '%' ORDER BY tx, position", [prefix]);
+  const { rows } = await query(
+    "SELECT stream, position FROM corq.events WHERE stream LIKE $1 || '%' ORDER BY tx, position",
+    [prefix],
+  );
   const expected = new Map<string, number[]>();
   for (const r of rows) expected.set(r.stream, [...(expected.get(r.stream) ?? []), Number(r.position)]);
   return expected;
 }
 
 const delivered = (prefix: string) =>
-  receiver.deliveries.filter((d) => d.key.startsWith(prefix)).flatMap((d) => d.events.map((e) => ({ key: d.key, position: e.position })));
+  receiver.deliveries
+    .filter((d) => d.key.startsWith(prefix))
+    .flatMap((d) => d.events.map((e) => ({ key: d.key, position: e.position })));
 
 describe("database restarts and connection exhaustion (Workers stack)", () => {
-  it("restarts under load: requests fail cleanly (503) while it is down, then appends, the cron and consumers resume; nothing lost", async () => {
-    const writers = 4;
-    const perWriter = 60 * scale; // at least; writers keep appending until both restarts are over
-    const statuses = new Map<number, number>();
-    const healthWhileDown: number[] = []; // per restart, the last answer of /health while it was down
-    let restartsOver = false;
-    let appended = 0;
+  it(
+    "restarts under load: requests fail cleanly (503) while it is down, then appends, the cron and consumers resume; nothing lost",
+    async () => {
+      const writers = 4;
+      const perWriter = 60 * scale; // at least; writers keep appending until both restarts are over
+      const statuses = new Map<number, number>();
+      const healthWhileDown: number[] = []; // per restart, the last answer of /health while it was down
+      let restartsOver = false;
+      let appended = 0;
 
-    const writer = async (w: number) => {
-      const versions = new Map<string, number>();
-      for (let seq = 0; seq < perWriter || !restartsOver; seq++) {
-        const stream = `restart-${w}-${seq % 5}`;
-        const expectedVersion = versions.get(stream) ?? -1;
-        for (let attempt = 0; ; attempt++) {
-          let status: number;
-          try {
-            status = (await call("POST", `/streams/${stream}/events`, { events: [{ name: "Step", data: { seq } }], expectedVersion })).status;
-          } catch {
-            status = 0; // connection refused / reset on the HTTP side
+      const writer = async (w: number) => {
+        const versions = new Map<string, number>();
+        for (let seq = 0; seq < perWriter || !restartsOver; seq++) {
+          const stream = `restart-${w}-${seq % 5}`;
+          const expectedVersion = versions.get(stream) ?? -1;
+          for (let attempt = 0; ; attempt++) {
+            let status: number;
+            try {
+              status = (
+                await call("POST", `/streams/${stream}/events`, {
+                  events: [{ name: "Step", data: { seq } }],
+                  expectedVersion,
+                })
+              ).status;
+            } catch {
+              status = 0; // connection refused / reset on the HTTP side
+            }
+            statuses.set(status, (statuses.get(status) ?? 0) + 1);
+            if (status === 201) break;
+            if (status === 409 && attempt > 0) {
+              // an earlier attempt may have committed with its answer lost: the stream says so
+              const read = await call("GET", `/streams/${stream}?from=${expectedVersion + 1}`).catch(() => undefined);
+              if (read?.status === 200 && read.body.events[0]?.data.seq === seq) break;
+            } else {
+              expect([0, 503]).toContain(status); // never a 500, never a 4xx for the database being away
+            }
+            await sleep(Math.min(1000, 50 * 2 ** attempt) * Math.random());
           }
-          statuses.set(status, (statuses.get(status) ?? 0) + 1);
-          if (status === 201) break;
-          if (status === 409 && attempt > 0) {
-            // an earlier attempt may have committed with its answer lost: the stream says so
-            const read = await call("GET", `/streams/${stream}?from=${expectedVersion + 1}`).catch(() => undefined);
-            if (read?.status === 200 && read.body.events[0]?.data.seq === seq) break;
-          } else {
-            expect([0, 503]).toContain(status); // never a 500, never a 4xx for the database being away
-          }
-          await sleep(Math.min(1000, 50 * 2 ** attempt) * Math.random());
+          versions.set(stream, expectedVersion + 1);
+          appended++;
         }
-        versions.set(stream, expectedVersion + 1);
-        appended++;
+      };
+
+      const load = Promise.all(Array.from({ length: writers }, (_, w) => writer(w)));
+      for (const mode of ["fast", "immediate"] as const) {
+        await sleep(2500);
+        let restarted = false;
+        const restarting = postgres.restart({ mode, downMs: 4000 }).then(() => (restarted = true));
+        // down longer than the connect retries last (about 3 s): /health gives up and says 503
+        let health = 0;
+        while (!restarted && health !== 503) health = (await call("GET", "/health")).status;
+        healthWhileDown.push(health);
+        await restarting;
       }
-    };
+      restartsOver = true;
+      await load;
+      expect(healthWhileDown).toEqual([503, 503]);
 
-    const load = Promise.all(Array.from({ length: writers }, (_, w) => writer(w)));
-    for (const mode of ["fast", "immediate"] as const) {
-      await sleep(2500);
-      let restarted = false;
-      const restarting = postgres.restart({ mode, downMs: 4000 }).then(() => (restarted = true));
-      // down longer than the connect retries last (about 3 s): /health gives up and says 503
-      let health = 0;
-      while (!restarted && health !== 503) health = (await call("GET", "/health")).status;
-      healthWhileDown.push(health);
-      await restarting;
-    }
-    restartsOver = true;
-    await load;
-    expect(healthWhileDown).toEqual([503, 503]);
+      const expected = await truth("restart-");
+      expect([...expected.values()].reduce((n, p) => n + p.length, 0)).toBe(appended); // each append exactly once
+      await eventually(async () => expect(tally(expected, delivered("restart-")).lost).toBe(0), {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      });
+      const figures = tally(expected, delivered("restart-"));
+      reportScenario({
+        scenario: "database restart under load",
+        ...figures,
+        doubleClaims: receiver.overlaps,
+        notes: {
+          restarts: 2,
+          http_503: statuses.get(503) ?? 0,
+          http_refused: statuses.get(0) ?? 0,
+          http_500: statuses.get(500) ?? 0,
+        },
+      });
+      expect(statuses.get(500) ?? 0).toBe(0);
+      expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
+      expect(receiver.overlaps).toBe(0);
+    },
+    180_000 * scale,
+  );
 
-    const expected = await truth("restart-");
-    expect([...expected.values()].reduce((n, p) => n + p.length, 0)).toBe(appended); // each append exactly once
-    await eventually(
-      async () => expect(tally(expected, delivered("restart-")).lost).toBe(0),
-      { timeoutMs: 60_000, intervalMs: 250 },
-    );
-    const figures = tally(expected, delivered("restart-"));
-    reportScenario({
-      scenario: "database restart under load",
-      ...figures,
-      doubleClaims: receiver.overlaps,
-      notes: { restarts: 2, http_503: statuses.get(503) ?? 0, http_refused: statuses.get(0) ?? 0, http_500: statuses.get(500) ?? 0 },
-    });
-    expect(statuses.get(500) ?? 0).toBe(0);
-    expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
-    expect(receiver.overlaps).toBe(0);
-  }, 180_000 * scale);
-
-  it(`more concurrent invocations than ${MAX_CONNECTIONS} connections: each answers 201 or 503 problem+json, state stays consistent`, async () => {
-    const burst = 120 * scale;
-    const answers = await Promise.all(
-      Array.from({ length: burst }, (_, i) =>
-        i % 4 === 3
-          ? call("GET", "/stats").then((r) => ({ i, ...r, append: false }))
-          : call("POST", `/streams/burst-${i}/events`, { events: [{ name: "Step", data: { i } }], expectedVersion: -1 }).then((r) => ({ i, ...r, append: true })),
-      ),
-    );
-    const count = (status: number) => answers.filter((a) => a.status === status).length;
-    for (const a of answers) {
-      expect([200, 201, 503]).toContain(a.status);
-      if (a.status === 503) expect(a.type).toContain("application/problem+json");
-    }
-    // a refused append wrote nothing; an accepted one wrote its event once
-    for (const a of answers.filter((x) => x.append)) {
-      const { rows } = await query("SELECT count(*)::int AS n FROM corq.events WHERE stream = $1", [`burst-${a.i}`]);
-      expect(rows[0].n, `burst-${a.i} answered ${a.status}`).toBe(a.status === 201 ? 1 : 0);
-    }
-    // the refused ones, again, one by one
-    for (const a of answers.filter((x) => x.append && x.status === 503)) {
-      for (let attempt = 0; ; attempt++) {
-        const again = await call("POST", `/streams/burst-${a.i}/events`, { events: [{ name: "Step", data: { i: a.i } }], expectedVersion: -1 });
-        if (again.status === 201) break;
-        expect(again.status).toBe(503);
-        await sleep(100 * 2 ** Math.min(attempt, 4));
+  it(
+    `more concurrent invocations than ${MAX_CONNECTIONS} connections: each answers 201 or 503 problem+json, state stays consistent`,
+    async () => {
+      const burst = 120 * scale;
+      const answers = await Promise.all(
+        Array.from({ length: burst }, (_, i) =>
+          i % 4 === 3
+            ? call("GET", "/stats").then((r) => ({ i, ...r, append: false }))
+            : call("POST", `/streams/burst-${i}/events`, {
+                events: [{ name: "Step", data: { i } }],
+                expectedVersion: -1,
+              }).then((r) => ({ i, ...r, append: true })),
+        ),
+      );
+      const count = (status: number) => answers.filter((a) => a.status === status).length;
+      for (const a of answers) {
+        expect([200, 201, 503]).toContain(a.status);
+        if (a.status === 503) expect(a.type).toContain("application/problem+json");
       }
-    }
-    const expected = await truth("burst-");
-    await eventually(async () => expect(tally(expected, delivered("burst-")).lost).toBe(0), { timeoutMs: 60_000, intervalMs: 250 });
-    // the queue and the counters agree, and end empty
-    await eventually(async () => {
-      const { rows } = await query(`SELECT (SELECT count(*) FROM corq.queue)::int AS queued,
+      // a refused append wrote nothing; an accepted one wrote its event once
+      for (const a of answers.filter((x) => x.append)) {
+        const { rows } = await query("SELECT count(*)::int AS n FROM corq.events WHERE stream = $1", [`burst-${a.i}`]);
+        expect(rows[0].n, `burst-${a.i} answered ${a.status}`).toBe(a.status === 201 ? 1 : 0);
+      }
+      // the refused ones, again, one by one
+      for (const a of answers.filter((x) => x.append && x.status === 503)) {
+        for (let attempt = 0; ; attempt++) {
+          const again = await call("POST", `/streams/burst-${a.i}/events`, {
+            events: [{ name: "Step", data: { i: a.i } }],
+            expectedVersion: -1,
+          });
+          if (again.status === 201) break;
+          expect(again.status).toBe(503);
+          await sleep(100 * 2 ** Math.min(attempt, 4));
+        }
+      }
+      const expected = await truth("burst-");
+      await eventually(async () => expect(tally(expected, delivered("burst-")).lost).toBe(0), {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      });
+      // the queue and the counters agree, and end empty
+      await eventually(
+        async () => {
+          const { rows } = await query(`SELECT (SELECT count(*) FROM corq.queue)::int AS queued,
         (SELECT coalesce(sum(pending), 0) FROM corq.keys)::int AS pending, (SELECT count(*) FROM corq.keys WHERE pending < 0)::int AS negative`);
-      expect(rows[0]).toEqual({ queued: 0, pending: 0, negative: 0 });
-    }, { timeoutMs: 60_000, intervalMs: 250 });
-    const figures = tally(expected, delivered("burst-"));
-    reportScenario({
-      scenario: "connection exhaustion",
-      ...figures,
-      doubleClaims: receiver.overlaps,
-      notes: { requests: burst, max_connections: MAX_CONNECTIONS, http_2xx: count(200) + count(201), http_503: count(503) },
-    });
-    expect(figures).toMatchObject({ lost: 0, order: 0 });
-    expect(receiver.overlaps).toBe(0);
-  }, 180_000 * scale);
+          expect(rows[0]).toEqual({ queued: 0, pending: 0, negative: 0 });
+        },
+        { timeoutMs: 60_000, intervalMs: 250 },
+      );
+      const figures = tally(expected, delivered("burst-"));
+      reportScenario({
+        scenario: "connection exhaustion",
+        ...figures,
+        doubleClaims: receiver.overlaps,
+        notes: {
+          requests: burst,
+          max_connections: MAX_CONNECTIONS,
+          http_2xx: count(200) + count(201),
+          http_503: count(503),
+        },
+      });
+      expect(figures).toMatchObject({ lost: 0, order: 0 });
+      expect(receiver.overlaps).toBe(0);
+    },
+    180_000 * scale,
+  );
 });

@@ -20,7 +20,9 @@ export interface ScenarioFigures {
 }
 
 export function reportScenario(figures: ScenarioFigures): void {
-  const notes = Object.entries(figures.notes ?? {}).map(([k, v]) => ` ${k}=${v}`).join("");
+  const notes = Object.entries(figures.notes ?? {})
+    .map(([k, v]) => ` ${k}=${v}`)
+    .join("");
   console.log(
     `chaos scenario ${figures.scenario}: events=${figures.events} lost=${figures.lost} order=${figures.order} ` +
       `double_claims=${figures.doubleClaims} dup=${figures.dup}${notes}`,

@@ -50,7 +50,11 @@ export type Opened = Awaited<ReturnType<ReturnType<typeof useCorq>>>;
  * Advances, then consumes until nothing is ready; returns the number of batches consumed.
  * Fails (rather than hangs) when a key never runs out of batches or a claim never returns.
  */
-export async function drain(corq: Corq, subscription: string, options: { maxBatches?: number; timeoutMs?: number } = {}): Promise<number> {
+export async function drain(
+  corq: Corq,
+  subscription: string,
+  options: { maxBatches?: number; timeoutMs?: number } = {},
+): Promise<number> {
   const maxBatches = options.maxBatches ?? 1000;
   const consumeAll = async () => {
     await corq.advance();
@@ -60,7 +64,10 @@ export async function drain(corq: Corq, subscription: string, options: { maxBatc
     }
     return batches;
   };
-  return within(consumeAll(), { timeoutMs: options.timeoutMs ?? 15_000, message: `draining "${subscription}" did not finish` });
+  return within(consumeAll(), {
+    timeoutMs: options.timeoutMs ?? 15_000,
+    message: `draining "${subscription}" did not finish`,
+  });
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

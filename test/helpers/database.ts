@@ -29,6 +29,7 @@ export async function createTestDatabase(
   await withAdmin(serverUrl, (c) => c.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
   return {
     url: databaseUrl(serverUrl, name),
-    drop: () => withAdmin(serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+    drop: () =>
+      withAdmin(serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
   };
 }

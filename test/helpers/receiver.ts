@@ -24,7 +24,9 @@ export interface Delivery {
  * half of the body, then waits that long before the rest. A 1xx `status` is sent alone, then
  * the connection ends.
  */
-export type Behaviour = (delivery: Delivery) =>
+export type Behaviour = (
+  delivery: Delivery,
+) =>
   | { status?: number; body?: unknown; raw?: string; contentType?: string; delayMs?: number; stallMs?: number }
   | undefined;
 
@@ -93,7 +95,11 @@ export async function startReceiver(secret: () => string | undefined) {
       overlaps = 0;
       behave = () => undefined;
     },
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 

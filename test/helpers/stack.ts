@@ -27,7 +27,11 @@ export function useStack(options: { vars?: Record<string, string>; httpPoolSize?
     await state.drop?.();
   });
 
-  const api = async (method: string, path: string, init: { body?: unknown; headers?: Record<string, string>; token?: string | null } = {}) => {
+  const api = async (
+    method: string,
+    path: string,
+    init: { body?: unknown; headers?: Record<string, string>; token?: string | null } = {},
+  ) => {
     const headers: Record<string, string> = { ...init.headers };
     const token = init.token === undefined ? state.stack.adminToken : init.token;
     if (token !== null) headers.authorization = `Bearer ${token}`;

@@ -61,7 +61,11 @@ export const mutants: Mutant[] = [
   // lock order the skip statement relies on). The FOR UPDATE stays as defence in depth.
   {
     name: "advance: not coalesced (a second advancer waits for the first)",
-    edits: one("src/sql/advanceSubscription.ts", "AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)\n      FOR UPDATE", "FOR UPDATE"),
+    edits: one(
+      "src/sql/advanceSubscription.ts",
+      "AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)\n      FOR UPDATE",
+      "FOR UPDATE",
+    ),
     tests: ["test/coalescedAdvance.int.test.ts"],
   },
   {
@@ -86,7 +90,11 @@ export const mutants: Mutant[] = [
   // --- append ----------------------------------------------------------------------------
   {
     name: "append: input order ignored",
-    edits: one("src/sql/appendEvents.ts", "      FROM claim, input\n      ORDER BY input.ord\n", "      FROM claim, input\n"),
+    edits: one(
+      "src/sql/appendEvents.ts",
+      "      FROM claim, input\n      ORDER BY input.ord\n",
+      "      FROM claim, input\n",
+    ),
     tests: ["test/sqlOrder.test.ts", "test/append.int.test.ts"],
   },
   {
@@ -247,12 +255,20 @@ export const mutants: Mutant[] = [
   },
   {
     name: "push: 3xx acks",
-    edits: one("src/pushDelivery.ts", "if (response.status < 200 || response.status > 299) {", "if (response.status < 200 || response.status > 399) {"),
+    edits: one(
+      "src/pushDelivery.ts",
+      "if (response.status < 200 || response.status > 299) {",
+      "if (response.status < 200 || response.status > 399) {",
+    ),
     tests: ["test/push.int.test.ts"],
   },
   {
     name: "push: no delivery timeout",
-    edits: one("src/pushDelivery.ts", "const signal = AbortSignal.any([timeout, context.signal]);", "const signal = context.signal;"),
+    edits: one(
+      "src/pushDelivery.ts",
+      "const signal = AbortSignal.any([timeout, context.signal]);",
+      "const signal = context.signal;",
+    ),
     tests: ["test/push.int.test.ts"],
   },
   {

@@ -10,7 +10,16 @@
 //            RUN_LIMIT_MS is stopped and counted killed (hung), as a test timeout is;
 //   summary  one line: mutants: killed=<n> survived=<n> stale=<n> — and the survivors' names.
 import { spawn, execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -49,7 +58,10 @@ function mutate(mutant: Mutant): { files: Map<string, string> } | { stale: strin
     const count = text.split(edit.search).length - 1;
     if (count === 0) return { stale: `search text not found in ${edit.file}: ${preview(edit)}` };
     if (count > 1 && !edit.all) return { stale: `search text occurs ${count} times in ${edit.file}: ${preview(edit)}` };
-    files.set(edit.file, edit.all ? text.split(edit.search).join(edit.replace) : text.replace(edit.search, () => edit.replace));
+    files.set(
+      edit.file,
+      edit.all ? text.split(edit.search).join(edit.replace) : text.replace(edit.search, () => edit.replace),
+    );
   }
   return { files };
 }
@@ -58,7 +70,10 @@ const preview = (edit: Edit) => JSON.stringify(edit.search.length > 60 ? `${edit
 
 function scratchCopy(): string {
   const dir = mkdtempSync(join(tmpdir(), "corq-mutants-"));
-  const listed = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard", "-z"], { cwd: root, encoding: "utf8" });
+  const listed = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard", "-z"], {
+    cwd: root,
+    encoding: "utf8",
+  });
   for (const file of listed.split("\0")) {
     if (!file || file === "node_modules" || file.startsWith("node_modules/")) continue;
     mkdirSync(dirname(join(dir, file)), { recursive: true });
@@ -83,14 +98,31 @@ interface VitestReport {
 }
 
 /** Runs vitest on `tests` in `dir`; resolves with whether it failed and a short description. */
-function runTests(dir: string, tests: string[], env: NodeJS.ProcessEnv, bail: boolean): Promise<{ failed: boolean; note: string }> {
+function runTests(
+  dir: string,
+  tests: string[],
+  env: NodeJS.ProcessEnv,
+  bail: boolean,
+): Promise<{ failed: boolean; note: string }> {
   const report = join(dir, ".mutant-report.json");
   rmSync(report, { force: true });
   // one file at a time: the xmin horizon is the whole cluster's, so a file that holds a
   // transaction open (on purpose) stalls the advances of a file running beside it
-  const args = ["run", ...tests, "--reporter=json", `--outputFile=${report}`, "--maxWorkers=1", ...(bail ? ["--bail=1"] : [])];
+  const args = [
+    "run",
+    ...tests,
+    "--reporter=json",
+    `--outputFile=${report}`,
+    "--maxWorkers=1",
+    ...(bail ? ["--bail=1"] : []),
+  ];
   return new Promise((resolve) => {
-    const child = spawn(join(dir, "node_modules/.bin/vitest"), args, { cwd: dir, env, detached: true, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(join(dir, "node_modules/.bin/vitest"), args, {
+      cwd: dir,
+      env,
+      detached: true,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let stderr = "";
     child.stderr.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
     const timer = setTimeout(() => {
@@ -113,7 +145,10 @@ function describe(reportFile: string, code: number, stderr: string): { failed: b
   try {
     report = JSON.parse(readFileSync(reportFile, "utf8"));
   } catch {
-    return { failed: code !== 0, note: code !== 0 ? `vitest exited ${code}: ${stderr.trim().split("\n").slice(-3).join(" | ")}` : "" };
+    return {
+      failed: code !== 0,
+      note: code !== 0 ? `vitest exited ${code}: ${stderr.trim().split("\n").slice(-3).join(" | ")}` : "",
+    };
   }
   const failures = report.testResults.flatMap((file) => {
     const tests = file.assertionResults
@@ -122,15 +157,21 @@ function describe(reportFile: string, code: number, stderr: string): { failed: b
         where: `${short(file.name)} > ${t.fullName}`,
         message: t.failureMessages.join(" "),
         // vitest's JSON report words a test timeout as STACK_TRACE_ERROR: go by the duration too
-        timedOut: t.failureMessages.some((m) => /timed out in \d+ms/i.test(m)) || (t.duration ?? 0) >= TEST_TIMEOUT_MS - 100,
+        timedOut:
+          t.failureMessages.some((m) => /timed out in \d+ms/i.test(m)) || (t.duration ?? 0) >= TEST_TIMEOUT_MS - 100,
       }));
-    return tests.length > 0 || file.status !== "failed" ? tests : [{ where: short(file.name), message: file.message, timedOut: /timed out/i.test(file.message) }];
+    return tests.length > 0 || file.status !== "failed"
+      ? tests
+      : [{ where: short(file.name), message: file.message, timedOut: /timed out/i.test(file.message) }];
   });
   if (failures.length === 0) return { failed: code !== 0, note: code !== 0 ? `vitest exited ${code}` : "" };
   const timedOut = failures.every((f) => f.timedOut);
   const first = failures[0];
   const message = first.message.split("\n")[0].slice(0, 160);
-  return { failed: true, note: `${timedOut ? "BY TIMEOUT only: " : ""}${first.where}: ${message}${failures.length > 1 ? ` (+${failures.length - 1} more)` : ""}` };
+  return {
+    failed: true,
+    note: `${timedOut ? "BY TIMEOUT only: " : ""}${first.where}: ${message}${failures.length > 1 ? ` (+${failures.length - 1} more)` : ""}`,
+  };
 }
 
 const short = (file: string) => file.slice(file.indexOf("test/"));
@@ -138,7 +179,8 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
 async function main() {
   const { only, baseline, dryRun } = parseArgs(process.argv.slice(2));
-  const selected = only.length === 0 ? mutants : mutants.filter((m) => only.some((o) => m.name.toLowerCase().includes(o)));
+  const selected =
+    only.length === 0 ? mutants : mutants.filter((m) => only.some((o) => m.name.toLowerCase().includes(o)));
   if (selected.length === 0) throw new Error(`no mutant matches ${only.join(", ")}`);
   if (dryRun) {
     // only whether each search text is still in the code: nothing is run
@@ -151,7 +193,9 @@ async function main() {
   const started = Date.now();
   const dir = scratchCopy();
   // the server the test setup would start per run, started once (DATABASE_URL)
-  const postgres = await startEmbeddedPostgres({ settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" } });
+  const postgres = await startEmbeddedPostgres({
+    settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
+  });
   const env = { ...process.env, DATABASE_URL: postgres.url, FORCE_COLOR: "0" };
   const outcomes: Outcome[] = [];
   try {
@@ -174,13 +218,20 @@ async function main() {
         for (const [file, text] of mutated.files) writeFileSync(join(dir, file), text);
         try {
           const run = await runTests(dir, mutant.tests, env, true);
-          outcome = { mutant, status: run.failed ? "killed" : "survived", note: run.failed ? run.note : `passed: ${mutant.tests.join(" ")}`, ms: Date.now() - t0 };
+          outcome = {
+            mutant,
+            status: run.failed ? "killed" : "survived",
+            note: run.failed ? run.note : `passed: ${mutant.tests.join(" ")}`,
+            ms: Date.now() - t0,
+          };
         } finally {
           for (const file of mutated.files.keys()) cpSync(join(root, file), join(dir, file));
         }
       }
       outcomes.push(outcome);
-      console.log(`[${index + 1}/${selected.length}] ${outcome.status.padEnd(8)} ${mutant.name} — ${outcome.note}${outcome.ms ? ` (${seconds(outcome.ms)})` : ""}`);
+      console.log(
+        `[${index + 1}/${selected.length}] ${outcome.status.padEnd(8)} ${mutant.name} — ${outcome.note}${outcome.ms ? ` (${seconds(outcome.ms)})` : ""}`,
+      );
     }
   } finally {
     await postgres.stop();

@@ -29,8 +29,12 @@ export function teardown() {
   shared.corqChaos = undefined;
   const file = join(state.dir, "scenarios.jsonl");
   if (existsSync(file)) {
-    const scenarios: ScenarioFigures[] = readFileSync(file, "utf8").trim().split("\n").map((line) => JSON.parse(line));
-    const sum = (field: "events" | "lost" | "order" | "doubleClaims" | "dup") => scenarios.reduce((total, s) => total + s[field], 0);
+    const scenarios: ScenarioFigures[] = readFileSync(file, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    const sum = (field: "events" | "lost" | "order" | "doubleClaims" | "dup") =>
+      scenarios.reduce((total, s) => total + s[field], 0);
     console.log(
       `\nchaos: scenarios=${new Set(scenarios.map((s) => s.scenario)).size} events=${sum("events")} lost=${sum("lost")} ` +
         `order=${sum("order")} double_claims=${sum("doubleClaims")} dup=${sum("dup")}`,

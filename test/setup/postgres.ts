@@ -26,7 +26,9 @@ async function start(): Promise<string> {
   let url = process.env.DATABASE_URL;
   if (!url) {
     // A throwaway cluster: durability settings off, it is deleted after the run.
-    const embedded = await startEmbeddedPostgres({ settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" } });
+    const embedded = await startEmbeddedPostgres({
+      settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
+    });
     shared.corqPostgres!.embedded = embedded;
     url = embedded.url;
   }

@@ -9,7 +9,11 @@ import { reportScenario } from "../helpers/chaos.js";
 // two webhook secrets: rotation (the stack signs with the first, dev-webhook-secret)
 // the auth tests below fail 15 times from one client: more than the throttle's default (authThrottle.worker.test.ts)
 const { state, api } = useStack({
-  vars: { CORQ_MAX_BODY_BYTES: "40000", CORQ_WEBHOOK_SECRET: "dev-webhook-secret rotated-secret", CORQ_AUTH_FAILURE_LIMIT: "100" },
+  vars: {
+    CORQ_MAX_BODY_BYTES: "40000",
+    CORQ_WEBHOOK_SECRET: "dev-webhook-secret rotated-secret",
+    CORQ_AUTH_FAILURE_LIMIT: "100",
+  },
 });
 
 /**
@@ -27,14 +31,30 @@ async function appendQuietly(stream: string, event: EventInput) {
 
 // auth refusals (no token, wrong token, bad / stale / tampered / replayed signatures), for the chaos summary
 let refusedByAuth = 0;
-afterAll(() => reportScenario({ scenario: "auth", events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0, notes: { refused: refusedByAuth } }));
+afterAll(() =>
+  reportScenario({
+    scenario: "auth",
+    events: 0,
+    lost: 0,
+    order: 0,
+    doubleClaims: 0,
+    dup: 0,
+    notes: { refused: refusedByAuth },
+  }),
+);
 
-const count = async (table: string) => Number((await state.db.query(`SELECT count(*) FROM corq.${table}`)).rows[0].count);
+const count = async (table: string) =>
+  Number((await state.db.query(`SELECT count(*) FROM corq.${table}`)).rows[0].count);
 
 function expectProblem(response: { status: number; type: string; json: any }, status: number) {
   expect(response.status).toBe(status);
   expect(response.type).toContain("application/problem+json");
-  expect(response.json).toMatchObject({ type: expect.any(String), title: expect.any(String), status, detail: expect.any(String) });
+  expect(response.json).toMatchObject({
+    type: expect.any(String),
+    title: expect.any(String),
+    status,
+    detail: expect.any(String),
+  });
 }
 
 describe("health", () => {
@@ -47,11 +67,23 @@ describe("health", () => {
 describe("event log", () => {
   it("appends, reads a stream and the global log; delivers in the background", async () => {
     const created = await api("POST", "/streams/visitor-ada/events", {
-      body: { events: [{ name: "Registered", data: { name: "Ada" } }, { name: "Arrived", data: { roomId: "7" }, meta: { by: "test" } }], expectedVersion: -1 },
+      body: {
+        events: [
+          { name: "Registered", data: { name: "Ada" } },
+          { name: "Arrived", data: { roomId: "7" }, meta: { by: "test" } },
+        ],
+        expectedVersion: -1,
+      },
     });
-    expect(created).toMatchObject({ status: 201, json: { stream: "visitor-ada", version: 1, positions: [expect.any(Number), expect.any(Number)] } });
+    expect(created).toMatchObject({
+      status: 201,
+      json: { stream: "visitor-ada", version: 1, positions: [expect.any(Number), expect.any(Number)] },
+    });
     const stream = await api("GET", "/streams/visitor-ada?from=1&limit=10");
-    expect(stream.json).toMatchObject({ stream: "visitor-ada", events: [{ version: 1, name: "Arrived", data: { roomId: "7" }, meta: { by: "test" } }] });
+    expect(stream.json).toMatchObject({
+      stream: "visitor-ada",
+      events: [{ version: 1, name: "Arrived", data: { roomId: "7" }, meta: { by: "test" } }],
+    });
     const log = await api("GET", "/events?after=0&limit=1");
     expect(log.json.events).toHaveLength(1);
     expect(log.json.next).toBe(log.json.events[0].position);
@@ -66,7 +98,9 @@ describe("event log", () => {
 
   it("refuses a version conflict with 409 and writes nothing", async () => {
     const before = await count("events");
-    const response = await api("POST", "/streams/visitor-ada/events", { body: { events: [{ name: "Departed", data: {} }], expectedVersion: 0 } });
+    const response = await api("POST", "/streams/visitor-ada/events", {
+      body: { events: [{ name: "Departed", data: {} }], expectedVersion: 0 },
+    });
     expectProblem(response, 409);
     expect(await count("events")).toBe(before);
   });
@@ -78,10 +112,24 @@ describe("event log", () => {
       [400, ["POST", "/streams/s/events", { body: { events: [] } }]],
       [400, ["POST", "/streams/s/events", { body: { events: [{ name: "bad name", data: {} }] } }]],
       [400, ["POST", "/streams/s/events", { body: { events: [{ name: "Ok", data: {} }], expectedVersion: "1" } }]],
-      [400, ["POST", "/streams/s/events", { body: { events: Array.from({ length: 1001 }, () => ({ name: "E", data: 1 })) } }]],
+      [
+        400,
+        [
+          "POST",
+          "/streams/s/events",
+          { body: { events: Array.from({ length: 1001 }, () => ({ name: "E", data: 1 })) } },
+        ],
+      ],
       [400, ["POST", "/streams/bad%20stream/events", { body: { events: [{ name: "Ok", data: {} }] } }]],
       [400, ["POST", "/streams/..%2F..%2Fetc/events", { body: { events: [{ name: "Ok", data: {} }] } }]],
-      [415, ["POST", "/streams/s/events", { body: "name=x", headers: { "content-type": "application/x-www-form-urlencoded" } }]],
+      [
+        415,
+        [
+          "POST",
+          "/streams/s/events",
+          { body: "name=x", headers: { "content-type": "application/x-www-form-urlencoded" } },
+        ],
+      ],
       [413, ["POST", "/streams/s/events", { body: { events: [{ name: "Big", data: "x".repeat(50_000) }] } }]],
       [400, ["GET", "/events?after=-1"]],
       [400, ["GET", "/streams/s?limit=abc"]],
@@ -103,8 +151,21 @@ describe("auth", () => {
   it("refuses admin endpoints without or with a wrong token, changing nothing", async () => {
     const before = await count("events");
     for (const token of [null, "wrong", ""]) {
-      for (const [method, path] of [["GET", "/stats"], ["GET", "/subscriptions"], ["POST", "/advance"], ["GET", "/dead-letters"], ["POST", "/streams/s/events"], ["POST", "/subscriptions/greeter/pause"]]) {
-        expectProblem(await api(method, path, { token, body: method === "POST" ? { events: [{ name: "E", data: {} }] } : undefined }), 401);
+      for (const [method, path] of [
+        ["GET", "/stats"],
+        ["GET", "/subscriptions"],
+        ["POST", "/advance"],
+        ["GET", "/dead-letters"],
+        ["POST", "/streams/s/events"],
+        ["POST", "/subscriptions/greeter/pause"],
+      ]) {
+        expectProblem(
+          await api(method, path, {
+            token,
+            body: method === "POST" ? { events: [{ name: "E", data: {} }] } : undefined,
+          }),
+          401,
+        );
         refusedByAuth++;
       }
     }
@@ -116,12 +177,28 @@ describe("auth", () => {
 describe("subscriptions, driving and dead letters", () => {
   it("lists subscriptions with stats, pauses and resumes, pages keys", async () => {
     const list = await api("GET", "/subscriptions");
-    expect(list.json.subscriptions.map((s: { name: string }) => s.name)).toEqual(["greeter", "room-occupancy", "visitor-directory"]);
-    expect(list.json.subscriptions[0]).toMatchObject({ watermark: expect.any(Number), lag: expect.any(Number), pending: expect.any(Number), keys: { ready: expect.any(Number), leased: 0, backoff: 0, dead: 0 }, paused: false });
+    expect(list.json.subscriptions.map((s: { name: string }) => s.name)).toEqual([
+      "greeter",
+      "room-occupancy",
+      "visitor-directory",
+    ]);
+    expect(list.json.subscriptions[0]).toMatchObject({
+      watermark: expect.any(Number),
+      lag: expect.any(Number),
+      pending: expect.any(Number),
+      keys: { ready: expect.any(Number), leased: 0, backoff: 0, dead: 0 },
+      paused: false,
+    });
     expect((await api("POST", "/subscriptions/greeter/pause")).json).toMatchObject({ name: "greeter", paused: true });
     expect((await api("POST", "/subscriptions/greeter/resume")).json).toMatchObject({ name: "greeter", paused: false });
     const keys = await api("GET", "/subscriptions/visitor-directory/keys?limit=10");
-    expect(keys.json.keys[0]).toMatchObject({ key: expect.any(String), status: expect.any(String), pending: expect.any(Number), attempts: 0, lastPosition: expect.any(Number) });
+    expect(keys.json.keys[0]).toMatchObject({
+      key: expect.any(String),
+      status: expect.any(String),
+      pending: expect.any(Number),
+      attempts: 0,
+      lastPosition: expect.any(Number),
+    });
     const stats = await api("GET", "/stats");
     expect(stats.json.log).toMatchObject({ head: expect.any(Number), events: expect.any(Number) });
   });
@@ -154,7 +231,14 @@ describe("subscriptions, driving and dead letters", () => {
     await api("POST", "/subscriptions/visitor-directory/resume");
     const list = await api("GET", "/dead-letters?subscription=visitor-directory");
     expect(list.json.deadLetters).toEqual([
-      { subscription: "visitor-directory", key: "visitor-dee", position: expect.any(Number), attempts: 5, lastError: "Error: boom", deadAt: expect.any(String) },
+      {
+        subscription: "visitor-directory",
+        key: "visitor-dee",
+        position: expect.any(Number),
+        attempts: 5,
+        lastError: "Error: boom",
+        deadAt: expect.any(String),
+      },
     ]);
     expect((await api("POST", "/consume/visitor-directory")).status).toBe(204); // dead: not handed out
 
@@ -185,11 +269,22 @@ describe("subscriptions, driving and dead letters", () => {
     refusedByAuth++;
     // rotation: the second secret is accepted too, under a new webhook id
     const rotated = await signed("rotated-secret", now, body, "msg_2");
-    expect(await api("POST", "/dead-letters/retry", { token: null, body, headers: rotated })).toMatchObject({ status: 200, json: { released: 0 } });
+    expect(await api("POST", "/dead-letters/retry", { token: null, body, headers: rotated })).toMatchObject({
+      status: 200,
+      json: { released: 0 },
+    });
     expect((await api("GET", "/dead-letters")).json.deadLetters).toHaveLength(0);
-    expect(await api("POST", "/consume/visitor-directory")).toMatchObject({ status: 200, json: { key: "visitor-dee", outcome: "acked" } });
+    expect(await api("POST", "/consume/visitor-directory")).toMatchObject({
+      status: 200,
+      json: { key: "visitor-dee", outcome: "acked" },
+    });
     // the admin token works too; nothing left to release
-    expect((await api("POST", "/dead-letters/retry", { body: { subscription: "visitor-directory" } })).json).toEqual({ released: 0 });
-    expectProblem(await api("POST", "/dead-letters/retry", { body: { subscription: "visitor-directory", mode: "later" } }), 400);
+    expect((await api("POST", "/dead-letters/retry", { body: { subscription: "visitor-directory" } })).json).toEqual({
+      released: 0,
+    });
+    expectProblem(
+      await api("POST", "/dead-letters/retry", { body: { subscription: "visitor-directory", mode: "later" } }),
+      400,
+    );
   });
 });

@@ -14,18 +14,27 @@ describe("connections", () => {
     let peak = 0;
     const sampling = setInterval(() => {
       void state.db
-        .query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [HTTP_SQL_APPLICATION_NAME])
-        .then(({ rows }) => (peak = Math.max(peak, rows[0].n)), () => undefined);
+        .query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [
+          HTTP_SQL_APPLICATION_NAME,
+        ])
+        .then(
+          ({ rows }) => (peak = Math.max(peak, rows[0].n)),
+          () => undefined,
+        );
     }, 20);
     const visitors = Array.from({ length: 20 }, (_, v) => `visitor-c${v}`);
     // 5 appends per visitor stream, all 100 at once: each carries its index so order is checkable
     const appends = await Promise.all(
       Array.from({ length: 100 }, (_, i) =>
-        api("POST", `/streams/${visitors[i % 20]}/events`, { body: { events: [{ name: "Arrived", data: { roomId: `room-${i % 20}`, i } }] } }),
+        api("POST", `/streams/${visitors[i % 20]}/events`, {
+          body: { events: [{ name: "Arrived", data: { roomId: `room-${i % 20}`, i } }] },
+        }),
       ),
     );
     expect(appends.map((a) => a.status).filter((s) => s !== 201)).toEqual([]);
-    await eventually(async () => expect((await api("GET", "/subscriptions/visitor-directory")).json.pending).toBe(0), { timeoutMs: 30_000 });
+    await eventually(async () => expect((await api("GET", "/subscriptions/visitor-directory")).json.pending).toBe(0), {
+      timeoutMs: 30_000,
+    });
     clearInterval(sampling);
     // the directory keys by stream: each visitor's events were handled in version order
     const { rows } = await state.db.query(
@@ -39,12 +48,22 @@ describe("connections", () => {
     }
     expect(peak).toBeLessThanOrEqual(POOL);
     expect(state.stack.wsSessions() - sessionsBefore).toBe(0);
-    reportScenario({ scenario: "100 concurrent appends over a pool of 5", events: 100, lost: 100 - rows.reduce((n, r) => n + r.acked, 0), order: 0, doubleClaims: 0, dup: 0, notes: { refused: appends.filter((a) => a.status !== 201).length, peak_connections: peak } });
+    reportScenario({
+      scenario: "100 concurrent appends over a pool of 5",
+      events: 100,
+      lost: 100 - rows.reduce((n, r) => n + r.acked, 0),
+      order: 0,
+      doubleClaims: 0,
+      dup: 0,
+      notes: { refused: appends.filter((a) => a.status !== 201).length, peak_connections: peak },
+    });
   });
 
   it("an interactive transaction (deleting a subscription) opens one WebSocket session, for itself", async () => {
     const sessionsBefore = state.stack.wsSessions();
-    expect((await api("PUT", "/subscriptions/gone", { body: { deliver: { url: "https://receiver.example/hook" } } })).status).toBe(201);
+    expect(
+      (await api("PUT", "/subscriptions/gone", { body: { deliver: { url: "https://receiver.example/hook" } } })).status,
+    ).toBe(201);
     expect(state.stack.wsSessions() - sessionsBefore).toBe(0);
     expect((await api("DELETE", "/subscriptions/gone")).status).toBe(204);
     expect(state.stack.wsSessions() - sessionsBefore).toBe(1);

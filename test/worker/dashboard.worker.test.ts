@@ -13,7 +13,11 @@ async function post(path: string, fields: Record<string, string>, cookie?: strin
   return fetch(`${state.stack.url}${path}`, {
     method: "POST",
     redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded", origin: state.stack.url, ...(cookie ? { cookie } : {}) },
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      origin: state.stack.url,
+      ...(cookie ? { cookie } : {}),
+    },
     body: form(fields),
   });
 }
@@ -28,7 +32,16 @@ async function logIn(token = state.stack.adminToken): Promise<string> {
 describe("dashboard actions", () => {
   it("come back to a path of this site only: a back link to another host is refused and nothing is done", async () => {
     const cookie = await logIn();
-    const offsite = ["/.//evil.example", "/%2e//evil.example", "/..//evil.example", "//evil.example", "/\\evil.example", "/\t/evil.example", "https://evil.example/", "evil.example"];
+    const offsite = [
+      "/.//evil.example",
+      "/%2e//evil.example",
+      "/..//evil.example",
+      "//evil.example",
+      "/\\evil.example",
+      "/\t/evil.example",
+      "https://evil.example/",
+      "evil.example",
+    ];
     for (const back of offsite) {
       const response = await post("/ui/actions/pause", { subscription: "greeter", back }, cookie);
       expect(response.status, back).toBe(400);
@@ -37,7 +50,11 @@ describe("dashboard actions", () => {
     }
     expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(false);
 
-    const done = await post("/ui/actions/pause", { subscription: "greeter", back: "/ui/dead-letters?subscription=greeter" }, cookie);
+    const done = await post(
+      "/ui/actions/pause",
+      { subscription: "greeter", back: "/ui/dead-letters?subscription=greeter" },
+      cookie,
+    );
     expect(done.status).toBe(303);
     expect(done.headers.get("location")).toBe("/ui/dead-letters?subscription=greeter&done=pause&count=0&of=greeter");
     expect((await api("GET", "/subscriptions/greeter")).json.paused).toBe(true);
@@ -46,7 +63,8 @@ describe("dashboard actions", () => {
 });
 
 describe("dashboard sessions", () => {
-  const page = (cookie: string) => fetch(`${state.stack.url}/ui/dead-letters`, { headers: { cookie }, redirect: "manual" });
+  const page = (cookie: string) =>
+    fetch(`${state.stack.url}/ui/dead-letters`, { headers: { cookie }, redirect: "manual" });
 
   it("logout ends that session only: its cookie, replayed, is refused; another session goes on", async () => {
     const first = await logIn();
@@ -72,7 +90,9 @@ function getWithHost(path: string, host: string): Promise<{ status: number; type
     request({ host: "127.0.0.1", port, path, headers: { host } }, (response) => {
       let body = "";
       response.on("data", (chunk) => (body += chunk));
-      response.on("end", () => resolve({ status: response.statusCode!, type: String(response.headers["content-type"]), body }));
+      response.on("end", () =>
+        resolve({ status: response.statusCode!, type: String(response.headers["content-type"]), body }),
+      );
     })
       .on("error", reject)
       .end();
@@ -118,7 +138,12 @@ describe("local stack (CORQ_LOCAL=true): DNS rebinding", () => {
       expect((await getWithHost("/health", host)).status, host).toBe(200);
       expect((await getWithHost("/login", host)).status, host).toBe(200);
     }
-    for (const host of [`evil.example:${port}`, "evil.example", `127.0.0.1.evil.example:${port}`, `localhost.evil.example:${port}`]) {
+    for (const host of [
+      `evil.example:${port}`,
+      "evil.example",
+      `127.0.0.1.evil.example:${port}`,
+      `localhost.evil.example:${port}`,
+    ]) {
       for (const path of ["/health", "/login", "/stats"]) {
         const response = await getWithHost(path, host);
         expect(response.status, `${host} ${path}`).toBe(421);

@@ -15,13 +15,23 @@ const LONG_TOKEN = "a-deployed-admin-token-of-40-characters!";
 function expectProblem(response: { status: number; type: string; json: any }, status: number, type: string) {
   expect(response.status).toBe(status);
   expect(response.type).toContain("application/problem+json");
-  expect(response.json).toMatchObject({ type: `urn:corq:problem:${type}`, status, title: expect.any(String), detail: expect.any(String) });
+  expect(response.json).toMatchObject({
+    type: `urn:corq:problem:${type}`,
+    status,
+    title: expect.any(String),
+    detail: expect.any(String),
+  });
 }
 
 describe("deployed, database unreachable", () => {
   // the isolate's own limit out of the way: what stops the guessing below is the rate-limit binding
   const { api } = useStack({
-    vars: { CORQ_LOCAL: "", DATABASE_URL: wrongPassword(), CORQ_ADMIN_TOKEN: LONG_TOKEN, CORQ_AUTH_FAILURE_LIMIT: "100000" },
+    vars: {
+      CORQ_LOCAL: "",
+      DATABASE_URL: wrongPassword(),
+      CORQ_ADMIN_TOKEN: LONG_TOKEN,
+      CORQ_AUTH_FAILURE_LIMIT: "100000",
+    },
   });
 
   it("GET /health answers a generic 503 problem: no database error text", async () => {
@@ -56,7 +66,11 @@ describe("deployed, database unreachable", () => {
     // the 101st failure, or up to 100 later if the binding's minute turned over meanwhile
     expect(first429).toBeGreaterThanOrEqual(100);
     expect(first429).toBeLessThanOrEqual(200);
-    expectProblem(await api("GET", "/stats", { token: LONG_TOKEN, headers: client }), 429, "too_many_failed_authentications");
+    expectProblem(
+      await api("GET", "/stats", { token: LONG_TOKEN, headers: client }),
+      429,
+      "too_many_failed_authentications",
+    );
   }, 30_000);
 });
 

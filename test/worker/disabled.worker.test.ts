@@ -23,7 +23,11 @@ describe("secrets not configured", () => {
     const body = JSON.stringify({ subscription: "greeter" });
     const timestamp = Math.floor(Date.now() / 1000);
     for (const secret of ["", "dev-webhook-secret"]) {
-      const headers = { "webhook-id": "msg_1", "webhook-timestamp": String(timestamp), "webhook-signature": await sign(secret || "x", { id: "msg_1", timestamp, body }) };
+      const headers = {
+        "webhook-id": "msg_1",
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": await sign(secret || "x", { id: "msg_1", timestamp, body }),
+      };
       const response = await api("POST", "/dead-letters/retry", { token: null, body, headers });
       expect(response).toMatchObject({ status: 401, json: { type: "urn:corq:problem:webhook_disabled" } });
     }

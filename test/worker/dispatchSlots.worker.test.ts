@@ -5,7 +5,9 @@ import { useReceiver } from "../helpers/receiver.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const CONCURRENCY = 3;
-const { state, api } = useStack({ vars: { CORQ_CONCURRENCY: String(CONCURRENCY), CORQ_CONSUMER_BUDGET_MS: "2000", CORQ_PUSH_ALLOW_PRIVATE: "true" } });
+const { state, api } = useStack({
+  vars: { CORQ_CONCURRENCY: String(CONCURRENCY), CORQ_CONSUMER_BUDGET_MS: "2000", CORQ_PUSH_ALLOW_PRIVATE: "true" },
+});
 const hook = useReceiver();
 
 /** The most deliveries in flight at one moment. */
@@ -20,18 +22,31 @@ function peakInFlight(spans: { receivedAt: number; finishedAt?: number }[]): num
 
 describe("consumer slots", () => {
   it("30 concurrent appends, each kicking a dispatch: at most CORQ_CONCURRENCY consumers at once, every event delivered", async () => {
-    const created = await api("PUT", "/subscriptions/pings", { body: { events: ["Ping"], batchSize: 1, deliver: { url: hook.receiver.url } } });
+    const created = await api("PUT", "/subscriptions/pings", {
+      body: { events: ["Ping"], batchSize: 1, deliver: { url: hook.receiver.url } },
+    });
     hook.secret = created.json.secret;
     hook.receiver.behave(() => ({ delayMs: 150 })); // slow enough for consumers to overlap
     const appends = await Promise.all(
-      Array.from({ length: 30 }, (_, i) => api("POST", `/streams/pinger-${i}/events`, { body: { events: [{ name: "Ping", data: { i } }] } })),
+      Array.from({ length: 30 }, (_, i) =>
+        api("POST", `/streams/pinger-${i}/events`, { body: { events: [{ name: "Ping", data: { i } }] } }),
+      ),
     );
     expect(appends.every((a) => a.status === 201)).toBe(true);
     // no cron in this stack: only the kicks (and consumers looking again) deliver
-    await eventually(async () => expect(new Set(hook.receiver.deliveries.map((d) => d.key)).size).toBe(30), { timeoutMs: 30_000 });
+    await eventually(async () => expect(new Set(hook.receiver.deliveries.map((d) => d.key)).size).toBe(30), {
+      timeoutMs: 30_000,
+    });
     expect(peakInFlight(hook.receiver.deliveries)).toBeLessThanOrEqual(CONCURRENCY);
-    const { rows } = await state.db.query("SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()");
-    await eventually(async () => expect((await state.db.query("SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()")).rows[0].busy).toBe(0));
+    const { rows } = await state.db.query(
+      "SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()",
+    );
+    await eventually(async () =>
+      expect(
+        (await state.db.query("SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()")).rows[0]
+          .busy,
+      ).toBe(0),
+    );
     expect(rows[0].busy).toBeLessThanOrEqual(CONCURRENCY);
   });
 });

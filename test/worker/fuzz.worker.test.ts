@@ -8,13 +8,28 @@ import { reportScenario } from "../helpers/chaos.js";
 const { state, api } = useStack({ vars: { CORQ_MAX_BODY_BYTES: "40000" } });
 const report = { requests: 0 };
 afterAll(() =>
-  reportScenario({ scenario: "bad input", events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0, notes: { requests: report.requests } }),
+  reportScenario({
+    scenario: "bad input",
+    events: 0,
+    lost: 0,
+    order: 0,
+    doubleClaims: 0,
+    dup: 0,
+    notes: { requests: report.requests },
+  }),
 );
 
 const counts = async () =>
-  (await state.db.query("SELECT (SELECT count(*) FROM corq.events)::int AS events, (SELECT count(*) FROM corq.subscriptions WHERE kind = 'push')::int AS push")).rows[0];
+  (
+    await state.db.query(
+      "SELECT (SELECT count(*) FROM corq.events)::int AS events, (SELECT count(*) FROM corq.subscriptions WHERE kind = 'push')::int AS push",
+    )
+  ).rows[0];
 
-const segment = fc.oneof(fc.string(), fc.constantFrom("..", "%2e%2e", "a/b", "x%00y", "'; DROP TABLE corq.events; --", "é", " "));
+const segment = fc.oneof(
+  fc.string(),
+  fc.constantFrom("..", "%2e%2e", "a/b", "x%00y", "'; DROP TABLE corq.events; --", "é", " "),
+);
 
 describe("fuzzed HTTP input", () => {
   it("append, subscription PUT and the webhook answer 4xx problem+json and write nothing", async () => {
@@ -34,7 +49,12 @@ describe("fuzzed HTTP input", () => {
         fc.constantFrom("application/json", "text/plain", "application/x-www-form-urlencoded"),
         async (route, name, body, type) => {
           // a well-formed append would be accepted: keep only inputs that break a rule
-          const path = route === "append" ? `/streams/${encodeURIComponent(name)}/events` : route === "put" ? `/subscriptions/${encodeURIComponent(name)}` : "/dead-letters/retry";
+          const path =
+            route === "append"
+              ? `/streams/${encodeURIComponent(name)}/events`
+              : route === "put"
+                ? `/subscriptions/${encodeURIComponent(name)}`
+                : "/dead-letters/retry";
           const response = await api(route === "put" ? "PUT" : "POST", path, {
             body: typeof body === "string" ? body : JSON.stringify(body),
             headers: { "content-type": type },
@@ -51,7 +71,12 @@ describe("fuzzed HTTP input", () => {
           expect(response.status, `${route} ${name} ${JSON.stringify(body)}`).toBeGreaterThanOrEqual(400);
           expect(response.status).toBeLessThan(500);
           expect(response.type).toContain("application/problem+json");
-          expect(response.json).toMatchObject({ type: expect.any(String), title: expect.any(String), status: response.status, detail: expect.any(String) });
+          expect(response.json).toMatchObject({
+            type: expect.any(String),
+            title: expect.any(String),
+            status: response.status,
+            detail: expect.any(String),
+          });
         },
       ),
       { numRuns: 150 },
@@ -112,7 +137,11 @@ describe("fuzzed paths and queries at every endpoint", () => {
   it("refuses huge payloads with 413 and wrong content types with 415, at every body-taking endpoint", async () => {
     const before = await fingerprint();
     const huge = JSON.stringify({ events: [{ name: "E", data: { blob: "x".repeat(50_000) } }] }); // the stack's limit is 40,000 bytes
-    for (const [method, path] of [["POST", "/streams/big/events"], ["PUT", "/subscriptions/big"], ["POST", "/dead-letters/retry"]]) {
+    for (const [method, path] of [
+      ["POST", "/streams/big/events"],
+      ["PUT", "/subscriptions/big"],
+      ["POST", "/dead-letters/retry"],
+    ]) {
       const tooBig = await api(method, path, { body: huge });
       expect(tooBig.status, `${method} ${path}`).toBe(413);
       expect(tooBig.type).toContain("application/problem+json");

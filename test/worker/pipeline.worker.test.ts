@@ -21,11 +21,14 @@ const pendingOf = async (name: string) => (await api("GET", `/subscriptions/${na
 
 describe("scheduled handler", () => {
   it("advances and dispatches consumers by itself", async () => {
-    for (let v = 0; v < 12; v++) await appendQuietly(`visitor-s${v}`, [{ name: "Registered", data: { name: `S${v}` } }]);
+    for (let v = 0; v < 12; v++)
+      await appendQuietly(`visitor-s${v}`, [{ name: "Registered", data: { name: `S${v}` } }]);
     expect((await api("GET", "/subscriptions/visitor-directory")).json.lag).toBe(12);
     await state.stack.runCron();
     await eventually(async () => {
-      const { rows } = await state.db.query("SELECT count(*)::int AS n FROM example.visitors WHERE stream LIKE 'visitor-s%'");
+      const { rows } = await state.db.query(
+        "SELECT count(*)::int AS n FROM example.visitors WHERE stream LIKE 'visitor-s%'",
+      );
       expect(rows[0].n).toBe(12);
       // the greeter is drained by consumers of its own, in parallel: wait for it too
       expect(await pendingOf("greeter")).toBe(0);
@@ -44,7 +47,8 @@ describe("scheduled handler", () => {
   });
 
   it("fans out consumer invocations over the SELF binding, up to CORQ_CONCURRENCY", async () => {
-    for (let v = 0; v < 20; v++) await appendQuietly(`visitor-f${v}`, [{ name: "Registered", data: { name: `F${v}` } }]);
+    for (let v = 0; v < 20; v++)
+      await appendQuietly(`visitor-f${v}`, [{ name: "Registered", data: { name: `F${v}` } }]);
     const response = await api("POST", "/dispatch");
     expect(response.status).toBe(200);
     expect(response.json.advanced).toMatchObject({ greeter: 20, "visitor-directory": 20 });
@@ -58,15 +62,32 @@ describe("scheduled handler", () => {
 describe("overlapping cron runs", () => {
   it("three crons, two dispatches and an advance at once enqueue and deliver each event once", async () => {
     const visitors = 40;
-    for (let v = 0; v < visitors; v++) await appendQuietly(`visitor-o${v}`, [{ name: "Registered", data: { name: `O${v}` } }]);
+    for (let v = 0; v < visitors; v++)
+      await appendQuietly(`visitor-o${v}`, [{ name: "Registered", data: { name: `O${v}` } }]);
     const cron = () => state.stack.runCron();
-    await Promise.all([cron(), cron(), cron(), api("POST", "/dispatch"), api("POST", "/dispatch"), api("POST", "/advance")]);
+    await Promise.all([
+      cron(),
+      cron(),
+      cron(),
+      api("POST", "/dispatch"),
+      api("POST", "/dispatch"),
+      api("POST", "/advance"),
+    ]);
     await eventually(async () => expect(await pendingOf("visitor-directory")).toBe(0));
     // keys.acked counts every event acked per key: an event enqueued twice would be acked twice
-    const { rows } = await state.db.query(`SELECT k.key, k.acked::int FROM corq.keys k JOIN corq.subscriptions s ON s.id = k.subscription_id
+    const { rows } =
+      await state.db.query(`SELECT k.key, k.acked::int FROM corq.keys k JOIN corq.subscriptions s ON s.id = k.subscription_id
       WHERE s.name = 'visitor-directory' AND k.key LIKE 'visitor-o%'`);
     const acked = rows.reduce((sum, r) => sum + r.acked, 0);
-    reportScenario({ scenario: "overlapping cron runs", events: visitors, lost: visitors - rows.filter((r) => r.acked > 0).length, order: 0, doubleClaims: 0, dup: acked - rows.length, notes: { concurrent_runs: 6 } });
+    reportScenario({
+      scenario: "overlapping cron runs",
+      events: visitors,
+      lost: visitors - rows.filter((r) => r.acked > 0).length,
+      order: 0,
+      doubleClaims: 0,
+      dup: acked - rows.length,
+      notes: { concurrent_runs: 6 },
+    });
     expect(rows).toHaveLength(visitors);
     expect(rows.every((r) => r.acked === 1)).toBe(true);
   });
@@ -97,12 +118,18 @@ describe("concurrent consumer invocations", () => {
     }
     for (const room of rooms) {
       const stream = (await api("GET", `/streams/room-${room}?limit=1000`)).json.events;
-      const causations = stream.filter((e: { name: string }) => e.name === "OccupancyChanged").map((e: { meta: { causation: number } }) => e.meta.causation);
+      const causations = stream
+        .filter((e: { name: string }) => e.name === "OccupancyChanged")
+        .map((e: { meta: { causation: number } }) => e.meta.causation);
       expect(causations).toEqual(expected.get(room));
-      const occupants = stream.map((e: { data: { occupants?: number } }) => e.data.occupants).filter((o: unknown) => o !== undefined);
+      const occupants = stream
+        .map((e: { data: { occupants?: number } }) => e.data.occupants)
+        .filter((o: unknown) => o !== undefined);
       expect(occupants).toEqual(causations.map((_: number, i: number) => (i % 2 === 0 ? 1 : 0)));
     }
     const keys = (await api("GET", "/subscriptions/room-occupancy/keys")).json.keys;
-    expect(keys.every((k: { attempts: number; lastError: string | null }) => k.attempts === 0 && k.lastError === null)).toBe(true);
+    expect(
+      keys.every((k: { attempts: number; lastError: string | null }) => k.attempts === 0 && k.lastError === null),
+    ).toBe(true);
   });
 });

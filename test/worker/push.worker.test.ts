@@ -10,16 +10,32 @@ const hook = useReceiver();
 describe("push subscriptions over HTTP", () => {
   it("created with one call, receives appended events in order within seconds, signed", async () => {
     const created = await api("PUT", "/subscriptions/room-feed", {
-      body: { events: ["Arrived", "Departed"], key: "data.roomId", from: "now", deliver: { url: hook.receiver.url, timeoutMs: 5000 }, batchSize: 10 },
+      body: {
+        events: ["Arrived", "Departed"],
+        key: "data.roomId",
+        from: "now",
+        deliver: { url: hook.receiver.url, timeoutMs: 5000 },
+        batchSize: 10,
+      },
     });
     expect(created.status).toBe(201);
-    expect(created.json).toMatchObject({ name: "room-feed", kind: "push", key: "data.roomId", secret: expect.stringMatching(/^whsec_/) });
+    expect(created.json).toMatchObject({
+      name: "room-feed",
+      kind: "push",
+      key: "data.roomId",
+      secret: expect.stringMatching(/^whsec_/),
+    });
     hook.secret = created.json.secret;
 
     const expected: number[] = [];
     for (let v = 0; v < 5; v++) {
       const r = await api("POST", `/streams/visitor-p${v}/events`, {
-        body: { events: [{ name: "Arrived", data: { roomId: "lobby" } }, { name: "Departed", data: { roomId: "lobby" } }] },
+        body: {
+          events: [
+            { name: "Arrived", data: { roomId: "lobby" } },
+            { name: "Departed", data: { roomId: "lobby" } },
+          ],
+        },
       });
       expected.push(...r.json.positions);
     }
@@ -35,26 +51,41 @@ describe("push subscriptions over HTTP", () => {
     const got = await api("GET", "/subscriptions/room-feed");
     expect(got.json).toMatchObject({ name: "room-feed", deliver: { url: hook.receiver.url, timeoutMs: 5000 } });
     expect(got.json.secret).toBeUndefined();
-    const updated = await api("PUT", "/subscriptions/room-feed", { body: { events: ["*"], deliver: { url: hook.receiver.url } } });
+    const updated = await api("PUT", "/subscriptions/room-feed", {
+      body: { events: ["*"], deliver: { url: hook.receiver.url } },
+    });
     expect(updated.status).toBe(200);
     expect(updated.json).toMatchObject({ events: ["*"], key: "stream" });
     expect(updated.json.secret).toBeUndefined();
-    expect((await api("GET", "/subscriptions")).json.subscriptions.map((s: { name: string }) => s.name)).toContain("room-feed");
+    expect((await api("GET", "/subscriptions")).json.subscriptions.map((s: { name: string }) => s.name)).toContain(
+      "room-feed",
+    );
 
-    for (const body of [{ deliver: { url: "file:///etc/passwd" } }, { deliver: { url: hook.receiver.url }, batchSize: "ten" }, { events: ["*"] }]) {
+    for (const body of [
+      { deliver: { url: "file:///etc/passwd" } },
+      { deliver: { url: hook.receiver.url }, batchSize: "ten" },
+      { events: ["*"] },
+    ]) {
       const refused = await api("PUT", "/subscriptions/bad-hook", { body });
       expect(refused.status, JSON.stringify(body)).toBe(400);
       expect(refused.type).toContain("application/problem+json");
     }
     expect((await api("GET", "/subscriptions/bad-hook")).status).toBe(404);
-    expect((await api("PUT", "/subscriptions/greeter", { body: { deliver: { url: hook.receiver.url } } })).status).toBe(409);
+    expect((await api("PUT", "/subscriptions/greeter", { body: { deliver: { url: hook.receiver.url } } })).status).toBe(
+      409,
+    );
     expect((await api("DELETE", "/subscriptions/greeter")).status).toBe(409);
-    expect((await api("PUT", "/subscriptions/room-feed", { token: "wrong", body: { deliver: { url: hook.receiver.url } } })).status).toBe(401);
+    expect(
+      (await api("PUT", "/subscriptions/room-feed", { token: "wrong", body: { deliver: { url: hook.receiver.url } } }))
+        .status,
+    ).toBe(401);
 
     expect((await api("DELETE", "/subscriptions/room-feed")).status).toBe(204);
     expect((await api("GET", "/subscriptions/room-feed")).status).toBe(404);
     expect((await api("DELETE", "/subscriptions/room-feed")).status).toBe(404);
-    const { rows } = await state.db.query("SELECT count(*)::int AS n FROM corq.subscriptions WHERE name IN ('room-feed', 'bad-hook')");
+    const { rows } = await state.db.query(
+      "SELECT count(*)::int AS n FROM corq.subscriptions WHERE name IN ('room-feed', 'bad-hook')",
+    );
     expect(rows[0].n).toBe(0);
   });
 });

@@ -13,7 +13,12 @@ afterAll(() => receiver.close());
 describe("push subscriptions without CORQ_PUSH_ALLOW_PRIVATE", () => {
   it("refuses loopback in all four spellings at PUT (400) and when delivering", async () => {
     const port = new URL(receiver.url).port;
-    const urls = [`http://127.0.0.1:${port}/`, `http://localhost:${port}/`, `http://2130706433:${port}/`, `http://0x7f.1:${port}/`];
+    const urls = [
+      `http://127.0.0.1:${port}/`,
+      `http://localhost:${port}/`,
+      `http://2130706433:${port}/`,
+      `http://0x7f.1:${port}/`,
+    ];
     for (const url of urls) {
       const refused = await api("PUT", "/subscriptions/probe", { body: { deliver: { url } } });
       expect(refused.status, url).toBe(400);
@@ -23,7 +28,8 @@ describe("push subscriptions without CORQ_PUSH_ALLOW_PRIVATE", () => {
     // Worker refuses them when delivering
     const allowing = createCorq({ databaseUrl: state.stack.databaseUrl, pushAllowPrivate: true });
     try {
-      for (const [i, url] of urls.entries()) await allowing.putSubscription(`probe-${i}`, { from: "now", maxAttempts: 1, deliver: { url } });
+      for (const [i, url] of urls.entries())
+        await allowing.putSubscription(`probe-${i}`, { from: "now", maxAttempts: 1, deliver: { url } });
     } finally {
       await allowing.close();
     }
@@ -35,7 +41,9 @@ describe("push subscriptions without CORQ_PUSH_ALLOW_PRIVATE", () => {
       return probes;
     });
     for (const d of dead) {
-      expect(d.lastError).toMatch(/^Error: destination refused: .+ is not a public address \(CORQ_PUSH_ALLOW_PRIVATE\)$/);
+      expect(d.lastError).toMatch(
+        /^Error: destination refused: .+ is not a public address \(CORQ_PUSH_ALLOW_PRIVATE\)$/,
+      );
     }
     expect(receiver.deliveries).toEqual([]);
   });

@@ -27,11 +27,11 @@ export function lineChart(options: {
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
-    `<text x="${width / 2}" y="20" text-anchor="middle" font-size="14">${escape(options.title)}</text>`,
+    `<text x="${width / 2}" y="20" text-anchor="middle" font-size="14">${escapeXml(options.title)}</text>`,
     `<line x1="${m.left}" y1="${height - m.bottom}" x2="${width - m.right}" y2="${height - m.bottom}" stroke="#333"/>`,
     `<line x1="${m.left}" y1="${m.top}" x2="${m.left}" y2="${height - m.bottom}" stroke="#333"/>`,
-    `<text x="${width / 2}" y="${height - 10}" text-anchor="middle">${escape(options.xLabel)}</text>`,
-    `<text x="15" y="${height / 2}" text-anchor="middle" transform="rotate(-90 15 ${height / 2})">${escape(options.yLabel)}</text>`,
+    `<text x="${width / 2}" y="${height - 10}" text-anchor="middle">${escapeXml(options.xLabel)}</text>`,
+    `<text x="15" y="${height / 2}" text-anchor="middle" transform="rotate(-90 15 ${height / 2})">${escapeXml(options.yLabel)}</text>`,
   ];
   for (let i = 0; i <= 4; i++) {
     const y = (y1 / 4) * i;
@@ -46,12 +46,12 @@ export function lineChart(options: {
     const path = s.points.map(([x, y], j) => `${j === 0 ? "M" : "L"}${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(" ");
     out.push(`<path d="${path}" fill="none" stroke="${color}" stroke-width="2"/>`);
     for (const [x, y] of s.points) out.push(`<circle cx="${px(x)}" cy="${py(y)}" r="3" fill="${color}"/>`);
-    out.push(`<text x="${width - m.right - 150}" y="${m.top + 14 * i}" fill="${color}">● ${escape(s.name)}</text>`);
+    out.push(`<text x="${width - m.right - 150}" y="${m.top + 14 * i}" fill="${color}">● ${escapeXml(s.name)}</text>`);
   });
   out.push("</svg>");
   return out.join("\n");
 }
 
-function escape(text: string): string {
+function escapeXml(text: string): string {
   return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }

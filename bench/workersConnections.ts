@@ -41,8 +41,10 @@ async function startRecorder() {
   const logs = new Map<string, SubscriptionLog>();
   const log = (name: string) => {
     let found = logs.get(name);
-    if (!found)
-      logs.set(name, (found = { first: new Map(), last: new Map(), violations: 0, duplicates: 0, requests: 0 }));
+    if (!found) {
+      found = { first: new Map(), last: new Map(), violations: 0, duplicates: 0, requests: 0 };
+      logs.set(name, found);
+    }
     return found;
   };
   const server = createServer(async (request, response) => {
@@ -117,7 +119,10 @@ async function startConnectionSampler(serverUrl: string) {
   }, 50);
   return {
     /** Starts a new peak. */
-    reset: () => ((peak = 0), (peakHttp = 0)),
+    reset: () => {
+      peak = 0;
+      peakHttp = 0;
+    },
     peak: () => ({ total: peak, http: peakHttp }),
     /** Connections now that are not the HTTP endpoint's pool (whose idle connections stay). */
     other: () => other,

@@ -113,7 +113,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       const body = await jsonBody(c, appendBody);
       // Its own handle, kept for the background work below (advance and dispatch).
       const opened = openCorq(c.env, subscriptions);
-      let result;
+      let result: Awaited<ReturnType<typeof opened.corq.append>>;
       try {
         result = await opened.corq.append(stream, body.events as never, { expectedVersion: body.expectedVersion });
       } catch (error) {

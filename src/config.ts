@@ -19,6 +19,7 @@ export const subscriptionName = z
   .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, "1-100 characters: letters, digits and _ . -");
 
 export const MAX_JSON_DEPTH = 64;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is what jsonb refuses; this finds it
 const badText = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**

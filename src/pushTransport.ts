@@ -47,7 +47,8 @@ export function createPushTransport(options: { allowPrivate: boolean }): PushTra
   return {
     async fetch(url, init) {
       checkText(url);
-      const { undici, agent } = await (client ??= open());
+      client ??= open();
+      const { undici, agent } = await client;
       const response = await undici.fetch(url, { ...(init as object), dispatcher: agent });
       return response as unknown as Response;
     },

@@ -55,7 +55,9 @@ describe.each(["code", "push"] as const)("ackedThrough from a %s subscription", 
     await corq.advance();
 
     const results = new Map<string, unknown[]>();
-    for (let result; (result = await corq.consume("s")) !== null; ) {
+    for (;;) {
+      const result = await corq.consume("s");
+      if (result === null) break;
       results.set(result.key, [
         ...(results.get(result.key) ?? []),
         { outcome: result.outcome, events: result.events, error: result.error },

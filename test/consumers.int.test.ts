@@ -34,7 +34,7 @@ describe("concurrent consumers", () => {
         data: { roomId: `room-${k}`, round },
       }));
       const { positions } = await corq.append(`visitors-${round % 3}`, events);
-      positions.forEach((p, k) => expected.set(`room-${k}`, [...(expected.get(`room-${k}`) ?? []), p]));
+      for (const [k, p] of positions.entries()) expected.set(`room-${k}`, [...(expected.get(`room-${k}`) ?? []), p]);
     }
     await corq.advance();
     // 8 separate corq instances (separate pools and connections), each claiming in a loop

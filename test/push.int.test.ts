@@ -51,7 +51,7 @@ describe("push subscriptions", () => {
     for (let round = 0; round < 5; round++) {
       const events = Array.from({ length: 40 }, (_, r) => ({ name: "Arrived", data: { roomId: `room-${r}`, round } }));
       const { positions } = await corq.append(`visitors-${round % 2}`, events);
-      positions.forEach((p, r) => expected.set(`room-${r}`, [...(expected.get(`room-${r}`) ?? []), p]));
+      for (const [r, p] of positions.entries()) expected.set(`room-${r}`, [...(expected.get(`room-${r}`) ?? []), p]);
     }
     const created = await corq.putSubscription("rooms-hook", push({ key: "data.roomId", batchSize: 3 }));
     expect(created.created).toBe(true);

@@ -120,7 +120,7 @@ function pickTick(spanMs: number): number {
 
 export function Legend() {
   return (
-    <p class="legend" aria-label="Legend">
+    <p class="legend">
       <span>
         <i class="acked"></i>acked
       </span>

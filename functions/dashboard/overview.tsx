@@ -16,7 +16,7 @@ export function Overview(props: {
     <Page title="Overview" section="overview" notice={props.notice}>
       <div id="live">
         <h1>Overview</h1>
-        <div class="card figures" aria-label="Totals">
+        <section class="card figures" aria-label="Totals">
           <div class="figure">
             <b data-testid="log-head">{num(props.log.head)}</b>
             <span>log head (position)</span>
@@ -43,7 +43,7 @@ export function Overview(props: {
             </b>
             <span>dead keys</span>
           </div>
-        </div>
+        </section>
         <div class="scroll">
           <table aria-label="Subscriptions">
             <thead>

@@ -111,7 +111,9 @@ describe("dashboard responses", () => {
     };
     for (const [name, response] of Object.entries(responses)) {
       const headers: Record<string, string> = {};
-      response.headers.forEach((value, name) => (headers[name] = value));
+      response.headers.forEach((value, name) => {
+        headers[name] = value;
+      });
       expect(headers["content-security-policy"], name).toContain("frame-ancestors 'none'");
       expect(headers["content-security-policy"], name).toContain("default-src 'none'");
       expect(headers["content-security-policy"], name).toContain("script-src 'self'");

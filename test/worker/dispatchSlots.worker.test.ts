@@ -16,7 +16,10 @@ function peakInFlight(spans: { receivedAt: number; finishedAt?: number }[]): num
   edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   let now = 0;
   let peak = 0;
-  for (const [, step] of edges) peak = Math.max(peak, (now += step));
+  for (const [, step] of edges) {
+    now += step;
+    peak = Math.max(peak, now);
+  }
   return peak;
 }
 

@@ -166,7 +166,7 @@ async function advanceByFunction(
  * throws or returns anything else, no key and the reason — the event is skipped, counted,
  * and the advance goes on (one bad event never stalls a subscription).
  */
-function keyOf(
+export function keyOf(
   strategy: Extract<KeyStrategy, { kind: "function" }>,
   row: EventRow,
 ): { key: string | null; invalid: string | null } {

@@ -2,20 +2,22 @@ import type { SQL } from "drizzle-orm";
 import type { Executor } from "./db/executor.js";
 import { CorqError, toError } from "./errors.js";
 import type { Subscription } from "./config.js";
-import { ackAndClaim, claimBatch, type ClaimRow } from "./sql/claimBatch.js";
-import { ackBatch, type Lease } from "./sql/ackBatch.js";
+import { ackAndClaim, claimBatch, type ClaimBy, type ClaimRow } from "./sql/claimBatch.js";
+import { ackBatch, type AckThrough, type Lease } from "./sql/ackBatch.js";
 import { failBatch } from "./sql/failBatch.js";
 import { releaseLease } from "./sql/releaseLease.js";
 import { recordBatches, type BatchRecordRow } from "./sql/activity.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
-import type { ConsumeResult, Handler, StoredEvent } from "./types.js";
+import type { ConsumeResult, DeliveredEvent, Handler } from "./types.js";
 import type { Corq } from "./corq.js";
 
 /** A code subscription (its handler runs here) or a push subscription (batches are POSTed). */
 export interface ConsumeTarget {
   name: string;
   code?: Subscription;
+  /** Who claims: recorded on each lease (the keys API shows it). */
+  holder?: string;
 }
 
 interface Claimed {
@@ -24,8 +26,9 @@ interface Claimed {
   claimedAt: Date;
   attempt: number;
   leaseMs: number;
+  incarnation: string;
   handle: Handler;
-  events: StoredEvent[];
+  events: DeliveredEvent[];
   txs: string[];
 }
 
@@ -43,7 +46,7 @@ type Verdict = { through: number } | { error: string };
  *                per second)
  */
 export async function consumeOne(executor: Executor, target: ConsumeTarget, corq: Corq): Promise<ConsumeResult | null> {
-  const { claimed, result, expired } = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+  const { claimed, result, expired } = await runClaim(executor, target, claimBatch(target.name, claimBy(target)));
   // rare: the claim took over an expired lease (1 more statement, for the dashboard's timeline)
   if (expired.length > 0) await executor.run(recordBatches(expired)).catch(() => undefined);
   if (!claimed) return result;
@@ -90,7 +93,7 @@ async function drainLoop(
 ): Promise<ConsumeResult[]> {
   const results: ConsumeResult[] = [];
   const claimNext = async () => {
-    const claim = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
+    const claim = await runClaim(executor, target, claimBatch(target.name, claimBy(target)));
     await onRecords(claim.expired);
     return claim;
   };
@@ -119,7 +122,7 @@ async function drainLoop(
       continue;
     }
     const ack = { lease: claimed.lease, through: throughOf(claimed, verdict.through), count: verdict.through + 1 };
-    next = await runClaim(executor, target, ackAndClaim(target.name, kindFilter(target), ack));
+    next = await runClaim(executor, target, ackAndClaim(target.name, claimBy(target), ack));
     results.push(finish(claimed, verdict, next.acked ? "acked" : "expired"));
     const { subscriptionId, key } = claimed.lease;
     const done: BatchRecordRow[] =
@@ -139,7 +142,10 @@ async function drainLoop(
   }
 }
 
-const kindFilter = (target: ConsumeTarget) => (target.code ? undefined : ("push" as const));
+const claimBy = (target: ConsumeTarget): ClaimBy => ({
+  kind: target.code ? undefined : "push",
+  holder: target.holder,
+});
 
 /** Runs a claim statement and reads its rows into a batch (or a result without one). */
 async function runClaim(executor: Executor, target: ConsumeTarget, statement: SQL): Promise<ClaimOutcome> {
@@ -148,7 +154,7 @@ async function runClaim(executor: Executor, target: ConsumeTarget, statement: SQ
   // while it waited (see claimBatch): the key was given back; claim afresh, a few times at most.
   let outcome = first;
   for (let again = 0; outcome.retry && again < 3; again++) {
-    const next = await claimOnce(executor, target, claimBatch(target.name, kindFilter(target)));
+    const next = await claimOnce(executor, target, claimBatch(target.name, claimBy(target)));
     outcome = { ...next, expired: [...outcome.expired, ...next.expired] };
   }
   // what the first statement said of the ack it carried stays
@@ -204,8 +210,13 @@ async function claimOnce(executor: Executor, target: ConsumeTarget, statement: S
       claimedAt: at,
       attempt: head.attempts! + 1,
       leaseMs: head.lease_ms,
+      incarnation: head.incarnation,
       handle: target.code ? target.code.handle : pushHandler(head.deliver),
-      events: rows.map((row) => toStoredEvent(row as EventRow)),
+      events: rows.map((row) => ({
+        ...toStoredEvent(row as EventRow),
+        seq: Number(row.seq),
+        replay: row.replay === true,
+      })),
       txs: rows.map((row) => row.tx!),
     },
     result: null,
@@ -222,6 +233,7 @@ async function handle(executor: Executor, target: ConsumeTarget, claimed: Claime
   try {
     const result = await claimed.handle(claimed.events, {
       subscription: target.name,
+      incarnation: claimed.incarnation,
       key: claimed.lease.key,
       attempt: claimed.attempt,
       signal: abort.signal,
@@ -264,9 +276,10 @@ function finish(claimed: Claimed, verdict: Verdict, outcome: ConsumeResult["outc
   };
 }
 
-const throughOf = (claimed: Claimed, index: number) => ({
+const throughOf = (claimed: Claimed, index: number): AckThrough => ({
   tx: claimed.txs[index],
   position: claimed.events[index].position,
+  seq: claimed.events[index].seq,
 });
 
 /**
@@ -274,8 +287,10 @@ const throughOf = (claimed: Claimed, index: number) => ({
  * it. One rule for code handlers and push receivers: an integer, or an integer string, that is
  * a position of this batch; anything else (null, a float, other text, an object, a position
  * not in the batch) fails the attempt — never "ack all" on an answer we could not understand.
+ * A batch may hold one position twice (events still queued when a rewind queued them again):
+ * the first one is meant, so at most a shorter prefix is acked and the rest comes again.
  */
-function ackedThroughIndex(events: StoredEvent[], result: unknown): number {
+function ackedThroughIndex(events: DeliveredEvent[], result: unknown): number {
   const through = (result as { ackedThrough?: unknown } | undefined)?.ackedThrough;
   if (through === undefined) return events.length - 1;
   const position = typeof through === "string" && /^\d{1,16}$/.test(through) ? Number(through) : through;

@@ -26,6 +26,9 @@ import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/act
 import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/webhookIds.js";
 import { setPaused } from "./sql/setPaused.js";
+import { pauseKey, resumeKey } from "./sql/pauseKey.js";
+import { kicksPending } from "./sql/advanceSubscription.js";
+import { rewindSubscription } from "./rewind.js";
 import { readyKeys } from "./sql/readyKeys.js";
 import { claimConsumerSlots, releaseConsumerSlot } from "./sql/consumerSlots.js";
 import { deleteSubscription, deleteSubscriptionRows, putSubscription, type PutRow } from "./sql/putSubscription.js";
@@ -78,6 +81,12 @@ export interface CorqOptions {
    * addresses (default: refused, against SSRF; in Node, `CORQ_PUSH_ALLOW_PRIVATE=true` sets it).
    */
   pushAllowPrivate?: boolean;
+  /**
+   * Who this instance's consumers are, recorded on every lease they take (the keys API and the
+   * dashboard show it). Default: "process <pid> …" in Node, "invocation …" elsewhere, with a
+   * random id per instance.
+   */
+  holder?: string;
 }
 
 export interface Corq {
@@ -117,6 +126,21 @@ export interface Corq {
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
+  /** One key of a subscription (unknown_key when it has no row: no event of it was ever queued, nor was it paused). */
+  key(subscription: string, key: string): Promise<KeyState>;
+  /**
+   * Stops claiming one key (its events stay queued, in order; a batch in flight finishes), or
+   * lets it go on. Pausing a key that has no events yet makes its first events wait.
+   */
+  pauseKey(subscription: string, key: string): Promise<KeyState>;
+  resumeKey(subscription: string, key: string): Promise<KeyState>;
+  /**
+   * Queues events again, in log order, from the event at position `to` (inclusive) or from the
+   * beginning of the log — for the whole subscription, or one key (from that key's first event
+   * at or after `to`). Events are matched with the subscription's current filter and key; they
+   * get new, higher seqs and `replay: true`. See README, "Rewind and replay".
+   */
+  rewind(subscription: string, options: { to: number | "beginning"; key?: string }): Promise<{ requeued: number }>;
   /** Dead keys, newest first; `withEvent` adds the event that failed (the dashboard shows it). */
   deadLetters(options?: { subscription?: string; limit?: number; withEvent?: boolean }): Promise<DeadLetter[]>;
   /** `webhookId`: refuse (conflict) a webhook id acted on in the last 10 minutes (replay protection). */
@@ -160,7 +184,7 @@ const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional
 const readStreamOptions = z.object({ from: z.number().int().min(0).default(0), limit: limit(10_000, 1000) });
 const readLogOptions = z.object({ after: z.number().int().min(0).default(0), limit: limit(10_000, 1000) });
 const keysOptions = z.object({
-  status: z.enum(["ready", "leased", "backoff", "dead", "idle"]).optional(),
+  status: z.enum(["ready", "leased", "backoff", "dead", "paused", "idle"]).optional(),
   after: z.string().optional(),
   limit: limit(1000, 100),
 });
@@ -203,6 +227,10 @@ const slotOptions = z.object({
   want: z.number().int().min(0).max(1000),
   holdMs: z.number().int().min(1).max(3_600_000),
 });
+const rewindOptions = z.object({
+  to: z.union([z.literal("beginning"), z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)]),
+  key: correlationKey.optional(),
+});
 const releaseOptions = z.object({
   subscription: subscriptionName,
   key: correlationKey.optional(),
@@ -222,6 +250,8 @@ export function createCorq(options: CorqOptions): Corq {
   const { executor, end } = connect(options);
   const pushAllowPrivate = options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true";
   const pushTransport = createPushTransport({ allowPrivate: pushAllowPrivate });
+  const holder =
+    parseOrThrow(z.string().min(1).max(200).optional(), options.holder, "invalid_config", "holder") ?? defaultHolder();
 
   // a code subscription this instance does not define is orphaned: its code is gone (or
   // lives in another deployment); operators may delete it
@@ -311,13 +341,13 @@ export function createCorq(options: CorqOptions): Corq {
 
     async consume(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
-      return consumeOne(await executor(), { name, code: code.get(name) }, corq);
+      return consumeOne(await executor(), { name, code: code.get(name), holder }, corq);
     },
 
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { budgetMs, maxBatches } = parseOrThrow(drainOptions, drainOpts, "invalid_input", "options");
-      const results = await drainKeys(await executor(), { name, code: code.get(name) }, corq, {
+      const results = await drainKeys(await executor(), { name, code: code.get(name), holder }, corq, {
         deadline: Date.now() + budgetMs,
         maxBatches,
       });
@@ -365,6 +395,40 @@ export function createCorq(options: CorqOptions): Corq {
       const rows = await (await executor()).run<KeyRow>(listKeys(name, parsed));
       if (rows.length === 0) await knownSubscription(name); // empty page, or no such subscription?
       return rows.map(toKeyState);
+    },
+
+    async key(name, key) {
+      parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+      parseOrThrow(correlationKey, key, "invalid_input", "key");
+      const [row] = await (await executor()).run<KeyRow>(listKeys(name, { only: key, limit: 1 }));
+      if (row) return toKeyState(row);
+      await knownSubscription(name);
+      throw new CorqError("unknown_key", `subscription "${name}" has no key "${key}"`);
+    },
+
+    async pauseKey(name, key) {
+      parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+      parseOrThrow(correlationKey, key, "invalid_input", "key");
+      const rows = await (await executor()).run(pauseKey(name, key));
+      if (rows.length === 0) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
+      return corq.key(name, key);
+    },
+
+    async resumeKey(name, key) {
+      parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+      parseOrThrow(correlationKey, key, "invalid_input", "key");
+      await (await executor()).run(resumeKey(name, key));
+      return corq.key(name, key); // when nothing was resumed: says which is unknown, the subscription or the key
+    },
+
+    async rewind(name, rewindOpts) {
+      parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+      const { to, key } = parseOrThrow(rewindOptions, rewindOpts, "invalid_input", "options");
+      const db = await executor();
+      const done = await rewindSubscription(db, { subscription: name, to, key }, { code: code.get(name) });
+      // advances that came while the rewind held the advancer's lock left a kick and returned
+      if ((await db.run(kicksPending([done.subscriptionId]))).length > 0) await corq.advance({ coalesce: true });
+      return { requeued: done.requeued };
     },
 
     async deadLetters(deadOpts = {}) {
@@ -479,6 +543,14 @@ export function createCorq(options: CorqOptions): Corq {
   };
   registerPushTransport(corq, pushTransport);
   return corq;
+}
+
+/** Who this instance's consumers are when the caller does not say: the process, or else a random invocation id. */
+function defaultHolder(): string {
+  const id = crypto.randomUUID().slice(0, 8);
+  const pid = globalThis.process?.pid;
+  const host = globalThis.process?.env?.HOSTNAME;
+  return typeof pid === "number" && pid > 1 ? `process ${pid}${host ? ` on ${host}` : ""} (${id})` : `invocation ${id}`;
 }
 
 // A variable specifier keeps bundlers (wrangler's esbuild) from pulling node-postgres into the

@@ -7,7 +7,7 @@ import { z } from "zod";
 import { sign, signingSecretProblem } from "./webhookSignature.js";
 import { PrivateDestinationError } from "./privateAddress.js";
 import { pushTransportOf } from "./pushTransport.js";
-import type { Handler, StoredEvent } from "./types.js";
+import type { DeliveredEvent, Handler } from "./types.js";
 
 export const deliverConfig = z.object({
   url: z
@@ -44,14 +44,19 @@ export const defaultTimeoutMs = (leaseMs: number) => Math.max(100, Math.min(10_0
 export const MAX_RESPONSE_BYTES = 64 * 1024;
 
 /**
- * One id per attempt series: the batches of a key that start at the same event. A failed
- * batch is retried from its first event (after a failure, that event alone), so every retry
- * carries the first attempt's id; the next id comes once that event is acked. It says "this
- * is the same delivery again", not which events are new: receivers deduplicate events by
- * their position (unique), never by the id.
+ * One id per attempt series: the batches of a key that start at the same queue entry (its
+ * seq, in this incarnation of the subscription). A failed batch is retried from its first
+ * event (after a failure, that event alone), so every retry carries the first attempt's id;
+ * the next id comes once that event is acked. It says "this is the same delivery again", not
+ * which events are new: receivers deduplicate events by their `seq` ("seq <= last seen"),
+ * never by the id. An event queued again by a rewind has a new seq, so its batch a new id.
  */
-export async function webhookId(subscription: string, key: string, events: StoredEvent[]): Promise<string> {
-  const identity = [subscription, key, events[0].position].join("\u0000");
+export async function webhookId(
+  subscription: { name: string; incarnation: string },
+  key: string,
+  events: DeliveredEvent[],
+): Promise<string> {
+  const identity = [subscription.name, subscription.incarnation, key, events[0].seq].join("\u0000");
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity)));
   return `msg_${[...digest.slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
@@ -65,11 +70,12 @@ export function pushHandler(stored: unknown): Handler {
     const deliver = parsed.data;
     const body = JSON.stringify({
       subscription: context.subscription,
+      incarnation: context.incarnation,
       key: context.key,
       attempt: context.attempt,
       events,
     });
-    const id = await webhookId(context.subscription, context.key, events);
+    const id = await webhookId({ name: context.subscription, incarnation: context.incarnation }, context.key, events);
     const timestamp = Math.floor(Date.now() / 1000);
     const signature = await sign(deliver.secret, { id, timestamp, body }).catch(() => {
       throw new DeliveryError("the signing secret is not valid");

@@ -29,6 +29,8 @@ export interface StatsRow {
   leased: number;
   backoff: number;
   dead: number;
+  paused_keys: number;
+  incarnation: string;
   oldest_pending_age_ms: string | null;
 }
 
@@ -57,7 +59,8 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
       row.advance_error === null
         ? null
         : { message: row.advance_error, at: new Date(row.advance_error_at!).toISOString() },
-    keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead },
+    keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead, paused: row.paused_keys },
+    incarnation: row.incarnation,
     oldestPendingAgeMs: row.oldest_pending_age_ms === null ? null : Math.max(0, Number(row.oldest_pending_age_ms)),
   };
 }
@@ -70,18 +73,59 @@ export interface KeyRow {
   available_at: Date | null;
   last_error: string | null;
   last_position: string | null;
+  failed_position: string | null;
+  dead_at: Date | null;
+  paused_at: Date | null;
+  lease_until: Date | null;
+  lease_holder: string | null;
+  leased_at: Date | null;
+  seq: string;
+  replaying: boolean;
+  max_attempts: number;
+  subscription_paused: boolean;
+  now: Date;
 }
 
+const iso = (at: Date | string | null) => (at === null ? null : new Date(at).toISOString());
+
 export function toKeyState(row: KeyRow): KeyState {
+  const leased =
+    row.status === "leased" ||
+    (row.status === "paused" && row.lease_until !== null && new Date(row.lease_until) > new Date(row.now));
   return {
     key: row.key,
     status: row.status,
     pending: row.pending,
     attempts: row.attempts,
-    availableAt: row.available_at === null ? null : new Date(row.available_at).toISOString(),
+    availableAt: iso(row.available_at),
     lastError: row.last_error,
     lastPosition: row.last_position === null ? null : Number(row.last_position),
+    seq: Number(row.seq),
+    ...(row.paused_at !== null ? { pausedSince: iso(row.paused_at)! } : {}),
+    ...(leased ? { holder: row.lease_holder, leasedSince: iso(row.leased_at), leasedUntil: iso(row.lease_until) } : {}),
+    reason: reasonOf(row, leased),
   };
+}
+
+/** Why a key is not running (or what it is doing), in words: the keys API and the dashboard show it. */
+function reasonOf(row: KeyRow, leased: boolean): string {
+  const error = row.last_error === null ? "" : `: ${row.last_error}`;
+  const lease = `leased by ${row.lease_holder ?? "an unknown holder"} since ${iso(row.leased_at) ?? "?"} (until ${iso(row.lease_until)})`;
+  switch (row.status) {
+    case "dead":
+      return `dead at position ${row.failed_position ?? "?"} since ${iso(row.dead_at)} after ${row.attempts} attempts${error}; retry or skip it (dead letters)${row.paused_at !== null ? ", and resume it (paused)" : ""}`;
+    case "paused":
+      return `paused since ${iso(row.paused_at)}${leased ? `; the batch in flight finishes first (${lease})` : ""}${row.pending > 0 ? `; ${row.pending} events wait` : ""}`;
+    case "leased":
+      return `${lease}${row.replaying ? ", replaying" : ""}`;
+    case "backoff":
+      return `in backoff until ${iso(row.available_at)} (attempt ${row.attempts} of ${row.max_attempts} failed${error})`;
+    case "ready":
+      if (row.subscription_paused) return "the subscription is paused";
+      return `ready since ${iso(row.available_at)}, waiting for a consumer${row.replaying ? " (replaying: after the live keys)" : ""}${row.attempts > 0 ? `; attempt ${row.attempts + 1} of ${row.max_attempts} next${error}` : ""}`;
+    default:
+      return "idle: nothing queued";
+  }
 }
 
 export interface DeadLetterRow {

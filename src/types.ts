@@ -21,11 +21,23 @@ export interface StoredEvent {
   createdAt: string; // ISO 8601
 }
 
+/**
+ * An event as a handler (or a push receiver) gets it: with its `seq`, the number of its queue
+ * entry within (subscription, key) — 1, 2, 3 … in log order, never reused — so "seq <= last
+ * seen" drops true duplicates. `replay`: queued again by a rewind (with a new, higher seq).
+ */
+export interface DeliveredEvent extends StoredEvent {
+  seq: number;
+  replay: boolean;
+}
+
 /** Computes the correlation key of an event in JS; null/undefined = the event does not match. */
 export type KeyFunction = (event: StoredEvent) => string | null | undefined;
 
 export interface HandlerContext {
   subscription: string;
+  /** Changes when the subscription is deleted and created again: seqs of two incarnations are unrelated. */
+  incarnation: string;
   key: string;
   /** 1 on the first delivery of this batch's head event, then 2, 3 … */
   attempt: number;
@@ -38,12 +50,13 @@ export interface HandlerContext {
 }
 
 /**
- * Receives the events of ONE key, ascending log order. Return nothing to ack the batch,
+ * Receives the events of ONE key, ascending seq order (log order; replays after what was
+ * queued before the rewind). Return nothing to ack the batch,
  * `{ ackedThrough: position }` to ack a prefix (the rest is delivered again, in order),
  * or throw to fail it (retried with backoff, dead after maxAttempts).
  */
 export type Handler = (
-  events: StoredEvent[],
+  events: DeliveredEvent[],
   context: HandlerContext,
 ) => Promise<void | { ackedThrough: number }> | void | { ackedThrough: number };
 
@@ -78,7 +91,7 @@ export interface ConsumeResult {
   error?: string;
 }
 
-export type KeyStatus = "ready" | "leased" | "backoff" | "dead" | "idle";
+export type KeyStatus = "ready" | "leased" | "backoff" | "dead" | "paused" | "idle";
 
 export interface KeyState {
   key: string;
@@ -88,6 +101,16 @@ export interface KeyState {
   availableAt: string | null;
   lastError: string | null;
   lastPosition: number | null;
+  /** The last seq given to an event of this key (the next one queued gets seq + 1). */
+  seq: number;
+  /** When the key was paused (only while it is). */
+  pausedSince?: string;
+  /** Only while a lease is live: who holds it (a process, a Worker invocation), since and until when. */
+  holder?: string | null;
+  leasedSince?: string | null;
+  leasedUntil?: string | null;
+  /** Why the key is not running (or what it is doing), in words. */
+  reason: string;
 }
 
 export interface SubscriptionStats {
@@ -118,7 +141,9 @@ export interface SubscriptionStats {
   advanceError: { message: string; at: string } | null;
   /** A code subscription that the instance answering does not define (its code is gone): it can be deleted. */
   orphaned: boolean;
-  keys: { ready: number; leased: number; backoff: number; dead: number };
+  keys: { ready: number; leased: number; backoff: number; dead: number; paused: number };
+  /** Changes when the subscription is deleted and created again (deliveries carry it with each batch). */
+  incarnation: string;
   oldestPendingAgeMs: number | null;
 }
 

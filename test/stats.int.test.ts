@@ -52,7 +52,7 @@ describe("stats", () => {
     await raw.query("UPDATE corq.keys SET attempts = 1, available_at = now() - interval '1 hour' WHERE key = 'c'");
     expect(await corq.consume("s")).toMatchObject({ key: "c", outcome: "dead" }); // c → dead
     stats = await corq.subscription("s");
-    expect(stats.keys).toEqual({ ready: 1, leased: 1, backoff: 1, dead: 1 });
+    expect(stats.keys).toEqual({ ready: 1, leased: 1, backoff: 1, dead: 1, paused: 0 });
     expect(stats.pending).toBe(8);
 
     const byStatus = async (status: "ready" | "leased" | "backoff" | "dead") =>
@@ -88,12 +88,13 @@ describe("keys paging at scale", () => {
     const { corq, raw } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
     await corq.advance(); // registers the subscription
     await raw.query(`
-      INSERT INTO corq.keys (subscription_id, key, available_at, dead_at)
+      INSERT INTO corq.keys (subscription_id, key, available_at, dead_at, paused_at)
       SELECT (SELECT id FROM corq.subscriptions WHERE name = 's'), 'k' || lpad(i::text, 7, '0'),
-        CASE WHEN i % 1000 = 0 THEN now() END, CASE WHEN i % 50000 = 0 THEN now() END
+        CASE WHEN i % 1000 = 0 THEN now() END, CASE WHEN i % 50000 = 0 THEN now() END,
+        CASE WHEN i % 40000 = 7 THEN now() END
       FROM generate_series(1, 200000) i`);
     await raw.query("ANALYZE corq.keys");
-    for (const status of [undefined, "dead", "ready", "idle"] as const) {
+    for (const status of [undefined, "dead", "ready", "idle", "paused"] as const) {
       for (const after of [undefined, "k0150000"]) {
         const { sql: text, params } = dialect.sqlToQuery(listKeys("s", { status, after, limit: 50 }));
         const [
@@ -115,5 +116,9 @@ describe("keys paging at scale", () => {
     }
     const page = await corq.keys("s", { status: "dead", limit: 50 });
     expect(page.map((k) => k.key)).toEqual(["k0050000", "k0100000", "k0150000", "k0200000"]);
+    const paused = await corq.keys("s", { status: "paused", limit: 50 });
+    expect(paused.map((k) => k.key)).toEqual(["k0000007", "k0040007", "k0080007", "k0120007", "k0160007"]);
+    // the counts read the partial indexes (ready, dead, paused), not the 200,000 keys
+    expect((await corq.subscription("s")).keys).toEqual({ ready: 200, leased: 0, backoff: 0, dead: 4, paused: 5 });
   });
 });

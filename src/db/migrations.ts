@@ -67,5 +67,27 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"handled_kicks\" bigint DEFAULT 0 NOT NULL;",
       "-- Edited by hand: the slots exist up front (CORQ_CONCURRENCY is at most 1000).\nINSERT INTO \"corq\".\"consumer_slots\" (slot) SELECT generate_series(1, 1000);"
     ]
+  },
+  {
+    "tag": "0007_seq_rewind",
+    "statements": [
+      "DROP INDEX \"corq\".\"keys_ready_idx\";",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"seq\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"last_seq\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"replay_seq\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"paused_at\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"lease_holder\" text;",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"leased_at\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"queue\" ADD COLUMN \"replay\" boolean DEFAULT false NOT NULL;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"incarnation\" uuid DEFAULT gen_random_uuid() NOT NULL;",
+      "-- Edited by hand from here: queue.seq is added without NOT NULL, filled, then made NOT NULL\n-- (drizzle adds a NOT NULL column without a default, which a populated queue refuses).\n-- Events already queued get their seqs in log order, numbered after the events their key has\n-- finished (acked or skipped), so a key's seqs count its events from 1; the ack cursor\n-- (last_seq) starts right below them and the counter (seq) at the last one.\nALTER TABLE \"corq\".\"queue\" ADD COLUMN \"seq\" bigint;",
+      "UPDATE \"corq\".\"queue\" q SET \"seq\" = n.seq\nFROM (\n  SELECT q.subscription_id, q.key, q.tx, q.position,\n    coalesce(k.acked + k.skipped, 0) + row_number() OVER (PARTITION BY q.subscription_id, q.key ORDER BY q.tx, q.position) AS seq\n  FROM \"corq\".\"queue\" q LEFT JOIN \"corq\".\"keys\" k ON k.subscription_id = q.subscription_id AND k.key = q.key\n) n\nWHERE q.subscription_id = n.subscription_id AND q.key = n.key AND q.tx = n.tx AND q.position = n.position;",
+      "UPDATE \"corq\".\"keys\" k SET \"last_seq\" = k.acked + k.skipped,\n  \"seq\" = k.acked + k.skipped + (SELECT count(*) FROM \"corq\".\"queue\" q WHERE q.subscription_id = k.subscription_id AND q.key = k.key);",
+      "ALTER TABLE \"corq\".\"queue\" ALTER COLUMN \"seq\" SET NOT NULL;",
+      "ALTER TABLE \"corq\".\"queue\" DROP CONSTRAINT \"queue_pkey\";",
+      "ALTER TABLE \"corq\".\"queue\" ADD CONSTRAINT \"queue_pkey\" PRIMARY KEY(\"subscription_id\",\"key\",\"seq\");",
+      "CREATE INDEX \"keys_paused_at_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",\"paused_at\") WHERE paused_at IS NOT NULL;",
+      "CREATE INDEX \"keys_ready_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",(\"last_seq\" < \"replay_seq\"),\"available_at\",\"key\") WHERE available_at IS NOT NULL AND paused_at IS NULL;"
+    ]
   }
 ];

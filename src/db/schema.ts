@@ -85,12 +85,16 @@ export const subscriptions = corqSchema.table("subscriptions", {
   // the last advance of this subscription that failed (cleared by the next one that works)
   advanceError: text("advance_error"),
   advanceErrorAt: timestamp("advance_error_at", { withTimezone: true }),
+  // changes when a subscription is deleted and created again under the same name: deliveries
+  // carry it, so a receiver never mixes up the seqs of two incarnations
+  incarnation: uuid("incarnation").notNull().defaultRandom(),
   createdAt: createdAt(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 });
 
 /**
  * The per-key state row, claimed with FOR UPDATE SKIP LOCKED. Status is derived:
+ *   paused   paused_at is not null             (never claimed; its events wait in order)
  *   dead     dead_at is not null               (available_at is null)
  *   leased   lease_until > now()                (available_at = lease_until)
  *   backoff  available_at > now(), no live lease
@@ -113,30 +117,56 @@ export const keys = corqSchema.table(
     // (last_tx, last_position): the last acked (or skipped) event. A claim reads the queue with
     // its statement's snapshot, which can predate another consumer's ack of the same key; rows
     // at or below this cursor are already done and never handed out again.
+    // (last_tx, last_position) is for display (the last acked event); the cursor is last_seq
     lastTx: xid8("last_tx"),
     lastPosition: bigint("last_position", { mode: "number" }),
     acked: bigint("acked", { mode: "number" }).notNull().default(0),
     skipped: bigint("skipped", { mode: "number" }).notNull().default(0),
+    // The key's seq counter: the last seq given to a queued event (advance or rewind); never
+    // reused, so "seq <= last seen" tells a receiver a true duplicate.
+    seq: bigint("seq", { mode: "number" }).notNull().default(0),
+    // The ack cursor: queue rows with seq <= last_seq are done. A claim reads the queue with
+    // its statement's snapshot, which can predate another consumer's ack (or a rewind) of the
+    // same key; rows at or below this cursor, read from the locked key row, are never handed out.
+    lastSeq: bigint("last_seq", { mode: "number" }).notNull().default(0),
+    // The last seq a rewind queued: while last_seq < replay_seq the key is replaying, and
+    // claims take it only when no live key is ready (replays never starve live traffic).
+    replaySeq: bigint("replay_seq", { mode: "number" }).notNull().default(0),
+    // An operator paused this key (POST …/keys/:key/pause): never claimed until resumed.
+    pausedAt: timestamp("paused_at", { withTimezone: true }),
+    // Who claimed the current lease (a Worker invocation, a process) and when.
+    leaseHolder: text("lease_holder"),
+    leasedAt: timestamp("leased_at", { withTimezone: true }),
   },
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
-    // Only keys with work are indexed: claims stay fast with millions of idle keys.
-    // (key breaks ties between keys made ready at the same moment: claims have one total order)
-    index("keys_ready_idx").on(t.subscriptionId, t.availableAt, t.key).where(sql`available_at IS NOT NULL`),
+    // Only keys with work that may be claimed are indexed: claims stay fast with millions of
+    // idle (or paused) keys. Live keys first, then replaying ones, each oldest waiter first
+    // (key breaks ties between keys made ready at the same moment: claims have one total order).
+    index("keys_ready_idx")
+      .on(t.subscriptionId, sql`(${t.lastSeq} < ${t.replaySeq})`, t.availableAt, t.key)
+      .where(sql`available_at IS NOT NULL AND paused_at IS NULL`),
     index("keys_dead_at_idx").on(t.subscriptionId, t.deadAt).where(sql`dead_at IS NOT NULL`),
+    index("keys_paused_at_idx").on(t.subscriptionId, t.pausedAt).where(sql`paused_at IS NOT NULL`),
   ],
 );
 
-/** Queued, unacked events of one key, in log order. References the event; acked rows are deleted. */
+/**
+ * Queued, unacked events of one key, in seq order: the advance gives seqs in log order, a
+ * rewind queues events again after them with higher seqs (`replay`). References the event;
+ * acked rows are deleted.
+ */
 export const queue = corqSchema.table(
   "queue",
   {
     subscriptionId: integer("subscription_id").notNull(),
     key: text("key").notNull(),
+    seq: bigint("seq", { mode: "number" }).notNull(),
     tx: xid8("tx").notNull(),
     position: bigint("position", { mode: "number" }).notNull(),
+    replay: boolean("replay").notNull().default(false),
   },
-  (t) => [primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.tx, t.position] })],
+  (t) => [primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.seq] })],
 );
 
 /**

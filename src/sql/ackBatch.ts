@@ -10,15 +10,22 @@ export interface Lease {
   token: string;
 }
 
+/** The last event of an acked prefix: its queue seq (the cursor) and its place in the log (for display). */
+export interface AckThrough {
+  tx: string;
+  position: number;
+  seq: number;
+}
+
 /**
- * Acks the prefix of a claimed batch through event (tx, position), `count` events, in ONE
+ * Acks the prefix of a claimed batch through queue row `through.seq`, `count` events, in ONE
  * statement: only while the lease is ours and unexpired when the row is locked (fencing; a
  * stale ack changes nothing and returns no row). The key row's pending counter is the truth about remaining
  * work: an advance that commits while we ack bumps it under the same row lock, so a key is
  * never left idle with events queued. The batch is recorded in the activity table (the
  * dashboard's timeline); ackAndClaim leaves that to the drain loop (recordBatches).
  */
-export function ackBatch(lease: Lease, through: { tx: string; position: number }, count: number, claimedAt: Date): SQL {
+export function ackBatch(lease: Lease, through: AckThrough, count: number, claimedAt: Date): SQL {
   return sql`
     WITH ${ackCtes(lease, through, count)},
     recorded AS (
@@ -50,7 +57,7 @@ export function fencedKey(lease: Lease): SQL {
 }
 
 /** The CTEs `acked` (the key row, when the lease held) and `removed` (its queue rows); see ackBatch. */
-export function ackCtes(lease: Lease, through: { tx: string; position: number }, count: number): SQL {
+export function ackCtes(lease: Lease, through: AckThrough, count: number): SQL {
   return sql`
     ${fencedKey(lease)},
     acked AS (
@@ -58,7 +65,8 @@ export function ackCtes(lease: Lease, through: { tx: string; position: number },
         pending = k.pending - ${count},
         available_at = CASE WHEN k.pending - ${count} > 0 THEN f.at END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
-        last_tx = ${through.tx}::xid8, last_position = ${through.position}, acked = k.acked + ${count}
+        last_seq = ${through.seq}, last_tx = ${through.tx}::xid8, last_position = ${through.position},
+        acked = k.acked + ${count}
       FROM fenced f
       WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
       RETURNING k.subscription_id, k.key, k.pending
@@ -66,6 +74,6 @@ export function ackCtes(lease: Lease, through: { tx: string; position: number },
     removed AS (
       DELETE FROM ${queue} q USING acked
       WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key
-        AND (q.tx, q.position) <= (${through.tx}::xid8, ${through.position}::bigint)
+        AND q.seq <= ${through.seq}
     )`;
 }

@@ -19,12 +19,12 @@ const ADVANCING = 736_420_198;
  * statement waited applies): "stream", or a JSON path "data.a.b" / "meta.x" (null when the
  * path is missing or null).
  */
-const keyExpression = sql`CASE WHEN sub.key = 'stream' THEN e.stream
+export const keyExpression = sql`CASE WHEN sub.key = 'stream' THEN e.stream
   ELSE (CASE WHEN split_part(sub.key, '.', 1) = 'data' THEN e.data ELSE e.meta END)
        #>> (string_to_array(sub.key, '.'))[2:] END`;
 
 /** Why a key breaks the key rule (config.ts keyProblem), or null. */
-const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReasons.empty}
+export const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReasons.empty}
   WHEN ${key} IN ('.', '..') THEN ${keyReasons.dots}
   WHEN octet_length(${key}) > ${MAX_KEY_BYTES} THEN ${keyReasons.long} END`;
 
@@ -76,7 +76,9 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
  * (only where `condition` holds: the function path's compare-and-set), then enqueue the keyed
  * rows and upsert their key rows only if it moved, and count the skipped events. The
  * watermark and the queue change in one statement: nothing is enqueued twice, nothing is
- * lost. A working advance also clears the subscription's last advance error.
+ * lost. Each queued event gets the next seqs of its key's counter, in log order (the upsert
+ * bumps the counter, the queue rows are numbered from what it returns). A working advance
+ * also clears the subscription's last advance error.
  */
 export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: SQL }, condition: SQL): SQL {
   return sql`
@@ -93,18 +95,26 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
       WHERE s.id = ${subscriptionId} AND ${condition}
       RETURNING s.id
     ),
-    enqueued AS (
-      INSERT INTO ${queue} (subscription_id, key, tx, position)
-      SELECT moved.id, key, tx, position FROM matched, moved WHERE key IS NOT NULL
-    ),
     keyed AS (
-      INSERT INTO ${keys} AS k (subscription_id, key, pending, available_at)
-      SELECT moved.id, key, count(*), now() FROM matched, moved WHERE key IS NOT NULL
+      INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, available_at)
+      SELECT moved.id, key, count(*), count(*), now() FROM matched, moved WHERE key IS NOT NULL
       GROUP BY moved.id, key
       ORDER BY key -- one lock order for every writer of key rows: no deadlocks between advancers
       ON CONFLICT (subscription_id, key) DO UPDATE SET
         pending = k.pending + excluded.pending,
+        seq = k.seq + excluded.seq,
         available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END
+      RETURNING k.subscription_id, k.key, k.seq
+    ),
+    enqueued AS (
+      -- seqs in log order, from the key's counter as the upsert left it (the latest row
+      -- version, under its lock): the last of the key's events here gets the counter itself
+      INSERT INTO ${queue} (subscription_id, key, seq, tx, position)
+      SELECT keyed.subscription_id, m.key,
+        keyed.seq - count(*) OVER (PARTITION BY m.key) + row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),
+        m.tx, m.position
+      FROM matched m JOIN keyed ON keyed.key = m.key
+      ORDER BY m.key, m.tx, m.position
     )`;
 }
 
@@ -128,4 +138,15 @@ export function kicksPending(ids: number[]): SQL {
  */
 export function waitForAdvancer(subscriptionId: number): SQL {
   return sql`SELECT pg_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)::text AS waited`;
+}
+
+/**
+ * Takes the advancer's lock of the subscription named `subscription` and returns its id (no
+ * row: no such subscription). In a transaction the lock is held until it ends: no advance of
+ * that subscription runs meanwhile (a rewind numbers its events while the counters stand still).
+ */
+export function holdAdvancer(subscription: string): SQL {
+  return sql`
+    SELECT id, pg_advisory_xact_lock(${ADVANCING}::int4, id)::text AS held
+    FROM ${subscriptions} WHERE name = ${subscription}`;
 }

@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../db/schema.js";
 import { eventColumns, type EventRow } from "./eventColumns.js";
-import { ackCtes, type Lease } from "./ackBatch.js";
+import { ackCtes, type AckThrough, type Lease } from "./ackBatch.js";
 import { asyncCommit } from "./asyncCommit.js";
 import { lockedNow } from "./clock.js";
 
@@ -9,6 +9,10 @@ export interface ClaimRow extends Partial<EventRow> {
   kind: "code" | "push";
   deliver: unknown;
   lease_ms: number;
+  incarnation: string;
+  // the queue row's seq and whether a rewind queued it (null without an event)
+  seq: string | number | null;
+  replay: boolean | null;
   // null when the subscription exists but no key was claimed (nothing ready, or paused)
   subscription_id: number | null;
   key: string | null;
@@ -32,24 +36,34 @@ export interface ClaimRow extends Partial<EventRow> {
  *   pick     the key that has waited longest (partial index on available_at), locked with
  *            FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
  *            Ties (keys made ready by one advance) go by key, so the order is total;
+ *            Live keys go before replaying ones (a rewind never starves live traffic) and a
+ *            paused key is never picked;
  *   claimed  a fresh lease token, and available_at = lease_until, so the key is claimable
- *            again exactly when the lease expires (a crashed consumer loses nothing). The
+ *            again exactly when the lease expires (a crashed consumer loses nothing); the
+ *            lease records its holder and when it began. The
  *            lease starts when the key was locked (lockedNow), not when the statement began:
  *            with ackAndClaim the statement may first have waited for the acked key's row.
  *            Taking over an expired lease counts as a failed attempt; if that was the last
  *            one the key is dead-lettered here instead of handed out (a batch that crashes
  *            its consumer every time still ends in the dead letters). The lost lease's span
  *            is returned for the activity record;
- *   batch    the key's oldest queued events in log order: batchSize of them, or only the
- *            head after a failure, so the event that keeps failing is pinned down. Read with
- *            the statement's snapshot, so only rows past the key row's ack cursor (its latest,
- *            locked version) count: a consumer that claimed, handled and acked this key while
- *            this statement waited is never repeated.
+ *   batch    the key's oldest queued events in seq order (log order, replays after): batchSize
+ *            of them, or only the head after a failure, so the event that keeps failing is
+ *            pinned down. Read with the statement's snapshot, so only rows past the key row's
+ *            ack cursor last_seq (its latest, locked version) count: a consumer that claimed,
+ *            handled and acked this key while this statement waited is never repeated, nor are
+ *            rows a rewind replaced.
  * One row per event; one row with null event columns when the key died here; one row with
  * a null key when nothing was claimed; no row when there is no such subscription (of `kind`).
  */
-export function claimBatch(subscription: string, kind?: "push"): SQL {
-  return claim(subscription, kind);
+export function claimBatch(subscription: string, by: ClaimBy = {}): SQL {
+  return claim(subscription, by);
+}
+
+/** Which subscriptions a claim may take (`kind: "push"`: push ones only) and who claims (the lease's holder). */
+export interface ClaimBy {
+  kind?: "push";
+  holder?: string;
 }
 
 /**
@@ -63,21 +77,18 @@ export function claimBatch(subscription: string, kind?: "push"): SQL {
  */
 export function ackAndClaim(
   subscription: string,
-  kind: "push" | undefined,
-  ack: { lease: Lease; through: { tx: string; position: number }; count: number },
+  by: ClaimBy,
+  ack: { lease: Lease; through: AckThrough; count: number },
 ): SQL {
-  return claim(subscription, kind, ack);
+  return claim(subscription, by, ack);
 }
 
-function claim(
-  subscription: string,
-  kind: "push" | undefined,
-  ack?: { lease: Lease; through: { tx: string; position: number }; count: number },
-): SQL {
+function claim(subscription: string, by: ClaimBy, ack?: { lease: Lease; through: AckThrough; count: number }): SQL {
+  const kind = by.kind;
   return sql`
     WITH ${ack ? sql`${ackCtes(ack.lease, ack.through, ack.count)},` : sql``}
     sub AS (
-      SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts FROM ${subscriptions}
+      SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation FROM ${subscriptions}
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
     pick AS (
@@ -88,8 +99,9 @@ function claim(
       -- scalar subqueries, not a join: the planner then walks the partial index in
       -- available_at order and stops at the first unlocked row (a join sorted every ready key)
       WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
+        AND k.paused_at IS NULL
         ${ack ? sql`AND (SELECT count(*) FROM acked) >= 0` : sql``}
-      ORDER BY k.available_at, k.key
+      ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key
       LIMIT 1
       FOR UPDATE OF k SKIP LOCKED
     ),
@@ -103,29 +115,31 @@ function claim(
         dead_at = CASE WHEN pick.dies THEN pick.locked_at END,
         failed_position = CASE WHEN pick.dies THEN (
           SELECT q.position FROM ${queue} q WHERE q.subscription_id = k.subscription_id AND q.key = k.key
-            AND (k.last_tx IS NULL OR (q.tx, q.position) > (k.last_tx, k.last_position))
-          ORDER BY q.tx, q.position LIMIT 1) ELSE k.failed_position END
+            AND q.seq > k.last_seq
+          ORDER BY q.seq LIMIT 1) ELSE k.failed_position END,
+        lease_holder = CASE WHEN NOT pick.dies THEN ${by.holder ?? null}::text END, leased_at = pick.locked_at
       FROM pick, sub
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
-      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_tx, k.last_position,
+      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
                 CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
                 CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
     )
-    SELECT sub.kind, sub.deliver, sub.lease_ms, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, now() AS now,
+    SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts, c.dies, now() AS now,
       c.expired_from, c.expired_until,
       ${ack ? sql`(SELECT count(*) FROM acked)::int` : sql`NULL::int`} AS acked,
-      ${ack ? sql`(SELECT pending FROM acked)` : sql`NULL::int`} AS acked_pending, ${eventColumns}
+      ${ack ? sql`(SELECT pending FROM acked)` : sql`NULL::int`} AS acked_pending, q.seq, q.replay, ${eventColumns}
     FROM sub
     LEFT JOIN claimed c ON true
     LEFT JOIN LATERAL (
-      SELECT q.tx, q.position FROM ${queue} q
+      SELECT q.seq, q.replay, q.position FROM ${queue} q
       WHERE q.subscription_id = c.subscription_id AND q.key = c.key AND NOT c.dies
-        -- the snapshot may predate another consumer's ack of this key: skip what it acked
-        AND (c.last_tx IS NULL OR (q.tx, q.position) > (c.last_tx, c.last_position))
-      ORDER BY q.tx, q.position
+        -- the snapshot may predate another consumer's ack of this key (or a rewind): skip
+        -- what the cursor says is done
+        AND q.seq > c.last_seq
+      ORDER BY q.seq
       LIMIT (SELECT batch_limit FROM claimed)
     ) q ON true
     LEFT JOIN ${events} e ON e.position = q.position
-    ORDER BY q.tx, q.position`;
+    ORDER BY q.seq`;
 }

@@ -23,25 +23,26 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
   return sql`
     WITH sub AS (SELECT id FROM ${subscriptions} WHERE name = ${subscription} FOR UPDATE),
     dead AS (
-      SELECT k.subscription_id, k.key FROM ${keys} k JOIN sub ON k.subscription_id = sub.id
+      SELECT k.subscription_id, k.key, k.last_seq FROM ${keys} k JOIN sub ON k.subscription_id = sub.id
       WHERE ${which}
       ORDER BY k.key
       FOR UPDATE OF k
     ),
     head AS (
-      SELECT d.subscription_id, d.key, h.tx, h.position FROM dead d
+      SELECT d.subscription_id, d.key, h.seq, h.tx, h.position FROM dead d
       CROSS JOIN LATERAL (
-        SELECT q.tx, q.position FROM ${queue} q WHERE q.subscription_id = d.subscription_id AND q.key = d.key
-        ORDER BY q.tx, q.position LIMIT 1
+        SELECT q.seq, q.tx, q.position FROM ${queue} q
+        WHERE q.subscription_id = d.subscription_id AND q.key = d.key AND q.seq > d.last_seq
+        ORDER BY q.seq LIMIT 1
       ) h
     ),
     removed AS (
       DELETE FROM ${queue} q USING head
-      WHERE q.subscription_id = head.subscription_id AND q.key = head.key AND q.tx = head.tx AND q.position = head.position
+      WHERE q.subscription_id = head.subscription_id AND q.key = head.key AND q.seq = head.seq
     ),
     released AS (
       UPDATE ${keys} k SET dead_at = NULL, attempts = 0, failed_position = NULL,
-        pending = k.pending - 1, skipped = k.skipped + 1, last_tx = head.tx, last_position = head.position,
+        pending = k.pending - 1, skipped = k.skipped + 1, last_seq = head.seq, last_tx = head.tx, last_position = head.position,
         available_at = CASE WHEN k.pending - 1 > 0 THEN ${lockedNow} END
       FROM head
       WHERE k.subscription_id = head.subscription_id AND k.key = head.key

@@ -11,6 +11,7 @@
 // numbers its events, so the requeued range ends exactly where later events begin: no event
 // past the range is delivered between the requeued ones. Advances that came meanwhile found the
 // lock taken and left a kick: the caller advances once after (kicksPending).
+import type { SQL } from "drizzle-orm";
 import type { Executor } from "./db/executor.js";
 import { CorqError } from "./errors.js";
 import { keyOf } from "./advance.js";
@@ -58,26 +59,36 @@ export async function rewindSubscription(
       from: { tx: target.from_tx, position: request.to === "beginning" ? 0 : request.to },
       key: request.key,
     };
-    let matched;
-    if (target.key === "function") {
-      const strategy = options.code?.key;
-      if (strategy?.kind !== "function") {
-        throw new CorqError(
-          "conflict",
-          `subscription "${request.subscription}" is keyed by a function this instance does not define; rewind it where its code runs`,
-        );
-      }
-      await stage(tx, range, strategy);
-      matched = staged(request.key);
-    } else {
-      matched = matchedInSql(range, target.key === "stream");
-    }
+    const matched: SQL =
+      target.key === "function"
+        ? await stageByFunction(tx, range, request.subscription, options.code)
+        : matchedInSql(range, target.key === "stream");
     const [row] = await tx.run<RequeueRow>(requeue(id, matched));
     return { requeued: row.requeued, keys: row.keys, subscriptionId: id };
   });
 }
 
-/** Reads the range in rounds, computes each matching event's key in JS, stages the keyed ones. */
+/**
+ * A function key: reads the range in rounds, computes each matching event's key in JS, stages
+ * the keyed ones; returns the staged rows as the requeue's source.
+ */
+async function stageByFunction(
+  tx: Executor,
+  range: RewindRange,
+  subscription: string,
+  code: Subscription | undefined,
+): Promise<SQL> {
+  const strategy = code?.key;
+  if (strategy?.kind !== "function") {
+    throw new CorqError(
+      "conflict",
+      `subscription "${subscription}" is keyed by a function this instance does not define; rewind it where its code runs`,
+    );
+  }
+  await stage(tx, range, strategy);
+  return staged(range.key);
+}
+
 async function stage(tx: Executor, range: RewindRange, strategy: Extract<KeyStrategy, { kind: "function" }>) {
   await tx.run(createStage());
   let after: { tx: string; position: number } | null = null;

@@ -15,7 +15,7 @@ import {
 import { requireAdmin, requireAdminOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
-import { advanceAndDispatch, consumeInSlot, selfInvoker, startConsumer } from "./dispatch.js";
+import { advanceAndDispatch, consumeInSlot, dispatchInBackground, selfInvoker, startConsumer } from "./dispatch.js";
 import { settings, type AppEnv } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
@@ -37,11 +37,15 @@ const count = z
 const streamQuery = z.object({ from: count.optional(), limit: count.optional() });
 const logQuery = z.object({ after: count.optional(), limit: count.optional() });
 const keysQuery = z.object({
-  status: z.enum(["ready", "leased", "backoff", "dead", "idle"]).optional(),
+  status: z.enum(["ready", "leased", "backoff", "dead", "paused", "idle"]).optional(),
   limit: count.optional(),
   after: z.string().max(1000).optional(),
 });
 const deadLettersQuery = z.object({ subscription: subscriptionName.optional(), limit: count.optional() });
+const rewindBody = z.object({
+  to: z.union([z.literal("beginning"), z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)]),
+  key: correlationKey.optional(),
+});
 
 /** The request's JSON body, validated; a wrong content type or malformed JSON is a 4xx. */
 async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
@@ -132,7 +136,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   );
 
   // The dashboard (GET /, /login, /ui/*): its own session cookie instead of the bearer token.
-  app.route("/", dashboard({ throttle }));
+  app.route("/", dashboard({ throttle, subscriptions }));
 
   app.use("*", requireAdmin({ throttle, unless: (c) => c.req.path === "/dead-letters/retry" }));
 
@@ -176,7 +180,21 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       await c.var.corq()[action](name);
       return c.json(await c.var.corq().subscription(name));
     });
+    // the key percent-encoded in the path (a key may hold "/", "?", "#", spaces …)
+    app.post(`/subscriptions/:name/keys/:key/${action}`, async (c) => {
+      const name = param(c, "name", subscriptionName);
+      const key = param(c, "key", correlationKey);
+      return c.json(await c.var.corq()[action === "pause" ? "pauseKey" : "resumeKey"](name, key));
+    });
   }
+
+  app.post("/subscriptions/:name/rewind", async (c) => {
+    const name = param(c, "name", subscriptionName);
+    const body = await jsonBody(c, rewindBody);
+    const result = await c.var.corq().rewind(name, body);
+    dispatchInBackground(c, subscriptions, "a rewind"); // deliver the requeued events without waiting for the cron
+    return c.json(result);
+  });
 
   app.post("/advance", async (c) => c.json({ advanced: await c.var.corq().advance() }));
 

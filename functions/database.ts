@@ -43,10 +43,12 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   configureLocal(env);
   const databaseUrl = env.DATABASE_URL;
   const { dbDriver, pushAllowPrivate } = settings(env);
+  // recorded on every lease this invocation takes: the keys API says who holds a key
+  const holder = `worker invocation ${crypto.randomUUID().slice(0, 8)}`;
   if (dbDriver === "websocket") {
     const pool = webSocketPool(databaseUrl);
     return {
-      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate }),
+      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate, holder }),
       statements: () => 1,
       db: createExecutor(pool),
       end: () => pool.end().catch(() => undefined),
@@ -64,7 +66,14 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
     }
   };
   return {
-    corq: createCorq({ db: http, session, subscriptions, pushAllowPrivate, onStatement: () => void statements++ }),
+    corq: createCorq({
+      db: http,
+      session,
+      subscriptions,
+      pushAllowPrivate,
+      holder,
+      onStatement: () => void statements++,
+    }),
     statements: () => statements,
     db: createExecutor(http, { session, onStatement: () => void statements++ }),
     end: async () => undefined,

@@ -6,6 +6,23 @@ import { settings, type Env } from "./env.js";
 
 export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
 
+/**
+ * After an operator's action that queued work (a rewind): advance and dispatch consumers in the
+ * background of this request (its own database handle), so delivery does not wait for the cron.
+ */
+export function dispatchInBackground(
+  c: { env: Env; req: { url: string }; executionCtx: { waitUntil(promise: Promise<unknown>): void } },
+  subscriptions: SubscriptionDefinition[],
+  after: string,
+): void {
+  c.executionCtx.waitUntil(
+    advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
+      opened: openCorq(c.env, subscriptions),
+      coalesce: true,
+    }).catch((error) => console.error(`corq: dispatch after ${after} failed:`, error)),
+  );
+}
+
 /** The origin the cron addresses its own invocations to (it has no request URL of its own). */
 export const INTERNAL_ORIGIN = "https://corq.internal";
 

@@ -1,8 +1,8 @@
 // GET /ui/subscriptions/:name — the keys of one subscription, filtered by status, keyset-paged.
 import type { KeyState, KeyStatus, SubscriptionStats } from "../../src/index.js";
-import { ActionButton, Badge, Page, age, num } from "./layout.js";
+import { ActionButton, Badge, Page, RewindForm, age, num } from "./layout.js";
 
-const statuses: KeyStatus[] = ["ready", "leased", "backoff", "dead", "idle"];
+const statuses: KeyStatus[] = ["ready", "leased", "backoff", "dead", "paused", "idle"];
 
 export function Keys(props: {
   subscription: SubscriptionStats;
@@ -54,6 +54,10 @@ export function Keys(props: {
             <span>dead</span>
           </div>
           <div class="figure">
+            <b>{num(s.keys.paused)}</b>
+            <span>paused keys</span>
+          </div>
+          <div class="figure">
             <b>{age(s.oldestPendingAgeMs)}</b>
             <span>oldest pending</span>
           </div>
@@ -83,6 +87,12 @@ export function Keys(props: {
         <button type="submit">Filter</button>
         <a href={`/ui/timeline?subscription=${encodeURIComponent(s.name)}`}>Timeline</a>
       </form>
+      <p class="toolbar">
+        <span>
+          Deliver again from a position (or <code>beginning</code>), every key:{" "}
+          <RewindForm subscription={s.name} back={props.back} label={s.name} />
+        </span>
+      </p>
       <div class="scroll">
         <table aria-label={`Keys of ${s.name}`}>
           <thead>
@@ -93,7 +103,8 @@ export function Keys(props: {
               <th class="num">Attempts</th>
               <th>Next attempt</th>
               <th class="num">Last position</th>
-              <th>Last error</th>
+              <th>Holder</th>
+              <th>Why</th>
               <th></th>
             </tr>
           </thead>
@@ -114,7 +125,20 @@ export function Keys(props: {
                   )}
                 </td>
                 <td class="num">{num(k.lastPosition)}</td>
-                <td class="wrap">{k.lastError ?? ""}</td>
+                <td>
+                  {k.holder != null && (
+                    <>
+                      {k.holder}
+                      {k.leasedSince && (
+                        <span class="muted">
+                          {" "}
+                          since <time datetime={k.leasedSince}>{age(now - Date.parse(k.leasedSince))}</time> ago
+                        </span>
+                      )}
+                    </>
+                  )}
+                </td>
+                <td class="wrap">{k.reason}</td>
                 <td>
                   {k.status === "dead" && (
                     <>
@@ -136,6 +160,15 @@ export function Keys(props: {
                       />
                     </>
                   )}
+                  <ActionButton
+                    action={k.status === "paused" ? "resume-key" : "pause-key"}
+                    subscription={s.name}
+                    deadKey={k.key}
+                    back={props.back}
+                    label={`${k.status === "paused" ? "Resume" : "Pause"} key ${k.key}`}
+                    text={k.status === "paused" ? "Resume" : "Pause"}
+                  />
+                  <RewindForm subscription={s.name} rewindKey={k.key} back={props.back} label={`key ${k.key}`} />
                 </td>
               </tr>
             ))}

@@ -60,17 +60,50 @@ export function Page(props: { title: string; section?: Section; notice?: string;
 }
 
 /**
+ * Rewinds a subscription, or one key of it (`rewindKey`), to a position typed in or
+ * "beginning", after a confirmation: its events from there are delivered again.
+ */
+export function RewindForm(props: { subscription: string; rewindKey?: string; back: string; label: string }) {
+  const what = props.rewindKey === undefined ? `every key of ${props.subscription}` : `key ${props.rewindKey}`;
+  return (
+    <form class="inline" method="post" action="/ui/actions/rewind">
+      <input type="hidden" name="subscription" value={props.subscription} />
+      {props.rewindKey !== undefined && <input type="hidden" name="key" value={props.rewindKey} />}
+      <input type="hidden" name="back" value={props.back} />
+      <input
+        name="to"
+        size={9}
+        required
+        placeholder="position"
+        pattern="[0-9]{1,16}|beginning"
+        title="a position of the log, or beginning"
+        aria-label={`Rewind position for ${props.label}`}
+      />
+      <button
+        type="submit"
+        aria-label={`Rewind ${props.label}`}
+        data-confirm={`Rewind ${what}? Its events from that position on are delivered again (marked replay).`}
+      >
+        Rewind
+      </button>
+    </form>
+  );
+}
+
+/**
  * A button that POSTs one dashboard action and comes back to this page. The key is `deadKey`,
  * never `key`: JSX keeps `key` (and `ref`) for itself and never hands it to the component, so
  * a per-key button would silently act on every dead key of the subscription.
  */
 export function ActionButton(props: {
-  action: "retry" | "skip" | "pause" | "resume";
+  action: "retry" | "skip" | "pause" | "resume" | "pause-key" | "resume-key";
   subscription: string;
-  /** One dead key; without it the action covers every dead key of the subscription. */
+  /** One key (retry, skip: a dead one; without it they cover every dead key of the subscription). */
   deadKey?: string;
   back: string;
   label: string;
+  /** The button's text (default: the action's name). */
+  text?: string;
   confirm?: string;
   primary?: boolean;
 }) {
@@ -85,7 +118,7 @@ export function ActionButton(props: {
         aria-label={props.label}
         data-confirm={props.confirm}
       >
-        {props.action[0].toUpperCase() + props.action.slice(1)}
+        {props.text ?? props.action[0].toUpperCase() + props.action.slice(1)}
       </button>
     </form>
   );

@@ -4,7 +4,8 @@ import { Hono, type Context } from "hono";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { csrf } from "hono/csrf";
 import { z } from "zod";
-import { CorqError, type Corq, type SubscriptionStats } from "../../src/index.js";
+import { CorqError, type Corq, type SubscriptionDefinition, type SubscriptionStats } from "../../src/index.js";
+import { dispatchInBackground } from "../dispatch.js";
 import { subscriptionName, parseOrThrow } from "../../src/config.js";
 import { adminTokenRefusal, isAdmin } from "../auth.js";
 import type { AuthThrottle } from "../authThrottle.js";
@@ -28,7 +29,7 @@ const EVENTS_PER_PAGE = 100;
 
 const keysQuery = z.object({
   status: z
-    .enum(["ready", "leased", "backoff", "dead", "idle"])
+    .enum(["ready", "leased", "backoff", "dead", "paused", "idle"])
     .or(z.literal("").transform(() => undefined))
     .optional(),
   after: z.string().min(1).max(1000).optional(),
@@ -55,8 +56,14 @@ const actionForm = z.object({
   key: z.string().min(1).max(1000).optional(),
   // where to come back to: a path on this site only (localPath)
   back: z.string().max(2000).default("/"),
+  // rewind: a position, or "beginning"
+  to: z
+    .string()
+    .regex(/^(\d{1,16}|beginning)$/, "must be a position or beginning")
+    .transform((to) => (to === "beginning" ? ("beginning" as const) : Number(to)))
+    .optional(),
 });
-const actions = ["retry", "skip", "pause", "resume"] as const;
+const actions = ["retry", "skip", "pause", "resume", "pause-key", "resume-key", "rewind"] as const;
 
 // After an action the page says what was done. The URL carries only the facts (`done`,
 // `count`, `of`), validated here; the sentence is ours, so a crafted link cannot put words on
@@ -77,6 +84,9 @@ function noticeOf(c: DashboardContext): string | undefined {
   if (!parsed.success) return undefined;
   const { done, count, of } = parsed.data;
   if (done === "pause" || done === "resume") return `${of} ${done === "pause" ? "paused" : "resumed"}.`;
+  if (done === "pause-key" || done === "resume-key")
+    return `A key of ${of} ${done === "pause-key" ? "paused" : "resumed"}.`;
+  if (done === "rewind") return `Rewound ${of}: ${count} event${count === 1 ? "" : "s"} queued again.`;
   const keys = `${count} dead key${count === 1 ? "" : "s"}`;
   return done === "retry" ? `Retried ${keys} of ${of}.` : `Skipped the failed event of ${keys} of ${of}.`;
 }
@@ -105,7 +115,7 @@ const here = (c: DashboardContext) => {
   return url.pathname + url.search;
 };
 
-export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
+export function dashboard(options: { throttle: AuthThrottle; subscriptions: SubscriptionDefinition[] }): Hono<AppEnv> {
   const { throttle } = options;
   const app = new Hono<AppEnv>();
 
@@ -255,14 +265,21 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
         const form = await c.req.parseBody().catch(() => {
           throw new CorqError("invalid_input", "send the form as application/x-www-form-urlencoded");
         });
-        const { subscription, key, back } = parseOrThrow(actionForm, form, "invalid_input", "form");
+        const { subscription, key, back, to } = parseOrThrow(actionForm, form, "invalid_input", "form");
         const origin = new URL(c.req.url).origin;
         const path = localPath(back, origin);
         if (path === null) throw new CorqError("invalid_input", "back: must be a path on this site");
         const corq = c.var.corq();
         let count = 0;
         if (action === "pause" || action === "resume") await corq[action](subscription);
-        else count = (await corq.releaseDeadLetters({ subscription, key, mode: action })).released;
+        else if (action === "pause-key" || action === "resume-key") {
+          if (key === undefined) throw new CorqError("invalid_input", "key: required");
+          await corq[action === "pause-key" ? "pauseKey" : "resumeKey"](subscription, key);
+        } else if (action === "rewind") {
+          if (to === undefined) throw new CorqError("invalid_input", "to: a position or beginning is required");
+          count = (await corq.rewind(subscription, { to, key })).requeued;
+          dispatchInBackground(c, options.subscriptions, "a rewind");
+        } else count = (await corq.releaseDeadLetters({ subscription, key, mode: action })).released;
         const url = new URL(path, origin);
         const done = { done: action, count: String(count), of: subscription };
         for (const [name, value] of Object.entries(done)) url.searchParams.set(name, value);

@@ -323,7 +323,9 @@ describe("rewind", () => {
       const { sql: text, params } = dialect.sqlToQuery(advanceSubscription(await idOf(raw, "s"), 1000));
       expect((await advancer.query(text, params)).rows[0]).toMatchObject({ enqueued: 2, held: 1 });
       let done = false;
-      const rewinding = corq.rewind("s", { to: "beginning" }).finally(() => void (done = true));
+      const rewinding = corq.rewind("s", { to: "beginning" }).finally(() => {
+        done = true;
+      });
       await sleep(300);
       expect(done, "the rewind did not wait for the advancer").toBe(false);
       await advancer.query("COMMIT");
@@ -365,7 +367,9 @@ describe("rewind", () => {
       await advancer.query("BEGIN");
       expect((await advancer.query(write.sql, write.params)).rows[0]).toMatchObject({ applied: 1 });
       let done = false;
-      const rewinding = corq.rewind("s", { to: "beginning" }).finally(() => void (done = true));
+      const rewinding = corq.rewind("s", { to: "beginning" }).finally(() => {
+        done = true;
+      });
       await sleep(300);
       expect(done, "the rewind did not wait for the advancer").toBe(false);
       await advancer.query("COMMIT");

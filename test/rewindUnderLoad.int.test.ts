@@ -38,7 +38,7 @@ interface Delivery {
 }
 
 /** Checks one key's deliveries (in handling order) against its `versions` appended events. */
-export function checkKey(deliveries: Delivery[], versions: number) {
+function checkKey(deliveries: Delivery[], versions: number) {
   let order = 0;
   const firsts: Delivery[] = [];
   let maxSeq = 0;

@@ -68,6 +68,22 @@ const query = <T extends z.ZodType>(c: Context, schema: T): z.output<T> =>
 const param = <T extends z.ZodType>(c: Context, name: string, schema: T): z.output<T> =>
   parseOrThrow(schema, c.req.param(name), "invalid_input", name);
 
+/**
+ * The `:key` of a key route, percent-decoded strictly: Hono hands a segment that does not decode
+ * (bytes that are no UTF-8, like an encoded lone surrogate) over as it is, which would name
+ * another key; that is a 400 here. Then the key rule.
+ */
+function keyParam(c: Context): string {
+  const segment = /\/keys\/([^/]*)\/[^/]+$/.exec(new URL(c.req.url).pathname)?.[1] ?? "";
+  let key: string;
+  try {
+    key = decodeURIComponent(segment);
+  } catch {
+    throw new CorqError("invalid_input", "key: not percent-encoded UTF-8");
+  }
+  return parseOrThrow(correlationKey, key, "invalid_input", "key");
+}
+
 export function createApi(subscriptions: SubscriptionDefinition[]) {
   const app = new Hono<AppEnv>();
   // failed authentications per client, kept for the life of this isolate (createApi runs once per isolate)
@@ -178,13 +194,16 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     app.post(`/subscriptions/:name/${action}`, async (c) => {
       const name = param(c, "name", subscriptionName);
       await c.var.corq()[action](name);
+      if (action === "resume") dispatchInBackground(c, subscriptions, "a resume"); // its ready keys, without waiting for the cron
       return c.json(await c.var.corq().subscription(name));
     });
     // the key percent-encoded in the path (a key may hold "/", "?", "#", spaces …)
     app.post(`/subscriptions/:name/keys/:key/${action}`, async (c) => {
       const name = param(c, "name", subscriptionName);
-      const key = param(c, "key", correlationKey);
-      return c.json(await c.var.corq()[action === "pause" ? "pauseKey" : "resumeKey"](name, key));
+      const key = keyParam(c);
+      const state = await c.var.corq()[action === "pause" ? "pauseKey" : "resumeKey"](name, key);
+      if (action === "resume") dispatchInBackground(c, subscriptions, "a resume");
+      return c.json(state);
     });
   }
 

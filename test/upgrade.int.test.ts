@@ -2,11 +2,13 @@
 // and dead keys, migrated by this code and then run by it: nothing lost, nothing reordered.
 import { describe, expect, inject, it } from "vitest";
 import pg from "pg";
-import { createCorq, type StoredEvent } from "../src/index.js";
+import { createCorq, type DeliveredEvent, type StoredEvent } from "../src/index.js";
 import { migrations } from "../src/db/migrations.js";
 import { createTestDatabase } from "./helpers/database.js";
 
 const PREVIOUS_RELEASE = "0003_dashboard_and_webhooks";
+// the schema just before seq and rewind (0007_seq_rewind)
+const BEFORE_SEQ = "0006_coalesced_kicks";
 
 describe("upgrading a populated database", () => {
   it("keeps every queued event, lease and dead letter, in order", async () => {
@@ -62,6 +64,124 @@ describe("upgrading a populated database", () => {
       await corq.drain("s");
       expect(handled.slice(4).sort()).toEqual(["b:0", "b:1", "c:0"]);
       expect(handled.filter((h) => h.startsWith("b"))).toEqual(["b:0", "b:1"]);
+      expect(await corq.subscription("s")).toMatchObject({ pending: 0, lag: 0 });
+    } finally {
+      await corq.close();
+      await client.end();
+      await database.drop();
+    }
+  });
+
+  it("numbers what was queued before seqs existed: in log order, after what each key finished; leases and dead keys kept", async () => {
+    const database = await createTestDatabase(inject("postgresUrl"), { migrated: false });
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    const handled: [string, number, number, boolean][] = []; // key, version, seq, replay
+    const corq = createCorq({
+      databaseUrl: database.url,
+      subscriptions: [
+        {
+          name: "s",
+          maxAttempts: 5,
+          handle: (events: DeliveredEvent[], ctx) =>
+            void handled.push(
+              ...events.map((e) => [ctx.key, e.version, e.seq, e.replay] as [string, number, number, boolean]),
+            ),
+        },
+      ],
+    });
+    try {
+      for (const migration of migrations.slice(0, migrations.findIndex((m) => m.tag === BEFORE_SEQ) + 1)) {
+        for (const statement of migration.statements) await client.query(statement);
+        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
+      }
+      // key a: a0 acked before, a1 … a3 queued (ready); b: two queued, leased for an hour; c: one
+      // acked, two skipped dead letters, c3 queued and dead. Each append its own transaction.
+      for (const [stream, version] of [
+        ["a", 0],
+        ["b", 0],
+        ["a", 1],
+        ["c", 0],
+        ["c", 1],
+        ["c", 2],
+        ["a", 2],
+        ["b", 1],
+        ["c", 3],
+        ["a", 3],
+      ] as const) {
+        await client.query("INSERT INTO corq.events (stream, version, name, data) VALUES ($1, $2, 'E', '{}')", [
+          stream,
+          version,
+        ]);
+      }
+      await client.query(`
+        INSERT INTO corq.streams (stream, version, last_tx)
+          SELECT stream, max(version), max(tx) FROM corq.events GROUP BY stream;
+        INSERT INTO corq.subscriptions (name, kind, events, key, "from", batch_size, max_attempts, backoff_initial_ms,
+            backoff_max_ms, backoff_factor, lease_ms, watermark_tx, watermark_position)
+          SELECT 's', 'code', '{*}', 'stream', 'beginning', 100, 5, 0, 0, 1, 30000, tx, position
+          FROM corq.events ORDER BY tx DESC, position DESC LIMIT 1;
+        INSERT INTO corq.queue (subscription_id, key, tx, position)
+          SELECT 1, stream, tx, position FROM corq.events
+          WHERE NOT (stream = 'a' AND version = 0) AND NOT (stream = 'c' AND version < 3);
+        INSERT INTO corq.keys (subscription_id, key, pending, attempts, available_at, lease_token, lease_until, dead_at,
+            failed_position, acked, skipped, last_tx, last_position)
+          SELECT 1, 'a', 3, 0, now(), NULL::uuid, NULL::timestamptz, NULL::timestamptz, NULL::bigint, 1, 0, tx, position
+            FROM corq.events WHERE stream = 'a' AND version = 0
+          UNION ALL SELECT 1, 'b', 2, 0, now() + interval '1 hour', gen_random_uuid(), now() + interval '1 hour', NULL, NULL, 0, 0, NULL, NULL
+          UNION ALL SELECT 1, 'c', 1, 5, NULL, NULL, NULL, now(), position, 1, 2, NULL, NULL
+            FROM corq.events WHERE stream = 'c' AND version = 3;`);
+
+      expect((await corq.migrate()).applied).toEqual(
+        migrations.slice(migrations.findIndex((m) => m.tag === BEFORE_SEQ) + 1).map((m) => m.tag),
+      );
+      const { rows } = await client.query("SELECT key, seq::int, position::int FROM corq.queue ORDER BY key, seq");
+      const position = async (stream: string, version: number) =>
+        (
+          await client.query("SELECT position::int FROM corq.events WHERE stream = $1 AND version = $2", [
+            stream,
+            version,
+          ])
+        ).rows[0].position;
+      expect(rows).toEqual([
+        { key: "a", seq: 2, position: await position("a", 1) },
+        { key: "a", seq: 3, position: await position("a", 2) },
+        { key: "a", seq: 4, position: await position("a", 3) },
+        { key: "b", seq: 1, position: await position("b", 0) },
+        { key: "b", seq: 2, position: await position("b", 1) },
+        { key: "c", seq: 4, position: await position("c", 3) },
+      ]);
+      expect(await corq.keys("s")).toMatchObject([
+        { key: "a", status: "ready", seq: 4, pending: 3 },
+        { key: "b", status: "leased", seq: 2, pending: 2 },
+        { key: "c", status: "dead", seq: 4, pending: 1 },
+      ]);
+      await corq.append("a", [{ name: "E", data: {} }], { expectedVersion: 3 });
+      await corq.advance();
+      await corq.drain("s");
+      expect(handled).toEqual([
+        ["a", 1, 2, false],
+        ["a", 2, 3, false],
+        ["a", 3, 4, false],
+        ["a", 4, 5, false],
+      ]); // b is leased, c is dead
+      await client.query("UPDATE corq.keys SET lease_until = now(), available_at = now() WHERE key = 'b'"); // the old lease ends
+      expect(await corq.releaseDeadLetters({ subscription: "s", key: "c" })).toEqual({ released: 1 });
+      await corq.drain("s");
+      expect(handled.slice(4).sort()).toEqual([
+        ["b", 0, 1, false],
+        ["b", 1, 2, false],
+        ["c", 3, 4, false],
+      ]);
+      // and a rewind numbers on from there
+      expect(await corq.rewind("s", { to: "beginning", key: "c" })).toEqual({ requeued: 4 });
+      await corq.drain("s");
+      expect(handled.slice(7).map(([, version, seq, replay]) => [version, seq, replay])).toEqual([
+        [0, 5, true],
+        [1, 6, true],
+        [2, 7, true],
+        [3, 8, true],
+      ]);
       expect(await corq.subscription("s")).toMatchObject({ pending: 0, lag: 0 });
     } finally {
       await corq.close();

@@ -4,16 +4,17 @@
 import { afterAll, beforeAll } from "vitest";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { StoredEvent } from "../../src/index.js";
+import type { DeliveredEvent } from "../../src/index.js";
 
 export interface Delivery {
   id: string;
   timestamp: number;
   signatureValid: boolean;
   subscription: string;
+  incarnation: string;
   key: string;
   attempt: number;
-  events: StoredEvent[];
+  events: DeliveredEvent[];
   receivedAt: number;
   finishedAt?: number;
 }
@@ -48,6 +49,7 @@ export async function startReceiver(secret: () => string | undefined) {
       timestamp,
       signatureValid: verify(secret(), id, timestamp, raw, String(request.headers["webhook-signature"] ?? "")),
       subscription: body.subscription,
+      incarnation: body.incarnation,
       key: body.key,
       attempt: body.attempt,
       events: body.events,

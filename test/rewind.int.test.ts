@@ -386,6 +386,72 @@ describe("rewind", () => {
   });
 });
 
+describe("a claim whose snapshot predates a rewind", () => {
+  it("never hands out the rows the rewind replaced (the cursor passed them): the replay is delivered, nothing lost", async () => {
+    // The rewind of b updates b's row early (ready from then on) and commits late; a drain's
+    // ack+claim starts in between (its snapshot still sees b's old rows at seqs 1, 2), waits for
+    // the acked key's row until after the commit, then picks b.
+    const seen: string[] = [];
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { corq, raw } = await open({
+      subscriptions: [
+        {
+          name: "s",
+          handle: async (events: DeliveredEvent[], ctx: HandlerContext) => {
+            seen.push(...events.map((ev) => `${ctx.key}:${(ev.data as { n: string }).n}:${ev.seq}:${ev.replay}`));
+            if (ctx.key === "z") await gate;
+          },
+        },
+      ],
+    });
+    const waiting = (fragment: string) =>
+      until(
+        async () =>
+          (
+            await raw.query(
+              "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE $1",
+              [`%${fragment}%`],
+            )
+          ).rows.length > 0,
+        { message: `no statement with ${fragment} waited for a lock` },
+      );
+    await corq.append("z", [e("z1")]);
+    await corq.advance(); // z has waited longest: the drain takes it first
+    const { positions } = await corq.append("b", [e("b1"), e("b2")]);
+    await corq.advance();
+    const draining = corq.drain("s", { budgetMs: 10_000 });
+    await until(() => seen.length === 1, { message: "z was never handled" });
+    const blocker = await raw.connect(); // holds the queue slot the rewind's first replay of b takes
+    const keyHolder = await raw.connect(); // holds z's row: the drain's ack+claim waits for it
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query(
+        "INSERT INTO corq.queue (subscription_id, key, seq, tx, position) SELECT id, 'b', 3, '1', $1 FROM corq.subscriptions",
+        [positions[0]],
+      );
+      const rewinding = corq.rewind("s", { to: "beginning", key: "b" });
+      await waiting("WITH matched AS ("); // (pg_stat_activity keeps a statement's first 1 kB)
+      await keyHolder.query("BEGIN");
+      await keyHolder.query("SELECT 1 FROM corq.keys WHERE key = 'z' FOR UPDATE");
+      release();
+      await waiting("fenced AS (");
+      await blocker.query("ROLLBACK");
+      expect(await rewinding).toEqual({ requeued: 2 });
+      await keyHolder.query("COMMIT");
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => undefined);
+      await keyHolder.query("ROLLBACK").catch(() => undefined);
+      blocker.release();
+      keyHolder.release();
+    }
+    await draining;
+    await drain(corq, "s");
+    expect(seen).toEqual(["z:z1:1:false", "b:b1:3:true", "b:b2:4:true"]);
+    expect(await corq.key("s", "b")).toMatchObject({ pending: 0, status: "idle" });
+  });
+});
+
 async function idOf(raw: pg.Pool, name: string): Promise<number> {
   return (await raw.query("SELECT id FROM corq.subscriptions WHERE name = $1", [name])).rows[0].id;
 }

@@ -134,7 +134,7 @@ export const mutants: Mutant[] = [
     name: "claim: batch read unordered",
     edits: one(
       "src/sql/claimBatch.ts",
-      "      ORDER BY q.tx, q.position\n      LIMIT (SELECT batch_limit FROM claimed)",
+      "      ORDER BY q.seq\n      LIMIT (SELECT batch_limit FROM claimed)",
       "      LIMIT (SELECT batch_limit FROM claimed)",
     ),
     tests: ["test/forcedPlans.int.test.ts", "test/sqlOrder.test.ts"],
@@ -143,7 +143,7 @@ export const mutants: Mutant[] = [
     name: "claim: batch rows returned unsorted",
     edits: one(
       "src/sql/claimBatch.ts",
-      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY q.tx, q.position`;",
+      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY q.seq`;",
       "    LEFT JOIN ${events} e ON e.position = q.position`;",
     ),
     tests: ["test/forcedPlans.int.test.ts"],
@@ -152,7 +152,7 @@ export const mutants: Mutant[] = [
     name: "claim: ack cursor ignored",
     edits: one(
       "src/sql/claimBatch.ts",
-      "AND NOT c.dies\n        -- the snapshot may predate another consumer's ack of this key: skip what it acked\n        AND (c.last_tx IS NULL OR (q.tx, q.position) > (c.last_tx, c.last_position))",
+      "AND NOT c.dies\n        -- the snapshot may predate another consumer's ack of this key (or a rewind): skip\n        -- what the cursor says is done\n        AND q.seq > c.last_seq",
       "AND NOT c.dies",
     ),
     tests: ["test/consumers.int.test.ts"],
@@ -169,7 +169,11 @@ export const mutants: Mutant[] = [
   },
   {
     name: "claim: longest-waiting key not first",
-    edits: one("src/sql/claimBatch.ts", "ORDER BY k.available_at, k.key", "ORDER BY k.key"),
+    edits: one(
+      "src/sql/claimBatch.ts",
+      "ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key",
+      "ORDER BY (k.last_seq < k.replay_seq), k.key",
+    ),
     tests: ["test/consumers.int.test.ts"],
   },
   {
@@ -205,7 +209,7 @@ export const mutants: Mutant[] = [
     name: "ack: a prefix ack deletes the whole queue of the key",
     edits: one(
       "src/sql/ackBatch.ts",
-      "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key\n        AND (q.tx, q.position) <= (${through.tx}::xid8, ${through.position}::bigint)",
+      "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key\n        AND q.seq <= ${through.seq}",
       "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key",
     ),
     tests: ["test/consumers.int.test.ts"],
@@ -224,13 +228,119 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/consumers.int.test.ts"],
   },
+  // --- seq, rewind, one key's pause (issue 15) --------------------------------------------
+  {
+    name: "advance: seqs against log order",
+    edits: one(
+      "src/sql/advanceSubscription.ts",
+      "row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position)",
+      "row_number() OVER (PARTITION BY m.key ORDER BY m.tx DESC, m.position DESC)",
+    ),
+    tests: ["test/seq.int.test.ts"],
+  },
+  {
+    name: "advance: the key's seq counter not moved (seqs given twice)",
+    edits: one("src/sql/advanceSubscription.ts", "seq = k.seq + excluded.seq,", ""),
+    tests: ["test/seq.int.test.ts"],
+  },
+  {
+    name: "claim: a paused key is claimed",
+    edits: one("src/sql/claimBatch.ts", "\n        AND k.paused_at IS NULL", ""),
+    tests: ["test/keyControl.int.test.ts"],
+  },
+  {
+    name: "claim: replaying keys not after live ones (a replay starves live traffic)",
+    edits: one(
+      "src/sql/claimBatch.ts",
+      "ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key",
+      "ORDER BY k.available_at, k.key",
+    ),
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "dispatch: paused keys counted as ready",
+    edits: one(
+      "src/sql/readyKeys.ts",
+      "k.available_at <= now() AND k.paused_at IS NULL LIMIT",
+      "k.available_at <= now() LIMIT",
+    ),
+    tests: ["test/keyControl.int.test.ts"],
+  },
+  {
+    name: "rewind: requeued events numbered against log order (a rewind that reorders)",
+    edits: one(
+      "src/sql/rewind.ts",
+      "row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),\n        m.tx, m.position, true",
+      "row_number() OVER (PARTITION BY m.key ORDER BY m.tx DESC, m.position DESC),\n        m.tx, m.position, true",
+    ),
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "rewind: a leased key's queue replaced under its holder",
+    edits: one("src/sql/rewind.ts", "WHEN l.lease_until > ${lockedNow} THEN 'append'", "WHEN false THEN 'append'"),
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "rewind: a key whose queue reaches back before the position is replaced (its earlier events lost)",
+    edits: one(
+      "src/sql/rewind.ts",
+      "WHEN head.position IS NOT NULL AND (head.tx, head.position) < (f.tx, f.position) THEN 'covered'",
+      "WHEN false THEN 'covered'",
+    ),
+    tests: ["test/rewind.int.test.ts", "test/rewindUnderLoad.int.test.ts"],
+  },
+  {
+    name: "rewind: replaced rows not passed by the ack cursor (a stale claim hands them out)",
+    edits: one(
+      "src/sql/rewind.ts",
+      "last_seq = CASE WHEN d.mode = 'replace' THEN d.seq ELSE k.last_seq END,",
+      "last_seq = k.last_seq,",
+    ),
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "rewind: takes no lock (its replay ends before what an advance enqueued meanwhile)",
+    edits: [
+      {
+        file: "src/rewind.ts",
+        search: "await tx.run<{ id: number }>(holdAdvancer(request.subscription));",
+        replace:
+          "await tx.run<{ id: number }>(sql`SELECT id FROM corq.subscriptions WHERE name = ${request.subscription}`);\n    void holdAdvancer;",
+      },
+      {
+        file: "src/rewind.ts",
+        search: 'import type { SQL } from "drizzle-orm";',
+        replace: 'import { sql, type SQL } from "drizzle-orm";',
+      },
+      { file: "src/sql/rewind.ts", search: "\n    FOR UPDATE OF s`;", replace: "`;" },
+    ],
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "rewind: the subscription row not locked (a function-key advance writes during the rewind)",
+    edits: one("src/sql/rewind.ts", "\n    FOR UPDATE OF s`;", "`;"),
+    tests: ["test/rewind.int.test.ts"],
+  },
+  // No mutant for "rewind: the advancer's lock not taken" alone: the subscription row lock it
+  // takes next makes an advance with a stream or JSON-path key wait just the same (that
+  // advance locks the row too); the advancer's lock is there so that wake-ups return at once
+  // (coalesced) instead of queueing behind a long rewind.
+  {
+    name: "push: the webhook id ignores the queue entry (a replay reuses the id of the first delivery)",
+    edits: one(
+      "src/pushDelivery.ts",
+      "[subscription.name, subscription.incarnation, key, events[0].seq]",
+      "[subscription.name, subscription.incarnation, key, events[0].position]",
+    ),
+    tests: ["test/worker/rewind.worker.test.ts"],
+  },
   // --- dead letters ----------------------------------------------------------------------
   {
     name: "release skip: acts on every dead key",
     edits: one(
       "src/sql/releaseDeadKeys.ts",
-      "SELECT k.subscription_id, k.key FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE ${which}",
-      "SELECT k.subscription_id, k.key FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE k.dead_at IS NOT NULL",
+      "SELECT k.subscription_id, k.key, k.last_seq FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE ${which}",
+      "SELECT k.subscription_id, k.key, k.last_seq FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE k.dead_at IS NOT NULL",
     ),
     tests: ["test/advanceEdges.int.test.ts"],
   },

@@ -1,8 +1,9 @@
-// `npm run bench [-- --quick] [-- --only connections]`: corq against graphile-worker and pg-boss
-// on the same Postgres in the same run, then corq's stages, scale curves and the local Workers
-// stack (its connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg
-// (a full run); `--only connections` runs that section alone and appends it to RESULTS.md under
-// a dated heading (without --quick). The last line printed is one JSON object.
+// `npm run bench [-- --quick] [-- --only connections|advance|replay]`: corq against graphile-worker
+// and pg-boss on the same Postgres in the same run, then corq's stages, scale curves, live
+// latency during a large replay, and the local Workers stack (its connections before/after
+// issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full run); `--only <section>` runs
+// that section alone and appends it to RESULTS.md under a dated heading (without --quick).
+// The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
@@ -15,9 +16,10 @@ import { measureWorkersLatency } from "./workersLatency.js";
 import { connectionLines, connectionsJson, measureConnections } from "./workersConnections.js";
 import { lineChart } from "./charts.js";
 import { median, percentile, spreadPercent } from "./stats.js";
+import { replayUnderLive } from "./replay.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections"];
+const sections = ["connections", "advance", "replay"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
@@ -32,7 +34,7 @@ const say = (line: string) => {
 };
 
 // the connections section starts its own cluster (max_connections = 100)
-const embedded = process.env.DATABASE_URL || only ? undefined : await startEmbeddedPostgres();
+const embedded = process.env.DATABASE_URL || only === "connections" ? undefined : await startEmbeddedPostgres();
 const serverUrl = process.env.DATABASE_URL ?? embedded?.url ?? "";
 
 /** Runs `fn` on a fresh database, drops it after. */
@@ -46,8 +48,12 @@ async function onFreshDatabase<T>(label: string, fn: (url: string) => Promise<T>
 }
 
 async function repeated(label: string, fn: (url: string) => Promise<{ eps: number }>) {
+  return repeatedRuns(reps, label, fn);
+}
+
+async function repeatedRuns(n: number, label: string, fn: (url: string) => Promise<{ eps: number }>) {
   const runs: number[] = [];
-  for (let i = 0; i < reps; i++) runs.push((await onFreshDatabase(label, fn)).eps);
+  for (let i = 0; i < n; i++) runs.push((await onFreshDatabase(label, fn)).eps);
   return { eps: median(runs), spread: spreadPercent(runs), runs };
 }
 
@@ -221,15 +227,69 @@ try {
     }
   }
 
+  const sectionStart = lines.length;
+  const heading = (title: string) =>
+    say(
+      `\n## ${title}${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only ${only}${quick ? " --quick" : ""}\`` : ""}`,
+    );
+
+  // the advance stage alone: compare two commits with it (seq numbering is part of it)
+  if (only === "advance") {
+    heading("Advance stage");
+    const runs = quick ? 3 : 5;
+    const stream = await repeatedRuns(runs, "advs", (url) =>
+      corq.advanceStage(url, { ...base, events: 40_000 }, "stream"),
+    );
+    const path = await repeatedRuns(runs, "advp", (url) =>
+      corq.advanceStage(url, { ...base, events: 40_000 }, "data.key"),
+    );
+    say("| advance, 40,000 events over 1,000 keys | events/s (median) | runs |\n|---|---|---|");
+    say(`| key = stream | ${fmt(stream.eps)} | ${stream.runs.map(fmt).join(", ")} |`);
+    say(`| key = JSON path | ${fmt(path.eps)} | ${path.runs.map(fmt).join(", ")} |`);
+    results.advance_stream_eps = Math.round(stream.eps);
+    results.advance_eps = Math.round(path.eps);
+  }
+
+  // issue 15: live append→handler latency while a rewind of the whole subscription catches up
+  if (!only || only === "replay") {
+    const replay = { events: quick ? 50_000 : 200_000, keys: 1000, consumers: 8, rate: 100 };
+    heading(
+      `Live traffic during a replay: ${fmt(replay.events)} events over ${fmt(replay.keys)} keys rewound to the beginning, ${replay.rate} live appends/s on other keys, ${replay.consumers} consumers`,
+    );
+    const r = await onFreshDatabase("replay", (url) =>
+      replayUnderLive(url, { ...replay, baselineSeconds: quick ? 5 : 10, maxSeconds: quick ? 60 : 120 }),
+    );
+    say(
+      "| phase | live p50 ms | live p99 ms | live events | replayed events/s | rewind call ms |\n|---|---|---|---|---|---|",
+    );
+    const row = (name: string, p: typeof r.baseline) =>
+      say(
+        `| ${name} | ${p.liveP50Ms.toFixed(1)} | ${p.liveP99Ms.toFixed(1)} | ${p.liveSamples} | ${p.replayEps ? fmt(p.replayEps) : "–"}${p.complete ? "" : " (not done in time)"} | ${p.rewindMs ? fmt(p.rewindMs) : "–"} |`,
+      );
+    row("no replay (baseline)", r.baseline);
+    row("replay, live keys first (corq)", r.replay);
+    row("replay, claims by waiting time alone (no lane)", r.noLane);
+    say(
+      `\nlive p50 during the replay / baseline: **${(r.replay.liveP50Ms / r.baseline.liveP50Ms).toFixed(1)}×**; without the lane: ${(r.noLane.liveP50Ms / r.baseline.liveP50Ms).toFixed(1)}×`,
+    );
+    results.replay = {
+      baseline_p50_ms: r.baseline.liveP50Ms,
+      replay_p50_ms: r.replay.liveP50Ms,
+      replay_p99_ms: r.replay.liveP99Ms,
+      no_lane_p50_ms: r.noLane.liveP50Ms,
+      replay_eps: Math.round(r.replay.replayEps),
+      rewind_ms: Math.round(r.replay.rewindMs),
+    };
+  }
+
   // issue 12: 200 producers against max_connections = 100, steady rate, network distance;
   // the old path (CORQ_DB_DRIVER=websocket) and the new (http) in the same run
-  const sectionStart = lines.length;
-  say(
-    `\n## Connections (local Workers stack)${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only connections${quick ? " --quick" : ""}\`` : ""}`,
-  );
-  const connections = await measureConnections({ quick, progress: (line) => console.error(line) });
-  for (const line of connectionLines(connections)) say(line);
-  results.connections = connectionsJson(connections);
+  if (!only || only === "connections") {
+    heading("Connections (local Workers stack)");
+    const connections = await measureConnections({ quick, progress: (line) => console.error(line) });
+    for (const line of connectionLines(connections)) say(line);
+    results.connections = connectionsJson(connections);
+  }
 
   if (!quick && !only) {
     const notes = readFileSync(new URL("./notes.md", import.meta.url), "utf8");

@@ -45,11 +45,22 @@ describe("seq, replay and rewind over HTTP", () => {
       [lobby[1], 4, true],
       [lobby[2], 5, true],
     ]);
-    const replayIds = hook.receiver.deliveries.slice(-1).map((d) => d.id);
-    expect(replayIds.some((id) => firstIds.has(id))).toBe(false);
+    // the same batches as the first time (batchSize 2: lobby 0–1, then 2), replayed: new ids
+    expect(await api("POST", "/subscriptions/rooms/rewind", { body: { to: lobby[0], key: "lobby" } })).toMatchObject({
+      status: 200,
+      json: { requeued: 3 },
+    });
+    await eventually(async () => expect(delivered("lobby")).toHaveLength(8));
+    expect(delivered("lobby").slice(5)).toEqual(lobby.map((p, i) => [p, 6 + i, true]));
+    const replayIds = hook.receiver.deliveries.filter((d) => d.events.every((e) => e.replay)).map((d) => d.id);
+    expect(replayIds.length).toBeGreaterThanOrEqual(3);
+    expect(replayIds.filter((id) => firstIds.has(id))).toEqual([]);
 
-    const keys = await api("GET", "/subscriptions/rooms/keys");
-    expect(keys.json.keys).toMatchObject([{ key: "lobby", seq: 5, status: "idle", reason: "idle: nothing queued" }]);
+    await eventually(async () => {
+      // (the delivery is answered before its ack commits)
+      const keys = await api("GET", "/subscriptions/rooms/keys");
+      expect(keys.json.keys).toMatchObject([{ key: "lobby", seq: 8, status: "idle", reason: "idle: nothing queued" }]);
+    });
   });
 
   it("refuses a bad rewind with problem+json and changes nothing", async () => {

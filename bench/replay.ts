@@ -1,0 +1,146 @@
+// Live traffic during a large replay (issue 15): a log of N events over K keys, a subscription
+// that has advanced past it, then live single-event appends at a fixed rate on keys of their
+// own while consumers drain. Append→handler latency of the live events is measured
+//   baseline   with nothing to replay;
+//   replay     after a rewind of the whole subscription to the beginning (N events requeued),
+//              while the replay catches up — replaying keys are claimed after live ones;
+//   no lane    the same rewind with every key's replay mark cleared right after it, so the
+//              claim takes keys by waiting time alone (what the lane is compared against).
+import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
+import { benchClient } from "./database.js";
+import { appendWorkload } from "./systems/corq.js";
+import { sleep, Wakeup } from "./workload.js";
+import { percentile } from "./stats.js";
+
+export interface ReplayOptions {
+  /** Events in the log before the rewind, and their keys. */
+  events: number;
+  keys: number;
+  consumers: number;
+  /** Live appends per second, and how long the baseline is measured. */
+  rate: number;
+  baselineSeconds: number;
+  /** The replay phases end when the replay is done or after this long. */
+  maxSeconds: number;
+}
+
+export interface PhaseResult {
+  liveP50Ms: number;
+  liveP99Ms: number;
+  liveSamples: number;
+  /** Replayed events handled per second while live traffic ran (0 for the baseline). */
+  replayEps: number;
+  /** How long the rewind call took (it holds the subscription's advance while it runs). */
+  rewindMs: number;
+  /** Whether the replay finished within maxSeconds. */
+  complete: boolean;
+}
+
+export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
+  // the log first, with no subscription: one created `from: "now"` starts past it without
+  // consuming it, and a rewind to the beginning requeues all of it
+  const loader = createCorq({ databaseUrl, poolSize: 8 });
+  await loader.migrate();
+  await appendWorkload(loader, { events: o.events, keys: o.keys, consumers: 8, batchSize: 100 });
+  await loader.close();
+
+  const live: number[] = [];
+  let replayed = 0;
+  const sub: SubscriptionDefinition = {
+    name: "bench",
+    key: "data.key",
+    from: "now",
+    batchSize: 100,
+    leaseMs: 60_000,
+    handle: (events: DeliveredEvent[]) => {
+      const now = Date.now();
+      for (const e of events) {
+        const data = e.data as { t0?: number; live?: boolean };
+        if (data.live) live.push(now - (data.t0 ?? now));
+        else if (e.replay) replayed++;
+      }
+    },
+  };
+  const corq = createCorq({ databaseUrl, subscriptions: [sub], poolSize: 8 });
+  await corq.migrate();
+  const consumers: Corq[] = Array.from({ length: o.consumers }, () =>
+    createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }),
+  );
+  const admin = await benchClient(databaseUrl);
+  const appended = new Wakeup();
+  const enqueued = new Wakeup();
+  let stop = false;
+  const loops = Promise.all([
+    (async () => {
+      while (!stop) {
+        const advanced = await corq.advance();
+        if (Object.values(advanced).some((n) => n > 0)) enqueued.notify();
+        else await appended.wait(50);
+      }
+    })(),
+    ...consumers.map(async (c) => {
+      while (!stop) if ((await c.drain("bench", { budgetMs: 1000 })).batches === 0) await enqueued.wait(50);
+    }),
+  ]);
+
+  let phase = 0;
+  /** Live appends at the rate until `until()` holds or `seconds` pass; returns the latencies. */
+  const liveTraffic = async (seconds: number, until: () => boolean) => {
+    phase++;
+    live.length = 0;
+    const started = Date.now();
+    const appends: Promise<unknown>[] = [];
+    for (let i = 0; Date.now() - started < seconds * 1000 && !until(); i++) {
+      const wait = started + (i * 1000) / o.rate - Date.now();
+      if (wait > 0) await sleep(wait);
+      appends.push(
+        corq
+          .append(`live-${phase}-${i % 8}`, [
+            { name: "Ping", data: { key: `live-${phase}-${i % 50}`, live: true, t0: Date.now() } },
+          ])
+          .then(() => appended.notify()),
+      );
+    }
+    await Promise.all(appends);
+    const deadline = Date.now() + 30_000;
+    while (live.length < appends.length && Date.now() < deadline) await sleep(10);
+    return { samples: [...live], seconds: (Date.now() - started) / 1000 };
+  };
+  const summary = (samples: number[], extra: Omit<PhaseResult, "liveP50Ms" | "liveP99Ms" | "liveSamples">) => ({
+    liveP50Ms: percentile(samples, 50),
+    liveP99Ms: percentile(samples, 99),
+    liveSamples: samples.length,
+    ...extra,
+  });
+
+  const results: Record<"baseline" | "replay" | "noLane", PhaseResult> = {} as never;
+  try {
+    const base = await liveTraffic(o.baselineSeconds, () => false);
+    results.baseline = summary(base.samples, { replayEps: 0, rewindMs: 0, complete: true });
+    for (const name of ["replay", "noLane"] as const) {
+      replayed = 0;
+      const t0 = performance.now();
+      const { requeued } = await corq.rewind("bench", { to: "beginning" });
+      const rewindMs = performance.now() - t0;
+      // the comparison: no key is marked replaying, so claims go by waiting time alone
+      if (name === "noLane") await admin.query("UPDATE corq.keys SET replay_seq = 0");
+      enqueued.notify();
+      const startedAt = performance.now();
+      const run = await liveTraffic(o.maxSeconds, () => replayed >= requeued);
+      const complete = replayed >= requeued;
+      while (replayed < requeued && performance.now() - startedAt < o.maxSeconds * 1000) await sleep(20);
+      const seconds = (performance.now() - startedAt) / 1000;
+      results[name] = summary(run.samples, { replayEps: replayed / seconds, rewindMs, complete });
+      // let a replay that did not finish drain before the next phase
+      while (replayed < requeued) await sleep(20);
+    }
+  } finally {
+    stop = true;
+    enqueued.notify();
+    appended.notify();
+    await loops;
+    await admin.end();
+    await Promise.all([corq, ...consumers].map((c) => c.close()));
+  }
+  return results;
+}

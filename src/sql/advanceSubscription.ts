@@ -104,16 +104,20 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
         pending = k.pending + excluded.pending,
         seq = k.seq + excluded.seq,
         available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END
-      RETURNING k.subscription_id, k.key, k.seq
+      RETURNING k.key, k.seq
     ),
+    -- each key's counter as the upsert left it (the latest row version, under its lock), in
+    -- one jsonb object computed once: a join of two CTEs is planned on guessed row counts
+    -- (a guess of 1 makes it a nested loop)
+    counters AS MATERIALIZED (SELECT jsonb_object_agg(key, seq) AS seqs FROM keyed),
     enqueued AS (
-      -- seqs in log order, from the key's counter as the upsert left it (the latest row
-      -- version, under its lock): the last of the key's events here gets the counter itself
+      -- seqs in log order: the last of the key's events here gets the counter itself
       INSERT INTO ${queue} (subscription_id, key, seq, tx, position)
-      SELECT keyed.subscription_id, m.key,
-        keyed.seq - count(*) OVER (PARTITION BY m.key) + row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),
+      SELECT (SELECT id FROM moved), m.key,
+        m.last - count(*) OVER (PARTITION BY m.key) + row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),
         m.tx, m.position
-      FROM matched m JOIN keyed ON keyed.key = m.key
+      FROM (SELECT m.key, m.tx, m.position, (c.seqs ->> m.key)::bigint AS last
+            FROM matched m, counters c WHERE m.key IS NOT NULL AND c.seqs IS NOT NULL OFFSET 0) m
       ORDER BY m.key, m.tx, m.position
     )`;
 }

@@ -282,6 +282,104 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await context.close();
   }, 90_000);
 
+  it("shows who holds a key and why keys are not running; pauses, resumes and rewinds one key", async () => {
+    expect(
+      (
+        await api("PUT", "/subscriptions/browser-rooms", {
+          body: {
+            events: ["Visit"],
+            key: "data.room",
+            from: "now",
+            maxAttempts: 1,
+            leaseMs: 60_000,
+            deliver: { url: receiver.url, timeoutMs: 20_000 },
+          },
+        })
+      ).status,
+    ).toBe(201);
+    receiver.behave((d) => {
+      if (d.subscription === "browser-many") return letThrough.has(d.key) ? undefined : { status: 503 };
+      if (d.subscription !== "browser-rooms") return accepting ? undefined : { status: 503 };
+      if (d.key === "room-dead") return { status: 503 };
+      if (d.key === "room-slow") return { delayMs: 15_000 };
+      return undefined;
+    });
+    const visit = (room: string, n: number) =>
+      api("POST", `/streams/visits-${room}/events`, {
+        body: { events: Array.from({ length: n }, (_, i) => ({ name: "Visit", data: { room, i } })) },
+      });
+    expect((await api("POST", "/subscriptions/browser-rooms/keys/room-paused/pause")).status).toBe(200);
+    for (const [room, n] of [
+      ["room-a", 3],
+      ["room-dead", 1],
+      ["room-slow", 1],
+      ["room-paused", 2],
+    ] as const)
+      await visit(room, n);
+    const rooms = (key: string) =>
+      receiver.deliveries.filter((d) => d.subscription === "browser-rooms" && d.key === key && d.events.length > 0);
+    await eventually(
+      async () => {
+        await api("POST", "/dispatch");
+        const keys = (await api("GET", "/subscriptions/browser-rooms/keys")).json.keys as {
+          key: string;
+          status: string;
+        }[];
+        expect(Object.fromEntries(keys.map((k) => [k.key, k.status]))).toEqual({
+          "room-a": "idle",
+          "room-dead": "dead",
+          "room-paused": "paused",
+          "room-slow": "leased",
+        });
+      },
+      { timeoutMs: 30_000, intervalMs: 300 },
+    );
+
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    page.on("dialog", (dialog) => dialog.accept()); // Rewind asks to confirm
+    await logIn(page, state.stack.adminToken);
+    await page.waitForURL(url("/"));
+    await page.goto(url("/ui/subscriptions/browser-rooms"));
+    await page.getByRole("checkbox", { name: "Refresh live" }).uncheck();
+    const rowOf = (key: string) => page.locator(`tr[data-key="${key}"]`);
+    expect(await rowOf("room-slow").textContent()).toMatch(
+      /worker invocation [0-9a-f]{8}.*leased by worker invocation/,
+    );
+    expect(await rowOf("room-dead").textContent()).toContain("dead at position");
+    expect(await rowOf("room-paused").textContent()).toMatch(/paused since \S+; 2 events wait/);
+    if (process.env.CORQ_SCREENSHOTS) await page.screenshot({ path: "docs/keys.png", fullPage: true });
+
+    await rowOf("room-paused").getByRole("button", { name: "Resume key room-paused" }).click();
+    await expect
+      .poll(() => page.getByRole("status").first().textContent())
+      .toContain("A key of browser-rooms resumed.");
+    await eventually(async () => expect(rooms("room-paused").flatMap((d) => d.events)).toHaveLength(2), {
+      timeoutMs: 20_000,
+    });
+
+    await page.getByRole("checkbox", { name: "Refresh live" }).uncheck();
+    await rowOf("room-a").getByLabel("Rewind position for key room-a").fill("beginning");
+    await rowOf("room-a").getByRole("button", { name: "Rewind key room-a" }).click();
+    await expect
+      .poll(() => page.getByRole("status").first().textContent())
+      .toContain("Rewound browser-rooms: 3 events queued again.");
+    await eventually(
+      async () => {
+        const replayed = rooms("room-a")
+          .flatMap((d) => d.events)
+          .filter((e) => e.replay);
+        expect(replayed.map((e) => [e.data, e.seq])).toEqual([
+          [{ room: "room-a", i: 0 }, 4],
+          [{ room: "room-a", i: 1 }, 5],
+          [{ room: "room-a", i: 2 }, 6],
+        ]);
+      },
+      { timeoutMs: 20_000 },
+    );
+    await context.close();
+  }, 90_000);
+
   it("refuses a cross-site form post even with a session; a same-site one for an unknown subscription gets an error page", async () => {
     const context = await browser.newContext();
     const page = await context.newPage();

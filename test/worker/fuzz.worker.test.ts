@@ -38,7 +38,7 @@ describe("fuzzed HTTP input", () => {
     let createdPush = 0;
     await fc.assert(
       fc.asyncProperty(
-        fc.constantFrom("append", "put", "retry"),
+        fc.constantFrom("append", "put", "retry", "rewind"),
         segment,
         fc.oneof(
           fc.jsonValue(),
@@ -54,7 +54,9 @@ describe("fuzzed HTTP input", () => {
               ? `/streams/${encodeURIComponent(name)}/events`
               : route === "put"
                 ? `/subscriptions/${encodeURIComponent(name)}`
-                : "/dead-letters/retry";
+                : route === "rewind"
+                  ? `/subscriptions/${encodeURIComponent(name)}/rewind`
+                  : "/dead-letters/retry";
           const response = await api(route === "put" ? "PUT" : "POST", path, {
             body: typeof body === "string" ? body : JSON.stringify(body),
             headers: { "content-type": type },
@@ -95,6 +97,8 @@ const fingerprint = async () =>
       (SELECT md5(coalesce(string_agg(name || paused || batch_size || key || array_to_string(events, ','), '|' ORDER BY name), '')) FROM corq.subscriptions) AS subscriptions,
       (SELECT count(*) FROM corq.queue)::int AS queued,
       (SELECT count(*) FROM corq.keys WHERE dead_at IS NOT NULL)::int AS dead,
+      (SELECT count(*) FROM corq.keys WHERE paused_at IS NOT NULL)::int AS paused_keys,
+      (SELECT coalesce(max(seq), 0) FROM corq.keys)::int AS seq,
       (SELECT count(*) FROM corq.webhook_ids)::int AS webhooks`)
   ).rows[0];
 
@@ -108,6 +112,9 @@ const routes: [method: string, path: (s: string) => string][] = [
   ["GET", (s) => `/subscriptions/greeter/keys?status=${s}&limit=${s}&after=${s}`],
   ["POST", (s) => `/subscriptions/${s}/pause`],
   ["POST", (s) => `/subscriptions/${s}/resume`],
+  ["POST", (s) => `/subscriptions/${s}/rewind`],
+  ["POST", (s) => `/subscriptions/missing/keys/${s}/pause`],
+  ["POST", (s) => `/subscriptions/greeter/keys/${s}/resume`],
   ["POST", (s) => `/consume/${s}`],
   ["GET", (s) => `/dead-letters?subscription=${s}&limit=${s}`],
 ];
@@ -141,6 +148,7 @@ describe("fuzzed paths and queries at every endpoint", () => {
       ["POST", "/streams/big/events"],
       ["PUT", "/subscriptions/big"],
       ["POST", "/dead-letters/retry"],
+      ["POST", "/subscriptions/greeter/rewind"],
     ]) {
       const tooBig = await api(method, path, { body: huge });
       expect(tooBig.status, `${method} ${path}`).toBe(413);

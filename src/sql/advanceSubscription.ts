@@ -56,7 +56,10 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
     scan AS (
       SELECT e.tx, e.position, ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) AS matches, ${keyExpression} AS key
       FROM ${events} e, sub
-      WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)
+      -- the watermark as values (scalar subqueries), not as columns of the joined row: only
+      -- then is it a bound of the index scan. As a join filter the scan walked the index from
+      -- the start of the log: 370 ms per advance, even caught up, at 1M events
+      WHERE (e.tx, e.position) > ((SELECT watermark_tx FROM sub), (SELECT watermark_position FROM sub))
         AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
       ORDER BY e.tx, e.position
       LIMIT ${limit}

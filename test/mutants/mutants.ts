@@ -27,8 +27,8 @@ export const mutants: Mutant[] = [
     name: "advance: ignores xmin horizon",
     edits: one(
       "src/sql/advanceSubscription.ts",
-      "WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)\n        AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
-      "WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)",
+      "WHERE (e.tx, e.position) > ((SELECT watermark_tx FROM sub), (SELECT watermark_position FROM sub))\n        AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
+      "WHERE (e.tx, e.position) > ((SELECT watermark_tx FROM sub), (SELECT watermark_position FROM sub))",
     ),
     tests: ["test/pipeline.int.test.ts"],
   },

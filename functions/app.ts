@@ -1,6 +1,12 @@
-// The app this Worker runs: its code subscriptions. Replace the example with yours; corq's
-// API and cron stay as they are.
+// The app this repository's Worker runs: the example (`npm start`'s demo). A Worker of your
+// own passes its own subscriptions and migrations to createWorker (corq/worker) instead.
 import type { SubscriptionDefinition } from "../src/index.js";
-import { visitorSubscriptions } from "../example/visitors.js";
+import type { WorkerApp } from "./createWorker.js";
+import { exampleSchema, visitorSubscriptions } from "../example/visitors.js";
 
 export const subscriptions: SubscriptionDefinition[] = visitorSubscriptions;
+
+export const app: WorkerApp = {
+  subscriptions,
+  migrations: [{ name: "example-visitors", statements: exampleSchema }],
+};

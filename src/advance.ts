@@ -21,6 +21,11 @@ export interface AdvanceOptions {
    * every event committed before it is enqueued.
    */
   coalesce?: boolean;
+  /**
+   * Only the subscriptions whose filter takes one of these event names (an append's kick: the
+   * others have nothing new to enqueue; the cron moves their watermarks). Default: all.
+   */
+  eventNames?: string[];
 }
 
 /**
@@ -30,7 +35,7 @@ export interface AdvanceOptions {
 export async function syncCodeSubscriptions(
   executor: Executor,
   code: Map<string, Subscription>,
-  options: { kick: boolean } = { kick: false },
+  options: { kick: false | { names?: string[] } } = { kick: false },
 ): Promise<SubscriptionRow[]> {
   const rows = await executor.run<SubscriptionRow>(
     syncSubscriptions(
@@ -61,8 +66,11 @@ export async function advance(
 ): Promise<Record<string, number>> {
   // registers, lists, and kicks every advancer: committed before any round below, so an
   // advancer already at work sees the kick when it re-checks
-  const rows = await syncCodeSubscriptions(executor, code, { kick: true });
-  const targets = rows.filter((row) => code.has(row.name) || row.kind === "push");
+  const names = options.eventNames;
+  const rows = await syncCodeSubscriptions(executor, code, { kick: { names } });
+  const takes = (row: SubscriptionRow) =>
+    names === undefined || row.events.includes("*") || row.events.some((e) => names.includes(e));
+  const targets = rows.filter((row) => (code.has(row.name) || row.kind === "push") && takes(row));
   // One subscription after another on one connection: on Workers each parallel statement
   // would open another connection (a TCP+TLS+auth handshake), which costs far more than the
   // few milliseconds a caught-up subscription takes.

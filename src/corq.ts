@@ -27,7 +27,7 @@ import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/webhookIds.js";
 import { setPaused } from "./sql/setPaused.js";
 import { readyKeys } from "./sql/readyKeys.js";
-import { claimConsumerSlots, releaseConsumerSlot } from "./sql/consumerSlots.js";
+import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consumerSlots.js";
 import { deleteSubscription, deleteSubscriptionRows, putSubscription, type PutRow } from "./sql/putSubscription.js";
 import {
   toBatchRecord,
@@ -93,9 +93,10 @@ export interface Corq {
    * Moves the log into the subscriptions' queues. When it returns, every event committed before
    * it is enqueued (it waits for an advancer already at work). `{ coalesce: true }` is for
    * wake-ups (after an append, a cron): where another advancer is at work it returns at once,
-   * and that one runs again for this call.
+   * and that one runs again for this call. `eventNames` (an append's kick) limits it to the
+   * subscriptions whose filter takes one of those names.
    */
-  advance(options?: { coalesce?: boolean }): Promise<Record<string, number>>;
+  advance(options?: { coalesce?: boolean; eventNames?: string[] }): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**
    * Consumes batches one after another (each its own claim) until nothing is ready, the time
@@ -106,11 +107,18 @@ export interface Corq {
     options?: { budgetMs?: number; maxBatches?: number },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
   /**
-   * For dispatchers: claims up to `want` of the first `max` consumer slots, each busy for
-   * `holdMs`; concurrent dispatchers get different slots, so at most `max` consumers run.
-   * Start one consumer per slot returned; it calls releaseSlot(slot) when done.
+   * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
+   * ones named in `codeSubscriptions`) and their count, up to `max`; and a consumer slot per
+   * ready key, up to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent
+   * dispatchers get different slots, so at most `max` consumers run. Start one consumer per
+   * slot returned; it calls releaseSlot(slot) when done.
    */
-  claimSlots(options: { max: number; want: number; holdMs: number }): Promise<number[]>;
+  claimSlots(options: {
+    max: number;
+    want: number;
+    holdMs: number;
+    codeSubscriptions: string[];
+  }): Promise<{ ready: [string, number][]; slots: number[] }>;
   releaseSlot(slot: number): Promise<void>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
@@ -202,6 +210,7 @@ const slotOptions = z.object({
   max: slotNumber,
   want: z.number().int().min(0).max(1000),
   holdMs: z.number().int().min(1).max(3_600_000),
+  codeSubscriptions: z.array(subscriptionName).max(1000),
 });
 const releaseOptions = z.object({
   subscription: subscriptionName,
@@ -306,7 +315,11 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async advance(advanceOpts = {}) {
-      return advance(await executor(), code, { batchSize: advanceBatchSize, coalesce: advanceOpts.coalesce === true });
+      return advance(await executor(), code, {
+        batchSize: advanceBatchSize,
+        coalesce: advanceOpts.coalesce === true,
+        eventNames: advanceOpts.eventNames,
+      });
     },
 
     async consume(name) {
@@ -329,10 +342,13 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async claimSlots(slotOpts) {
-      const { max, want, holdMs } = parseOrThrow(slotOptions, slotOpts, "invalid_input", "options");
-      if (want === 0) return [];
-      const rows = await (await executor()).run<{ slot: number }>(claimConsumerSlots(max, want, holdMs));
-      return rows.map((row) => row.slot).sort((a, b) => a - b);
+      const rows = await (await executor()).run<ConsumerPlanRow>(
+        claimConsumerSlots(parseOrThrow(slotOptions, slotOpts, "invalid_input", "options")),
+      );
+      return {
+        ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
+        slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
+      };
     },
 
     async releaseSlot(slot) {

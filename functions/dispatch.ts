@@ -26,8 +26,9 @@ const SUBREQUESTS_AFTER = 3;
  * however many appends kick this at once, at most CORQ_CONCURRENCY consumers run.
  * Uses (and closes) `options.opened` when the caller already has a connection. The cron also
  * prunes the activity record (`options.pruneActivity`). Wake-ups (an append's kick, the cron)
- * pass `coalesce`: the advance returns at once where another is at work; an append passes its
- * `eventNames`: only the subscriptions that take them advance.
+ * pass `coalesce` (corq.kick): the advance returns at once where another is at work, and its
+ * re-check for others' kicks runs beside the slot claim; an append passes its `eventNames`:
+ * only the subscriptions that take them advance.
  */
 export async function advanceAndDispatch(
   env: Env,
@@ -42,16 +43,23 @@ export async function advanceAndDispatch(
   let consumedHere = 0;
   let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
   try {
-    advanced = await opened.corq.advance({ coalesce: options.coalesce === true, eventNames: options.eventNames });
-    if (options.pruneActivity) await opened.corq.pruneActivity();
     // one consumer per ready key, as far as free slots go: decided in the database, so the
     // kicks of many concurrent appends together start at most CORQ_CONCURRENCY consumers
-    const { ready, slots } = await opened.corq.claimSlots({
+    const slotOptions = {
       max: concurrency,
       want: concurrency,
       holdMs: consumerBudgetMs + SLOT_MARGIN_MS,
       codeSubscriptions: subscriptions.map((s) => s.name),
-    });
+    };
+    let ready: [string, number][];
+    let slots: number[];
+    if (options.coalesce) {
+      ({ advanced, ready, slots } = await opened.corq.kick({ eventNames: options.eventNames, slots: slotOptions }));
+    } else {
+      advanced = await opened.corq.advance();
+      ({ ready, slots } = await opened.corq.claimSlots(slotOptions));
+    }
+    if (options.pruneActivity) await opened.corq.pruneActivity();
     plan = roundRobin(ready, slots.length);
     for (const unused of slots.slice(plan.length)) await opened.corq.releaseSlot(unused);
     const started = plan.slice(1).map((name, i) => startConsumer(env, invoke, name, slots[i + 1]));

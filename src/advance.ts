@@ -64,6 +64,22 @@ export async function advance(
   code: Map<string, Subscription>,
   options: AdvanceOptions,
 ): Promise<Record<string, number>> {
+  const first = await advanceOnce(executor, code, options);
+  await first.recheck();
+  return first.advanced;
+}
+
+/**
+ * advance() in two steps: the first pass over the subscriptions, then `recheck()` — where this
+ * call did the advancing, it runs again for the kicks that others left meanwhile, until none
+ * is pending (adding to `advanced`). The caller's own events are enqueued after the first step;
+ * the second only serves others' kicks, so a dispatcher can run it beside its next statement.
+ */
+export async function advanceOnce(
+  executor: Executor,
+  code: Map<string, Subscription>,
+  options: AdvanceOptions,
+): Promise<{ advanced: Record<string, number>; recheck: () => Promise<void> }> {
   // registers, lists, and kicks every advancer: committed before any round below, so an
   // advancer already at work sees the kick when it re-checks
   const names = options.eventNames;
@@ -104,11 +120,13 @@ export async function advance(
   // Where this call did the advancing, others that found it at work left a kick and returned:
   // run again for them until no kick is pending (bounded: the cron is the safety net).
   let held = await advanceAll(targets);
-  for (let pass = 0; held.length > 0 && pass < 10; pass++) {
-    const pending = new Set((await executor.run<{ id: number }>(kicksPending(held))).map((r) => r.id));
-    held = await advanceAll(targets.filter((row) => pending.has(row.id)));
-  }
-  return advanced;
+  const recheck = async () => {
+    for (let pass = 0; held.length > 0 && pass < 10; pass++) {
+      const pending = new Set((await executor.run<{ id: number }>(kicksPending(held))).map((r) => r.id));
+      held = await advanceAll(targets.filter((row) => pending.has(row.id)));
+    }
+  };
+  return { advanced, recheck };
 }
 
 /**

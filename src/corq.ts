@@ -12,7 +12,7 @@ import {
   subscriptionName,
 } from "./config.js";
 import { z } from "zod";
-import { advance, syncCodeSubscriptions } from "./advance.js";
+import { advance, advanceOnce, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
@@ -120,6 +120,17 @@ export interface Corq {
     codeSubscriptions: string[];
   }): Promise<{ ready: [string, number][]; slots: number[] }>;
   releaseSlot(slot: number): Promise<void>;
+  /**
+   * A dispatcher's wake-up (an append's kick, the cron): advance({ coalesce: true, eventNames })
+   * and then claimSlots(slots). The advance's re-check for the kicks others left meanwhile runs
+   * beside the slot claim (the caller's own events are enqueued before it), so an append's
+   * events reach a consumer one statement sooner; when the re-check enqueued more and slots
+   * are left, they are claimed too.
+   */
+  kick(options: {
+    eventNames?: string[];
+    slots: Parameters<Corq["claimSlots"]>[0];
+  }): Promise<{ advanced: Record<string, number>; ready: [string, number][]; slots: number[] }>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
@@ -342,13 +353,33 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async claimSlots(slotOpts) {
-      const rows = await (await executor()).run<ConsumerPlanRow>(
-        claimConsumerSlots(parseOrThrow(slotOptions, slotOpts, "invalid_input", "options")),
-      );
-      return {
-        ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
-        slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
-      };
+      return claimSlots(await executor(), parseOrThrow(slotOptions, slotOpts, "invalid_input", "options"));
+    },
+
+    async kick(kickOpts) {
+      const slotOpts = parseOrThrow(slotOptions, kickOpts.slots, "invalid_input", "slots");
+      const db = await executor();
+      const first = await advanceOnce(db, code, {
+        batchSize: advanceBatchSize,
+        coalesce: true,
+        eventNames: kickOpts.eventNames,
+      });
+      const total = () => Object.values(first.advanced).reduce((sum, n) => sum + n, 0);
+      const enqueuedFirst = total();
+      const [claimed, rechecked] = await Promise.allSettled([claimSlots(db, slotOpts), first.recheck()]);
+      if (claimed.status === "rejected") throw claimed.reason;
+      const plan = claimed.value;
+      if (rechecked.status === "rejected") {
+        for (const slot of plan.slots) await db.run(releaseConsumerSlot(slot)).catch(() => undefined);
+        throw rechecked.reason;
+      }
+      // the re-check enqueued others' events after the claim counted ready keys: slots for them
+      const left = slotOpts.want - plan.slots.length;
+      if (total() > enqueuedFirst && left > 0) {
+        const more = await claimSlots(db, { ...slotOpts, want: left, covered: plan.slots.length });
+        return { advanced: first.advanced, ready: more.ready, slots: [...plan.slots, ...more.slots] };
+      }
+      return { advanced: first.advanced, ...plan };
     },
 
     async releaseSlot(slot) {
@@ -538,5 +569,17 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
       pool = undefined;
       opened = undefined;
     },
+  };
+}
+
+/** The dispatcher's plan (claimConsumerSlots), decoded: subscriptions with ready keys and the slots claimed. */
+async function claimSlots(
+  db: Executor,
+  options: { max: number; want: number; holdMs: number; codeSubscriptions: string[]; covered?: number },
+): Promise<{ ready: [string, number][]; slots: number[] }> {
+  const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options));
+  return {
+    ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
+    slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
   };
 }

@@ -119,4 +119,23 @@ describe("coalesced advance", () => {
       "takes-a-fn": 0,
     });
   });
+
+  it("a kick enqueues its own events, then claims slots beside the re-check, and claims slots for what the re-check enqueued", async () => {
+    const subs = [{ name: "s", handle: () => undefined }];
+    const slots = { max: 4, want: 4, holdMs: 10_000, codeSubscriptions: ["s"] };
+    const { corq, raw, another } = await open({ subscriptions: subs });
+    await corq.append("a", [ev]);
+    await corq.advance();
+    expect((await corq.consume("s"))?.key).toBe("a"); // key "a" idle again
+    await slowEnqueueing(raw, "a");
+    await corq.append("a", [ev]);
+    const first = corq.kick({ slots }); // at work for a second
+    await sleep(300);
+    await corq.append("b", [ev]);
+    const other = another({ subscriptions: subs });
+    // finds the advancer at work: returns at once, nothing ready yet, no slot
+    expect(await other.kick({ eventNames: ["E"], slots })).toEqual({ advanced: { s: 0 }, ready: [], slots: [] });
+    // the one at work enqueued "a", claimed its slot, re-checked, enqueued "b" and claimed one for it
+    expect(await first).toEqual({ advanced: { s: 2 }, ready: [["s", 2]], slots: [1, 2] });
+  });
 });

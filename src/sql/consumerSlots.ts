@@ -14,7 +14,8 @@ export interface ConsumerPlanRow {
  * What a dispatcher needs, in ONE statement: per consumable subscription (unpaused; push, or
  * code defined in `codeSubscriptions`) its ready keys, counted up to `max` by a range scan
  * that stops there; and a consumer slot for each ready key, up to `want`, among the first
- * `max` slots (CORQ_CONCURRENCY) that are free, each busy for `holdMs`. Concurrent
+ * `max` slots (CORQ_CONCURRENCY) that are free, each busy for `holdMs` — less the `covered`
+ * ready keys the caller already holds slots for. Concurrent
  * dispatchers take different slots (SKIP LOCKED), so together they never start more than
  * `max` consumers. A slot is free when released or when its holder's time is over (a
  * consumer that crashed).
@@ -24,8 +25,9 @@ export function claimConsumerSlots(options: {
   want: number;
   holdMs: number;
   codeSubscriptions: string[];
+  covered?: number;
 }): SQL {
-  const { max, want, holdMs, codeSubscriptions } = options;
+  const { max, want, holdMs, codeSubscriptions, covered = 0 } = options;
   return sql`
     WITH ready AS (
       SELECT s.name, (SELECT count(*) FROM (
@@ -37,7 +39,7 @@ export function claimConsumerSlots(options: {
     free AS (
       SELECT slot FROM ${consumerSlots}
       WHERE slot <= ${max} AND (busy_until IS NULL OR busy_until <= ${lockedNow})
-      ORDER BY slot LIMIT (SELECT least(${want}, coalesce(sum(ready), 0)) FROM ready)
+      ORDER BY slot LIMIT (SELECT greatest(0, least(${want}, coalesce(sum(ready), 0) - ${covered})) FROM ready)
       FOR UPDATE SKIP LOCKED
     ),
     claimed AS (

@@ -26,7 +26,7 @@ export function problem(
   headers: Record<string, string> = {},
 ): Response {
   return new Response(
-    JSON.stringify({ type: `urn:corq:problem:${code}`, title: titles[status] ?? "Error", status, detail, ...extra }),
+    JSON.stringify({ ...extra, type: `urn:corq:problem:${code}`, title: titles[status] ?? "Error", status, detail }),
     { status, headers: { ...headers, "content-type": "application/problem+json" } },
   );
 }
@@ -47,8 +47,9 @@ export function onError(thrown: unknown, c: Context): Response {
   if (thrown instanceof CorqError) {
     return problem(thrown.status, thrown.code, thrown.message, {
       ...thrown.extra,
-      // `errors` is always the list of fields refused; other details stay in the library's error
-      ...(Array.isArray(thrown.details) ? { errors: thrown.details } : {}),
+      // `errors` is always the list of fields refused; other details (a conflict's stream and
+      // versions) are members of their own
+      ...(Array.isArray(thrown.details) ? { errors: thrown.details } : (thrown.details as object | undefined)),
     });
   }
   if (thrown instanceof ProblemError) return problem(thrown.status, thrown.code, thrown.message, {}, thrown.headers);

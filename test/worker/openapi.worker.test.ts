@@ -118,13 +118,19 @@ describe("problem bodies", () => {
     expect(header.json.errors).toEqual([{ path: "corq-budget-ms", message: expect.any(String) }]);
     const param = await call("GET", "/streams/%20bad");
     expect(param.json.errors).toEqual([{ path: "stream", message: expect.any(String) }]);
-    // a conflict's details are not `errors`: it carries currentVersion
+    // a conflict's details are members of their own, not `errors`
     const conflict = await call("POST", "/streams/visitor-ola/events", {
       body: { events: [{ name: "X", data: 1 }], expectedVersion: 7 },
     });
     expect(conflict.status).toBe(409);
+    expect(conflict.json).toMatchObject({
+      type: "urn:corq:problem:version_conflict",
+      stream: "visitor-ola",
+      expectedVersion: 7,
+      actualVersion: 1,
+      currentVersion: 1,
+    });
     expect(conflict.json.errors).toBeUndefined();
-    expect(conflict.json.currentVersion).toBe(1);
   });
 
   it("unknown fields on events and on the append body are refused, nothing written", async () => {

@@ -34,6 +34,8 @@ describe("OpenAPI", () => {
       >;
     };
     expect(document.openapi).toBe("3.1.0");
+    const manifest = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+    expect((document as unknown as { info: { version: string } }).info.version).toBe(manifest.version);
     for (const [path, operations] of Object.entries(document.paths)) {
       const names = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
       for (const [method, operation] of Object.entries(operations)) {

@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { scopesAllow, mayAppendTo, TOKEN_SCOPES } from "../src/tokens.js";
 import { useCorq } from "./helpers/corq.js";
+import { until } from "./helpers/until.js";
 
 const open = useCorq();
 
@@ -105,7 +106,23 @@ describe("tokens in the library", () => {
     for (const round of [1, 2]) {
       await raw.query("UPDATE corq.tokens SET last_used_at = now() - interval '2 minutes' WHERE id = $1", [id]);
       const before = await writes();
-      const results = await Promise.all(others.flatMap((c) => Array.from({ length: 5 }, () => c.verifyToken(token))));
+      // the row locked meanwhile: every lookup has read the old time and waits to write, all at once
+      const holder = await raw.connect();
+      await holder.query("BEGIN");
+      await holder.query("SELECT 1 FROM corq.tokens WHERE id = $1 FOR UPDATE", [id]);
+      const lookups = Promise.all(others.flatMap((c) => Array.from({ length: 5 }, () => c.verifyToken(token))));
+      await until(
+        async () => {
+          const { rows } = await raw.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%last_used_at%'",
+          );
+          return rows[0].n === 20;
+        },
+        { message: "20 lookups waiting to write the last use" },
+      );
+      await holder.query("COMMIT");
+      holder.release();
+      const results = await lookups;
       expect(results.every((r) => r?.id === id)).toBe(true);
       expect(await writes(), `round ${round}`).toBe(before + 1);
     }

@@ -127,6 +127,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
         advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
           opened,
           coalesce: true,
+          eventNames: [...new Set(body.events.map((e) => e.name))],
         }).catch((error) => console.error("corq: background advance failed:", error)),
       );
       return c.json(result, 201);

@@ -10,6 +10,7 @@ import {
   streamName,
   subscriptionName,
 } from "../src/config.js";
+import { TOKEN_SCOPES, tokenId, tokenInput } from "../src/tokens.js";
 
 // ---- requests ---------------------------------------------------------------------------
 
@@ -47,6 +48,10 @@ export const consumeHeaders = z.object({
   "corq-budget-ms": count.optional().describe("drain for this long (ms) instead of one batch"),
   "corq-slot": count.optional().describe("the consumer slot a dispatcher claimed (internal)"),
 });
+
+export const tokenParams = z.object({ id: tokenId });
+/** POST /tokens */
+export const tokenBody = tokenInput;
 
 /** PUT /subscriptions/:name (validated by corq.putSubscription with this schema). */
 export const subscriptionBody = pushSubscriptionInput;
@@ -153,6 +158,17 @@ export const consumed = z.union([
   }),
   z.object({ batches: z.number().int(), subrequests: z.number().int() }).describe("with corq-slot"),
 ]);
+
+export const token = z.object({
+  id: z.string(),
+  name: z.string(),
+  scopes: z.array(z.enum(TOKEN_SCOPES)),
+  streamPrefix: z.string().nullable(),
+  createdAt: isoTime,
+  lastUsedAt: isoTime.nullable(),
+});
+export const createdToken = token.extend({ token: z.string().describe("the secret: in this answer only") });
+export const tokenList = z.object({ tokens: z.array(token) });
 
 /** Every refusal (RFC 9457); `errors` lists the fields refused, when the refusal is about fields. */
 export const problem = z.looseObject({

@@ -6,7 +6,8 @@
 import { z } from "zod";
 import * as s from "./apiSchemas.js";
 
-type Access = "public" | "admin" | "append" | "admin or signature";
+/** The token scope a route needs (functions/auth.ts, requireScope); the webhook also takes a signature. */
+type Access = "public" | "append" | "read" | "operate" | "admin" | "operate or signature";
 
 interface Answer {
   description: string;
@@ -18,7 +19,7 @@ export interface ApiRoute {
   /** As Hono writes it: `/subscriptions/:name`. */
   path: string;
   summary: string;
-  tag: "health" | "log" | "subscriptions" | "dead letters" | "pipeline";
+  tag: "health" | "log" | "subscriptions" | "dead letters" | "pipeline" | "tokens";
   access: Access;
   params?: z.ZodObject;
   query?: z.ZodObject;
@@ -68,7 +69,7 @@ export const apiRoutes: ApiRoute[] = [
     path: "/streams/:stream",
     summary: "A stream's events in version order",
     tag: "log",
-    access: "admin",
+    access: "read",
     params: s.streamParams,
     query: s.streamQuery,
     answers: { 200: { description: "the events from `from`", schema: s.streamEvents } },
@@ -78,7 +79,7 @@ export const apiRoutes: ApiRoute[] = [
     path: "/events",
     summary: "The global log in the safe read order, after a position",
     tag: "log",
-    access: "admin",
+    access: "read",
     query: s.logQuery,
     answers: { 200: { description: "a page; `next` is the cursor to pass as `after`", schema: s.logPage } },
   },
@@ -87,7 +88,7 @@ export const apiRoutes: ApiRoute[] = [
     path: "/subscriptions",
     summary: "Every subscription with its stats",
     tag: "subscriptions",
-    access: "admin",
+    access: "read",
     answers: { 200: { description: "the subscriptions", schema: s.subscriptionList } },
   },
   {
@@ -95,7 +96,7 @@ export const apiRoutes: ApiRoute[] = [
     path: "/subscriptions/:name",
     summary: "One subscription with its stats",
     tag: "subscriptions",
-    access: "admin",
+    access: "read",
     params: s.nameParams,
     answers: { 200: { description: "the subscription", schema: s.subscription }, 404: unknownSubscription },
   },
@@ -131,7 +132,7 @@ export const apiRoutes: ApiRoute[] = [
     path: "/subscriptions/:name/keys",
     summary: "A subscription's keys, by status",
     tag: "subscriptions",
-    access: "admin",
+    access: "read",
     params: s.nameParams,
     query: s.keysQuery,
     answers: { 200: { description: "keys in key order after `after`", schema: s.keyList }, 404: unknownSubscription },
@@ -142,7 +143,7 @@ export const apiRoutes: ApiRoute[] = [
       path: `/subscriptions/:name/${action}`,
       summary: action === "pause" ? "Stop handing out the subscription's keys" : "Hand them out again",
       tag: "subscriptions",
-      access: "admin",
+      access: "operate",
       params: s.nameParams,
       answers: { 200: { description: "the subscription", schema: s.subscription }, 404: unknownSubscription },
     }),
@@ -152,16 +153,17 @@ export const apiRoutes: ApiRoute[] = [
     path: "/dead-letters",
     summary: "Dead keys, newest first",
     tag: "dead letters",
-    access: "admin",
+    access: "read",
     query: s.deadLettersQuery,
     answers: { 200: { description: "the dead keys", schema: s.deadLetterList } },
   },
   {
     method: "post",
     path: "/dead-letters/retry",
-    summary: "Release dead keys (retry or skip the failed event): admin token or a Standard Webhooks signature",
+    summary:
+      "Release dead keys (retry or skip the failed event): a token with operate, or a Standard Webhooks signature",
     tag: "dead letters",
-    access: "admin or signature",
+    access: "operate or signature",
     body: s.releaseBody,
     answers: {
       200: { description: "keys released", schema: s.released },
@@ -174,7 +176,7 @@ export const apiRoutes: ApiRoute[] = [
     path: "/stats",
     summary: "Every subscription's stats and the log's head",
     tag: "subscriptions",
-    access: "admin",
+    access: "read",
     answers: { 200: { description: "stats", schema: s.stats } },
   },
   {
@@ -205,6 +207,35 @@ export const apiRoutes: ApiRoute[] = [
       200: { description: "the batch's outcome", schema: s.consumed },
       204: noBody("no key is ready"),
       404: unknownSubscription,
+    },
+  },
+  {
+    method: "post",
+    path: "/tokens",
+    summary: "Create a scoped token (the secret is in this answer only)",
+    tag: "tokens",
+    access: "admin",
+    body: s.tokenBody,
+    answers: { 201: { description: "created", schema: s.createdToken } },
+  },
+  {
+    method: "get",
+    path: "/tokens",
+    summary: "Every token, never its secret",
+    tag: "tokens",
+    access: "admin",
+    answers: { 200: { description: "the tokens", schema: s.tokenList } },
+  },
+  {
+    method: "delete",
+    path: "/tokens/:id",
+    summary: "Revoke a token: refused (401) from the next request on",
+    tag: "tokens",
+    access: "admin",
+    params: s.tokenParams,
+    answers: {
+      204: noBody("revoked"),
+      404: { description: "no such token (or revoked already)", schema: s.problem },
     },
   },
 ];
@@ -259,7 +290,12 @@ function operation(route: ApiRoute) {
   const hasInput = route.params || route.query || route.headers || route.body;
   if (hasInput) responses["400"] ??= problemAnswer("invalid input; `errors` lists each field refused");
   if (route.access !== "public") {
-    responses["401"] ??= problemAnswer("no token, a wrong one, or a bad webhook signature");
+    responses["401"] ??= problemAnswer("no token, a wrong or revoked one, or a bad webhook signature");
+    responses["403"] ??= problemAnswer(
+      route.access === "append"
+        ? "the token has no append scope, or the stream is outside its streamPrefix"
+        : `the token has no ${route.access.split(" ")[0]} scope`,
+    );
     responses["429"] ??= problemAnswer("too many failed authentications from this client; Retry-After");
   }
   if (route.body) {
@@ -267,14 +303,17 @@ function operation(route: ApiRoute) {
     responses["415"] ??= problemAnswer("the body is not application/json");
   }
   if (route.path !== "/openapi.json") responses["503"] ??= problemAnswer("the database is unavailable; try again");
+  // the scope goes in the bearer requirement (OpenAPI 3.1 allows roles for http schemes);
+  // `{}`: CORQ_PUBLIC_APPEND=true lets anyone append
+  const scope = route.access.split(" ")[0] as string;
   const security =
     route.access === "public"
       ? []
       : route.access === "append"
-        ? [{ bearer: [] }, {}]
-        : route.access === "admin or signature"
-          ? [{ bearer: [] }, { webhookSignature: [] }]
-          : [{ bearer: [] }];
+        ? [{ bearer: [scope] }, {}]
+        : route.access === "operate or signature"
+          ? [{ bearer: [scope] }, { webhookSignature: [] }]
+          : [{ bearer: [scope] }];
   return {
     operationId: operationId(route),
     summary: route.summary,
@@ -319,12 +358,17 @@ export function openApiDocument(): Record<string, unknown> {
         "known path with another method answers 405 with `Allow`. See docs/http-api.md.",
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
-    tags: ["health", "log", "subscriptions", "dead letters", "pipeline"].map((name) => ({ name })),
+    tags: ["health", "log", "subscriptions", "dead letters", "pipeline", "tokens"].map((name) => ({ name })),
     paths,
     components: {
       schemas: { Problem: jsonSchema(s.problem, "output") },
       securitySchemes: {
-        bearer: { type: "http", scheme: "bearer", description: "CORQ_ADMIN_TOKEN" },
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "CORQ_ADMIN_TOKEN (every scope) or a token from POST /tokens; the scope a route needs is its requirement's role: append, read, operate (includes read) or admin (everything)",
+        },
         webhookSignature: {
           type: "apiKey",
           in: "header",

@@ -4,12 +4,15 @@
 import type {
   AppendResult,
   ConsumeResult,
+  CreatedToken,
   DeadLetter,
   EventInput,
   KeyState,
   KeyStatus,
   StoredEvent,
   SubscriptionStats,
+  TokenInfo,
+  TokenScope,
 } from "./types.js";
 
 export type {
@@ -21,6 +24,9 @@ export type {
   KeyStatus,
   StoredEvent,
   SubscriptionStats,
+  TokenInfo,
+  TokenScope,
+  CreatedToken,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -64,17 +70,6 @@ export interface PushSubscriptionConfig {
   leaseMs?: number;
 }
 
-export type Scope = "append" | "read" | "operate" | "admin";
-
-export interface TokenInfo {
-  id: string;
-  name: string;
-  scopes: Scope[];
-  streamPrefix: string | null;
-  createdAt: string;
-  lastUsedAt: string | null;
-}
-
 export interface Stats {
   subscriptions: SubscriptionStats[];
   log: { head: number | null; events: number };
@@ -112,11 +107,8 @@ export interface CorqClient {
   advance(): Promise<{ advanced: Record<string, number> }>;
   /** One batch of one ready key; null when no key is ready. */
   consume(subscription: string): Promise<ConsumeResult | null>;
-  createToken(input: {
-    name: string;
-    scopes: Scope[];
-    streamPrefix?: string;
-  }): Promise<Omit<TokenInfo, "createdAt" | "lastUsedAt"> & { token: string }>;
+  /** The secret (`token`) is in this answer only. */
+  createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
   tokens(): Promise<{ tokens: TokenInfo[] }>;
   revokeToken(id: string): Promise<void>;
   openapi(): Promise<Record<string, unknown>>;

@@ -30,11 +30,14 @@ import { setPaused } from "./sql/setPaused.js";
 import { readyKeys } from "./sql/readyKeys.js";
 import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consumerSlots.js";
 import { deleteSubscription, deleteSubscriptionRows, putSubscription, type PutRow } from "./sql/putSubscription.js";
+import { deleteToken, insertToken, listTokens, verifyToken, type TokenRow } from "./sql/tokens.js";
+import { looksLikeTokenSecret, newTokenSecret, tokenHash, tokenId, tokenInput, type TokenScope } from "./tokens.js";
 import {
   toBatchRecord,
   toDeadLetter,
   toKeyState,
   toSubscriptionStats,
+  toTokenInfo,
   type BatchRow,
   type DeadLetterRow,
   type KeyRow,
@@ -51,6 +54,8 @@ import type {
   StoredEvent,
   SubscriptionDefinition,
   SubscriptionStats,
+  CreatedToken,
+  TokenInfo,
 } from "./types.js";
 
 export interface CorqOptions {
@@ -174,6 +179,21 @@ export interface Corq {
   pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
   /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
   logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
+  /**
+   * Creates a scoped API token (docs/http-api.md, "Tokens"). The secret (`token`) is returned
+   * here only: the database keeps its SHA-256. `streamPrefix` limits appends (needs `append`,
+   * not with `admin`).
+   */
+  createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
+  /** Every token, oldest first, without secrets. */
+  listTokens(): Promise<TokenInfo[]>;
+  /** Revokes a token: refused from the next request on, and its dashboard sessions end. Unknown id → unknown_token. */
+  revokeToken(id: string): Promise<void>;
+  /**
+   * The token a secret belongs to, or null (unknown or revoked). One indexed read, no statement
+   * at all for a string that is not shaped like a token; moves lastUsedAt at most once a minute.
+   */
+  verifyToken(secret: string): Promise<TokenInfo | null>;
   close(): Promise<void>;
 }
 
@@ -522,6 +542,31 @@ export function createCorq(options: CorqOptions): Corq {
     async logTail(tailOpts = {}) {
       const { limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
       return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
+    },
+
+    async createToken(input) {
+      const { name, scopes, streamPrefix } = parseOrThrow(tokenInput, input, "invalid_input", "token");
+      const secret = newTokenSecret();
+      const [row] = await (await executor()).run<TokenRow>(
+        insertToken({ name, scopes, streamPrefix, hash: await tokenHash(secret) }),
+      );
+      return { ...toTokenInfo(row), token: secret };
+    },
+
+    async listTokens() {
+      return (await (await executor()).run<TokenRow>(listTokens())).map(toTokenInfo);
+    },
+
+    async revokeToken(id) {
+      parseOrThrow(tokenId, id, "invalid_input", "id");
+      const rows = await (await executor()).run(deleteToken(id));
+      if (rows.length === 0) throw new CorqError("unknown_token", `no token with id ${id}`);
+    },
+
+    async verifyToken(secret) {
+      if (typeof secret !== "string" || !looksLikeTokenSecret(secret)) return null;
+      const [row] = await (await executor()).run<TokenRow>(verifyToken(await tokenHash(secret)));
+      return row ? toTokenInfo(row) : null;
     },
 
     async close() {

@@ -87,9 +87,13 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   claimConsumerSlots: (f) => [f({ max: 8, want: 3, holdMs: 10_000, codeSubscriptions: ["a", "b"] })],
   releaseConsumerSlot: (f) => [f(1)],
   rememberWebhookId: (f) => [f("msg_1")],
-  startDashboardSession: (f) => [f("session-id", 3_600_000)],
-  dashboardSessionAlive: (f) => [f("session-id")],
+  startDashboardSession: (f) => [f("session-id", 3_600_000, null), f("session-id", 3_600_000, lease.token)],
+  dashboardSession: (f) => [f("session-id")],
   endDashboardSession: (f) => [f("session-id")],
+  insertToken: (f) => [f({ name: "t", scopes: ["append", "read"], streamPrefix: "orders-", hash: "ab" })],
+  listTokens: (f) => [f()],
+  deleteToken: (f) => [f(lease.token)],
+  verifyToken: (f) => [f("ab")],
 };
 
 /** Exports of src/sql that are not SQL builders. */
@@ -124,6 +128,11 @@ const exceptions: { rule: Rule; match: string; reason: string }[] = [
     rule: "INSERT … SELECT",
     match: `INSERT INTO "corq"."subscriptions"`,
     reason: "syncSubscriptions: subscriptions are found by name; new names take no lock another writer waits on",
+  },
+  {
+    rule: "INSERT … SELECT",
+    match: `INSERT INTO "corq"."dashboard_sessions"`,
+    reason: "startDashboardSession inserts one row (a SELECT without FROM), only if its token still exists",
   },
   {
     rule: "ordered aggregate",

@@ -179,6 +179,44 @@ describe("corq CLI", () => {
     expect(nobody.err).toMatch(/no answer from http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/);
   });
 
+  it("tokens: create one (its secret printed once), list them, revoke one; the token works until revoked", async () => {
+    const created = await corq([
+      "tokens",
+      "create",
+      "producer",
+      "--scopes",
+      "append",
+      "--stream-prefix",
+      "visitor-",
+      "--json",
+    ]);
+    expect(created).toMatchObject({ code: 0, err: "" });
+    const token = created.json();
+    expect(token).toMatchObject({ name: "producer", scopes: ["append"], streamPrefix: "visitor-" });
+    const human = await corq(["tokens", "create", "reader", "--scopes", "read"]);
+    expect(human.out).toMatch(/^token [0-9a-f-]{36} \(read\): corq_\S+\nshown only now\n$/);
+
+    const appended = await corq(["append", "visitor-tok", '{"name":"Registered","data":{}}'], {
+      env: { CORQ_TOKEN: token.token },
+    });
+    expect(appended.code).toBe(0);
+    const outside = await corq(["append", "other-tok", '{"name":"Registered","data":{}}'], {
+      env: { CORQ_TOKEN: token.token },
+    });
+    expect(outside.code).toBe(4); // 403: outside its stream prefix
+    expect(outside.err).toMatch(/403/);
+
+    const list = await corq(["tokens", "list"]);
+    expect(list.out.split("\n")[0]).toMatch(/^id\s+name\s+scopes\s+stream prefix\s+created\s+last used/);
+    expect(list.out).toMatch(/producer\s+append\s+visitor-/);
+    expect(list.out).not.toContain(token.token); // never the secret
+    expect((await corq(["tokens", "revoke", token.id])).out).toBe(`revoked ${token.id}\n`);
+    expect((await corq(["stats"], { env: { CORQ_TOKEN: token.token } })).code).toBe(4);
+    expect((await corq(["tokens", "revoke", token.id])).code).toBe(5);
+    expect((await corq(["tokens", "create", "x"])).code).toBe(2); // --scopes is required
+    expect((await corq(["tokens", "rotate"])).code).toBe(2);
+  });
+
   it("migrate applies corq's schema to DATABASE_URL (up to date here), and needs one", async () => {
     expect((await corq(["migrate"], { env: { DATABASE_URL: "" } })).code).toBe(2);
     const migrated = await corq(["migrate", "--json"], { env: { DATABASE_URL: state.stack.databaseUrl } });

@@ -99,6 +99,13 @@ describe("answers against the OpenAPI document", () => {
     expect((await call("POST", "/consume/feed", { headers: { "corq-budget-ms": "50" } })).status).toBe(204);
     expect((await call("DELETE", "/subscriptions/greeter")).status).toBe(409);
     expect((await call("DELETE", "/subscriptions/feed")).status).toBe(204);
+    const created = await call("POST", "/tokens", { body: { name: "reader", scopes: ["read"] } });
+    expect(created.status).toBe(201);
+    expect((await call("GET", "/stats", { token: created.json.token })).status).toBe(200);
+    expect((await call("POST", "/advance", { token: created.json.token })).status).toBe(403);
+    expect((await call("GET", "/tokens")).status).toBe(200);
+    expect((await call("DELETE", `/tokens/${created.json.id}`)).status).toBe(204);
+    expect((await call("DELETE", `/tokens/${created.json.id}`)).status).toBe(404);
 
     const documented = Object.entries(document.paths).flatMap(([path, ops]) =>
       Object.keys(ops).map((method) => `${method} ${path}`),

@@ -367,4 +367,33 @@ describe("the example app", () => {
     await byName("room-occupancy").handle(events, contextFor(corq, raw, "room-occupancy", "7"));
     expect(await room(raw, "7")).toMatchObject({ occupants: 2 });
   });
+
+  it("brings the first version's directory table up to date, idempotently, and goes on from it", async () => {
+    const { corq, raw } = await open({ subscriptions: visitorSubscriptions });
+    const appended = await corq.append("visitor-ada", [registered("Ada"), arrived("12")]);
+    // the first version's table, with the row it wrote for those two events
+    await raw.query(`CREATE SCHEMA example; CREATE TABLE example.visitors (
+      stream text PRIMARY KEY, name text, room text, status text NOT NULL,
+      last_position bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`);
+    await raw.query(
+      "INSERT INTO example.visitors (stream, name, room, status, last_position) VALUES ('visitor-ada', 'Ada', '12', 'in-room', $1)",
+      [appended.positions[1]],
+    );
+    const db = drizzle(raw);
+    for (let twice = 0; twice < 2; twice++) for (const statement of exampleSchema) await db.execute(statement);
+    const { rows } = await raw.query(
+      "SELECT name, name_version, room, status, moved_version, last_version FROM example.visitors",
+    );
+    expect(rows).toEqual([
+      { name: "Ada", name_version: 1, room: "12", status: "in-room", moved_version: 1, last_version: 1 },
+    ]);
+    // a redelivery of what it had handled changes nothing; what comes next applies
+    await corq.append("visitor-ada", [departed("12")]);
+    const events = await storedEvents(corq, ["visitor-ada"]);
+    await byName("visitor-directory").handle(events, contextFor(corq, raw, "visitor-directory", "visitor-ada"));
+    const after = await raw.query("SELECT name, room, status, last_position FROM example.visitors");
+    expect(after.rows).toEqual([
+      { name: "Ada", room: null, status: "left", last_position: String(events[2].position) },
+    ]);
+  });
 });

@@ -8,6 +8,7 @@ export type CorqErrorCode =
   | "order_conflict"
   | "conflict"
   | "unknown_subscription"
+  | "unknown_token"
   | "database_unavailable"
   | "schema_too_new";
 
@@ -19,6 +20,7 @@ export const statusByCode: Record<CorqErrorCode, number> = {
   order_conflict: 409,
   conflict: 409,
   unknown_subscription: 404,
+  unknown_token: 404,
   database_unavailable: 503,
   schema_too_new: 500,
 };

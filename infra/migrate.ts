@@ -2,7 +2,7 @@
 // `wrangler deploy`); the same as `corq migrate` from the package. It registers no
 // subscription: the deployed Worker registers its own code subscriptions at its first advance,
 // and applies its app's own migrations itself. `--example` also applies the example app's
-// migration (this repository's Worker would on its first request).
+// tables (this repository's Worker would on its first request).
 import { createCorq } from "../src/index.js";
 import { app } from "../functions/app.js";
 

@@ -12,7 +12,8 @@ export type CorqErrorCode =
   | "database_unavailable"
   | "schema_too_new";
 
-const statusByCode: Record<CorqErrorCode, number> = {
+/** Every code the library raises, with its HTTP status (docs/http-api.md "Errors" lists them: test/errorCodes.test.ts). */
+export const statusByCode: Record<CorqErrorCode, number> = {
   invalid_input: 400,
   invalid_config: 400,
   version_conflict: 409,

@@ -4,15 +4,19 @@ import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
+import { correlationKey, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
 import {
-  correlationKey,
-  eventInput,
-  expectedVersion,
-  parseOrThrow,
-  streamName,
-  subscriptionName,
-} from "../src/config.js";
-import { requireAdmin, requireAdminOrSignature } from "./auth.js";
+  appendBody,
+  count,
+  deadLettersQuery,
+  keysQuery,
+  logQuery,
+  releaseBody,
+  rewindBody,
+  streamQuery,
+} from "./apiSchemas.js";
+import { openApiDocument } from "./openapi.js";
+import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
 import { advanceAndDispatch, consumeInSlot, dispatchInBackground, selfInvoker, startConsumer } from "./dispatch.js";
@@ -20,32 +24,7 @@ import { settings, type AppEnv } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
 import { dashboard } from "./dashboard/routes.js";
-
-const appendBody = z.object({
-  events: z.array(eventInput).min(1).max(1000),
-  expectedVersion: expectedVersion.optional(),
-});
-const releaseBody = z.object({
-  subscription: subscriptionName,
-  key: correlationKey.optional(),
-  mode: z.enum(["retry", "skip"]).optional(),
-});
-const count = z
-  .string()
-  .regex(/^\d{1,15}$/, "must be a non-negative integer")
-  .transform(Number);
-const streamQuery = z.object({ from: count.optional(), limit: count.optional() });
-const logQuery = z.object({ after: count.optional(), limit: count.optional() });
-const keysQuery = z.object({
-  status: z.enum(["ready", "leased", "backoff", "dead", "paused", "idle"]).optional(),
-  limit: count.optional(),
-  after: z.string().max(1000).optional(),
-});
-const deadLettersQuery = z.object({ subscription: subscriptionName.optional(), limit: count.optional() });
-const rewindBody = z.object({
-  to: z.union([z.literal("beginning"), z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)]),
-  key: correlationKey.optional(),
-});
+import { tokenId, tokenInput } from "../src/tokens.js";
 
 /** The request's JSON body, validated; a wrong content type or malformed JSON is a 4xx. */
 async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
@@ -62,8 +41,9 @@ async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.o
   return parseOrThrow(schema, parsed, "invalid_input", "body");
 }
 
+// query fields are named as the client sent them (`limit`, not `query.limit`)
 const query = <T extends z.ZodType>(c: Context, schema: T): z.output<T> =>
-  parseOrThrow(schema, c.req.query(), "invalid_input", "query");
+  parseOrThrow(schema, c.req.query(), "invalid_input", "");
 
 const param = <T extends z.ZodType>(c: Context, name: string, schema: T): z.output<T> =>
   parseOrThrow(schema, c.req.param(name), "invalid_input", name);
@@ -89,7 +69,20 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   // failed authentications per client, kept for the life of this isolate (createApi runs once per isolate)
   const throttle = createAuthThrottle();
   app.onError(onError);
-  app.notFound((c) => problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
+  app.notFound((c) => {
+    // a known path with another method: 405 and the methods it has
+    const allowed = allowedMethods(app.routes, c.req.path);
+    if (allowed.length > 0) {
+      return problem(
+        405,
+        "method_not_allowed",
+        `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`,
+        {},
+        { allow: allowed.join(", ") },
+      );
+    }
+    return problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`);
+  });
   app.use("*", requireLocalHost());
 
   // One database handle per request (HTTP statements; a pool with CORQ_DB_DRIVER=websocket), opened on first use, closed after the response.
@@ -99,6 +92,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     c.set("corq", () => open().corq);
     c.set("opened", open);
     c.set("db", () => open().db);
+    c.set("throttle", throttle);
     try {
       await next();
     } finally {
@@ -125,9 +119,16 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     }
   });
 
+  // Public: the description of this API (OpenAPI 3.1), made once per isolate.
+  let description: string | undefined;
+  app.get("/openapi.json", (c) => {
+    description ??= JSON.stringify(openApiDocument());
+    return c.body(description, 200, { "content-type": "application/json" });
+  });
+
   app.post(
     "/streams/:stream/events",
-    requireAdmin({ throttle, unless: (c) => settings(c.env).publicAppend }),
+    requireScope("append", { unless: (c) => settings(c.env).publicAppend }),
     async (c) => {
       const stream = param(c, "stream", streamName);
       const body = await jsonBody(c, appendBody);
@@ -145,6 +146,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
         advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
           opened,
           coalesce: true,
+          eventNames: [...new Set(body.events.map((e) => e.name))],
         }).catch((error) => console.error("corq: background advance failed:", error)),
       );
       return c.json(result, 201);
@@ -154,51 +156,56 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   // The dashboard (GET /, /login, /ui/*): its own session cookie instead of the bearer token.
   app.route("/", dashboard({ throttle, subscriptions }));
 
-  app.use("*", requireAdmin({ throttle, unless: (c) => c.req.path === "/dead-letters/retry" }));
+  // Every route below authenticates here (the signed webhook has its own check) and states
+  // the scope it needs with requireScope (functions/auth.ts). A path without a route needs a
+  // valid token too: 401 without, 404 with.
+  app.use("*", authenticate({ unless: (c) => c.req.path === "/dead-letters/retry" }));
 
-  app.get("/streams/:stream", async (c) => {
+  app.get("/streams/:stream", requireScope("read"), async (c) => {
     const stream = param(c, "stream", streamName);
     const { from, limit } = query(c, streamQuery);
     return c.json({ stream, events: await c.var.corq().readStream(stream, { from, limit }) });
   });
 
-  app.get("/events", async (c) => {
+  app.get("/events", requireScope("read"), async (c) => {
     const { after, limit } = query(c, logQuery);
     return c.json(await c.var.corq().readLog({ after, limit }));
   });
 
-  app.get("/subscriptions", async (c) => c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }));
+  app.get("/subscriptions", requireScope("read"), async (c) =>
+    c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }),
+  );
 
-  app.get("/subscriptions/:name", async (c) =>
+  app.get("/subscriptions/:name", requireScope("read"), async (c) =>
     c.json(await c.var.corq().subscription(param(c, "name", subscriptionName))),
   );
 
-  app.put("/subscriptions/:name", async (c) => {
+  app.put("/subscriptions/:name", requireScope("admin"), async (c) => {
     const name = param(c, "name", subscriptionName);
     const body = await jsonBody(c, z.unknown());
     const { created, subscription, secret } = await c.var.corq().putSubscription(name, body);
     return c.json(secret === undefined ? subscription : { ...subscription, secret }, created ? 201 : 200);
   });
 
-  app.delete("/subscriptions/:name", async (c) => {
+  app.delete("/subscriptions/:name", requireScope("admin"), async (c) => {
     await c.var.corq().deleteSubscription(param(c, "name", subscriptionName));
     return c.body(null, 204);
   });
 
-  app.get("/subscriptions/:name/keys", async (c) => {
+  app.get("/subscriptions/:name/keys", requireScope("read"), async (c) => {
     const name = param(c, "name", subscriptionName);
     return c.json({ keys: await c.var.corq().keys(name, query(c, keysQuery)) });
   });
 
   for (const action of ["pause", "resume"] as const) {
-    app.post(`/subscriptions/:name/${action}`, async (c) => {
+    app.post(`/subscriptions/:name/${action}`, requireScope("operate"), async (c) => {
       const name = param(c, "name", subscriptionName);
       await c.var.corq()[action](name);
       if (action === "resume") dispatchInBackground(c, subscriptions, "a resume"); // its ready keys, without waiting for the cron
       return c.json(await c.var.corq().subscription(name));
     });
     // the key percent-encoded in the path (a key may hold "/", "?", "#", spaces …)
-    app.post(`/subscriptions/:name/keys/:key/${action}`, async (c) => {
+    app.post(`/subscriptions/:name/keys/:key/${action}`, requireScope("operate"), async (c) => {
       const name = param(c, "name", subscriptionName);
       const key = keyParam(c);
       const state = await c.var.corq()[action === "pause" ? "pauseKey" : "resumeKey"](name, key);
@@ -207,7 +214,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     });
   }
 
-  app.post("/subscriptions/:name/rewind", async (c) => {
+  app.post("/subscriptions/:name/rewind", requireScope("operate"), async (c) => {
     const name = param(c, "name", subscriptionName);
     const body = await jsonBody(c, rewindBody);
     const result = await c.var.corq().rewind(name, body);
@@ -215,14 +222,14 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     return c.json(result);
   });
 
-  app.post("/advance", async (c) => c.json({ advanced: await c.var.corq().advance() }));
+  app.post("/advance", requireScope("admin"), async (c) => c.json({ advanced: await c.var.corq().advance() }));
 
   // What the cron does, on request: advance, then fan out consumer invocations.
-  app.post("/dispatch", async (c) =>
+  app.post("/dispatch", requireScope("admin"), async (c) =>
     c.json(await advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin))),
   );
 
-  app.post("/consume/:subscription", async (c) => {
+  app.post("/consume/:subscription", requireScope("admin"), async (c) => {
     const name = param(c, "subscription", subscriptionName);
     const budget = c.req.header("corq-budget-ms");
     const budgetMs = budget === undefined ? undefined : parseOrThrow(count, budget, "invalid_input", "corq-budget-ms");
@@ -248,19 +255,59 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     return c.json(budgetMs === undefined ? first : { ...first, batches, eventsTotal: events });
   });
 
-  app.get("/dead-letters", async (c) => {
+  app.get("/dead-letters", requireScope("read"), async (c) => {
     const { subscription, limit } = query(c, deadLettersQuery);
     return c.json({ deadLetters: await c.var.corq().deadLetters({ subscription, limit }) });
   });
 
-  app.post("/dead-letters/retry", requireAdminOrSignature({ throttle }), async (c) => {
+  app.post("/dead-letters/retry", requireScopeOrSignature("operate"), async (c) => {
     const body = await jsonBody(c, releaseBody);
     // a signed request is acted on once per webhook-id (a replay gets 409)
     const webhookId = c.req.header("authorization") === undefined ? c.req.header("webhook-id") : undefined;
     return c.json(await c.var.corq().releaseDeadLetters({ ...body, webhookId }));
   });
 
-  app.get("/stats", async (c) => c.json(await c.var.corq().stats()));
+  app.get("/stats", requireScope("read"), async (c) => c.json(await c.var.corq().stats()));
+
+  // Scoped tokens: the secret is in the answer to POST only; revoking takes effect on the next request.
+  app.post("/tokens", requireScope("admin"), async (c) => {
+    const body = await jsonBody(c, tokenInput);
+    return c.json(await c.var.corq().createToken(body), 201);
+  });
+
+  app.get("/tokens", requireScope("admin"), async (c) => c.json({ tokens: await c.var.corq().listTokens() }));
+
+  app.delete("/tokens/:id", requireScope("admin"), async (c) => {
+    await c.var.corq().revokeToken(param(c, "id", tokenId));
+    return c.body(null, 204);
+  });
 
   return app;
+}
+
+/** The methods the app answers on `path` (HEAD with GET, as Hono answers it); none for an unknown path. */
+export function allowedMethods(routes: { method: string; path: string }[], path: string): string[] {
+  const methods = new Set<string>();
+  for (const route of routes) {
+    if (route.method === "ALL" || !routePattern(route.path).test(path)) continue;
+    methods.add(route.method);
+    if (route.method === "GET") methods.add("HEAD");
+  }
+  return [...methods].sort();
+}
+
+const patterns = new Map<string, RegExp>();
+function routePattern(path: string): RegExp {
+  let pattern = patterns.get(path);
+  if (!pattern) {
+    const source = path
+      .split("/")
+      .map((part) =>
+        part === "*" ? ".*" : part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+      )
+      .join("/");
+    pattern = new RegExp(`^${source}$`);
+    patterns.set(path, pattern);
+  }
+  return pattern;
 }

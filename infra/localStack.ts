@@ -2,12 +2,10 @@
 // URL is given) → migrations → WebSocket proxy → the Worker under wrangler's dev server
 // (workerd, the real Workers runtime) → a cron that fires the scheduled handler.
 import pg from "pg";
-import { drizzle } from "drizzle-orm/node-postgres";
 import { fileURLToPath } from "node:url";
 import { unstable_startWorker } from "wrangler";
 import { createCorq } from "../src/index.js";
-import { exampleSchema } from "../example/visitors.js";
-import { subscriptions } from "../functions/app.js";
+import { app } from "../functions/app.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
 import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
@@ -41,6 +39,8 @@ export interface LocalStack {
   runCron(): Promise<void>;
   /** WebSocket sessions (Postgres connections) the Worker opened so far: only interactive transactions need one. */
   wsSessions(): number;
+  /** Requests the local HTTP SQL endpoint answered so far (statements and transaction batches). */
+  httpStatements(): number;
   stop(): Promise<void>;
 }
 
@@ -77,11 +77,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       databaseUrl = await ensureDatabase(embedded.url, "corq");
       log(`postgres: embedded, ${redact(databaseUrl)}`);
     }
-    // Registers the Worker's code subscriptions too, so they are listed before the first advance.
-    const corq = createCorq({ databaseUrl, subscriptions });
+    // Registers the Worker's code subscriptions too, so they are listed before the first advance,
+    // and applies the app's own migrations (the example's table) that the Worker would apply itself.
+    const corq = createCorq({ databaseUrl, ...app });
     const { applied } = await corq.migrate();
     await corq.close();
-    await applyExampleSchema(databaseUrl);
     log(`migrations: ${applied.length ? applied.join(", ") : "up to date"}`);
 
     const target = new URL(databaseUrl);
@@ -143,7 +143,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       }, options.cronIntervalMs);
       stops.push(async () => clearInterval(timer));
     }
-    return { url, databaseUrl, adminToken, webhookSecret, runCron, wsSessions: proxy.sessions, stop };
+    return {
+      url,
+      databaseUrl,
+      adminToken,
+      webhookSecret,
+      runCron,
+      wsSessions: proxy.sessions,
+      httpStatements: http.requests,
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;
@@ -162,17 +171,6 @@ async function ensureDatabase(serverUrl: string, name: string): Promise<string> 
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
   return url.toString();
-}
-
-/** The example app's own table (its projection); idempotent. */
-export async function applyExampleSchema(databaseUrl: string) {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-  try {
-    const db = drizzle(pool);
-    for (const statement of exampleSchema) await db.execute(statement);
-  } finally {
-    await pool.end();
-  }
 }
 
 function redact(url: string): string {

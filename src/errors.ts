@@ -9,10 +9,12 @@ export type CorqErrorCode =
   | "conflict"
   | "unknown_subscription"
   | "unknown_key"
+  | "unknown_token"
   | "database_unavailable"
   | "schema_too_new";
 
-const statusByCode: Record<CorqErrorCode, number> = {
+/** Every code the library raises, with its HTTP status (docs/http-api.md "Errors" lists them: test/errorCodes.test.ts). */
+export const statusByCode: Record<CorqErrorCode, number> = {
   invalid_input: 400,
   invalid_config: 400,
   version_conflict: 409,
@@ -20,6 +22,7 @@ const statusByCode: Record<CorqErrorCode, number> = {
   conflict: 409,
   unknown_subscription: 404,
   unknown_key: 404,
+  unknown_token: 404,
   database_unavailable: 503,
   schema_too_new: 500,
 };

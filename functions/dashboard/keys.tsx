@@ -88,10 +88,12 @@ export function Keys(props: {
         <a href={`/ui/timeline?subscription=${encodeURIComponent(s.name)}`}>Timeline</a>
       </form>
       <p class="toolbar">
-        <span>
-          Deliver again from a position (or <code>beginning</code>), every key:{" "}
-          <RewindForm subscription={s.name} back={props.back} label={s.name} />
-        </span>
+        <RewindForm
+          subscription={s.name}
+          back={props.back}
+          label={s.name}
+          caption="Deliver again from a position (or beginning), every key:"
+        />
       </p>
       <div class="scroll">
         <table aria-label={`Keys of ${s.name}`}>

@@ -1,5 +1,12 @@
 // The page shell: header with navigation, the live-refresh switch, and a notice line.
-import type { Child } from "hono/jsx";
+import { createContext, useContext, type Child } from "hono/jsx";
+
+/**
+ * Whether the session may act (the operate scope): without it the pages show no action
+ * buttons (the server refuses the actions anyway). Set per page by routes.tsx's render; null
+ * (not set) shows no button either.
+ */
+export const CanOperate = createContext<boolean | null>(null);
 
 export type Section = "overview" | "dead-letters" | "timeline" | "streams";
 
@@ -39,6 +46,11 @@ export function Page(props: { title: string; section?: Section; notice?: string;
                 <span id="refreshed" class="muted" aria-live="off"></span>
               </label>
             )}
+            {useContext(CanOperate) === false && (
+              <span class="badge" title="Logged in with a token without the operate scope">
+                read-only
+              </span>
+            )}
             <form method="post" action="/logout">
               <button type="submit" aria-label="Log out">
                 Log out
@@ -63,10 +75,19 @@ export function Page(props: { title: string; section?: Section; notice?: string;
  * Rewinds a subscription, or one key of it (`rewindKey`), to a position typed in or
  * "beginning", after a confirmation: its events from there are delivered again.
  */
-export function RewindForm(props: { subscription: string; rewindKey?: string; back: string; label: string }) {
+export function RewindForm(props: {
+  subscription: string;
+  rewindKey?: string;
+  back: string;
+  label: string;
+  /** Text before the form (shown only with the form). */
+  caption?: string;
+}) {
+  if (useContext(CanOperate) !== true) return null;
   const what = props.rewindKey === undefined ? `every key of ${props.subscription}` : `key ${props.rewindKey}`;
   return (
     <form class="inline" method="post" action="/ui/actions/rewind">
+      {props.caption && <span>{props.caption} </span>}
       <input type="hidden" name="subscription" value={props.subscription} />
       {props.rewindKey !== undefined && <input type="hidden" name="key" value={props.rewindKey} />}
       <input type="hidden" name="back" value={props.back} />
@@ -107,6 +128,7 @@ export function ActionButton(props: {
   confirm?: string;
   primary?: boolean;
 }) {
+  if (useContext(CanOperate) !== true) return null;
   return (
     <form class="inline" method="post" action={`/ui/actions/${props.action}`}>
       <input type="hidden" name="subscription" value={props.subscription} />

@@ -156,6 +156,29 @@ const endpoints: Endpoint[] = [
     allowed: [200],
   },
   {
+    route: "POST /subscriptions/:name/keys/:key/pause",
+    scope: "operate",
+    prepare: () =>
+      withCorq((corq) => corq.resumeKey("matrix", "matrix key").catch(() => undefined)).then(() => undefined),
+    path: () => `/subscriptions/matrix/keys/${encodeURIComponent("matrix key")}/pause`,
+    allowed: [200],
+  },
+  {
+    route: "POST /subscriptions/:name/keys/:key/resume",
+    scope: "operate",
+    prepare: () => withCorq((corq) => corq.pauseKey("matrix", "matrix key")).then(() => undefined),
+    path: () => `/subscriptions/matrix/keys/${encodeURIComponent("matrix key")}/resume`,
+    allowed: [200],
+  },
+  {
+    route: "POST /subscriptions/:name/rewind",
+    scope: "operate",
+    prepare: () => readyWork().then(() => undefined),
+    path: () => "/subscriptions/matrix/rewind",
+    body: { to: "beginning" },
+    allowed: [200],
+  },
+  {
     route: "POST /advance",
     scope: "admin",
     prepare: () =>

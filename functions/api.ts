@@ -201,7 +201,6 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     app.post(`/subscriptions/:name/${action}`, requireScope("operate"), async (c) => {
       const name = param(c, "name", subscriptionName);
       await c.var.corq()[action](name);
-      if (action === "resume") dispatchInBackground(c, subscriptions, "a resume"); // its ready keys, without waiting for the cron
       return c.json(await c.var.corq().subscription(name));
     });
     // the key percent-encoded in the path (a key may hold "/", "?", "#", spaces …)
@@ -209,6 +208,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       const name = param(c, "name", subscriptionName);
       const key = keyParam(c);
       const state = await c.var.corq()[action === "pause" ? "pauseKey" : "resumeKey"](name, key);
+      // its events, without waiting for the cron
       if (action === "resume") dispatchInBackground(c, subscriptions, "a resume");
       return c.json(state);
     });

@@ -76,6 +76,7 @@ describe("push subscriptions", () => {
     const first = receiver.deliveries[0];
     expect(first).toMatchObject({
       subscription: "rooms-hook",
+      incarnation: (await corq.subscription("rooms-hook")).incarnation,
       attempt: 1,
       id: expect.stringMatching(/^msg_[0-9a-f]{32}$/),
     });
@@ -87,6 +88,8 @@ describe("push subscriptions", () => {
       data: expect.any(Object),
       meta: {},
       createdAt: expect.any(String),
+      seq: 1,
+      replay: false,
     });
     expect(Math.abs(first.timestamp - Date.now() / 1000)).toBeLessThan(60);
     expect(await corq.subscription("rooms-hook")).toMatchObject({

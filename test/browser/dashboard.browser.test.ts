@@ -291,8 +291,9 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
             key: "data.room",
             from: "now",
             maxAttempts: 1,
-            leaseMs: 60_000,
-            deliver: { url: receiver.url, timeoutMs: 20_000 },
+            // room-slow's delivery is held for the rest of the test (a lease to show)
+            leaseMs: 120_000,
+            deliver: { url: receiver.url, timeoutMs: 100_000 },
           },
         })
       ).status,
@@ -301,7 +302,7 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
       if (d.subscription === "browser-many") return letThrough.has(d.key) ? undefined : { status: 503 };
       if (d.subscription !== "browser-rooms") return accepting ? undefined : { status: 503 };
       if (d.key === "room-dead") return { status: 503 };
-      if (d.key === "room-slow") return { delayMs: 15_000 };
+      if (d.key === "room-slow") return { delayMs: 95_000 };
       return undefined;
     });
     const visit = (room: string, n: number) =>

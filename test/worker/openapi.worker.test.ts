@@ -88,6 +88,14 @@ describe("answers against the OpenAPI document", () => {
     expect((await call("GET", "/subscriptions/greeter/keys?status=idle&limit=5")).status).toBe(200);
     expect((await call("POST", "/subscriptions/feed/pause")).status).toBe(200);
     expect((await call("POST", "/subscriptions/feed/resume")).status).toBe(200);
+    const key = `/subscriptions/feed/keys/${encodeURIComponent("room 9/a")}`;
+    expect((await call("POST", `${key}/pause`)).status).toBe(200);
+    expect((await call("POST", `${key}/resume`)).status).toBe(200);
+    expect((await call("POST", "/subscriptions/feed/keys/nobody/resume")).status).toBe(404);
+    expect((await call("POST", "/subscriptions/feed/keys/a%00b/pause")).status).toBe(400);
+    expect((await call("POST", "/subscriptions/feed/rewind", { body: { to: "beginning" } })).status).toBe(200);
+    expect((await call("POST", "/subscriptions/feed/rewind", { body: { to: "soon" } })).status).toBe(400);
+    expect((await call("POST", "/subscriptions/nope/rewind", { body: { to: "beginning" } })).status).toBe(404);
     expect((await call("GET", "/dead-letters?subscription=greeter&limit=5")).status).toBe(200);
     const release = { subscription: "greeter", mode: "skip" };
     expect((await call("POST", "/dead-letters/retry", { body: release })).status).toBe(200);

@@ -25,6 +25,11 @@ th, td { text-align: left; padding: .35rem .55rem; border-bottom: 1px solid var(
 th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: var(--muted); }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.wrap { white-space: normal; max-width: 28rem; word-break: break-word; }
+td.why { min-width: 12rem; word-break: normal; overflow-wrap: anywhere; }
+td.holder { min-width: 7.5rem; max-width: 11rem; word-break: normal; }
+td.actions { white-space: normal; }
+div.actions { min-width: 14.5rem; }
+div.actions form.inline { display: inline-block; margin-bottom: .2rem; white-space: nowrap; }
 code, pre { font: .85rem/1.35 ui-monospace, SFMono-Regular, Menlo, monospace; }
 pre { margin: 0; white-space: pre-wrap; word-break: break-word; max-width: 28rem; }
 .badge { display: inline-block; padding: 0 .45rem; border-radius: 999px; font-size: .8rem; background: #e8ecf2; }

@@ -120,14 +120,14 @@ export function Keys(props: {
                 <td class="num">{num(k.pending)}</td>
                 <td class="num">{num(k.attempts)}</td>
                 <td>
-                  {k.availableAt === null ? (
+                  {k.availableAt === null || k.status === "paused" || k.status === "dead" ? (
                     "–"
                   ) : (
                     <time datetime={k.availableAt}>{nextAttempt(Date.parse(k.availableAt) - now)}</time>
                   )}
                 </td>
                 <td class="num">{num(k.lastPosition)}</td>
-                <td>
+                <td class="wrap holder">
                   {k.holder != null && (
                     <>
                       {k.holder}
@@ -140,37 +140,39 @@ export function Keys(props: {
                     </>
                   )}
                 </td>
-                <td class="wrap">{k.reason}</td>
-                <td>
-                  {k.status === "dead" && (
-                    <>
-                      <ActionButton
-                        action="retry"
-                        subscription={s.name}
-                        deadKey={k.key}
-                        back={props.back}
-                        label={`Retry ${k.key}`}
-                        primary
-                      />
-                      <ActionButton
-                        action="skip"
-                        subscription={s.name}
-                        deadKey={k.key}
-                        back={props.back}
-                        label={`Skip the failed event of ${k.key}`}
-                        confirm={`Skip the failed event of ${k.key}? It will not be delivered.`}
-                      />
-                    </>
-                  )}
-                  <ActionButton
-                    action={k.status === "paused" ? "resume-key" : "pause-key"}
-                    subscription={s.name}
-                    deadKey={k.key}
-                    back={props.back}
-                    label={`${k.status === "paused" ? "Resume" : "Pause"} key ${k.key}`}
-                    text={k.status === "paused" ? "Resume" : "Pause"}
-                  />
-                  <RewindForm subscription={s.name} rewindKey={k.key} back={props.back} label={`key ${k.key}`} />
+                <td class="wrap why">{k.reason}</td>
+                <td class="actions">
+                  <div class="actions">
+                    {k.status === "dead" && (
+                      <>
+                        <ActionButton
+                          action="retry"
+                          subscription={s.name}
+                          deadKey={k.key}
+                          back={props.back}
+                          label={`Retry ${k.key}`}
+                          primary
+                        />
+                        <ActionButton
+                          action="skip"
+                          subscription={s.name}
+                          deadKey={k.key}
+                          back={props.back}
+                          label={`Skip the failed event of ${k.key}`}
+                          confirm={`Skip the failed event of ${k.key}? It will not be delivered.`}
+                        />
+                      </>
+                    )}
+                    <ActionButton
+                      action={k.status === "paused" ? "resume-key" : "pause-key"}
+                      subscription={s.name}
+                      deadKey={k.key}
+                      back={props.back}
+                      label={`${k.status === "paused" ? "Resume" : "Pause"} key ${k.key}`}
+                      text={k.status === "paused" ? "Resume" : "Pause"}
+                    />
+                    <RewindForm subscription={s.name} rewindKey={k.key} back={props.back} label={`key ${k.key}`} />
+                  </div>
                 </td>
               </tr>
             ))}

@@ -93,7 +93,7 @@ export function RewindForm(props: {
       <input type="hidden" name="back" value={props.back} />
       <input
         name="to"
-        size={9}
+        size={props.rewindKey === undefined ? 9 : 7}
         required
         placeholder="position"
         pattern="[0-9]{1,16}|beginning"

@@ -349,7 +349,11 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     );
     expect(await rowOf("room-dead").textContent()).toContain("dead at position");
     expect(await rowOf("room-paused").textContent()).toMatch(/paused since \S+; 2 events wait/);
-    if (process.env.CORQ_SCREENSHOTS) await page.screenshot({ path: "docs/keys.png", fullPage: true });
+    if (process.env.CORQ_SCREENSHOTS) {
+      await page.setViewportSize({ width: 1440, height: 800 });
+      await page.screenshot({ path: "docs/keys.png", fullPage: true });
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
 
     await rowOf("room-paused").getByRole("button", { name: "Resume key room-paused" }).click();
     await expect

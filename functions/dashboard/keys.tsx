@@ -87,14 +87,14 @@ export function Keys(props: {
         <button type="submit">Filter</button>
         <a href={`/ui/timeline?subscription=${encodeURIComponent(s.name)}`}>Timeline</a>
       </form>
-      <p class="toolbar">
+      <div class="toolbar">
         <RewindForm
           subscription={s.name}
           back={props.back}
           label={s.name}
           caption="Deliver again from a position (or beginning), every key:"
         />
-      </p>
+      </div>
       <div class="scroll">
         <table aria-label={`Keys of ${s.name}`}>
           <thead>

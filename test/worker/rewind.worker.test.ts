@@ -176,7 +176,7 @@ describe("the dashboard's key actions", () => {
     expect(page).toContain("A key of rooms paused.");
     expect(page).toContain('aria-label="Resume key lobby"');
     expect(page).toContain('aria-label="Rewind rooms"');
-    expect(page).toMatch(/<td class="wrap">paused since [^<]+<\/td>/);
+    expect(page).toMatch(/<td class="wrap why">paused since [^<]+<\/td>/);
 
     expect((await post("/ui/actions/resume-key", { subscription: "rooms", key: "lobby", back }, cookie)).status).toBe(
       303,

@@ -284,7 +284,7 @@ export const mutants: Mutant[] = [
     name: "rewind: a key whose queue reaches back before the position is replaced (its earlier events lost)",
     edits: one(
       "src/sql/rewind.ts",
-      "WHEN head.position IS NOT NULL AND (head.tx, head.position) < (f.tx, f.position) THEN 'covered'",
+      "WHEN head.position IS NOT NULL AND (head.tx, head.position) < (l.first_tx, l.first_position) THEN 'covered'",
       "WHEN false THEN 'covered'",
     ),
     tests: ["test/rewind.int.test.ts", "test/rewindUnderLoad.int.test.ts"],
@@ -385,7 +385,7 @@ export const mutants: Mutant[] = [
     name: "signature: window not checked",
     edits: one(
       "src/webhookSignature.ts",
-      '  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300)) return { ok: false, reason: "stale_timestamp" };\n',
+      '  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300))\n    return { ok: false, reason: "stale_timestamp" };\n',
       "",
     ),
     tests: ["test/webhookSignature.test.ts"],
@@ -470,7 +470,15 @@ export const mutants: Mutant[] = [
   },
   {
     name: "dashboard: a read session sees the action buttons",
-    edits: one("functions/dashboard/layout.tsx", "if (useContext(CanOperate) !== true) return null;", ""),
+    // every action form: the buttons and the rewind forms
+    edits: [
+      {
+        file: "functions/dashboard/layout.tsx",
+        search: "if (useContext(CanOperate) !== true) return null;",
+        replace: "",
+        all: true,
+      },
+    ],
     tests: ["test/worker/scopes.worker.test.ts"],
   },
   {

@@ -120,6 +120,8 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
         c.executionCtx.waitUntil(opened.end());
         throw error;
       }
+      // On Node the append's NOTIFY has woken the process's consumers (src/node/runner.ts).
+      if (c.env.CORQ_NODE) return c.json(result, 201);
       // Deliver without waiting for the cron: advance and dispatch consumers in the background.
       c.executionCtx.waitUntil(
         advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {

@@ -41,6 +41,12 @@ export interface Env {
   CORQ_AUTH_LIMITER?: { limit(options: { key: string }): Promise<{ success: boolean }> };
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
   SELF?: { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
+  /**
+   * Set by the Node runtime (src/node/serve.ts), never on Workers: the process's one database
+   * handle for every request (instead of a handle per request), and appends that NOTIFY: the
+   * process's own consumers wake on it, so an append dispatches nothing.
+   */
+  CORQ_NODE?: { open(): OpenCorq };
 }
 
 const positiveInt = (fallback: number, max: number) =>

@@ -4,7 +4,7 @@
 // does not run against it. `--example` also creates the example app's table (the Worker in
 // this repository runs the example: functions/app.ts).
 import { createCorq } from "../src/index.js";
-import { applyExampleSchema } from "./localStack.js";
+import { applyExampleSchema } from "./localDatabase.js";
 
 const databaseUrl = process.env.DATABASE_URL;
 if (!databaseUrl) {

@@ -29,8 +29,21 @@ interface Claimed {
   txs: string[];
 }
 
-/** What a handler run decided: ack through an index of the batch, or fail with an error. */
-type Verdict = { through: number } | { error: string };
+/**
+ * What a handler run decided: ack through an index of the batch, fail with an error, or give
+ * the batch back (the drain was aborted and the handler threw: a graceful stop, not a failure).
+ */
+type Verdict = { through: number } | { error: string; released?: boolean };
+
+/** A drain's limits; `stop` and `abort` are the graceful stop (Corq.drain). */
+export interface DrainLimits {
+  deadline: number;
+  maxBatches: number;
+  /** Claim nothing more once aborted; the batch in hand finishes as usual. */
+  stop?: AbortSignal;
+  /** Aborts the running handler's signal; if it then throws, its lease is released. */
+  abort?: AbortSignal;
+}
 
 /**
  * The consumer loop's invariant: once a key is claimed we MUST record an outcome for it —
@@ -41,6 +54,9 @@ type Verdict = { through: number } | { error: string };
  *   drainKeys    claim → handler → ack+claim the next (1 statement) → handler → … → ack,
  *                and the acked batches recorded for the dashboard (1 statement per 500 or
  *                per second)
+ * A graceful stop (DrainLimits.stop / abort) changes only what comes next: no new claim after
+ * `stop`; after `abort`, a handler that gives up has its lease released (1 statement) instead
+ * of failed — the one outcome recorded while the handler no longer runs.
  */
 export async function consumeOne(executor: Executor, target: ConsumeTarget, corq: Corq): Promise<ConsumeResult | null> {
   const { claimed, result, expired } = await runClaim(executor, target, claimBatch(target.name, kindFilter(target)));
@@ -60,7 +76,7 @@ export async function drainKeys(
   executor: Executor,
   target: ConsumeTarget,
   corq: Corq,
-  limits: { deadline: number; maxBatches: number },
+  limits: DrainLimits,
 ): Promise<ConsumeResult[]> {
   // batches acked by ack+claim statements and expired leases taken over, recorded for the
   // dashboard every 500 or every second (telemetry: a failed write is dropped)
@@ -85,7 +101,7 @@ async function drainLoop(
   executor: Executor,
   target: ConsumeTarget,
   corq: Corq,
-  limits: { deadline: number; maxBatches: number },
+  limits: DrainLimits,
   onRecords: (records: BatchRecordRow[]) => Promise<void>,
 ): Promise<ConsumeResult[]> {
   const results: ConsumeResult[] = [];
@@ -94,7 +110,9 @@ async function drainLoop(
     await onRecords(claim.expired);
     return claim;
   };
-  const more = () => results.length < limits.maxBatches && Date.now() < limits.deadline;
+  const stopped = () => limits.stop?.aborted === true;
+  const more = () => results.length < limits.maxBatches && Date.now() < limits.deadline && !stopped();
+  if (stopped()) return results;
   let next = await claimNext();
   for (;;) {
     if (!next.claimed) {
@@ -111,8 +129,8 @@ async function drainLoop(
       continue;
     }
     const claimed: Claimed = next.claimed;
-    const verdict = await handle(executor, target, claimed, corq);
-    if ("error" in verdict || results.length + 1 >= limits.maxBatches || Date.now() >= limits.deadline) {
+    const verdict = await handle(executor, target, claimed, corq, limits.abort);
+    if ("error" in verdict || results.length + 1 >= limits.maxBatches || Date.now() >= limits.deadline || stopped()) {
       results.push(finish(claimed, verdict, await record(executor, claimed, verdict)));
       if (!more()) return results;
       next = await claimNext();
@@ -216,9 +234,18 @@ async function claimOnce(executor: Executor, target: ConsumeTarget, statement: S
   };
 }
 
-async function handle(executor: Executor, target: ConsumeTarget, claimed: Claimed, corq: Corq): Promise<Verdict> {
+async function handle(
+  executor: Executor,
+  target: ConsumeTarget,
+  claimed: Claimed,
+  corq: Corq,
+  stopping?: AbortSignal,
+): Promise<Verdict> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error("lease expired")), claimed.leaseMs);
+  const onStop = () => abort.abort(new Error("the consumer is stopping"));
+  if (stopping?.aborted) onStop();
+  else stopping?.addEventListener("abort", onStop, { once: true });
   try {
     const result = await claimed.handle(claimed.events, {
       subscription: target.name,
@@ -230,9 +257,11 @@ async function handle(executor: Executor, target: ConsumeTarget, claimed: Claime
     });
     return { through: ackedThroughIndex(claimed.events, result) };
   } catch (thrown) {
-    return { error: describe(thrown) };
+    // a handler that gave up because the drain was aborted has not failed: its batch goes back
+    return { error: describe(thrown), released: stopping?.aborted === true };
   } finally {
     clearTimeout(timer);
+    stopping?.removeEventListener("abort", onStop);
   }
 }
 
@@ -243,6 +272,10 @@ async function record(executor: Executor, claimed: Claimed, verdict: Verdict): P
       ackBatch(claimed.lease, throughOf(claimed, verdict.through), verdict.through + 1, claimed.claimedAt),
     );
     return row.acked === 1 ? "acked" : "expired";
+  }
+  if (verdict.released) {
+    const released = await executor.run(releaseLease(claimed.lease));
+    return released.length === 1 ? "released" : "expired";
   }
   const failed = failBatch(
     claimed.lease,

@@ -78,6 +78,13 @@ export interface CorqOptions {
    * addresses (default: refused, against SSRF; in Node, `CORQ_PUSH_ALLOW_PRIVATE=true` sets it).
    */
   pushAllowPrivate?: boolean;
+  /**
+   * NOTIFY when an append commits (one per transaction), so `npm run serve` processes on the
+   * same database wake at once instead of at their safety-net timer. Default false: NOTIFY
+   * serialises commits on a global lock (measured in bench/RESULTS.md) and on Workers nobody
+   * listens.
+   */
+  notify?: boolean;
 }
 
 export interface Corq {
@@ -100,10 +107,15 @@ export interface Corq {
   /**
    * Consumes batches one after another (each its own claim) until nothing is ready, the time
    * budget is spent or `maxBatches` ran. Returns the first batch's result and the totals.
+   * For a graceful stop: once `stop` is aborted nothing more is claimed (the batch in hand
+   * finishes and is acked or failed as usual); once `abort` is aborted the running handler's
+   * `ctx.signal` aborts too, and if the handler then throws, its lease is released at once
+   * (outcome "released": the key is ready again now, no attempt counted) — never while the
+   * handler still runs.
    */
   drain(
     subscription: string,
-    options?: { budgetMs?: number; maxBatches?: number },
+    options?: { budgetMs?: number; maxBatches?: number; stop?: AbortSignal; abort?: AbortSignal },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
   /**
    * For dispatchers: claims up to `want` of the first `max` consumer slots, each busy for
@@ -219,6 +231,7 @@ export function createCorq(options: CorqOptions): Corq {
     "advanceBatchSize",
   );
   const statementOptions = { onStatement: options.onStatement };
+  const notify = options.notify === true;
   const { executor, end } = connect(options);
   const pushAllowPrivate = options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true";
   const pushTransport = createPushTransport({ allowPrivate: pushAllowPrivate });
@@ -264,7 +277,7 @@ export function createCorq(options: CorqOptions): Corq {
       // an append in a transaction of our own that was refused for order (see appendEvents)
       // is simply run again: a new transaction is newer than the append it waited for
       for (let attempt = 1; ; attempt++) {
-        const [row] = await db.run<AppendRow>(appendEvents(stream, input, expectedVersion));
+        const [row] = await db.run<AppendRow>(appendEvents(stream, input, expectedVersion, { notify }));
         if (row.version !== null) return { stream, version: row.version, positions: row.positions.map(Number) };
         const [head] = await db.run<StreamHeadRow>(streamHead(stream));
         const current = head?.version ?? null;
@@ -316,10 +329,13 @@ export function createCorq(options: CorqOptions): Corq {
 
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
-      const { budgetMs, maxBatches } = parseOrThrow(drainOptions, drainOpts, "invalid_input", "options");
+      const { stop, abort, ...limits } = drainOpts;
+      const { budgetMs, maxBatches } = parseOrThrow(drainOptions, limits, "invalid_input", "options");
       const results = await drainKeys(await executor(), { name, code: code.get(name) }, corq, {
         deadline: Date.now() + budgetMs,
         maxBatches,
+        stop,
+        abort,
       });
       return {
         first: results[0] ?? null,

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, streams } from "../db/schema.js";
 import type { EventInput } from "../types.js";
+import { WAKE_CHANNEL } from "./notify.js";
 
 export interface AppendRow {
   // null: nothing was written — the expected version did not hold, or the stream's last
@@ -20,8 +21,17 @@ const notOlder = (lastTx: SQL) => sql`(${lastTx} IS NULL OR ${lastTx} <= pg_curr
  * (WITH ORDINALITY … ORDER BY ord: positions follow the input, docs/design.md invariant 5).
  * `expectedVersion`: undefined = any, -1 = the stream must not exist, n = its version is n.
  * Nothing is written when the check fails; streamHead then says why.
+ * `notify`: the statement also NOTIFYs the wake channel (notify.ts) when it wrote, so Node
+ * processes listening (`npm run serve`) wake when it commits. One NOTIFY per statement, and
+ * Postgres folds identical ones of one transaction (an outbox's several appends) into one:
+ * NOTIFY serialises commits on a global lock, so the cost stays one per transaction.
  */
-export function appendEvents(stream: string, input: EventInput[], expectedVersion?: number): SQL {
+export function appendEvents(
+  stream: string,
+  input: EventInput[],
+  expectedVersion?: number,
+  options: { notify?: boolean } = {},
+): SQL {
   const n = input.length;
   const claim =
     expectedVersion === undefined
@@ -50,7 +60,8 @@ export function appendEvents(stream: string, input: EventInput[], expectedVersio
       RETURNING position, version
     )
     SELECT (SELECT version FROM claim) AS version,
-           coalesce((SELECT json_agg(position ORDER BY version) FROM inserted), '[]'::json) AS positions`;
+           coalesce((SELECT json_agg(position ORDER BY version) FROM inserted), '[]'::json) AS positions
+           ${options.notify ? sql`, (SELECT pg_notify(${WAKE_CHANNEL}, 'append') FROM claim) AS notified` : sql``}`;
 }
 
 export interface StreamHeadRow {

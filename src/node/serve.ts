@@ -85,8 +85,8 @@ const appendPath = /^\/streams\/[^/]+\/events\/?$/;
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const env = options.env ?? process.env;
   const log = options.log ?? ((line: string) => console.log(`corq: ${line}`));
-  const databaseUrl = env.DATABASE_URL;
-  if (!databaseUrl) throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on");
+  if (!env.DATABASE_URL) throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on");
+  const databaseUrl = named(env.DATABASE_URL);
   const knobs = nodeSettings(env);
   const closers: (() => Promise<unknown>)[] = [];
   const closeAll = async () => {
@@ -137,7 +137,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       void tracked.finally(() => background.delete(tracked));
     };
     const opened: OpenCorq = { corq, db, statements: () => 0, end: async () => undefined };
-    const appEnv: Env = { ...env, DATABASE_URL: databaseUrl, CORQ_NODE: { open: () => opened } };
+    const appEnv: Env = { ...env, CORQ_NODE: { open: () => opened } };
     const api = createApi(options.subscriptions);
     const fetch = async (request: Request) => {
       const response = await api.fetch(request, appEnv, {
@@ -145,10 +145,11 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         passThroughOnException: () => undefined,
         props: {},
       });
-      // A write that may have made keys ready (resume, release, rewind, a new subscription,
-      // /advance): every process looks at once, not at its safety net. Appends NOTIFY themselves.
+      // A write that may have made keys ready or subscriptions advanceable (resume, release,
+      // rewind, a new subscription, /advance): every process advances and looks at once, not
+      // at its safety net. Appends NOTIFY themselves.
       if (!reads.has(request.method) && response.status < 400 && !appendPath.test(new URL(request.url).pathname)) {
-        track(db.run(notifyWake("append")));
+        track(db.run(notifyWake("append", "ready")));
       }
       return response;
     };
@@ -201,6 +202,13 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     await closeAll();
     throw error;
   }
+}
+
+/** The connection string with application_name=corq-serve (unless it names one): operators see who is who. */
+function named(databaseUrl: string): string {
+  const url = new URL(databaseUrl);
+  if (!url.searchParams.has("application_name")) url.searchParams.set("application_name", "corq-serve");
+  return url.toString();
 }
 
 /**

@@ -11,7 +11,10 @@ export const WAKE_CHANNEL = "corq_wake";
 
 export type WakePayload = "append" | "ready";
 
-/** Sends a wake-up in a statement (and so a transaction) of its own. */
-export function notifyWake(payload: WakePayload): SQL {
-  return sql`SELECT pg_notify(${WAKE_CHANNEL}, ${payload})`;
+/** Sends wake-ups in a statement (and so a transaction) of its own. */
+export function notifyWake(...payloads: WakePayload[]): SQL {
+  return sql`SELECT ${sql.join(
+    payloads.map((payload) => sql`pg_notify(${WAKE_CHANNEL}, ${payload})`),
+    sql`, `,
+  )}`;
 }

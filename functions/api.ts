@@ -19,6 +19,7 @@ import { advanceAndDispatch, consumeInSlot, selfInvoker, startConsumer } from ".
 import { settings, type AppEnv } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
+import { toPrometheus } from "../src/metrics.js";
 import { dashboard } from "./dashboard/routes.js";
 
 const appendBody = z.object({
@@ -226,6 +227,13 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   });
 
   app.get("/stats", async (c) => c.json(await c.var.corq().stats()));
+
+  // Prometheus text (src/metrics.ts), read from the database: every runtime and process answers the same.
+  app.get("/metrics", async (c) =>
+    c.body(toPrometheus(await c.var.corq().metrics()), 200, {
+      "content-type": "text/plain; version=0.0.4; charset=utf-8",
+    }),
+  );
 
   return app;
 }

@@ -19,7 +19,9 @@ import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./
 import { readStream } from "./sql/readStream.js";
 import { eventExists, readLog } from "./sql/readLog.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
-import { logHead, subscriptionStats } from "./sql/subscriptionStats.js";
+import { logHead, logPosition, subscriptionStats } from "./sql/subscriptionStats.js";
+import { listBatchDurations, type BatchDurationRow } from "./sql/batchDurations.js";
+import type { MetricsSnapshot } from "./metrics.js";
 import { listKeys } from "./sql/listKeys.js";
 import { listDeadLetters } from "./sql/listDeadLetters.js";
 import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/activity.js";
@@ -164,6 +166,8 @@ export interface Corq {
   pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
   /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
   logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
+  /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
+  metrics(): Promise<MetricsSnapshot>;
   close(): Promise<void>;
 }
 
@@ -486,6 +490,27 @@ export function createCorq(options: CorqOptions): Corq {
     async logTail(tailOpts = {}) {
       const { limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
       return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
+    },
+
+    async metrics() {
+      const db = await executor();
+      const [stats, [head], durations] = await Promise.all([
+        db.run<StatsRow>(subscriptionStats()),
+        db.run<{ head: string | null }>(logPosition()),
+        db.run<BatchDurationRow>(listBatchDurations()),
+      ]);
+      return {
+        subscriptions: stats.map(described),
+        log: { head: head.head === null ? null : Number(head.head) },
+        batchDurations: durations.map((r) => ({
+          subscription: r.subscription,
+          outcome: r.outcome,
+          le: Number(r.le),
+          batches: Number(r.batches),
+          events: Number(r.events),
+          seconds: Number(r.seconds),
+        })),
+      };
     },
 
     async close() {

@@ -80,7 +80,9 @@ export function nodeSettings(env: Record<string, string | undefined>) {
 }
 
 const reads = new Set(["GET", "HEAD", "OPTIONS"]);
-const appendPath = /^\/streams\/[^/]+\/events\/?$/;
+// writes that wake nobody: an append NOTIFYs by itself; /advance, /consume and /dispatch are
+// the caller driving the pipeline by hand (as on Workers, where they kick nothing either)
+const wakesNobody = /^\/(streams\/[^/]+\/events|advance|consume\/[^/]+|dispatch)\/?$/;
 
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const env = options.env ?? process.env;
@@ -146,9 +148,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         props: {},
       });
       // A write that may have made keys ready or subscriptions advanceable (resume, release,
-      // rewind, a new subscription, /advance): every process advances and looks at once, not
-      // at its safety net. Appends NOTIFY themselves.
-      if (!reads.has(request.method) && response.status < 400 && !appendPath.test(new URL(request.url).pathname)) {
+      // rewind, a new subscription): every process advances and looks at once, not at its
+      // safety net.
+      if (!reads.has(request.method) && response.status < 400 && !wakesNobody.test(new URL(request.url).pathname)) {
         track(db.run(notifyWake("append", "ready")));
       }
       return response;

@@ -31,7 +31,11 @@ describe("serve under failure", () => {
       const raw = new pg.Pool({ connectionString: database.url, max: 2 });
       raw.on("error", () => undefined);
       const corq = createCorq({ databaseUrl: database.url, notify: true, poolSize: 2 });
-      cleanups.push(database.drop, () => raw.end(), () => corq.close());
+      cleanups.push(
+        database.drop,
+        () => raw.end(),
+        () => corq.close(),
+      );
       const running = new Set<ServeProcess>();
       cleanups.push(() => Promise.all([...running].map((serve) => serve.stop("SIGKILL"))));
       const start = async () => {

@@ -21,7 +21,11 @@ async function setup() {
   const raw = new pg.Pool({ connectionString: database.url, max: 2 });
   raw.on("error", () => undefined);
   const corq: Corq = createCorq({ databaseUrl: database.url, notify: true });
-  cleanups.push(database.drop, () => raw.end(), () => corq.close());
+  cleanups.push(
+    database.drop,
+    () => raw.end(),
+    () => corq.close(),
+  );
   const serve = async (env: Record<string, string>) => {
     const started = await startServeProcess({ databaseUrl: database.url, entry: "test/serve/recordingServe.ts", env });
     cleanups.push(() => started.stop("SIGKILL"));
@@ -86,7 +90,9 @@ describe("serve: graceful shutdown on SIGTERM", () => {
       [next.child.pid],
     );
     const pickupMs = rows[0].last - (signalled + 300);
-    console.log(`serve shutdown: released keys picked up by the next process ${pickupMs.toFixed(0)} ms after the bound`);
+    console.log(
+      `serve shutdown: released keys picked up by the next process ${pickupMs.toFixed(0)} ms after the bound`,
+    );
     expect(pickupMs).toBeLessThan(10_000); // far below the 30 s lease: released, not expired
     // released, not failed: the next process's batch was a first attempt again
     const attempts = await raw.query("SELECT max(attempts)::int AS n FROM corq.keys");

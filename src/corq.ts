@@ -16,6 +16,7 @@ import { advance, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
+import { notifyWake } from "./sql/notify.js";
 import { readStream } from "./sql/readStream.js";
 import { eventExists, readLog } from "./sql/readLog.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
@@ -81,9 +82,13 @@ export interface CorqOptions {
    */
   pushAllowPrivate?: boolean;
   /**
-   * NOTIFY when an append commits (one per transaction), so `npm run serve` processes on the
-   * same database wake at once instead of at their safety-net timer. Default false: NOTIFY
-   * serialises commits on a global lock (measured in bench/RESULTS.md) and on Workers nobody
+   * NOTIFY after an append commits, so `npm run serve` processes on the same database wake at
+   * once instead of at their safety-net timer. An append in its own transaction NOTIFYs in a
+   * statement of its own right after its commit, coalesced (at most one in flight, one more
+   * after it for the appends that committed meanwhile); an append in the caller's transaction
+   * NOTIFYs inside it (delivered at that commit; Postgres folds repeats). Why not always inside:
+   * a transaction that NOTIFYs holds a global lock through its commit's WAL flush, so such
+   * commits run one at a time (measured in bench/RESULTS.md). Default false: on Workers nobody
    * listens.
    */
   notify?: boolean;
@@ -237,6 +242,24 @@ export function createCorq(options: CorqOptions): Corq {
   const statementOptions = { onStatement: options.onStatement };
   const notify = options.notify === true;
   const { executor, end } = connect(options);
+  // NOTIFY after an append's commit, coalesced: one in flight, one more after it (CorqOptions.notify)
+  let waking: Promise<void> | undefined;
+  let wakeAgain = false;
+  const wakeAfterCommit = () => {
+    if (waking) {
+      wakeAgain = true;
+      return;
+    }
+    waking = (async () => {
+      do {
+        wakeAgain = false;
+        // a hint: a lost one costs latency only (listeners re-check on their safety net)
+        await (await executor()).run(notifyWake("append")).catch(() => undefined);
+      } while (wakeAgain);
+    })().finally(() => {
+      waking = undefined;
+    });
+  };
   const pushAllowPrivate = options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true";
   const pushTransport = createPushTransport({ allowPrivate: pushAllowPrivate });
 
@@ -281,8 +304,13 @@ export function createCorq(options: CorqOptions): Corq {
       // an append in a transaction of our own that was refused for order (see appendEvents)
       // is simply run again: a new transaction is newer than the append it waited for
       for (let attempt = 1; ; attempt++) {
-        const [row] = await db.run<AppendRow>(appendEvents(stream, input, expectedVersion, { notify }));
-        if (row.version !== null) return { stream, version: row.version, positions: row.positions.map(Number) };
+        const [row] = await db.run<AppendRow>(
+          appendEvents(stream, input, expectedVersion, { notify: notify && appendOpts.tx !== undefined }),
+        );
+        if (row.version !== null) {
+          if (notify && !appendOpts.tx) wakeAfterCommit();
+          return { stream, version: row.version, positions: row.positions.map(Number) };
+        }
         const [head] = await db.run<StreamHeadRow>(streamHead(stream));
         const current = head?.version ?? null;
         const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
@@ -514,6 +542,7 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async close() {
+      await waking;
       await end();
       await pushTransport.close();
     },

@@ -1,6 +1,7 @@
 // Appends NOTIFY the wake channel only when asked (createCorq({ notify: true }): the Node
-// runtime), once per transaction however many appends it holds, and never for an append that
-// wrote nothing.
+// runtime): after the commit of an append in its own transaction (coalesced: concurrent
+// appends share NOTIFYs), once for a caller's transaction however many appends it holds, and
+// never for an append that wrote nothing.
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { WAKE_CHANNEL } from "../src/sql/notify.js";
@@ -29,7 +30,7 @@ async function listen(url: string) {
 }
 
 describe("append NOTIFY", () => {
-  it("notifies once per append with notify: true; never without it; never for a refused append", async () => {
+  it("notifies after each append with notify: true; never without it; never for a refused append", async () => {
     const { corq, url, another } = await open();
     const { heard, settle } = await listen(url);
     await corq.append("quiet-1", [{ name: "E", data: {} }]);
@@ -52,6 +53,16 @@ describe("append NOTIFY", () => {
     });
     await settle();
     expect(heard).toHaveLength(2);
+  });
+
+  it("coalesces the NOTIFYs of concurrent appends: fewer than one each, at least one after the last commit", async () => {
+    const { url, another } = await open();
+    const notifying = another({ notify: true, poolSize: 8 });
+    const { heard, settle } = await listen(url);
+    await Promise.all(Array.from({ length: 40 }, (_, i) => notifying.append(`many-${i}`, [{ name: "E", data: {} }])));
+    await settle();
+    expect(heard.length).toBeGreaterThanOrEqual(1);
+    expect(heard.length).toBeLessThan(40);
   });
 
   it("notifies once for a transaction with several appends (the outbox), after it commits, not on rollback", async () => {

@@ -54,14 +54,16 @@ const LOG_EVERY_MS = 10_000;
  * The runner's loop (woken, never polling):
  *   advancer   one at a time. Woken by "append" (an append's NOTIFY), the safety net, a
  *              reconnect; runs again when woken during a run. A run that enqueued for this
- *              process starts a consumer check; one that left committed events above the
- *              horizon runs again after 1, 2, 4 … ms (nobody NOTIFYs when the old transaction
- *              in the way ends).
- *   check      one at a time: reads ready keys per subscription and starts one drain per
- *              ready key on the free slots, subscriptions taking turns. More ready keys than
- *              free slots leaves `missed`: the next slot that frees up checks again; after an
- *              advance it also NOTIFYs "ready" so other processes' free consumers help
- *              (never after a check woken by "ready": processes would wake each other forever).
+ *              process starts drains on those subscriptions at once (one per event, on the
+ *              free slots); what does not fit is `missed` and NOTIFYs "ready" so other
+ *              processes' free consumers help. Before it goes idle it checks the horizon:
+ *              committed events still above it → runs again after 1, 2, 4 … ms (nobody
+ *              NOTIFYs when the old transaction in the way ends).
+ *   check      one at a time ("ready", timers, a slot freed after `missed`): reads ready keys
+ *              per subscription and starts one drain per ready key on the free slots,
+ *              subscriptions taking turns; more than fit leaves `missed`. A check never
+ *              NOTIFYs (processes would wake each other forever), and with every slot busy it
+ *              is not even run: `missed` is set.
  *   drain      Corq.drain: claims key after key until nothing is ready or its budget ends (then
  *              its slot checks again).
  *   idle       every slot free: one timer until the next due time (a backoff or a lease that
@@ -73,7 +75,9 @@ const LOG_EVERY_MS = 10_000;
 export function createRunner(options: RunnerOptions): Runner {
   const { corq, db, concurrency, budgetMs } = options;
   const codeNames = new Set(options.codeSubscriptions);
-  const consumable = (name: string, kind: "code" | "push") => kind === "push" || codeNames.has(name);
+  // what advance() returns is already this process's: its code subscriptions and push subscriptions
+  const consumable = (name: string, kind?: "code" | "push") =>
+    kind === undefined || kind === "push" || codeNames.has(name);
   const stopClaiming = new AbortController();
   const abortHandlers = new AbortController();
   let stopping = false;
@@ -107,7 +111,10 @@ export function createRunner(options: RunnerOptions): Runner {
       advanceWanted = false;
       try {
         const advanced = await corq.advance({ coalesce: true });
-        if (Object.values(advanced).some((n) => n > 0)) requestCheck({ afterAdvance: true });
+        const enqueued = Object.entries(advanced).filter(([name, n]) => n > 0 && consumable(name));
+        if (enqueued.length > 0) consumeEnqueued(enqueued);
+        // under load the next run is already wanted and takes what waited at the horizon along
+        if (advanceWanted) continue;
         const [{ waiting }] = await db.run<{ waiting: boolean }>(eventsAboveHorizon());
         if (waiting) {
           if (!horizonTimer) {
@@ -127,14 +134,17 @@ export function createRunner(options: RunnerOptions): Runner {
   // --- consumers ---
   const drains = new Set<Promise<void>>();
   let checkWanted = false;
-  let checkAfterAdvance = false;
   let checking: Promise<void> | undefined;
   let missed = false;
 
-  const requestCheck = (why: { afterAdvance?: boolean } = {}) => {
+  const requestCheck = () => {
     if (stopping) return;
+    // every slot busy: nothing to start now; the next slot that frees up checks
+    if (drains.size >= concurrency) {
+      missed = true;
+      return;
+    }
     checkWanted = true;
-    checkAfterAdvance ||= why.afterAdvance === true;
     clearIdleTimers();
     checking ??= checkLoop().finally(() => {
       checking = undefined;
@@ -145,8 +155,6 @@ export function createRunner(options: RunnerOptions): Runner {
   const checkLoop = async () => {
     while (checkWanted && !stopping) {
       checkWanted = false;
-      const afterAdvance = checkAfterAdvance;
-      checkAfterAdvance = false;
       missed = false;
       try {
         const ready = await corq.readyKeys(concurrency);
@@ -156,14 +164,26 @@ export function createRunner(options: RunnerOptions): Runner {
         const total = wanted.reduce((sum, [, n]) => sum + n, 0);
         const plan = roundRobin(wanted, concurrency - drains.size);
         for (const name of plan) startDrain(name);
-        if (total > plan.length) {
-          missed = true;
-          // the work outgrew this process: wake the others' consumers
-          if (afterAdvance) await db.run(notifyWake("ready"));
-        }
+        if (total > plan.length) missed = true;
       } catch (error) {
         report("looking for ready keys", error);
       }
+    }
+  };
+
+  /**
+   * After an advance: drains on the subscriptions it enqueued for, one per event enqueued as far
+   * as free slots go, without reading the ready keys first (a statement less per wake-up; a
+   * drain that finds its keys taken ends after one claim). What does not fit is `missed`, and
+   * the other processes are woken for it.
+   */
+  const consumeEnqueued = (enqueued: [string, number][]) => {
+    if (stopping) return;
+    const plan = roundRobin(enqueued, concurrency - drains.size);
+    for (const name of plan) startDrain(name);
+    if (enqueued.reduce((sum, [, n]) => sum + n, 0) > plan.length) {
+      missed = true;
+      db.run(notifyWake("ready")).catch((error) => report("waking other processes", error));
     }
   };
 

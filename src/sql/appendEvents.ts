@@ -21,10 +21,11 @@ const notOlder = (lastTx: SQL) => sql`(${lastTx} IS NULL OR ${lastTx} <= pg_curr
  * (WITH ORDINALITY … ORDER BY ord: positions follow the input, docs/design.md invariant 5).
  * `expectedVersion`: undefined = any, -1 = the stream must not exist, n = its version is n.
  * Nothing is written when the check fails; streamHead then says why.
- * `notify`: the statement also NOTIFYs the wake channel (notify.ts) when it wrote, so Node
- * processes listening (`npm run serve`) wake when it commits. One NOTIFY per statement, and
- * Postgres folds identical ones of one transaction (an outbox's several appends) into one:
- * NOTIFY serialises commits on a global lock, so the cost stays one per transaction.
+ * `notify`: the statement also NOTIFYs the wake channel (notify.ts) when it wrote, delivered
+ * when the caller's transaction commits (the outbox: corq.append with `tx`); Postgres folds
+ * identical ones of one transaction into one. An append in a transaction of its own NOTIFYs
+ * after its commit instead (CorqOptions.notify): a NOTIFYing transaction holds a global lock
+ * through its WAL flush.
  */
 export function appendEvents(
   stream: string,

@@ -32,7 +32,7 @@ export async function ensureDatabase(serverUrl: string, name: string): Promise<s
   return url.toString();
 }
 
-/** The example app's own table (its projection); idempotent. */
+/** The example app's own tables (example/schema.ts); idempotent. */
 export async function applyExampleSchema(databaseUrl: string) {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   try {

@@ -41,6 +41,8 @@ export interface LocalStack {
   runCron(): Promise<void>;
   /** WebSocket sessions (Postgres connections) the Worker opened so far: only interactive transactions need one. */
   wsSessions(): number;
+  /** Requests the local HTTP SQL endpoint answered so far (statements and transaction batches). */
+  httpStatements(): number;
   stop(): Promise<void>;
 }
 
@@ -130,7 +132,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       }, options.cronIntervalMs);
       stops.push(async () => clearInterval(timer));
     }
-    return { url, databaseUrl, adminToken, webhookSecret, runCron, wsSessions: proxy.sessions, stop };
+    return {
+      url,
+      databaseUrl,
+      adminToken,
+      webhookSecret,
+      runCron,
+      wsSessions: proxy.sessions,
+      httpStatements: http.requests,
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;

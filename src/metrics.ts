@@ -5,7 +5,7 @@ import type { SubscriptionStats } from "./types.js";
 
 /**
  * Upper bounds (seconds) of the batch-duration histogram's buckets. The trigger that counts
- * batches (drizzle/0007_batch_durations.sql) has the same list; test/metrics.int.test.ts
+ * batches (drizzle/0008_batch_durations.sql) has the same list; test/metrics.int.test.ts
  * checks that they agree.
  */
 export const BATCH_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];

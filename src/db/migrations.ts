@@ -69,7 +69,17 @@ export const migrations: { tag: string; statements: string[] }[] = [
     ]
   },
   {
-    "tag": "0007_batch_durations",
+    "tag": "0007_tokens",
+    "statements": [
+      "CREATE TABLE \"corq\".\"tokens\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"name\" text NOT NULL,\n\t\"scopes\" text[] NOT NULL,\n\t\"stream_prefix\" text,\n\t\"hash\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"last_used_at\" timestamp with time zone,\n\tCONSTRAINT \"tokens_scopes_check\" CHECK (cardinality(scopes) > 0 AND scopes <@ ARRAY['append', 'read', 'operate', 'admin']::text[])\n);",
+      "ALTER TABLE \"corq\".\"dashboard_sessions\" ADD COLUMN \"token_id\" uuid;",
+      "CREATE UNIQUE INDEX \"tokens_hash_key\" ON \"corq\".\"tokens\" USING btree (\"hash\");",
+      "ALTER TABLE \"corq\".\"dashboard_sessions\" ADD CONSTRAINT \"dashboard_sessions_token_id_tokens_id_fk\" FOREIGN KEY (\"token_id\") REFERENCES \"corq\".\"tokens\"(\"id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"dashboard_sessions_token_id_idx\" ON \"corq\".\"dashboard_sessions\" USING btree (\"token_id\");"
+    ]
+  },
+  {
+    "tag": "0008_batch_durations",
     "statements": [
       "-- Edited by hand: UNLOGGED like activity (drizzle cannot express it); the trigger below keeps it.\nCREATE UNLOGGED TABLE \"corq\".\"batch_durations\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"outcome\" text NOT NULL,\n\t\"le\" double precision NOT NULL,\n\t\"batches\" bigint NOT NULL,\n\t\"events\" bigint NOT NULL,\n\t\"seconds\" double precision NOT NULL,\n\tCONSTRAINT \"batch_durations_pkey\" PRIMARY KEY(\"subscription_id\",\"outcome\",\"le\")\n);",
       "-- Every batch recorded in activity is counted into its histogram bucket: the smallest bound\n-- (seconds) at or above its duration, Infinity above the last. The bounds are\n-- BATCH_DURATION_BUCKETS in src/metrics.ts (test/metrics.int.test.ts checks they agree).\n-- Rows go in key order, so concurrent writers lock the counters in one order.\nCREATE FUNCTION \"corq\".\"count_batch_durations\"() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  INSERT INTO corq.batch_durations AS d (subscription_id, outcome, le, batches, events, seconds)\n  SELECT a.subscription_id, a.outcome,\n    coalesce((SELECT min(b) FROM unnest('{0.005,0.01,0.025,0.05,0.1,0.25,0.5,1,2.5,5,10,30,60,300}'::float8[]) b\n              WHERE b >= a.duration), 'Infinity'::float8),\n    count(*), sum(a.events), sum(a.duration)\n  FROM (SELECT subscription_id, outcome, events,\n          greatest(0, extract(epoch FROM finished_at - started_at))::float8 AS duration FROM added) a\n  GROUP BY 1, 2, 3\n  ORDER BY 1, 2, 3\n  ON CONFLICT (subscription_id, outcome, le) DO UPDATE\n    SET batches = d.batches + excluded.batches, events = d.events + excluded.events,\n        seconds = d.seconds + excluded.seconds;\n  RETURN NULL;\nEND $$;",

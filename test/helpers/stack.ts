@@ -13,7 +13,7 @@ import { startServeProcess } from "./serveProcess.js";
 export type Runtime = "worker" | "serve";
 export const runtime: Runtime = process.env.CORQ_TEST_RUNTIME === "serve" ? "serve" : "worker";
 
-/** What a test sees of either runtime (serve has no cron to fire and no WebSocket proxy to count). */
+/** What a test sees of either runtime (serve has no cron to fire and no proxy or HTTP endpoint to count). */
 export type Stack = LocalStack;
 
 /**
@@ -89,6 +89,7 @@ async function startServeStack(databaseUrl: string, vars: Record<string, string>
     webhookSecret: env.CORQ_WEBHOOK_SECRET.split(" ")[0],
     runCron: () => Promise.reject(new Error("npm run serve has no cron: its runner is woken by NOTIFY")),
     wsSessions: () => 0,
+    httpStatements: () => 0,
     stop: async () => {
       const code = await serve.stop("SIGTERM");
       if (code !== 0) throw new Error(`serve exited ${code} after SIGTERM:\n${serve.output()}`);

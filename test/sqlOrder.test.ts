@@ -53,7 +53,12 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   advanceSubscription: (f) => [f(1, 100)],
   enqueueAndMove: (f) => [f(sql`1`, { tx: sql`'1'::xid8`, position: sql`1` }, sql`true`)],
   recordAdvanceError: (f) => [f(1, "Error: x")],
-  appendEvents: (f) => [f("s", [event, event]), f("s", [event], -1), f("s", [event], 3)],
+  appendEvents: (f) => [
+    f("s", [event, event]),
+    f("s", [event], -1),
+    f("s", [event], 3),
+    f("s", [event], undefined, { notify: true }),
+  ],
   streamHead: (f) => [f("s")],
   claimBatch: (f) => [f("s"), f("s", "push")],
   ackAndClaim: (f) => [f("s", undefined, { lease, through, count: 2 }), f("s", "push", { lease, through, count: 2 })],
@@ -94,6 +99,11 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   listTokens: (f) => [f()],
   deleteToken: (f) => [f(lease.token)],
   verifyToken: (f) => [f("ab")],
+  listBatchDurations: (f) => [f()],
+  eventsAboveHorizon: (f) => [f()],
+  nextDue: (f) => [f([]), f(["a", "b"])],
+  notifyWake: (f) => [f("append"), f("append", "ready")],
+  logPosition: (f) => [f()],
 };
 
 /** Exports of src/sql that are not SQL builders. */

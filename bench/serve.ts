@@ -30,7 +30,6 @@ async function startBenchServe(databaseUrl: string, env: Record<string, string> 
   let buffered = "";
   let errors = "";
   child.stderr.on("data", (chunk: Buffer) => {
-    if (process.env.TRACE) process.stderr.write(`[${child.pid}] ${chunk}`);
     errors += chunk.toString();
   });
   const url = await new Promise<string>((resolve, reject) => {
@@ -66,20 +65,27 @@ async function startBenchServe(databaseUrl: string, env: Record<string, string> 
 }
 
 /**
- * Single-event appends over HTTP (one stream each), one every 1/rate s for `seconds`, each
- * timed from when it was DUE (a producer that falls behind counts against the latency); the
- * handler's time is printed by the serve process. Then the process idles: its CPU over
- * `idleSeconds`.
+ * Single-event appends, one every 1/rate s for `seconds` — the workload of the library loop's
+ * latency benchmark (bench/systems/corq.ts): event i to stream s{i mod 8}, key data.key =
+ * k{i mod 1000} — over HTTP to the serve process, or from the library (`notify: true`) into
+ * the database it serves. Each is timed from when it was DUE (a producer that falls behind
+ * counts against the latency); the handler's time is printed by the serve process. Then the
+ * process idles: its CPU over `idleSeconds`.
  */
 export async function serveLatency(
   databaseUrl: string,
-  options: { rate: number; seconds: number; idleSeconds?: number },
+  options: { rate: number; seconds: number; idleSeconds?: number; via?: "http" | "library" },
 ) {
   const serve = await startBenchServe(databaseUrl);
-  const post = appender(serve.url);
+  const producer = options.via === "library" ? createCorq({ databaseUrl, poolSize: 8, notify: true }) : undefined;
+  const overHttp = appender(serve.url);
+  const post = producer
+    ? async (stream: string, key: string) =>
+        (await producer.append(stream, [{ name: "Ping", data: { key } }])).positions[0]
+    : overHttp;
   try {
     // warm-up: connections, JIT, prepared statements
-    for (let i = 0; i < 200; i++) await post(`warm-${i}`);
+    for (let i = 0; i < 200; i++) await post(`s${i % 8}`, `k${i % 1000}`);
     await sleep(500);
     const total = Math.round(options.rate * options.seconds);
     const cpuBefore = serve.cpuSeconds();
@@ -92,7 +98,7 @@ export async function serveLatency(
       const wait = at - now();
       if (wait > 1) await sleep(wait);
       inFlight.push(
-        post(`run-${i}`).then(
+        post(`s${i % 8}`, `k${i % 1000}`).then(
           (position) => void due.set(position, at),
           () => void failed++,
         ),
@@ -131,6 +137,7 @@ export async function serveLatency(
       idleCpuPercent,
     };
   } finally {
+    await producer?.close();
     await serve.stop();
   }
 }
@@ -139,9 +146,9 @@ export async function serveLatency(
 function appender(url: string) {
   const target = new URL(url);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-  const body = '{"events":[{"name":"Ping","data":{}}]}';
-  return (stream: string) =>
+  return (stream: string, key: string) =>
     new Promise<number>((resolve, reject) => {
+      const body = JSON.stringify({ events: [{ name: "Ping", data: { key } }] });
       const request = http.request(
         {
           host: target.hostname,
@@ -241,13 +248,12 @@ export async function shutdownPickup(databaseUrl: string, options: { keys: numbe
   try {
     const post = appender(a.url);
     const keys = Array.from({ length: options.keys }, (_, i) => `held-${i}`);
-    for (const key of keys) await post(key);
+    for (const key of keys) await post(key, key);
     const deadline = Date.now() + 10_000;
     while (a.holding.size < keys.length && Date.now() < deadline) await sleep(10);
     b = await startBenchServe(databaseUrl);
     await sleep(500); // B has looked (the keys are leased for 30 s: nothing for it)
     const signalled = now();
-    console.error(`T signalled ${signalled.toFixed(1)}`);
     const exit = await a.stop();
     const until = Date.now() + 35_000;
     while (keys.some((key) => !b?.handledKeys.has(key)) && Date.now() < until) await sleep(5);

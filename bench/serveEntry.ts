@@ -1,5 +1,5 @@
 // The `serve` process of the Node-runtime benchmark (bench/serve.ts): one code subscription,
-// "bench" (key: the stream), whose handler does nothing but print, for every event, its
+// "bench" (key: data.key, as the library loop's latency benchmark), whose handler does nothing but print, for every event, its
 // position, the moment it was handled (the system clock in ms, to a microsecond) and the
 // event's createdAt (the database clock when its append began), which the benchmark compares
 // with when the append was due. With BENCH_HOLD=1 the handler prints that it started and then
@@ -13,6 +13,7 @@ const running = await startServe({
   subscriptions: [
     {
       name: "bench",
+      key: "data.key",
       async handle(events, ctx) {
         if (hold) {
           process.stdout.write(`S ${ctx.key} ${at()}\n`);

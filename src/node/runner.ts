@@ -103,6 +103,8 @@ export function createRunner(options: RunnerOptions): Runner {
     advanceWanted = true;
     advancing ??= advanceLoop().finally(() => {
       advancing = undefined;
+      // wanted again between the loop's last look and here: go on
+      if (advanceWanted) requestAdvance();
     });
   };
 
@@ -148,7 +150,9 @@ export function createRunner(options: RunnerOptions): Runner {
     clearIdleTimers();
     checking ??= checkLoop().finally(() => {
       checking = undefined;
-      settleIfIdle();
+      // wanted again between the loop's last look and here (a drain that just ended): go on
+      if (checkWanted) requestCheck();
+      else settleIfIdle();
     });
   };
 

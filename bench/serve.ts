@@ -10,6 +10,7 @@ import { createCorq } from "../src/index.js";
 import { createExecutor } from "../src/db/executor.js";
 import { appendEvents } from "../src/sql/appendEvents.js";
 import { WAKE_CHANNEL } from "../src/sql/notify.js";
+import { benchPool } from "./database.js";
 import { median, percentile, spreadPercent } from "./stats.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -196,9 +197,10 @@ export async function notifyCost(
     for (const mode of modes) {
       const database = await databaseUrl(`notify_${mode}`);
       const corq = createCorq({ databaseUrl: database.url, poolSize: options.producers, notify: mode === "after" });
-      const pool = new pg.Pool({ connectionString: database.url, max: options.producers });
+      const pool = benchPool(database.url, options.producers);
       const inside = createExecutor(pool as never);
       const listener = new pg.Client({ connectionString: database.url });
+      listener.on("error", () => undefined);
       try {
         await corq.migrate();
         await listener.connect();

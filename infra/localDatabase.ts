@@ -1,8 +1,6 @@
 // The database of the local runtimes (`npm start`, `npm run serve`): a `corq` database on the
-// server (embedded unless DATABASE_URL is set), and the example app's own table.
+// embedded server, and what tells the runtime it is local.
 import pg from "pg";
-import { drizzle } from "drizzle-orm/node-postgres";
-import { exampleSchema } from "../example/visitors.js";
 
 /**
  * What tells the Worker (or `npm run serve`) it runs in this local stack (from configuration, never from a Host
@@ -30,17 +28,6 @@ export async function ensureDatabase(serverUrl: string, name: string): Promise<s
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
   return url.toString();
-}
-
-/** The example app's own tables (example/schema.ts); idempotent. */
-export async function applyExampleSchema(databaseUrl: string) {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-  try {
-    const db = drizzle(pool);
-    for (const statement of exampleSchema) await db.execute(statement);
-  } finally {
-    await pool.end();
-  }
 }
 
 /** The URL with its password masked, for logs. */

@@ -4,11 +4,11 @@
 import { fileURLToPath } from "node:url";
 import { unstable_startWorker } from "wrangler";
 import { createCorq } from "../src/index.js";
-import { subscriptions } from "../functions/app.js";
+import { app } from "../functions/app.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
 import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
-import { applyExampleSchema, ensureDatabase, localVars, redact } from "./localDatabase.js";
+import { ensureDatabase, localVars, redact } from "./localDatabase.js";
 
 export { localVars };
 
@@ -46,6 +46,7 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
+
 const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
 
 // Miniflare would fetch a sample `request.cf` object from Cloudflare at every start; there is
@@ -66,11 +67,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       databaseUrl = await ensureDatabase(embedded.url, "corq");
       log(`postgres: embedded, ${redact(databaseUrl)}`);
     }
-    // Registers the Worker's code subscriptions too, so they are listed before the first advance.
-    const corq = createCorq({ databaseUrl, subscriptions });
+    // Registers the Worker's code subscriptions too, so they are listed before the first advance,
+    // and applies the app's own migrations (the example's table) that the Worker would apply itself.
+    const corq = createCorq({ databaseUrl, ...app });
     const { applied } = await corq.migrate();
     await corq.close();
-    await applyExampleSchema(databaseUrl);
     log(`migrations: ${applied.length ? applied.join(", ") : "up to date"}`);
 
     const target = new URL(databaseUrl);

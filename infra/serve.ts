@@ -7,10 +7,10 @@
 // package.json runs it as `exec node --import tsx infra/serve.ts`: npm relays SIGTERM to its
 // one child only (see infra/start.ts).
 import { join } from "node:path";
-import { subscriptions } from "../functions/app.js";
+import { app } from "../functions/app.js";
 import { startServe, stopOnSignals } from "../src/node/serve.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
-import { applyExampleSchema, ensureDatabase, localVars, redact } from "./localDatabase.js";
+import { ensureDatabase, localVars, redact } from "./localDatabase.js";
 
 const log = (line: string) => console.log(`corq: ${line}`);
 const env: Record<string, string | undefined> = { ...process.env };
@@ -28,9 +28,8 @@ try {
     env.CORQ_ADMIN_TOKEN ??= "dev-admin-token";
     env.CORQ_WEBHOOK_SECRET ??= "dev-webhook-secret";
   }
-  // the example app's own table (its projection), as `npm start` makes it
-  await applyExampleSchema(env.DATABASE_URL);
-  const running = await startServe({ subscriptions, env, log });
+  // the example app's subscriptions and its own tables (applied with corq's migrations)
+  const running = await startServe({ ...app, env, log });
   const health = await fetch(`${running.url}/health`);
   if (health.status !== 200) throw new Error(`GET /health answered ${health.status}: ${await health.text()}`);
   stopOnSignals(

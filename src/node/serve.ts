@@ -20,12 +20,15 @@ import { createCorq } from "../corq.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/notify.js";
 import type { SubscriptionDefinition } from "../types.js";
+import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
 import { listenForWakes, type WakeListener } from "./wakeListener.js";
 
 export interface ServeOptions {
   /** The app's code subscriptions (this process runs their handlers; push subscriptions too). */
   subscriptions: SubscriptionDefinition[];
+  /** The app's own SQL (its projections' tables), applied at start after corq's schema, each once. */
+  migrations?: AppMigration[];
   /**
    * The environment: DATABASE_URL (required), the Worker's CORQ_* variables (docs/http-api.md,
    * "Configuration") and the Node runtime's own (docs/self-hosting.md). Default: process.env.
@@ -35,7 +38,7 @@ export interface ServeOptions {
   port?: number;
   /** Address to listen on. Default: HOST or 127.0.0.1 (in a container: 0.0.0.0). */
   host?: string;
-  /** Apply corq's migrations first (idempotent; concurrent starts take turns). Default true. */
+  /** Apply corq's migrations and the app's first (idempotent; concurrent starts take turns). Default true. */
   migrate?: boolean;
   log?: (line: string) => void;
 }
@@ -102,6 +105,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       createCorq({
         databaseUrl,
         subscriptions: options.subscriptions,
+        migrations: options.migrations,
         poolSize,
         notify: true,
         pushAllowPrivate: knobs.pushAllowPrivate,

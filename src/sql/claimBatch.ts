@@ -28,7 +28,7 @@ export interface ClaimRow extends Partial<EventRow> {
 
 /**
  * Claims ONE ready key of a subscription and returns its next batch with the event data,
- * in ONE statement (docs/design.md, invariants 2 and 3):
+ * in ONE statement (docs/architecture.md, invariants 2 and 3):
  *   pick     the key that has waited longest (partial index on available_at), locked with
  *            FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
  *            Ties (keys made ready by one advance) go by key, so the order is total;

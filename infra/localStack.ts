@@ -46,7 +46,6 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
-
 const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
 
 // Miniflare would fetch a sample `request.cf` object from Cloudflare at every start; there is

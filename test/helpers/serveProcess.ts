@@ -33,7 +33,8 @@ export async function startServeProcess(options: {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  // 'close', not 'exit': by then everything it printed has been read from its pipes
+  const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(
       () => reject(new Error(`serve did not start within ${options.timeoutMs ?? 60_000} ms:\n${output}`)),

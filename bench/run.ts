@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections]`: corq against graphile-worker and pg-boss
+// `npm run bench [-- --quick] [-- --only connections | --skip connections]`: corq against graphile-worker and pg-boss
 // on the same Postgres in the same run, then corq's stages, scale curves and the local Workers
 // stack (its connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg
 // (a full run); `--only connections` runs that section alone and appends it to RESULTS.md under
@@ -21,6 +21,12 @@ const sections = ["connections"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
+  process.exit(2);
+}
+// `--skip connections`: everything but that section (it starts its own stack; corq's engine figures do not need it)
+const skip = process.argv.includes("--skip") ? process.argv[process.argv.indexOf("--skip") + 1] : undefined;
+if (skip !== undefined && !sections.includes(skip)) {
+  console.error(`--skip: one of ${sections.join(", ")}`);
   process.exit(2);
 }
 const reps = quick ? 1 : 3;
@@ -136,17 +142,52 @@ try {
     const hot = await onFreshDatabase("hot", (url) =>
       corq.consumeStage(url, { ...base, events: 10_000, keys: 1, consumers: 1 }),
     );
+    // 1M keys with one event each: every batch is one event, so this is the key (claim) rate;
+    // time-boxed (loading 1M events takes most of a minute; consuming is what is measured)
+    const keys1m = await onFreshDatabase("k1m", (url) =>
+      corq.consumeStage(url, { ...base, events: 1_000_000, keys: 1_000_000 }, quick ? 10_000 : 30_000),
+    );
     say("| stage | events/s |\n|---|---|");
     say(`| append (batches of 100, 8 producers) | ${fmt(append.eps)} |`);
     say(`| advance, key = stream | ${fmt(advStream.eps)} |`);
     say(`| advance, key = JSON path | ${fmt(advPath.eps)} |`);
     say(
-      `| consume (claim + fetch + ack, 8 consumers, ${base.keys / 1000}k keys × 20 events) | ${fmt(consume.eps)} (${fmt(consume.batchesPerSecond)} batches/s, ${consume.statementsPerBatch.toFixed(2)} statements per batch) |`,
+      `| consume (claim + fetch + ack, 8 consumers, ${base.keys / 1000}k keys × 20 events) | ${fmt(consume.eps)} (${fmt(consume.batchesPerSecond)} batches/s, ${consume.statementsPerBatch.toFixed(2)} statements per batch, ${consume.statementsPerEvent.toFixed(4)} per event) |`,
     );
     say(
       `| consume, one hot key (10,000 events, batch ${base.batchSize}, one drain = one invocation) | ${fmt(hot.eps)} (${fmt(hot.batches)} batches in that one drain, ${hot.statementsPerBatch.toFixed(2)} statements per batch) |`,
     );
+    say(
+      `| consume, 1M keys × 1 event (8 consumers, ${fmt(keys1m.events)} consumed in the time box) | ${fmt(keys1m.eps)} (${keys1m.statementsPerEvent.toFixed(3)} statements per event) |`,
+    );
+    results.consume_eps = Math.round(consume.eps);
+    results.statements_per_event = Number(consume.statementsPerEvent.toFixed(4));
+    results.keys_1m_eps = Math.round(keys1m.eps);
     results.hot_key_eps = Math.round(hot.eps);
+
+    // keys per claim: the consume stage (1k keys × 20 events, 8 consumers) at each setting, same run
+    say("\n## Keys per claim (consume stage, 1k keys × 20 events, 8 consumers; one run each, same session)");
+    say("| keysPerClaim | events/s | batches/s | statements per event |\n|---|---|---|---|");
+    const byKeysPerClaim: [number, number][] = [];
+    const sweep: Record<string, number> = {};
+    for (const keysPerClaim of [1, 2, 4, 8, 16, 32]) {
+      const r = await onFreshDatabase("kpc", (url) => corq.consumeStage(url, { ...base, keysPerClaim }));
+      say(`| ${keysPerClaim} | ${fmt(r.eps)} | ${fmt(r.batchesPerSecond)} | ${r.statementsPerEvent.toFixed(4)} |`);
+      byKeysPerClaim.push([keysPerClaim, r.eps]);
+      sweep[keysPerClaim] = Math.round(r.eps);
+    }
+    results.consume_eps_by_keys_per_claim = sweep;
+    if (!quick)
+      writeFileSync(
+        new URL("./throughput-vs-keys-per-claim.svg", import.meta.url),
+        lineChart({
+          title: "corq consume stage vs keysPerClaim (1k keys × 20 events, 8 consumers)",
+          xLabel: "keysPerClaim",
+          yLabel: "events/s",
+          logX: true,
+          series: [{ name: "corq", points: byKeysPerClaim }],
+        }),
+      );
     results.append_eps = Math.round(append.eps);
     results.advance_eps = Math.round(advPath.eps);
 
@@ -224,14 +265,16 @@ try {
   // issue 12: 200 producers against max_connections = 100, steady rate, network distance;
   // the old path (CORQ_DB_DRIVER=websocket) and the new (http) in the same run
   const sectionStart = lines.length;
-  say(
-    `\n## Connections (local Workers stack)${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only connections${quick ? " --quick" : ""}\`` : ""}`,
-  );
-  const connections = await measureConnections({ quick, progress: (line) => console.error(line) });
-  for (const line of connectionLines(connections)) say(line);
-  results.connections = connectionsJson(connections);
+  if (skip !== "connections") {
+    say(
+      `\n## Connections (local Workers stack)${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only connections${quick ? " --quick" : ""}\`` : ""}`,
+    );
+    const connections = await measureConnections({ quick, progress: (line) => console.error(line) });
+    for (const line of connectionLines(connections)) say(line);
+    results.connections = connectionsJson(connections);
+  }
 
-  if (!quick && !only) {
+  if (!quick && !only && !skip) {
     const notes = readFileSync(new URL("./notes.md", import.meta.url), "utf8");
     writeFileSync(new URL("./RESULTS.md", import.meta.url), `${lines.join("\n")}\n\n${notes}`);
   }

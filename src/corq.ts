@@ -98,12 +98,14 @@ export interface Corq {
   advance(options?: { coalesce?: boolean }): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**
-   * Consumes batches one after another (each its own claim) until nothing is ready, the time
-   * budget is spent or `maxBatches` ran. Returns the first batch's result and the totals.
+   * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.
+   * Each statement claims up to `keysPerClaim` keys (default 8), each with its own lease and
+   * batch; their handlers run at once, and finished batches are acked (or failed) together in
+   * the statement that claims the next keys. Returns the first batch's result and the totals.
    */
   drain(
     subscription: string,
-    options?: { budgetMs?: number; maxBatches?: number },
+    options?: { budgetMs?: number; maxBatches?: number; keysPerClaim?: number },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
   /**
    * For dispatchers: claims up to `want` of the first `max` consumer slots, each busy for
@@ -193,9 +195,13 @@ const throughputOptions = z
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
 const logTailOptions = z.object({ limit: limit(1000, 50) });
+/** Keys a drain claims per statement when not told (bench/RESULTS.md, "Keys per claim"). */
+export const DEFAULT_KEYS_PER_CLAIM = 8;
+export const MAX_KEYS_PER_CLAIM = 256;
 const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),
   maxBatches: z.number().int().min(1).default(1_000_000),
+  keysPerClaim: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).default(DEFAULT_KEYS_PER_CLAIM),
 });
 const slotNumber = z.number().int().min(1).max(1000);
 const slotOptions = z.object({
@@ -316,10 +322,11 @@ export function createCorq(options: CorqOptions): Corq {
 
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
-      const { budgetMs, maxBatches } = parseOrThrow(drainOptions, drainOpts, "invalid_input", "options");
+      const { budgetMs, maxBatches, keysPerClaim } = parseOrThrow(drainOptions, drainOpts, "invalid_input", "options");
       const results = await drainKeys(await executor(), { name, code: code.get(name) }, corq, {
         deadline: Date.now() + budgetMs,
         maxBatches,
+        keysPerClaim,
       });
       return {
         first: results[0] ?? null,

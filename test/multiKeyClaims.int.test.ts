@@ -55,6 +55,17 @@ describe("a claim of several keys", () => {
       ["d", 1],
       ["e", 3],
     ]);
+    // each ack removed its own key's rows only
+    const { rows: queued } = await raw.query(
+      "SELECT key, count(*)::int AS n FROM corq.queue GROUP BY key ORDER BY key",
+    );
+    expect(queued.map((r) => [r.key, r.n])).toEqual([
+      ["a", 1],
+      ["b", 1],
+      ["c", 1],
+      ["d", 1],
+      ["e", 3],
+    ]);
   });
 
   it("a failing key dies alone: the keys claimed with it are acked", async () => {

@@ -111,6 +111,8 @@ function claim(
           ORDER BY q.tx, q.position LIMIT 1) ELSE k.failed_position END
       FROM pick, sub
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
+        -- the picked rows by primary key: a join alone may be planned as a scan of every key row
+        AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM pick ORDER BY key))
       RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_tx, k.last_position,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
                 CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,

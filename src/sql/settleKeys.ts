@@ -60,16 +60,17 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
       ) AS i(key, token, claimed_at, count, through_tx, through_position, error, head_position)
     ),
     locked AS (
-      SELECT k.subscription_id, k.key, k.lease_token, k.lease_until, i.token, i.claimed_at, i.count,
-             i.through_tx, i.through_position, i.error, i.head_position
-      FROM ${keys} k JOIN settle i ON k.key = i.key
-      WHERE k.subscription_id = ${subscriptionId}
+      -- by primary key (= ANY): a join with settle may be planned as a scan of every key row
+      SELECT k.subscription_id, k.key, k.lease_token, k.lease_until FROM ${keys} k
+      WHERE k.subscription_id = ${subscriptionId} AND k.key = ANY(${column(settlements.map((s) => s.key))}::text[])
       ORDER BY k.key
-      FOR UPDATE OF k
+      FOR UPDATE
     ),
     fenced AS (
-      SELECT *, ${lockedNow} AS at FROM locked
-      WHERE lease_token = token AND lease_until > ${lockedNow}
+      SELECT l.subscription_id, l.key, i.token, i.claimed_at, i.count, i.through_tx, i.through_position, i.error,
+             i.head_position, ${lockedNow} AS at
+      FROM locked l JOIN settle i ON i.key = l.key
+      WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}
     ),
     acked AS (
       UPDATE ${keys} k SET

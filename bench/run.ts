@@ -193,13 +193,30 @@ try {
 
     say("\n## Append-to-handler latency (Node, single-event appends at a fixed rate, 8 consumers)");
     say("| offered events/s | p50 ms | p99 ms |\n|---|---|---|");
-    for (const rate of quick ? [200, 1000] : [100, 200, 500, 1000]) {
+    const p50s: [number, number][] = [];
+    const p99s: [number, number][] = [];
+    for (const rate of quick ? [200, 1000] : [100, 200, 500, 1000, 2000]) {
       const samples = await onFreshDatabase("lat", (url) =>
         corq.latency(url, { rate, seconds: quick ? 4 : 8, consumers: 8 }),
       );
       say(`| ${rate} | ${percentile(samples, 50).toFixed(1)} | ${percentile(samples, 99).toFixed(1)} |`);
+      p50s.push([rate, percentile(samples, 50)]);
+      p99s.push([rate, percentile(samples, 99)]);
       if (rate === 1000) Object.assign(results, { p50_ms: percentile(samples, 50), p99_ms: percentile(samples, 99) });
     }
+    if (!quick)
+      writeFileSync(
+        new URL("./latency-vs-rate.svg", import.meta.url),
+        lineChart({
+          title: "corq append-to-handler latency vs offered rate (Node, 8 consumers)",
+          xLabel: "single-event appends/s",
+          yLabel: "ms",
+          series: [
+            { name: "p50", points: p50s },
+            { name: "p99", points: p99s },
+          ],
+        }),
+      );
 
     say("\n## Push delivery to a local HTTP receiver (batch 100, 8 consumers)");
     const pushN = await onFreshDatabase("push", (url) => pushNode(url, base));

@@ -75,6 +75,8 @@ try {
     );
     const corqE2e = await repeated("corq", (url) => corq.endToEnd(url, base));
     const corqOrder = await onFreshDatabase("corq", (url) => corq.endToEnd(url, base));
+    // the one-key-per-claim drain (keysPerClaim 1), same run: the ratio of the multi-key claims
+    const corqOneKey = await onFreshDatabase("corq1", (url) => corq.endToEnd(url, { ...base, keysPerClaim: 1 }));
     const gNamed = await onFreshDatabase("gnamed", (url) =>
       graphileWorker(url, {
         events: quick ? 3000 : 6000,
@@ -107,6 +109,7 @@ try {
       `| ${name} | ${violations > 0 ? `~~${fmt(eps)}~~ (breaks per-key order)` : fmt(eps)} | ${violations} | ${note} |`;
     say("| system | events/s | out of order | notes |\n|---|---|---|---|");
     say(ranked("corq", corqE2e.eps, corqOrder.violations, `median of ${reps}, spread ${corqE2e.spread.toFixed(0)}%`));
+    say(ranked("corq, keysPerClaim 1", corqOneKey.eps, corqOneKey.violations, "one key per claim statement"));
     say(ranked("graphile-worker, named queue per key", gNamed.eps, gNamed.violations, `${fmt(gNamed.handled)} jobs`));
     say(
       `| graphile-worker, no queue (unordered, reference) | ${fmt(gUnordered.eps)} | ${gUnordered.violations} | ${fmt(gUnordered.handled)} jobs, order not promised |`,
@@ -123,6 +126,7 @@ try {
       `\ncorq / graphile named queues: **${(corqE2e.eps / gNamed.eps).toFixed(1)}×**; corq / graphile unordered: **${(corqE2e.eps / gUnordered.eps).toFixed(1)}×**`,
     );
     results.corq_eps = Math.round(corqE2e.eps);
+    results.corq_one_key_eps = Math.round(corqOneKey.eps);
     results.graphile_named_eps = Math.round(gNamed.eps);
     results.graphile_unordered_eps = Math.round(gUnordered.eps);
     results.pgboss_fifo_eps = Math.round(boss.eps);
@@ -204,6 +208,12 @@ try {
       p99s.push([rate, percentile(samples, 99)]);
       if (rate === 1000) Object.assign(results, { p50_ms: percentile(samples, 50), p99_ms: percentile(samples, 99) });
     }
+    // the same at 1,000/s with one key per claim, same run
+    const oneKey = await onFreshDatabase("lat1", (url) =>
+      corq.latency(url, { rate: 1000, seconds: quick ? 4 : 8, consumers: 8, keysPerClaim: 1 }),
+    );
+    say(`| 1000, keysPerClaim 1 | ${percentile(oneKey, 50).toFixed(1)} | ${percentile(oneKey, 99).toFixed(1)} |`);
+    Object.assign(results, { p50_ms_one_key: percentile(oneKey, 50), p99_ms_one_key: percentile(oneKey, 99) });
     if (!quick)
       writeFileSync(
         new URL("./latency-vs-rate.svg", import.meta.url),

@@ -99,7 +99,7 @@ export interface Corq {
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**
    * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.
-   * Each statement claims up to `keysPerClaim` keys (default 8), each with its own lease and
+   * Each statement claims up to `keysPerClaim` keys (default 16), each with its own lease and
    * batch; their handlers run at once, and finished batches are acked (or failed) together in
    * the statement that claims the next keys. Returns the first batch's result and the totals.
    */
@@ -196,7 +196,7 @@ const throughputOptions = z
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
 const logTailOptions = z.object({ limit: limit(1000, 50) });
 /** Keys a drain claims per statement when not told (bench/RESULTS.md, "Keys per claim"). */
-export const DEFAULT_KEYS_PER_CLAIM = 8;
+export const DEFAULT_KEYS_PER_CLAIM = 16;
 export const MAX_KEYS_PER_CLAIM = 256;
 const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),

@@ -37,7 +37,7 @@ interface SubscriptionLog {
  * order — each key's events first delivered in log order (position). Two appends to one stream
  * in flight at once may commit in either order; the log's order is the one promised.
  */
-async function startRecorder() {
+export async function startRecorder() {
   const logs = new Map<string, SubscriptionLog>();
   const log = (name: string) => {
     let found = logs.get(name);
@@ -142,7 +142,7 @@ async function startConnectionSampler(serverUrl: string) {
 type Sampler = Awaited<ReturnType<typeof startConnectionSampler>>;
 
 /** The cron, locally every second (production: every minute): the backstop of a kick that failed. */
-function startCron(stack: LocalStack) {
+export function startCron(stack: LocalStack) {
   let running = false;
   const timer = setInterval(() => {
     if (running) return;
@@ -164,7 +164,7 @@ interface Appended {
   problem?: string;
 }
 
-async function append(stack: LocalStack, stream: string, name: string, data: unknown): Promise<Appended> {
+export async function append(stack: LocalStack, stream: string, name: string, data: unknown): Promise<Appended> {
   const sentAt = performance.now();
   try {
     const response = await fetch(`${stack.url}/streams/${stream}/events`, {
@@ -193,7 +193,13 @@ async function append(stack: LocalStack, stream: string, name: string, data: unk
   }
 }
 
-async function putSubscription(databaseUrl: string, name: string, events: string[], url: string, key = "stream") {
+export async function putSubscription(
+  databaseUrl: string,
+  name: string,
+  events: string[],
+  url: string,
+  key = "stream",
+) {
   const corq = createCorq({ databaseUrl, poolSize: 1, pushAllowPrivate: true });
   try {
     await corq.putSubscription(name, { events, key, batchSize: 100, deliver: { url } });
@@ -212,7 +218,7 @@ async function deleteSubscription(databaseUrl: string, name: string) {
 }
 
 /** Waits until every position is delivered or `timeoutMs` passes; the ones never delivered. */
-async function awaitDelivery(log: SubscriptionLog, positions: number[], timeoutMs: number): Promise<number> {
+export async function awaitDelivery(log: SubscriptionLog, positions: number[], timeoutMs: number): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const missing = positions.filter((p) => !log.first.has(p)).length;
@@ -235,7 +241,7 @@ async function settle(sampler: Sampler): Promise<number> {
 
 const round = (n: number, digits = 1) => (Number.isFinite(n) ? Number(n.toFixed(digits)) : null);
 
-function summarize(appends: Appended[], log: SubscriptionLog, lost: number) {
+export function summarize(appends: Appended[], log: SubscriptionLog, lost: number) {
   const ok = appends.filter((a) => a.status === 201);
   const problems: Record<string, number> = {};
   for (const a of appends)

@@ -12,7 +12,7 @@ import {
   streamName,
   subscriptionName,
 } from "../src/config.js";
-import { requireAdmin, requireAdminOrSignature } from "./auth.js";
+import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
 import { advanceAndDispatch, consumeInSlot, selfInvoker, startConsumer } from "./dispatch.js";
@@ -20,6 +20,7 @@ import { settings, type AppEnv } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
 import { dashboard } from "./dashboard/routes.js";
+import { tokenId, tokenInput } from "../src/tokens.js";
 
 const appendBody = z.object({
   events: z.array(eventInput).min(1).max(1000),
@@ -79,6 +80,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     c.set("corq", () => open().corq);
     c.set("opened", open);
     c.set("db", () => open().db);
+    c.set("throttle", throttle);
     try {
       await next();
     } finally {
@@ -107,7 +109,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   app.post(
     "/streams/:stream/events",
-    requireAdmin({ throttle, unless: (c) => settings(c.env).publicAppend }),
+    requireScope("append", { unless: (c) => settings(c.env).publicAppend }),
     async (c) => {
       const stream = param(c, "stream", streamName);
       const body = await jsonBody(c, appendBody);
@@ -125,6 +127,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
         advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
           opened,
           coalesce: true,
+          eventNames: [...new Set(body.events.map((e) => e.name))],
         }).catch((error) => console.error("corq: background advance failed:", error)),
       );
       return c.json(result, 201);
@@ -134,58 +137,63 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   // The dashboard (GET /, /login, /ui/*): its own session cookie instead of the bearer token.
   app.route("/", dashboard({ throttle }));
 
-  app.use("*", requireAdmin({ throttle, unless: (c) => c.req.path === "/dead-letters/retry" }));
+  // Every route below authenticates here (the signed webhook has its own check) and states
+  // the scope it needs with requireScope (functions/auth.ts). A path without a route needs a
+  // valid token too: 401 without, 404 with.
+  app.use("*", authenticate({ unless: (c) => c.req.path === "/dead-letters/retry" }));
 
-  app.get("/streams/:stream", async (c) => {
+  app.get("/streams/:stream", requireScope("read"), async (c) => {
     const stream = param(c, "stream", streamName);
     const { from, limit } = query(c, streamQuery);
     return c.json({ stream, events: await c.var.corq().readStream(stream, { from, limit }) });
   });
 
-  app.get("/events", async (c) => {
+  app.get("/events", requireScope("read"), async (c) => {
     const { after, limit } = query(c, logQuery);
     return c.json(await c.var.corq().readLog({ after, limit }));
   });
 
-  app.get("/subscriptions", async (c) => c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }));
+  app.get("/subscriptions", requireScope("read"), async (c) =>
+    c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }),
+  );
 
-  app.get("/subscriptions/:name", async (c) =>
+  app.get("/subscriptions/:name", requireScope("read"), async (c) =>
     c.json(await c.var.corq().subscription(param(c, "name", subscriptionName))),
   );
 
-  app.put("/subscriptions/:name", async (c) => {
+  app.put("/subscriptions/:name", requireScope("admin"), async (c) => {
     const name = param(c, "name", subscriptionName);
     const body = await jsonBody(c, z.unknown());
     const { created, subscription, secret } = await c.var.corq().putSubscription(name, body);
     return c.json(secret === undefined ? subscription : { ...subscription, secret }, created ? 201 : 200);
   });
 
-  app.delete("/subscriptions/:name", async (c) => {
+  app.delete("/subscriptions/:name", requireScope("admin"), async (c) => {
     await c.var.corq().deleteSubscription(param(c, "name", subscriptionName));
     return c.body(null, 204);
   });
 
-  app.get("/subscriptions/:name/keys", async (c) => {
+  app.get("/subscriptions/:name/keys", requireScope("read"), async (c) => {
     const name = param(c, "name", subscriptionName);
     return c.json({ keys: await c.var.corq().keys(name, query(c, keysQuery)) });
   });
 
   for (const action of ["pause", "resume"] as const) {
-    app.post(`/subscriptions/:name/${action}`, async (c) => {
+    app.post(`/subscriptions/:name/${action}`, requireScope("operate"), async (c) => {
       const name = param(c, "name", subscriptionName);
       await c.var.corq()[action](name);
       return c.json(await c.var.corq().subscription(name));
     });
   }
 
-  app.post("/advance", async (c) => c.json({ advanced: await c.var.corq().advance() }));
+  app.post("/advance", requireScope("admin"), async (c) => c.json({ advanced: await c.var.corq().advance() }));
 
   // What the cron does, on request: advance, then fan out consumer invocations.
-  app.post("/dispatch", async (c) =>
+  app.post("/dispatch", requireScope("admin"), async (c) =>
     c.json(await advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin))),
   );
 
-  app.post("/consume/:subscription", async (c) => {
+  app.post("/consume/:subscription", requireScope("admin"), async (c) => {
     const name = param(c, "subscription", subscriptionName);
     const budget = c.req.header("corq-budget-ms");
     const budgetMs = budget === undefined ? undefined : parseOrThrow(count, budget, "invalid_input", "corq-budget-ms");
@@ -211,19 +219,32 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     return c.json(budgetMs === undefined ? first : { ...first, batches, eventsTotal: events });
   });
 
-  app.get("/dead-letters", async (c) => {
+  app.get("/dead-letters", requireScope("read"), async (c) => {
     const { subscription, limit } = query(c, deadLettersQuery);
     return c.json({ deadLetters: await c.var.corq().deadLetters({ subscription, limit }) });
   });
 
-  app.post("/dead-letters/retry", requireAdminOrSignature({ throttle }), async (c) => {
+  app.post("/dead-letters/retry", requireScopeOrSignature("operate"), async (c) => {
     const body = await jsonBody(c, releaseBody);
     // a signed request is acted on once per webhook-id (a replay gets 409)
     const webhookId = c.req.header("authorization") === undefined ? c.req.header("webhook-id") : undefined;
     return c.json(await c.var.corq().releaseDeadLetters({ ...body, webhookId }));
   });
 
-  app.get("/stats", async (c) => c.json(await c.var.corq().stats()));
+  app.get("/stats", requireScope("read"), async (c) => c.json(await c.var.corq().stats()));
+
+  // Scoped tokens: the secret is in the answer to POST only; revoking takes effect on the next request.
+  app.post("/tokens", requireScope("admin"), async (c) => {
+    const body = await jsonBody(c, tokenInput);
+    return c.json(await c.var.corq().createToken(body), 201);
+  });
+
+  app.get("/tokens", requireScope("admin"), async (c) => c.json({ tokens: await c.var.corq().listTokens() }));
+
+  app.delete("/tokens/:id", requireScope("admin"), async (c) => {
+    await c.var.corq().revokeToken(param(c, "id", tokenId));
+    return c.body(null, 204);
+  });
 
   return app;
 }

@@ -1,15 +1,35 @@
-// Admin bearer token and Standard Webhooks signatures. Both compare in constant time; a
-// secret that is not configured refuses everything (never an open admin API).
+// Who is calling, and may they. A bearer secret is either the bootstrap admin token
+// (CORQ_ADMIN_TOKEN, compared in constant time, no database) or a scoped token (found by the
+// SHA-256 of its secret: one indexed read, src/sql/tokens.ts). Each route states the scope it
+// needs in ONE place, its route definition: `app.get(path, requireScope("read"), handler)`.
+// A route that states none needs admin (the API's catch-all, `authenticate`) and is flagged by
+// test/routeScopes.test.ts. A configured admin token that cannot be used refuses
+// everything (never an open admin API).
+//
+// Failed authentication (401: a wrong secret, a bad signature) is throttled per client
+// (authThrottle.ts); a valid token without the scope gets 403 and is not counted.
 import type { Context, MiddlewareHandler } from "hono";
+import { matchedRoutes } from "hono/route";
 import { constantTimeEqual, verify } from "../src/webhookSignature.js";
-import { settings, type Env } from "./env.js";
-import type { AuthThrottle } from "./authThrottle.js";
+import { mayAppendTo, scopesAllow, type TokenScope } from "../src/tokens.js";
+import { settings, type AppEnv, type Env } from "./env.js";
 import { ProblemError } from "./problem.js";
 
-type AppContext = Context<{ Bindings: Env }>;
+type AuthContext = Context<AppEnv>;
 
 /** Shorter admin tokens are refused outside the local stack: too few to withstand guessing. */
 export const MIN_ADMIN_TOKEN_LENGTH = 32;
+
+/** Who a request acts as. */
+export interface Principal {
+  /** The scoped token's id; null for the bootstrap admin (CORQ_ADMIN_TOKEN). */
+  tokenId: string | null;
+  scopes: readonly TokenScope[];
+  /** Appends only to streams starting with it (null: any). */
+  streamPrefix: string | null;
+}
+
+export const BOOTSTRAP_ADMIN: Principal = { tokenId: null, scopes: ["admin"], streamPrefix: null };
 
 const digest = async (text: string) =>
   new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
@@ -17,9 +37,10 @@ const digest = async (text: string) =>
 const disabled = "the admin API and the dashboard are disabled";
 
 /**
- * Why the configured admin token cannot be used at all (so every admin call and the dashboard
- * login are refused, whatever is sent), or null when it can. Not set: 401, as before. Set but
- * shorter than 32 characters outside the local stack (CORQ_LOCAL=true): 503, a deployment to fix.
+ * Why the configured admin token cannot be used at all (so every authenticated call and the
+ * dashboard login are refused, whatever is sent — scoped tokens too: CORQ_ADMIN_TOKEN is a
+ * required secret), or null when it can. Not set: 401. Set but shorter than 32 characters
+ * outside the local stack (CORQ_LOCAL=true): 503, a deployment to fix.
  */
 export function adminTokenRefusal(env: Env): ProblemError | null {
   const token = env.CORQ_ADMIN_TOKEN;
@@ -34,56 +55,122 @@ export function adminTokenRefusal(env: Env): ProblemError | null {
   return null;
 }
 
-/** Hashing both sides first makes the comparison independent of the token's length too. */
-export async function isAdmin(env: Env, authorization: string | undefined): Promise<boolean> {
-  const refusal = adminTokenRefusal(env);
-  if (refusal) throw refusal;
-  const match = /^Bearer (.+)$/.exec(authorization ?? "");
-  if (!match) return false;
-  return constantTimeEqual(await digest(match[1]), await digest(env.CORQ_ADMIN_TOKEN!));
+/** Hashing both sides first makes the comparison independent of the secret's length too. */
+async function isAdminToken(env: Env, secret: string): Promise<boolean> {
+  if (!env.CORQ_ADMIN_TOKEN) return false;
+  return constantTimeEqual(await digest(secret), await digest(env.CORQ_ADMIN_TOKEN));
 }
 
 /**
- * The bearer token must be the admin token. A refusal for the configuration comes first (it
- * depends on no credential), then the throttle; a wrong token counts as a failure, a missing
- * one does not.
+ * Who a secret belongs to: the bootstrap admin, a scoped token that is not revoked, or nobody.
+ * A secret not shaped like a token (`corq_…`) costs no statement. Call after adminTokenRefusal.
  */
-async function assertAdmin(c: AppContext, throttle: AuthThrottle): Promise<void> {
+export async function principalOf(c: AuthContext, secret: string): Promise<Principal | null> {
+  if (await isAdminToken(c.env, secret)) return BOOTSTRAP_ADMIN;
+  const token = await c.var.corq().verifyToken(secret);
+  return token && { tokenId: token.id, scopes: token.scopes, streamPrefix: token.streamPrefix };
+}
+
+/**
+ * The bearer token's principal. A refusal for the configuration comes first (it depends on no
+ * credential), then the throttle; a wrong secret counts as a failure, a missing one does not.
+ */
+async function authenticateBearer(c: AuthContext): Promise<Principal> {
   const refusal = adminTokenRefusal(c.env);
   if (refusal) throw refusal;
+  const throttle = c.var.throttle;
   throttle.guard(c);
   const authorization = c.req.header("authorization");
-  if (await isAdmin(c.env, authorization)) return;
+  const match = /^Bearer (.+)$/.exec(authorization ?? "");
+  const principal = match ? await principalOf(c, match[1]) : null;
+  if (principal) return principal;
   if (authorization !== undefined) await throttle.failed(c);
   throw new ProblemError(401, "unauthorized", "missing or wrong bearer token");
 }
 
-/** Requires `Authorization: Bearer $CORQ_ADMIN_TOKEN`. */
-export function requireAdmin(options: {
-  throttle: AuthThrottle;
-  unless?: (c: AppContext) => boolean;
-}): MiddlewareHandler<{ Bindings: Env }> {
-  return async function requireAdminToken(c, next) {
-    if (!options.unless?.(c)) await assertAdmin(c, options.throttle);
+/** 403 when `principal` may not do what `scope` allows (for `append`: to the route's :stream), else null. */
+export function scopeRefusal(principal: Principal, scope: TokenScope, stream?: string): ProblemError | null {
+  if (!scopesAllow(principal.scopes, scope)) {
+    return new ProblemError(403, "forbidden", `this token does not have the ${scope} scope`);
+  }
+  if (scope === "append" && stream !== undefined && !mayAppendTo(principal, stream)) {
+    return new ProblemError(
+      403,
+      "forbidden",
+      `this token appends only to streams whose name starts with ${JSON.stringify(principal.streamPrefix)}`,
+    );
+  }
+  return null;
+}
+
+/** Every route's declared scope, by its middleware (test/routeScopes.test.ts reads it from app.routes). */
+const declared = new WeakMap<object, TokenScope>();
+export const declaredScope = (handler: unknown): TokenScope | undefined =>
+  typeof handler === "function" ? declared.get(handler) : undefined;
+
+/**
+ * Authenticates every request (bearer token) unless `unless` says otherwise, and keeps who it
+ * is in c.var.principal. The API's catch-all: a path no route answers needs a valid token too
+ * (401 without, 404 with). Default deny: a route that states no scope (requireScope) needs
+ * admin.
+ */
+export function authenticate(options: { unless?: (c: AuthContext) => boolean } = {}): MiddlewareHandler<AppEnv> {
+  return async function authenticated(c, next) {
+    if (options.unless?.(c)) return next();
+    const principal = c.var.principal ?? (await authenticateBearer(c));
+    c.set("principal", principal);
+    const routes = matchedRoutes(c).filter((route) => route.method !== "ALL");
+    if (routes.length > 0 && !routes.some((route) => declaredScope(route.handler))) {
+      const refusal = scopeRefusal(principal, "admin");
+      if (refusal) throw refusal;
+    }
     await next();
   };
 }
 
 /**
- * Accepts the admin bearer token, or else a Standard Webhooks signature made with
- * CORQ_WEBHOOK_SECRET (several space-separated secrets are all accepted, for rotation).
+ * The route needs `scope`: what a route states, in one word. Uses the principal already known
+ * (the catch-all's, the dashboard session's) or authenticates the bearer token; 403 `forbidden`
+ * when the scope is missing — for `append`, also outside the token's stream prefix (the route's
+ * `:stream`). `unless`: no credentials needed at all (CORQ_PUBLIC_APPEND); `refuse`: answer a
+ * 403 another way (the dashboard's HTML page).
  */
-export function requireAdminOrSignature(options: { throttle: AuthThrottle }): MiddlewareHandler<{ Bindings: Env }> {
-  const { throttle } = options;
-  return async function adminOrSignature(c, next) {
-    if (c.req.header("authorization") !== undefined) {
-      await assertAdmin(c, throttle);
-      return next();
+export function requireScope(
+  scope: TokenScope,
+  options: {
+    unless?: (c: AuthContext) => boolean;
+    refuse?: (c: AuthContext, refusal: ProblemError) => Response | Promise<Response>;
+  } = {},
+): MiddlewareHandler<AppEnv> {
+  const middleware: MiddlewareHandler<AppEnv> = async (c, next) => {
+    if (options.unless?.(c)) return next();
+    const principal = c.var.principal ?? (await authenticateBearer(c));
+    c.set("principal", principal);
+    const refusal = scopeRefusal(principal, scope, c.req.param("stream"));
+    if (refusal) {
+      if (options.refuse) return options.refuse(c, refusal);
+      throw refusal;
     }
+    await next();
+  };
+  declared.set(middleware, scope);
+  return middleware;
+}
+
+/**
+ * A bearer token with `scope`, or else a Standard Webhooks signature made with
+ * CORQ_WEBHOOK_SECRET (several space-separated secrets are all accepted, for rotation). The
+ * signature is a scope of its own: only the route this guards (releasing dead letters).
+ */
+export function requireScopeOrSignature(scope: TokenScope): MiddlewareHandler<AppEnv> {
+  const bearer = requireScope(scope);
+  const middleware: MiddlewareHandler<AppEnv> = async (c, next) => {
+    if (c.req.header("authorization") !== undefined) return bearer(c, next);
     const secrets = (c.env.CORQ_WEBHOOK_SECRET ?? "").split(/\s+/).filter(Boolean);
     if (secrets.length === 0) {
       throw new ProblemError(401, "webhook_disabled", "webhook disabled: CORQ_WEBHOOK_SECRET is not configured");
     }
+    const throttle = c.var.throttle;
     throttle.guard(c);
     const signature = c.req.header("webhook-signature");
     const result = await verify(
@@ -97,4 +184,6 @@ export function requireAdminOrSignature(options: { throttle: AuthThrottle }): Mi
     }
     await next();
   };
+  declared.set(middleware, scope);
+  return middleware;
 }

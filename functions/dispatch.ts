@@ -14,9 +14,10 @@ export const INTERNAL_ORIGIN = "https://corq.internal";
 const SLOT_MARGIN_MS = 15_000;
 // Subrequests (CORQ_MAX_SUBREQUESTS) a batch costs at most: its ack+claim, a claim of its own
 // when the key it acked has more, and a push delivery. And what a consumer keeps for the end:
-// freeing its slot, looking for ready keys, claiming a slot again, starting the next invocation.
+// freeing its slot, looking for ready keys and claiming a slot again (one statement), starting
+// the next invocation.
 const SUBREQUESTS_PER_BATCH = 3;
-const SUBREQUESTS_AFTER = 4;
+const SUBREQUESTS_AFTER = 3;
 
 /**
  * Advance, then put consumers on the ready keys, spread over the subscriptions (round robin),
@@ -25,13 +26,15 @@ const SUBREQUESTS_AFTER = 4;
  * however many appends kick this at once, at most CORQ_CONCURRENCY consumers run.
  * Uses (and closes) `options.opened` when the caller already has a connection. The cron also
  * prunes the activity record (`options.pruneActivity`). Wake-ups (an append's kick, the cron)
- * pass `coalesce`: the advance returns at once where another is at work.
+ * pass `coalesce` (corq.kick): the advance returns at once where another is at work, and its
+ * re-check for others' kicks runs beside the slot claim; an append passes its `eventNames`:
+ * only the subscriptions that take them advance.
  */
 export async function advanceAndDispatch(
   env: Env,
   subscriptions: SubscriptionDefinition[],
   invoke: Invoke,
-  options: { opened?: OpenCorq; pruneActivity?: boolean; coalesce?: boolean } = {},
+  options: { opened?: OpenCorq; pruneActivity?: boolean; coalesce?: boolean; eventNames?: string[] } = {},
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const opened = options.opened ?? openCorq(env, subscriptions);
   const { concurrency, consumerBudgetMs } = settings(env);
@@ -40,21 +43,24 @@ export async function advanceAndDispatch(
   let consumedHere = 0;
   let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
   try {
-    advanced = await opened.corq.advance({ coalesce: options.coalesce === true });
-    if (options.pruneActivity) await opened.corq.pruneActivity();
-    const consumable = consumableHere(await opened.corq.readyKeys(concurrency), subscriptions);
-    const ready = consumable.reduce((sum, [, r]) => sum + r.ready, 0);
     // one consumer per ready key, as far as free slots go: decided in the database, so the
     // kicks of many concurrent appends together start at most CORQ_CONCURRENCY consumers
-    const slots = await opened.corq.claimSlots({
+    const slotOptions = {
       max: concurrency,
-      want: Math.min(concurrency, ready),
+      want: concurrency,
       holdMs: consumerBudgetMs + SLOT_MARGIN_MS,
-    });
-    plan = roundRobin(
-      consumable.map(([name, r]) => [name, r.ready]),
-      slots.length,
-    );
+      codeSubscriptions: subscriptions.map((s) => s.name),
+    };
+    let ready: [string, number][];
+    let slots: number[];
+    if (options.coalesce) {
+      ({ advanced, ready, slots } = await opened.corq.kick({ eventNames: options.eventNames, slots: slotOptions }));
+    } else {
+      advanced = await opened.corq.advance();
+      ({ ready, slots } = await opened.corq.claimSlots(slotOptions));
+    }
+    if (options.pruneActivity) await opened.corq.pruneActivity();
+    plan = roundRobin(ready, slots.length);
     for (const unused of slots.slice(plan.length)) await opened.corq.releaseSlot(unused);
     const started = plan.slice(1).map((name, i) => startConsumer(env, invoke, name, slots[i + 1]));
     // the invocations started through SELF are subrequests of this one too
@@ -80,19 +86,6 @@ export async function advanceAndDispatch(
     else await result.value.body?.cancel();
   }
   return { advanced, dispatched: Math.max(0, plan.length - 1), consumedHere };
-}
-
-/**
- * The subscriptions this Worker consumes: push subscriptions, and its own code subscriptions
- * (not those of other apps sharing the database).
- */
-function consumableHere<R extends { kind: "code" | "push" }>(
-  readiness: Record<string, R>,
-  subscriptions: SubscriptionDefinition[],
-): [string, R][] {
-  return Object.entries(readiness).filter(
-    ([name, r]) => r.kind === "push" || subscriptions.some((s) => s.name === name),
-  );
 }
 
 /** Starts a consumer invocation in `slot` (it frees the slot, or hands it on, when done). */
@@ -131,8 +124,8 @@ export function selfInvoker(env: Env, origin: string): Invoke {
 
 /**
  * One consumer in its slot: drains `name` for the budget (time, and the invocation's
- * subrequests), frees the slot — then looks once more for ready keys, and if there are, claims
- * a slot again and drains on; when its own budget is spent it hands that slot to a new
+ * subrequests), frees the slot — then looks once more for ready keys and, if there are, claims
+ * a slot again in the same statement, and drains on; when its own budget is spent it hands that slot to a new
  * invocation (`continueIn`) instead. The look comes after the slot is free, so a kick that found
  * every slot busy is never lost: either it got this slot, or its keys were ready (committed
  * before it tried) by the time of the look. Returns the batches consumed here and the
@@ -168,14 +161,21 @@ export async function consumeInSlot(
       await corq.releaseSlot(current.slot).catch(() => undefined);
     }
     const spentAll = Date.now() >= deadline || batchesLeft() < 1;
-    const ready = consumableHere(await corq.readyKeys(1), subscriptions).find(([, r]) => r.ready > 0);
-    if (!ready) return { batches, subrequests: spent() };
-    const [slot] = await corq.claimSlots({ max: concurrency, want: 1, holdMs: consumerBudgetMs + SLOT_MARGIN_MS });
-    if (slot === undefined) return { batches, subrequests: spent() }; // every slot is at work: they will look again too
+    const {
+      ready: [next],
+      slots: [slot],
+    } = await corq.claimSlots({
+      max: concurrency,
+      want: 1,
+      holdMs: consumerBudgetMs + SLOT_MARGIN_MS,
+      codeSubscriptions: subscriptions.map((s) => s.name),
+    });
+    // nothing ready, or every slot at work (they will look again too)
+    if (next === undefined || slot === undefined) return { batches, subrequests: spent() };
     if (spentAll) {
-      continueIn(ready[0], slot);
+      continueIn(next[0], slot);
       return { batches, subrequests: spent() + 1 };
     }
-    current = { name: ready[0], slot };
+    current = { name: next[0], slot };
   }
 }

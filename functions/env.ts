@@ -5,6 +5,8 @@ import type { OpenCorq } from "./database.js";
 import type { Executor } from "../src/db/executor.js";
 import { signingSecretProblem } from "../src/webhookSignature.js";
 import { ProblemError } from "./problem.js";
+import type { AuthThrottle } from "./authThrottle.js";
+import type { Principal } from "./auth.js";
 
 export interface Env {
   DATABASE_URL?: string;
@@ -114,5 +116,17 @@ export function settings(env: Env): Settings {
   };
 }
 
-/** Hono's environment for every route: the bindings, and the request's corq and its pool (opened on first use). */
-export type AppEnv = { Bindings: Env; Variables: { corq: () => Corq; db: () => Executor; opened: () => OpenCorq } };
+/**
+ * Hono's environment for every route: the bindings, the request's corq and its pool (opened on
+ * first use), the isolate's auth throttle, and who the request acts as once authenticated.
+ */
+export type AppEnv = {
+  Bindings: Env;
+  Variables: {
+    corq: () => Corq;
+    db: () => Executor;
+    opened: () => OpenCorq;
+    throttle: AuthThrottle;
+    principal: Principal | undefined;
+  };
+};

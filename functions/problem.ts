@@ -6,6 +6,7 @@ import { CorqError, isDatabaseUnavailable, toError } from "../src/errors.js";
 const titles: Record<number, string> = {
   400: "Bad Request",
   401: "Unauthorized",
+  403: "Forbidden",
   404: "Not Found",
   409: "Conflict",
   413: "Payload Too Large",

@@ -43,6 +43,8 @@ export interface HttpSqlEndpointOptions {
 export interface HttpSqlEndpoint {
   /** http://127.0.0.1:<port>/<token>/sql — the value for `neonConfig.fetchEndpoint` (a string is accepted). */
   url: string;
+  /** Requests answered so far (a single statement or a transaction batch): what a Worker spent. */
+  requests(): number;
   close(): Promise<void>;
 }
 
@@ -125,6 +127,7 @@ export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Pro
   const token = randomBytes(18).toString("base64url");
   const path = Buffer.from(`/${token}/sql`);
   let port = 0;
+  let answered = 0;
 
   const answer = async (request: IncomingMessage): Promise<Answer> => {
     const requested = Buffer.from((request.url ?? "").split("?")[0]);
@@ -145,6 +148,7 @@ export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Pro
     if (typeof payload === "string") return problem(400, payload);
 
     const pool = poolFor(headers.credentials);
+    answered++;
     try {
       if ("queries" in payload) {
         const results = await runBatch(pool, payload.queries, headers);
@@ -181,6 +185,7 @@ export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Pro
   let closing: Promise<void> | undefined;
   return {
     url: `http://127.0.0.1:${port}/${token}/sql`,
+    requests: () => answered,
     close: () =>
       (closing ??= (async () => {
         await new Promise<void>((resolve) => {

@@ -41,6 +41,8 @@ export interface LocalStack {
   runCron(): Promise<void>;
   /** WebSocket sessions (Postgres connections) the Worker opened so far: only interactive transactions need one. */
   wsSessions(): number;
+  /** Requests the local HTTP SQL endpoint answered so far (statements and transaction batches). */
+  httpStatements(): number;
   stop(): Promise<void>;
 }
 
@@ -143,7 +145,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       }, options.cronIntervalMs);
       stops.push(async () => clearInterval(timer));
     }
-    return { url, databaseUrl, adminToken, webhookSecret, runCron, wsSessions: proxy.sessions, stop };
+    return {
+      url,
+      databaseUrl,
+      adminToken,
+      webhookSecret,
+      runCron,
+      wsSessions: proxy.sessions,
+      httpStatements: http.requests,
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;
@@ -164,7 +175,7 @@ async function ensureDatabase(serverUrl: string, name: string): Promise<string> 
   return url.toString();
 }
 
-/** The example app's own table (its projection); idempotent. */
+/** The example app's own tables (example/schema.ts); idempotent. */
 export async function applyExampleSchema(databaseUrl: string) {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   try {

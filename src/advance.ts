@@ -21,6 +21,11 @@ export interface AdvanceOptions {
    * every event committed before it is enqueued.
    */
   coalesce?: boolean;
+  /**
+   * Only the subscriptions whose filter takes one of these event names (an append's kick: the
+   * others have nothing new to enqueue; the cron moves their watermarks). Default: all.
+   */
+  eventNames?: string[];
 }
 
 /**
@@ -30,7 +35,7 @@ export interface AdvanceOptions {
 export async function syncCodeSubscriptions(
   executor: Executor,
   code: Map<string, Subscription>,
-  options: { kick: boolean } = { kick: false },
+  options: { kick: false | { names?: string[] } } = { kick: false },
 ): Promise<SubscriptionRow[]> {
   const rows = await executor.run<SubscriptionRow>(
     syncSubscriptions(
@@ -59,10 +64,29 @@ export async function advance(
   code: Map<string, Subscription>,
   options: AdvanceOptions,
 ): Promise<Record<string, number>> {
+  const first = await advanceOnce(executor, code, options);
+  await first.recheck();
+  return first.advanced;
+}
+
+/**
+ * advance() in two steps: the first pass over the subscriptions, then `recheck()` — where this
+ * call did the advancing, it runs again for the kicks that others left meanwhile, until none
+ * is pending (adding to `advanced`). The caller's own events are enqueued after the first step;
+ * the second only serves others' kicks, so a dispatcher can run it beside its next statement.
+ */
+export async function advanceOnce(
+  executor: Executor,
+  code: Map<string, Subscription>,
+  options: AdvanceOptions,
+): Promise<{ advanced: Record<string, number>; recheck: () => Promise<void> }> {
   // registers, lists, and kicks every advancer: committed before any round below, so an
   // advancer already at work sees the kick when it re-checks
-  const rows = await syncCodeSubscriptions(executor, code, { kick: true });
-  const targets = rows.filter((row) => code.has(row.name) || row.kind === "push");
+  const names = options.eventNames;
+  const rows = await syncCodeSubscriptions(executor, code, { kick: { names } });
+  const takes = (row: SubscriptionRow) =>
+    names === undefined || row.events.includes("*") || row.events.some((e) => names.includes(e));
+  const targets = rows.filter((row) => (code.has(row.name) || row.kind === "push") && takes(row));
   // One subscription after another on one connection: on Workers each parallel statement
   // would open another connection (a TCP+TLS+auth handshake), which costs far more than the
   // few milliseconds a caught-up subscription takes.
@@ -96,11 +120,13 @@ export async function advance(
   // Where this call did the advancing, others that found it at work left a kick and returned:
   // run again for them until no kick is pending (bounded: the cron is the safety net).
   let held = await advanceAll(targets);
-  for (let pass = 0; held.length > 0 && pass < 10; pass++) {
-    const pending = new Set((await executor.run<{ id: number }>(kicksPending(held))).map((r) => r.id));
-    held = await advanceAll(targets.filter((row) => pending.has(row.id)));
-  }
-  return advanced;
+  const recheck = async () => {
+    for (let pass = 0; held.length > 0 && pass < 10; pass++) {
+      const pending = new Set((await executor.run<{ id: number }>(kicksPending(held))).map((r) => r.id));
+      held = await advanceAll(targets.filter((row) => pending.has(row.id)));
+    }
+  };
+  return { advanced, recheck };
 }
 
 /**

@@ -12,7 +12,7 @@ import {
   subscriptionName,
 } from "./config.js";
 import { z } from "zod";
-import { advance, syncCodeSubscriptions } from "./advance.js";
+import { advance, advanceOnce, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
@@ -27,13 +27,16 @@ import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/webhookIds.js";
 import { setPaused } from "./sql/setPaused.js";
 import { readyKeys } from "./sql/readyKeys.js";
-import { claimConsumerSlots, releaseConsumerSlot } from "./sql/consumerSlots.js";
+import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consumerSlots.js";
 import { deleteSubscription, deleteSubscriptionRows, putSubscription, type PutRow } from "./sql/putSubscription.js";
+import { deleteToken, insertToken, listTokens, verifyToken, type TokenRow } from "./sql/tokens.js";
+import { looksLikeTokenSecret, newTokenSecret, tokenHash, tokenId, tokenInput, type TokenScope } from "./tokens.js";
 import {
   toBatchRecord,
   toDeadLetter,
   toKeyState,
   toSubscriptionStats,
+  toTokenInfo,
   type BatchRow,
   type DeadLetterRow,
   type KeyRow,
@@ -50,6 +53,8 @@ import type {
   StoredEvent,
   SubscriptionDefinition,
   SubscriptionStats,
+  CreatedToken,
+  TokenInfo,
 } from "./types.js";
 
 export interface CorqOptions {
@@ -93,9 +98,10 @@ export interface Corq {
    * Moves the log into the subscriptions' queues. When it returns, every event committed before
    * it is enqueued (it waits for an advancer already at work). `{ coalesce: true }` is for
    * wake-ups (after an append, a cron): where another advancer is at work it returns at once,
-   * and that one runs again for this call.
+   * and that one runs again for this call. `eventNames` (an append's kick) limits it to the
+   * subscriptions whose filter takes one of those names.
    */
-  advance(options?: { coalesce?: boolean }): Promise<Record<string, number>>;
+  advance(options?: { coalesce?: boolean; eventNames?: string[] }): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**
    * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.
@@ -108,12 +114,30 @@ export interface Corq {
     options?: { budgetMs?: number; maxBatches?: number; keysPerClaim?: number },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
   /**
-   * For dispatchers: claims up to `want` of the first `max` consumer slots, each busy for
-   * `holdMs`; concurrent dispatchers get different slots, so at most `max` consumers run.
-   * Start one consumer per slot returned; it calls releaseSlot(slot) when done.
+   * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
+   * ones named in `codeSubscriptions`) and their count, up to `max`; and a consumer slot per
+   * ready key, up to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent
+   * dispatchers get different slots, so at most `max` consumers run. Start one consumer per
+   * slot returned; it calls releaseSlot(slot) when done.
    */
-  claimSlots(options: { max: number; want: number; holdMs: number }): Promise<number[]>;
+  claimSlots(options: {
+    max: number;
+    want: number;
+    holdMs: number;
+    codeSubscriptions: string[];
+  }): Promise<{ ready: [string, number][]; slots: number[] }>;
   releaseSlot(slot: number): Promise<void>;
+  /**
+   * A dispatcher's wake-up (an append's kick, the cron): advance({ coalesce: true, eventNames })
+   * and then claimSlots(slots). The advance's re-check for the kicks others left meanwhile runs
+   * beside the slot claim (the caller's own events are enqueued before it), so an append's
+   * events reach a consumer one statement sooner; when the re-check enqueued more and slots
+   * are left, they are claimed too.
+   */
+  kick(options: {
+    eventNames?: string[];
+    slots: Parameters<Corq["claimSlots"]>[0];
+  }): Promise<{ advanced: Record<string, number>; ready: [string, number][]; slots: number[] }>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
@@ -154,6 +178,21 @@ export interface Corq {
   pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
   /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
   logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
+  /**
+   * Creates a scoped API token (docs/http-api.md, "Tokens"). The secret (`token`) is returned
+   * here only: the database keeps its SHA-256. `streamPrefix` limits appends (needs `append`,
+   * not with `admin`).
+   */
+  createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
+  /** Every token, oldest first, without secrets. */
+  listTokens(): Promise<TokenInfo[]>;
+  /** Revokes a token: refused from the next request on, and its dashboard sessions end. Unknown id → unknown_token. */
+  revokeToken(id: string): Promise<void>;
+  /**
+   * The token a secret belongs to, or null (unknown or revoked). One indexed read, no statement
+   * at all for a string that is not shaped like a token; moves lastUsedAt at most once a minute.
+   */
+  verifyToken(secret: string): Promise<TokenInfo | null>;
   close(): Promise<void>;
 }
 
@@ -208,6 +247,7 @@ const slotOptions = z.object({
   max: slotNumber,
   want: z.number().int().min(0).max(1000),
   holdMs: z.number().int().min(1).max(3_600_000),
+  codeSubscriptions: z.array(subscriptionName).max(1000),
 });
 const releaseOptions = z.object({
   subscription: subscriptionName,
@@ -312,7 +352,11 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async advance(advanceOpts = {}) {
-      return advance(await executor(), code, { batchSize: advanceBatchSize, coalesce: advanceOpts.coalesce === true });
+      return advance(await executor(), code, {
+        batchSize: advanceBatchSize,
+        coalesce: advanceOpts.coalesce === true,
+        eventNames: advanceOpts.eventNames,
+      });
     },
 
     async consume(name) {
@@ -336,10 +380,33 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async claimSlots(slotOpts) {
-      const { max, want, holdMs } = parseOrThrow(slotOptions, slotOpts, "invalid_input", "options");
-      if (want === 0) return [];
-      const rows = await (await executor()).run<{ slot: number }>(claimConsumerSlots(max, want, holdMs));
-      return rows.map((row) => row.slot).sort((a, b) => a - b);
+      return claimSlots(await executor(), parseOrThrow(slotOptions, slotOpts, "invalid_input", "options"));
+    },
+
+    async kick(kickOpts) {
+      const slotOpts = parseOrThrow(slotOptions, kickOpts.slots, "invalid_input", "slots");
+      const db = await executor();
+      const first = await advanceOnce(db, code, {
+        batchSize: advanceBatchSize,
+        coalesce: true,
+        eventNames: kickOpts.eventNames,
+      });
+      const total = () => Object.values(first.advanced).reduce((sum, n) => sum + n, 0);
+      const enqueuedFirst = total();
+      const [claimed, rechecked] = await Promise.allSettled([claimSlots(db, slotOpts), first.recheck()]);
+      if (claimed.status === "rejected") throw claimed.reason;
+      const plan = claimed.value;
+      if (rechecked.status === "rejected") {
+        for (const slot of plan.slots) await db.run(releaseConsumerSlot(slot)).catch(() => undefined);
+        throw rechecked.reason;
+      }
+      // the re-check enqueued others' events after the claim counted ready keys: slots for them
+      const left = slotOpts.want - plan.slots.length;
+      if (total() > enqueuedFirst && left > 0) {
+        const more = await claimSlots(db, { ...slotOpts, want: left, covered: plan.slots.length });
+        return { advanced: first.advanced, ready: more.ready, slots: [...plan.slots, ...more.slots] };
+      }
+      return { advanced: first.advanced, ...plan };
     },
 
     async releaseSlot(slot) {
@@ -479,6 +546,31 @@ export function createCorq(options: CorqOptions): Corq {
       return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
     },
 
+    async createToken(input) {
+      const { name, scopes, streamPrefix } = parseOrThrow(tokenInput, input, "invalid_input", "token");
+      const secret = newTokenSecret();
+      const [row] = await (await executor()).run<TokenRow>(
+        insertToken({ name, scopes, streamPrefix, hash: await tokenHash(secret) }),
+      );
+      return { ...toTokenInfo(row), token: secret };
+    },
+
+    async listTokens() {
+      return (await (await executor()).run<TokenRow>(listTokens())).map(toTokenInfo);
+    },
+
+    async revokeToken(id) {
+      parseOrThrow(tokenId, id, "invalid_input", "id");
+      const rows = await (await executor()).run(deleteToken(id));
+      if (rows.length === 0) throw new CorqError("unknown_token", `no token with id ${id}`);
+    },
+
+    async verifyToken(secret) {
+      if (typeof secret !== "string" || !looksLikeTokenSecret(secret)) return null;
+      const [row] = await (await executor()).run<TokenRow>(verifyToken(await tokenHash(secret)));
+      return row ? toTokenInfo(row) : null;
+    },
+
     async close() {
       await end();
       await pushTransport.close();
@@ -529,5 +621,17 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
       pool = undefined;
       opened = undefined;
     },
+  };
+}
+
+/** The dispatcher's plan (claimConsumerSlots), decoded: subscriptions with ready keys and the slots claimed. */
+async function claimSlots(
+  db: Executor,
+  options: { max: number; want: number; holdMs: number; codeSubscriptions: string[]; covered?: number },
+): Promise<{ ready: [string, number][]; slots: number[] }> {
+  const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options));
+  return {
+    ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
+    slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
   };
 }

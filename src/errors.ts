@@ -8,16 +8,19 @@ export type CorqErrorCode =
   | "order_conflict"
   | "conflict"
   | "unknown_subscription"
+  | "unknown_token"
   | "database_unavailable"
   | "schema_too_new";
 
-const statusByCode: Record<CorqErrorCode, number> = {
+/** Every code the library raises, with its HTTP status (docs/http-api.md "Errors" lists them: test/errorCodes.test.ts). */
+export const statusByCode: Record<CorqErrorCode, number> = {
   invalid_input: 400,
   invalid_config: 400,
   version_conflict: 409,
   order_conflict: 409,
   conflict: 409,
   unknown_subscription: 404,
+  unknown_token: 404,
   database_unavailable: 503,
   schema_too_new: 500,
 };

@@ -48,7 +48,7 @@ export const MAX_RESPONSE_BYTES = 64 * 1024;
  * batch is retried from its first event (after a failure, that event alone), so every retry
  * carries the first attempt's id; the next id comes once that event is acked. It says "this
  * is the same delivery again", not which events are new: receivers deduplicate events by
- * their position (unique), never by the id.
+ * their identity (stream, version), never by the id.
  */
 export async function webhookId(subscription: string, key: string, events: StoredEvent[]): Promise<string> {
   const identity = [subscription, key, events[0].position].join("\u0000");

@@ -1,6 +1,15 @@
 // Database rows → the public shapes. node-postgres returns bigint as string; positions and
 // counters are converted to numbers here (safe up to 2^53, docs/http-api.md).
-import type { BatchRecord, DeadLetter, KeyState, KeyStatus, SubscriptionStats } from "./types.js";
+import type {
+  BatchRecord,
+  DeadLetter,
+  KeyState,
+  KeyStatus,
+  SubscriptionStats,
+  TokenInfo,
+  TokenScope,
+} from "./types.js";
+import type { TokenRow } from "./sql/tokens.js";
 
 export interface StatsRow {
   name: string;
@@ -126,5 +135,16 @@ export function toBatchRecord(row: BatchRow): BatchRecord {
     finishedAt: new Date(row.finished_at).toISOString(),
     events: row.events,
     outcome: row.outcome,
+  };
+}
+
+export function toTokenInfo(row: TokenRow): TokenInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    scopes: row.scopes as TokenScope[],
+    streamPrefix: row.stream_prefix,
+    createdAt: new Date(row.created_at).toISOString(),
+    lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at).toISOString(),
   };
 }

@@ -1,6 +1,9 @@
 // The public shapes of the library (README, "The library").
 import type { SQL } from "drizzle-orm";
 import type { Corq } from "./corq.js";
+import type { TokenScope } from "./tokens.js";
+
+export type { TokenScope };
 
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 
@@ -142,4 +145,21 @@ export interface BatchRecord {
   /** Events in the batch (0 for "expired": a lease that ran out; its size is not known). */
   events: number;
   outcome: "acked" | "failed" | "dead" | "expired";
+}
+
+/** A scoped API token as listed (Corq.listTokens, GET /tokens): never its secret. */
+export interface TokenInfo {
+  id: string;
+  name: string;
+  scopes: TokenScope[];
+  /** Appends only to streams whose name starts with it; null: any stream. Reads are not limited. */
+  streamPrefix: string | null;
+  createdAt: string;
+  /** Updated at most once a minute per token (the lookup writes it). */
+  lastUsedAt: string | null;
+}
+
+/** What Corq.createToken returns: the secret, shown this once (only its hash is stored). */
+export interface CreatedToken extends TokenInfo {
+  token: string;
 }

@@ -78,4 +78,64 @@ describe("coalesced advance", () => {
     );
     expect(rows[0]).toEqual({ queued: 40, distinct: 40 });
   });
+
+  it("an append's kick advances only the subscriptions that take its event names; an advance without names, all", async () => {
+    const noop = () => undefined;
+    const { corq, raw } = await open({
+      subscriptions: [
+        { name: "takes-a", events: ["A"], handle: noop },
+        { name: "takes-b", events: ["B"], handle: noop },
+        { name: "takes-all", events: ["*"], handle: noop },
+        { name: "takes-a-fn", events: ["A", "C"], key: (e) => e.stream, handle: noop },
+      ],
+    });
+    await corq.advance();
+    await corq.append("x", [
+      { name: "A", data: {} },
+      { name: "B", data: {} },
+    ]);
+    const kicks = async () =>
+      Object.fromEntries(
+        (
+          await raw.query(
+            "SELECT s.name, coalesce(k.kicked, 0)::int AS kicked FROM corq.subscriptions s LEFT JOIN corq.advance_kicks k ON k.subscription_id = s.id",
+          )
+        ).rows.map((r) => [r.name, r.kicked]),
+      );
+    const before = await kicks();
+    expect(await corq.advance({ coalesce: true, eventNames: ["A"] })).toEqual({
+      "takes-a": 1,
+      "takes-all": 2,
+      "takes-a-fn": 1,
+    });
+    const after = await kicks();
+    expect(after["takes-b"]).toBe(before["takes-b"]);
+    for (const name of ["takes-a", "takes-all", "takes-a-fn"]) expect(after[name], name).toBe(before[name] + 1);
+    // the subscription that was left out is moved by the next advance of all (the cron's)
+    expect(await corq.advance({ coalesce: true })).toEqual({
+      "takes-a": 0,
+      "takes-b": 1,
+      "takes-all": 0,
+      "takes-a-fn": 0,
+    });
+  });
+
+  it("a kick enqueues its own events, then claims slots beside the re-check, and claims slots for what the re-check enqueued", async () => {
+    const subs = [{ name: "s", handle: () => undefined }];
+    const slots = { max: 4, want: 4, holdMs: 10_000, codeSubscriptions: ["s"] };
+    const { corq, raw, another } = await open({ subscriptions: subs });
+    await corq.append("a", [ev]);
+    await corq.advance();
+    expect((await corq.consume("s"))?.key).toBe("a"); // key "a" idle again
+    await slowEnqueueing(raw, "a");
+    await corq.append("a", [ev]);
+    const first = corq.kick({ slots }); // at work for a second
+    await sleep(300);
+    await corq.append("b", [ev]);
+    const other = another({ subscriptions: subs });
+    // finds the advancer at work: returns at once, nothing ready yet, no slot
+    expect(await other.kick({ eventNames: ["E"], slots })).toEqual({ advanced: { s: 0 }, ready: [], slots: [] });
+    // the one at work enqueued "a", claimed its slot, re-checked, enqueued "b" and claimed one for it
+    expect(await first).toEqual({ advanced: { s: 2 }, ready: [["s", 2]], slots: [1, 2] });
+  });
 });

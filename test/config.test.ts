@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createCorq, CorqError } from "../src/index.js";
+import { jsonProblem } from "../src/config.js";
 
 const handle = () => undefined;
 const configError = (fn: () => unknown) => {
@@ -54,5 +55,17 @@ describe("createCorq validates its configuration up front", () => {
   it("refuses a malformed subscription name before touching the database", async () => {
     const corq = createCorq({ databaseUrl: "postgres://nowhere.invalid/x" });
     await expect(corq.consume("no spaces allowed")).rejects.toMatchObject({ code: "invalid_input", status: 400 });
+  });
+});
+
+describe("event data and meta", () => {
+  const nested = (levels: number) => Array.from({ length: levels - 1 }).reduce<unknown>((inner) => ({ inner }), {});
+  it("are JSON of at most 64 levels, without U+0000 or lone surrogates", () => {
+    expect(jsonProblem(nested(64))).toBeNull();
+    expect(jsonProblem([nested(63)])).toBeNull();
+    expect(jsonProblem(nested(65))).toBe("nested deeper than 64 levels");
+    expect(jsonProblem({ text: "a\u0000b" })).toMatch(/U\+0000/);
+    expect(jsonProblem({ text: "\ud800" })).toMatch(/lone surrogate/);
+    expect(jsonProblem({ "\udc00": 1 })).toMatch(/lone surrogate/);
   });
 });

@@ -70,6 +70,55 @@ describe("upgrading a populated database", () => {
     }
   });
 
+  it("tokens: dashboard sessions of the release before stay valid (as bootstrap-admin sessions); tokens work", async () => {
+    const database = await createTestDatabase(inject("postgresUrl"), { migrated: false });
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    const corq = createCorq({ databaseUrl: database.url, subscriptions: [{ name: "s", handle: () => undefined }] });
+    try {
+      const tokensMigration = migrations.findIndex((m) => m.tag.endsWith("_tokens"));
+      expect(tokensMigration).toBeGreaterThan(0);
+      for (const migration of migrations.slice(0, tokensMigration)) {
+        for (const statement of migration.statements) await client.query(statement);
+        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
+      }
+      // what the release before left: two live sessions, an expired one, and a queue in flight
+      await client.query(`
+        INSERT INTO corq.dashboard_sessions (id, expires_at) VALUES
+          ('live-one', now() + interval '1 hour'), ('live-two', now() + interval '2 hours'),
+          ('expired', now() - interval '1 hour');`);
+      await corq.append("a", [{ name: "E", data: {} }]);
+
+      expect((await corq.migrate()).applied).toEqual(migrations.slice(tokensMigration).map((m) => m.tag));
+      const sessions = await client.query(
+        "SELECT id, token_id FROM corq.dashboard_sessions WHERE expires_at > now() ORDER BY id",
+      );
+      expect(sessions.rows).toEqual([
+        { id: "live-one", token_id: null },
+        { id: "live-two", token_id: null },
+      ]);
+      const { token, id } = await corq.createToken({ name: "after the upgrade", scopes: ["read"] });
+      expect(await corq.verifyToken(token)).toMatchObject({ id, scopes: ["read"] });
+      // a session of that token goes with it
+      await client.query(
+        "INSERT INTO corq.dashboard_sessions (id, expires_at, token_id) VALUES ('t', now() + interval '1 hour', $1)",
+        [id],
+      );
+      await corq.revokeToken(id);
+      expect((await client.query("SELECT id FROM corq.dashboard_sessions ORDER BY id")).rows.map((r) => r.id)).toEqual([
+        "expired",
+        "live-one",
+        "live-two",
+      ]);
+      await corq.advance();
+      expect((await corq.drain("s")).events).toBe(1);
+    } finally {
+      await corq.close();
+      await client.end();
+      await database.drop();
+    }
+  });
+
   it("refuses to run the migrations of a database a newer corq migrated", async () => {
     const database = await createTestDatabase(inject("postgresUrl"));
     const corq = createCorq({ databaseUrl: database.url });

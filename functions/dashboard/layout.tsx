@@ -1,5 +1,12 @@
 // The page shell: header with navigation, the live-refresh switch, and a notice line.
-import type { Child } from "hono/jsx";
+import { createContext, useContext, type Child } from "hono/jsx";
+
+/**
+ * Whether the session may act (the operate scope): without it the pages show no action
+ * buttons (the server refuses the actions anyway). Set per page by routes.tsx's render; null
+ * (not set) shows no button either.
+ */
+export const CanOperate = createContext<boolean | null>(null);
 
 export type Section = "overview" | "dead-letters" | "timeline" | "streams";
 
@@ -39,6 +46,11 @@ export function Page(props: { title: string; section?: Section; notice?: string;
                 <span id="refreshed" class="muted" aria-live="off"></span>
               </label>
             )}
+            {useContext(CanOperate) === false && (
+              <span class="badge" title="Logged in with a token without the operate scope">
+                read-only
+              </span>
+            )}
             <form method="post" action="/logout">
               <button type="submit" aria-label="Log out">
                 Log out
@@ -74,6 +86,7 @@ export function ActionButton(props: {
   confirm?: string;
   primary?: boolean;
 }) {
+  if (useContext(CanOperate) !== true) return null;
   return (
     <form class="inline" method="post" action={`/ui/actions/${props.action}`}>
       <input type="hidden" name="subscription" value={props.subscription} />

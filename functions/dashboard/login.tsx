@@ -1,4 +1,5 @@
-// GET /login — the admin token goes into a form, never into a URL.
+// GET /login — the token (the admin token, or a scoped one with read, operate or admin) goes into
+// a form, never into a URL.
 import { Page } from "./layout.js";
 
 /** `disabled`: why no one can log in (no admin token, or one too short), shown instead of the form. */
@@ -16,7 +17,7 @@ export function Login(props: { error?: string; disabled?: string }) {
           <p role="alert">{props.disabled[0].toUpperCase() + props.disabled.slice(1)}.</p>
         ) : (
           <form method="post" action="/login">
-            <label for="token">Admin token</label>
+            <label for="token">Token</label>
             <input id="token" name="token" type="password" autocomplete="current-password" required autofocus />
             <button type="submit" class="primary">
               Log in

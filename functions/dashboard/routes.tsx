@@ -6,18 +6,19 @@ import { csrf } from "hono/csrf";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionStats } from "../../src/index.js";
 import { subscriptionName, parseOrThrow } from "../../src/config.js";
-import { adminTokenRefusal, isAdmin } from "../auth.js";
+import { adminTokenRefusal, principalOf, requireScope, type Principal } from "../auth.js";
+import { scopesAllow, type TokenScope } from "../../src/tokens.js";
 import type { AuthThrottle } from "../authThrottle.js";
 import { ProblemError } from "../problem.js";
 import type { AppEnv } from "../env.js";
 import { css, script } from "./assets.js";
 import { DeadLetters } from "./deadLetters.js";
 import { Keys } from "./keys.js";
-import { Page } from "./layout.js";
+import { CanOperate, Page } from "./layout.js";
 import { Login } from "./login.js";
 import { Overview } from "./overview.js";
 import { securityHeaders } from "./securityHeaders.js";
-import { endSession, hasSession, startSession } from "./session.js";
+import { endSession, hasSession, sessionPrincipal, startSession } from "./session.js";
 import { LogTail, Stream } from "./streams.js";
 import { TimelinePage, windows } from "./timeline.js";
 
@@ -135,11 +136,13 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
   app.post("/login", async (c) => {
     const refusal = adminTokenRefusal(c.env);
     if (refusal) return c.html(<Login disabled={refusal.message} />, refusal.status as 401);
+    let principal: Principal | null;
     try {
       throttle.guard(c);
       const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
       const token = typeof form.token === "string" ? form.token : "";
-      if (token === "" || token.length > 1000 || !(await isAdmin(c.env, `Bearer ${token}`))) {
+      principal = token === "" || token.length > 1000 ? null : await principalOf(c, token);
+      if (!principal) {
         if (token !== "") await throttle.failed(c);
         return c.html(<Login error="Wrong token." />, 401);
       }
@@ -150,7 +153,14 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
         "retry-after": retryAfter,
       });
     }
-    await startSession(c);
+    // a valid token without the scope: refused, not counted as a failure
+    if (!scopesAllow(principal.scopes, "read")) {
+      return c.html(
+        <Login error="This token cannot open the dashboard: it needs the read, operate or admin scope." />,
+        403,
+      );
+    }
+    if (!(await startSession(c, principal))) return c.html(<Login error="Wrong token." />, 401);
     return c.redirect("/", 303);
   });
 
@@ -159,16 +169,22 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
     return c.redirect("/login", 303);
   });
 
-  // Everything below needs a session: pages send the browser to the login form.
+  // Everything below needs a session: pages send the browser to the login form. The session
+  // acts with its token's scopes: pages need read, actions operate (a refusal is a 403 page).
   const requireSession = async (c: DashboardContext, next: () => Promise<void>) => {
-    if (await hasSession(c)) return next();
+    const principal = await sessionPrincipal(c);
+    if (principal) {
+      c.set("principal", principal);
+      return next();
+    }
     if (c.req.method === "GET") return c.redirect("/login", 302);
     return c.html(<Login error="Your session has ended; log in again." />, 401);
   };
   app.get("/", requireSession);
   app.use("/ui/*", requireSession);
+  const scope = (needed: TokenScope) => requireScope(needed, { refuse: forbiddenPage });
 
-  app.get("/", (c) =>
+  app.get("/", scope("read"), (c) =>
     render(c, async (corq) => {
       const stats = await corq.stats();
       const throughput = await corq.throughput({ windowMs: 300_000, bucketMs: 10_000 });
@@ -178,7 +194,7 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
     }),
   );
 
-  app.get("/ui/subscriptions/:name", (c) =>
+  app.get("/ui/subscriptions/:name", scope("read"), (c) =>
     render(c, async (corq) => {
       const name = parseOrThrow(subscriptionName, c.req.param("name"), "invalid_input", "name");
       const { status, after } = parseOrThrow(keysQuery, c.req.query(), "invalid_input", "query");
@@ -198,7 +214,7 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
     }),
   );
 
-  app.get("/ui/dead-letters", (c) =>
+  app.get("/ui/dead-letters", scope("read"), (c) =>
     render(c, async (corq) => {
       const { subscription } = parseOrThrow(subscriptionFilter, c.req.query(), "invalid_input", "query");
       const subscriptions: SubscriptionStats[] = subscription
@@ -217,7 +233,7 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
     }),
   );
 
-  app.get("/ui/timeline", (c) =>
+  app.get("/ui/timeline", scope("read"), (c) =>
     render(c, async (corq) => {
       const { subscription, minutes } = parseOrThrow(timelineQuery, c.req.query(), "invalid_input", "query");
       const { subscriptions } = await corq.stats();
@@ -234,13 +250,13 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
     }),
   );
 
-  app.get("/ui/streams", (c) => {
+  app.get("/ui/streams", scope("read"), (c) => {
     const stream = c.req.query("stream");
     if (stream) return c.redirect(`/ui/streams/${encodeURIComponent(stream)}`, 303);
     return render(c, async (corq) => <LogTail events={await corq.logTail({ limit: EVENTS_PER_PAGE })} />);
   });
 
-  app.get("/ui/streams/:stream", (c) =>
+  app.get("/ui/streams/:stream", scope("read"), (c) =>
     render(c, async (corq) => {
       const stream = c.req.param("stream");
       const { from } = parseOrThrow(streamQuery, c.req.query(), "invalid_input", "query");
@@ -250,7 +266,7 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
   );
 
   for (const action of actions) {
-    app.post(`/ui/actions/${action}`, (c) =>
+    app.post(`/ui/actions/${action}`, scope("operate"), (c) =>
       refusalsAsPages(c, async () => {
         const form = await c.req.parseBody().catch(() => {
           throw new CorqError("invalid_input", "send the form as application/x-www-form-urlencoded");
@@ -274,9 +290,28 @@ export function dashboard(options: { throttle: AuthThrottle }): Hono<AppEnv> {
   return app;
 }
 
-/** Renders a page (see refusalsAsPages). */
+/** Renders a page (see refusalsAsPages); without the operate scope, with no action buttons. */
 function render(c: DashboardContext, page: (corq: Corq) => Promise<HtmlEscapedString>) {
-  return refusalsAsPages(c, async () => c.html(await page(c.var.corq())));
+  const principal = c.var.principal;
+  const canOperate = principal !== undefined && scopesAllow(principal.scopes, "operate");
+  return refusalsAsPages(c, async () =>
+    c.html(<CanOperate.Provider value={canOperate}>{await page(c.var.corq())}</CanOperate.Provider>),
+  );
+}
+
+/** A session without the scope a page or action needs: a 403 page, and nothing done. */
+function forbiddenPage(c: DashboardContext, refusal: ProblemError): Response | Promise<Response> {
+  return c.html(
+    <Page title="Not allowed" section="overview" live={false}>
+      <p class="error" role="alert">
+        Not allowed: {refusal.message}. Log in with a token that has it.
+      </p>
+      <p>
+        <a href="/">Back to the overview</a>
+      </p>
+    </Page>,
+    403,
+  );
 }
 
 /** A refusal (unknown subscription, bad query or form) becomes an HTML error page with its status, not problem+json. */

@@ -1,13 +1,20 @@
 // The dashboard's login session. The cookie is `<id>.<MAC(session key, id)>`; the session is
 // alive while its row in corq.dashboard_sessions is (12 hours; logout deletes it, ending that
-// session only). The session key is derived from the admin token under a fixed label, so the
+// session only). The row remembers the token that logged in: the session has that token's
+// scopes, and revoking the token deletes its sessions. The session key is derived from the admin token under a fixed label, so the
 // cookie never carries a MAC made with the token itself, and changing CORQ_ADMIN_TOKEN ends
 // every session. A cookie costs one statement per request, and none when its MAC is wrong.
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import { dashboardSessionAlive, endDashboardSession, startDashboardSession } from "../../src/sql/dashboardSessions.js";
+import {
+  dashboardSession,
+  endDashboardSession,
+  startDashboardSession,
+  type SessionRow,
+} from "../../src/sql/dashboardSessions.js";
+import type { TokenScope } from "../../src/tokens.js";
 import { constantTimeEqual } from "../../src/webhookSignature.js";
-import { adminTokenRefusal } from "../auth.js";
+import { adminTokenRefusal, BOOTSTRAP_ADMIN, type Principal } from "../auth.js";
 import type { AppEnv } from "../env.js";
 
 export const SESSION_COOKIE = "corq_session";
@@ -46,16 +53,29 @@ async function signedSessionId(c: SessionContext): Promise<string | null> {
   return match[1];
 }
 
-/** Whether the request carries the cookie of a live session. */
-export async function hasSession(c: SessionContext): Promise<boolean> {
+/** Who the request's session cookie acts as, or null without a live session. */
+export async function sessionPrincipal(c: SessionContext): Promise<Principal | null> {
   const id = await signedSessionId(c);
-  return id !== null && (await c.var.db().run(dashboardSessionAlive(id))).length > 0;
+  if (id === null) return null;
+  const [row] = await c.var.db().run<SessionRow>(dashboardSession(id));
+  if (!row) return null;
+  if (row.token_id === null) return BOOTSTRAP_ADMIN;
+  return { tokenId: row.token_id, scopes: (row.scopes ?? []) as TokenScope[], streamPrefix: row.stream_prefix };
 }
 
-/** Call once the admin token has been checked. */
-export async function startSession(c: SessionContext): Promise<void> {
+/** Whether the request carries the cookie of a live session. */
+export async function hasSession(c: SessionContext): Promise<boolean> {
+  return (await sessionPrincipal(c)) !== null;
+}
+
+/**
+ * Call once the credential has been checked: `principal` is who logged in. False (no session)
+ * when its token was revoked in between.
+ */
+export async function startSession(c: SessionContext, principal: Principal = BOOTSTRAP_ADMIN): Promise<boolean> {
   const id = base64url(crypto.getRandomValues(new Uint8Array(16)));
-  await c.var.db().run(startDashboardSession(id, SESSION_MS));
+  const started = await c.var.db().run(startDashboardSession(id, SESSION_MS, principal.tokenId));
+  if (started.length === 0) return false;
   setCookie(c, SESSION_COOKIE, `${id}.${await mac(c.env.CORQ_ADMIN_TOKEN!, id)}`, {
     httpOnly: true,
     sameSite: "Strict",
@@ -64,6 +84,7 @@ export async function startSession(c: SessionContext): Promise<void> {
     path: "/",
     maxAge: SESSION_MS / 1000,
   });
+  return true;
 }
 
 /** Logout: ends this session (its row), whatever else is logged in. */

@@ -67,5 +67,15 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"handled_kicks\" bigint DEFAULT 0 NOT NULL;",
       "-- Edited by hand: the slots exist up front (CORQ_CONCURRENCY is at most 1000).\nINSERT INTO \"corq\".\"consumer_slots\" (slot) SELECT generate_series(1, 1000);"
     ]
+  },
+  {
+    "tag": "0007_tokens",
+    "statements": [
+      "CREATE TABLE \"corq\".\"tokens\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"name\" text NOT NULL,\n\t\"scopes\" text[] NOT NULL,\n\t\"stream_prefix\" text,\n\t\"hash\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"last_used_at\" timestamp with time zone,\n\tCONSTRAINT \"tokens_scopes_check\" CHECK (cardinality(scopes) > 0 AND scopes <@ ARRAY['append', 'read', 'operate', 'admin']::text[])\n);",
+      "ALTER TABLE \"corq\".\"dashboard_sessions\" ADD COLUMN \"token_id\" uuid;",
+      "CREATE UNIQUE INDEX \"tokens_hash_key\" ON \"corq\".\"tokens\" USING btree (\"hash\");",
+      "ALTER TABLE \"corq\".\"dashboard_sessions\" ADD CONSTRAINT \"dashboard_sessions_token_id_tokens_id_fk\" FOREIGN KEY (\"token_id\") REFERENCES \"corq\".\"tokens\"(\"id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"dashboard_sessions_token_id_idx\" ON \"corq\".\"dashboard_sessions\" USING btree (\"token_id\");"
+    ]
   }
 ];

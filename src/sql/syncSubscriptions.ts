@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { advanceKicks, subscriptions } from "../db/schema.js";
+import { asyncCommit } from "./asyncCommit.js";
 
 export interface StoredSettings {
   name: string;
@@ -28,9 +29,10 @@ const listColumns = sql.raw("id, name, kind, events, key");
  * (`from: "now"`: whatever is not yet safely readable is still delivered). Changed settings
  * apply from the current watermark; rows that did not change are not written (nor locked,
  * so this never waits behind a running advance). With `kick`, it also wakes the advancers
- * (kickAdvancers), committed before the caller advances.
+ * (kickAdvancers) — of every subscription, or of those whose filter takes one of `kick.names` —
+ * committed before the caller advances.
  */
-export function syncSubscriptions(definitions: StoredSettings[], options: { kick: boolean }): SQL {
+export function syncSubscriptions(definitions: StoredSettings[], options: { kick: false | { names?: string[] } }): SQL {
   const input = JSON.stringify(
     definitions.map((d) => ({
       name: d.name,
@@ -76,7 +78,7 @@ export function syncSubscriptions(definitions: StoredSettings[], options: { kick
             (i.events, i.key, i.batch_size, i.max_attempts, i.lease_ms, i.backoff_initial_ms, i.backoff_max_ms, i.backoff_factor)
       RETURNING s.id, s.name, s.kind, s.events, s.key
     )
-    ${options.kick ? sql`, ${kickAdvancers()}` : sql``}
+    ${options.kick ? sql`, ${kickAdvancers(options.kick.names)}` : sql``}
     SELECT * FROM inserted
     UNION ALL SELECT * FROM updated
     UNION ALL SELECT ${listColumns} FROM ${subscriptions}
@@ -85,14 +87,17 @@ export function syncSubscriptions(definitions: StoredSettings[], options: { kick
 }
 
 /**
- * The CTE `kicked`: bumps every subscription's kick counter (advance_kicks), in id order so
- * concurrent kicks never deadlock. A row of its own per subscription: never waits for a
- * running advance. See advanceSubscription (coalesced advancers).
+ * The CTE `kicked`: bumps the kick counter (advance_kicks) of every subscription, or of those
+ * whose filter takes one of `names`, in id order so concurrent kicks never deadlock. A row of
+ * its own per subscription: never waits for a running advance. See advanceSubscription
+ * (coalesced advancers). Committed without waiting for the WAL flush (asyncCommit): a kick
+ * lost in a crash only leaves the events to the cron's advance, as a failed kick does.
  */
-function kickAdvancers(): SQL {
+function kickAdvancers(names: string[] | undefined): SQL {
+  const takes = names === undefined ? sql`true` : sql`('*' = ANY(events) OR events && ${sql.param(names)}::text[])`;
   return sql`kicked AS (
       INSERT INTO ${advanceKicks} AS k (subscription_id, kicked)
-      SELECT id, 1 FROM ${subscriptions} ORDER BY id
+      SELECT id, 1 FROM ${subscriptions} WHERE ${takes} AND ${asyncCommit} ORDER BY id
       ON CONFLICT (subscription_id) DO UPDATE SET kicked = k.kicked + 1
     )`;
 }

@@ -48,7 +48,7 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
 
   async function logIn(page: Page, token: string) {
     await page.goto(url("/"));
-    await page.getByLabel("Admin token").fill(token);
+    await page.getByLabel("Token", { exact: true }).fill(token);
     await page.getByRole("button", { name: "Log in" }).click();
   }
 

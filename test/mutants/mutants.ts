@@ -359,4 +359,92 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/webhookSignature.test.ts"],
   },
+  // --- scopes and tokens (functions/auth.ts, src/tokens.ts, src/sql/tokens.ts) -------------
+  {
+    name: "scopes: operate may do admin's work",
+    edits: one("src/tokens.ts", 'operate: ["operate", "read"],', "operate: TOKEN_SCOPES,"),
+    tests: ["test/worker/scopes.worker.test.ts"],
+  },
+  {
+    name: "scopes: stream prefix ignored",
+    edits: one(
+      "src/tokens.ts",
+      "return holder.streamPrefix === null || stream.startsWith(holder.streamPrefix);",
+      "return true;",
+    ),
+    tests: ["test/worker/scopes.worker.test.ts"],
+  },
+  {
+    name: "scopes: checked after the route ran",
+    edits: one(
+      "functions/auth.ts",
+      '    const refusal = scopeRefusal(principal, scope, c.req.param("stream"));\n    if (refusal) {\n      if (options.refuse) return options.refuse(c, refusal);\n      throw refusal;\n    }\n    await next();',
+      '    await next();\n    const refusal = scopeRefusal(principal, scope, c.req.param("stream"));\n    if (refusal) {\n      if (options.refuse) return options.refuse(c, refusal);\n      throw refusal;\n    }',
+    ),
+    tests: ["test/worker/scopes.worker.test.ts"],
+  },
+  {
+    name: "scopes: a route without requireScope needs no admin",
+    edits: one(
+      "functions/auth.ts",
+      "if (routes.length > 0 && !routes.some((route) => declaredScope(route.handler))) {",
+      "if (false) {",
+    ),
+    tests: ["test/authMiddleware.int.test.ts"],
+  },
+  {
+    name: "scopes: a 403 counted as a failed authentication",
+    edits: one(
+      "functions/auth.ts",
+      "    if (refusal) {\n      if (options.refuse)",
+      "    if (refusal) {\n      await c.var.throttle.failed(c);\n      if (options.refuse)",
+    ),
+    tests: ["test/worker/scopes.worker.test.ts"],
+  },
+  {
+    name: "tokens: revocation keeps the token working",
+    edits: one(
+      "src/sql/tokens.ts",
+      "DELETE FROM ${tokens} WHERE id = ${id}::uuid RETURNING id",
+      "UPDATE ${tokens} SET name = name WHERE id = ${id}::uuid RETURNING id",
+    ),
+    tests: ["test/worker/scopes.worker.test.ts", "test/tokens.int.test.ts"],
+  },
+  {
+    name: "tokens: every concurrent lookup writes the last use",
+    edits: one(
+      "src/sql/tokens.ts",
+      "AND (t.last_used_at IS NULL OR t.last_used_at < now()",
+      "AND (found.last_used_at IS NULL OR found.last_used_at < now()",
+    ),
+    tests: ["test/tokens.int.test.ts"],
+  },
+  {
+    name: "tokens: every lookup writes the last use",
+    edits: one(
+      "src/sql/tokens.ts",
+      "AND (t.last_used_at IS NULL OR t.last_used_at < now() - ${LAST_USED_RESOLUTION_S} * interval '1 second')",
+      "",
+    ),
+    tests: ["test/tokens.int.test.ts"],
+  },
+  {
+    name: "dashboard: a read session sees the action buttons",
+    edits: one("functions/dashboard/layout.tsx", "if (useContext(CanOperate) !== true) return null;", ""),
+    tests: ["test/worker/scopes.worker.test.ts"],
+  },
+  {
+    name: "dashboard: a session acts as admin whatever its token",
+    edits: one(
+      "functions/dashboard/session.ts",
+      "if (row.token_id === null) return BOOTSTRAP_ADMIN;",
+      "return BOOTSTRAP_ADMIN;",
+    ),
+    tests: ["test/worker/scopes.worker.test.ts"],
+  },
+  {
+    name: "dashboard: an append token logs in",
+    edits: one("functions/dashboard/routes.tsx", 'if (!scopesAllow(principal.scopes, "read")) {', "if (false) {"),
+    tests: ["test/worker/scopes.worker.test.ts"],
+  },
 ];

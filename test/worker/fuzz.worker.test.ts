@@ -22,7 +22,7 @@ afterAll(() =>
 const counts = async () =>
   (
     await state.db.query(
-      "SELECT (SELECT count(*) FROM corq.events)::int AS events, (SELECT count(*) FROM corq.subscriptions WHERE kind = 'push')::int AS push",
+      "SELECT (SELECT count(*) FROM corq.events)::int AS events, (SELECT count(*) FROM corq.subscriptions WHERE kind = 'push')::int AS push, (SELECT count(*) FROM corq.tokens)::int AS tokens",
     )
   ).rows[0];
 
@@ -32,18 +32,27 @@ const segment = fc.oneof(
 );
 
 describe("fuzzed HTTP input", () => {
-  it("append, subscription PUT and the webhook answer 4xx problem+json and write nothing", async () => {
+  it("append, subscription PUT, token POST and the webhook answer 4xx problem+json and write nothing", async () => {
     const before = await counts();
     let acceptedEvents = 0;
     let createdPush = 0;
+    let createdTokens = 0;
     await fc.assert(
       fc.asyncProperty(
-        fc.constantFrom("append", "put", "retry"),
+        fc.constantFrom("append", "put", "retry", "token"),
         segment,
         fc.oneof(
           fc.jsonValue(),
           fc.record({ events: fc.array(fc.record({ name: fc.string(), data: fc.jsonValue() }), { maxLength: 3 }) }),
           fc.record({ deliver: fc.record({ url: fc.string() }), batchSize: fc.jsonValue() }),
+          fc.record(
+            {
+              name: fc.string(),
+              scopes: fc.array(fc.oneof(fc.constantFrom("append", "read", "operate", "admin"), fc.string())),
+              streamPrefix: fc.oneof(fc.string(), fc.constant(null)),
+            },
+            { requiredKeys: [] },
+          ),
           fc.string(),
         ),
         fc.constantFrom("application/json", "text/plain", "application/x-www-form-urlencoded"),
@@ -54,7 +63,9 @@ describe("fuzzed HTTP input", () => {
               ? `/streams/${encodeURIComponent(name)}/events`
               : route === "put"
                 ? `/subscriptions/${encodeURIComponent(name)}`
-                : "/dead-letters/retry";
+                : route === "token"
+                  ? "/tokens"
+                  : "/dead-letters/retry";
           const response = await api(route === "put" ? "PUT" : "POST", path, {
             body: typeof body === "string" ? body : JSON.stringify(body),
             headers: { "content-type": type },
@@ -66,6 +77,7 @@ describe("fuzzed HTTP input", () => {
             // a valid input by chance: count what it may have written
             if (route === "append") acceptedEvents += response.json.positions.length;
             if (route === "put" && response.status === 201) createdPush++;
+            if (route === "token") createdTokens++;
             return;
           }
           expect(response.status, `${route} ${name} ${JSON.stringify(body)}`).toBeGreaterThanOrEqual(400);
@@ -82,7 +94,11 @@ describe("fuzzed HTTP input", () => {
       { numRuns: 150 },
     );
     // only the requests that were accepted wrote anything
-    expect(await counts()).toEqual({ events: before.events + acceptedEvents, push: before.push + createdPush });
+    expect(await counts()).toEqual({
+      events: before.events + acceptedEvents,
+      push: before.push + createdPush,
+      tokens: before.tokens + createdTokens,
+    });
     report.requests += 150;
   });
 });
@@ -95,7 +111,8 @@ const fingerprint = async () =>
       (SELECT md5(coalesce(string_agg(name || paused || batch_size || key || array_to_string(events, ','), '|' ORDER BY name), '')) FROM corq.subscriptions) AS subscriptions,
       (SELECT count(*) FROM corq.queue)::int AS queued,
       (SELECT count(*) FROM corq.keys WHERE dead_at IS NOT NULL)::int AS dead,
-      (SELECT count(*) FROM corq.webhook_ids)::int AS webhooks`)
+      (SELECT count(*) FROM corq.webhook_ids)::int AS webhooks,
+      (SELECT count(*) FROM corq.tokens)::int AS tokens`)
   ).rows[0];
 
 const routes: [method: string, path: (s: string) => string][] = [
@@ -110,6 +127,7 @@ const routes: [method: string, path: (s: string) => string][] = [
   ["POST", (s) => `/subscriptions/${s}/resume`],
   ["POST", (s) => `/consume/${s}`],
   ["GET", (s) => `/dead-letters?subscription=${s}&limit=${s}`],
+  ["DELETE", (s) => `/tokens/${s}`],
 ];
 
 describe("fuzzed paths and queries at every endpoint", () => {
@@ -141,6 +159,7 @@ describe("fuzzed paths and queries at every endpoint", () => {
       ["POST", "/streams/big/events"],
       ["PUT", "/subscriptions/big"],
       ["POST", "/dead-letters/retry"],
+      ["POST", "/tokens"],
     ]) {
       const tooBig = await api(method, path, { body: huge });
       expect(tooBig.status, `${method} ${path}`).toBe(413);

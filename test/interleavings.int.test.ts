@@ -53,7 +53,8 @@ type Op =
   | { kind: "takeTxId" }
   | { kind: "outboxAppend"; key: number }
   | { kind: "drain"; by: number; keys: number; fail: boolean }
-  | { kind: "gatedDrain"; by: number; keys: number };
+  | { kind: "gatedDrain"; by: number; keys: number }
+  | { kind: "openGate"; by: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -103,8 +104,9 @@ const multiKeyOp: fc.Arbitrary<Op> = fc.oneof(
       by: fc.nat(2),
       keys: fc.integer({ min: 2, max: 4 }),
     }),
-    weight: 1,
+    weight: 2,
   },
+  { arbitrary: fc.record({ kind: fc.constant("openGate" as const), by: fc.nat(2) }), weight: 1 },
 );
 const opsOf = { single: op, multi: multiKeyOp };
 
@@ -128,7 +130,7 @@ describe("random interleavings", () => {
             let failNext = false;
             const failedTransiently = new Set<number>(); // heads of batches whose handler failed on purpose
             const skippedByOperator = new Set<number>(); // failed events a random release skipped
-            const gates: (() => void)[] = [];
+            const gates: (() => void)[][] = [[], [], []]; // per consumer
             // consumer i's next handler call waits for openGates (a slow consumer) while armed[i]
             const armed = [false, false, false];
             const handler =
@@ -139,7 +141,7 @@ describe("random interleavings", () => {
                 running.set(ctx.key, call);
                 try {
                   if (consumer !== undefined && armed[consumer]) {
-                    await new Promise<void>((resolve) => gates.push(resolve));
+                    await new Promise<void>((resolve) => gates[consumer].push(resolve));
                   }
                   if (events.some((e) => (e.data as { poison?: boolean }).poison)) throw new Error("poison");
                   if (failNext) {
@@ -247,7 +249,13 @@ describe("random interleavings", () => {
                     break;
                   case "openGates":
                     armed.fill(false);
-                    for (const open of gates.splice(0)) open();
+                    for (const open of gates.flatMap((g) => g.splice(0))) open();
+                    break;
+                  case "openGate":
+                    // one slow consumer finishes while the others stay held: its settle meets
+                    // leases that others took over and still hold
+                    armed[o.by] = false;
+                    for (const open of gates[o.by].splice(0)) open();
                     break;
                   case "release":
                     if (o.mode === "retry") {
@@ -315,7 +323,7 @@ describe("random interleavings", () => {
                 client.release();
               }
               armed.fill(false);
-              for (const open of gates.splice(0)) open();
+              for (const open of gates.flatMap((g) => g.splice(0))) open();
               await Promise.all(inFlight);
               for (let round = 0; round < 50; round++) {
                 await corq.advance();

@@ -345,7 +345,7 @@ export const mutants: Mutant[] = [
     name: "signature: window not checked",
     edits: one(
       "src/webhookSignature.ts",
-      '  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300)) return { ok: false, reason: "stale_timestamp" };\n',
+      '  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300))\n    return { ok: false, reason: "stale_timestamp" };\n',
       "",
     ),
     tests: ["test/webhookSignature.test.ts"],

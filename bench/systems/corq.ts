@@ -63,21 +63,31 @@ async function consumer(corq: Corq, done: () => boolean, signals: Signals, keysP
 /** End to end: first append → last handler, with producers, the advancer and consumers all running. */
 export async function endToEnd(databaseUrl: string, w: Workload) {
   const check = new OrderCheck();
+  let batches = 0;
   const handle = (events: StoredEvent[]) => {
+    batches++;
     for (const e of events) check.record(e.data as unknown as Item);
   };
   const sub = subscription(w, handle);
-  const producer = createCorq({ databaseUrl, subscriptions: [sub], poolSize: w.producers ?? 8 });
+  let producerStatements = 0;
+  let consumerStatements = 0;
+  const producer = createCorq({
+    databaseUrl,
+    subscriptions: [sub],
+    poolSize: w.producers ?? 8,
+    onStatement: () => void producerStatements++,
+  });
   await producer.migrate();
   const consumers = Array.from({ length: w.consumers }, () =>
-    createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }),
+    createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1, onStatement: () => void consumerStatements++ }),
   );
   const done = () => check.handled >= w.events;
   const signals = newSignals();
   const started = performance.now();
+  let appendedAt = started;
   try {
     await Promise.all([
-      appendWorkload(producer, w, () => signals.appended.notify()),
+      appendWorkload(producer, w, () => signals.appended.notify()).then(() => (appendedAt = performance.now())),
       advancer(producer, done, signals),
       ...consumers.map((c) => consumer(c, done, signals, w.keysPerClaim)),
     ]);
@@ -85,7 +95,17 @@ export async function endToEnd(databaseUrl: string, w: Workload) {
     await Promise.all([producer, ...consumers].map((c) => c.close()));
   }
   const seconds = (performance.now() - started) / 1000;
-  return { eps: w.events / seconds, seconds, violations: check.violations, duplicates: check.duplicates };
+  return {
+    eps: w.events / seconds,
+    seconds,
+    violations: check.violations,
+    duplicates: check.duplicates,
+    // where the time went: appending alone, and how the consumers saw the work arrive
+    appendSeconds: (appendedAt - started) / 1000,
+    eventsPerBatch: check.handled / batches,
+    consumerStatementsPerEvent: consumerStatements / check.handled,
+    producerStatements,
+  };
 }
 
 /** Append alone: 8 producers, batches of 100. */

@@ -1,7 +1,8 @@
 // The example app's own tables, in its own Postgres schema `example` — never corq's migrations:
-// `npm run db:migrate` on a user's database must not create them. `npm start` (and the Worker
-// tests) run these statements through infra/localStack.ts `applyExampleSchema`;
-// `npm run db:migrate -- --example` does for a deployed database that runs this Worker.
+// `npm run db:migrate` on a user's database must not create them. They are this repository's
+// Worker's app migration (functions/app.ts, named by a hash of these statements, so any change
+// runs them all again): the Worker applies it itself, and so do `npm start` (and the Worker
+// tests) and `npm run db:migrate -- --example`.
 // Every statement is idempotent and also brings the first version of the example (which kept
 // room state in `room-*` streams and one position per visitor row) up to this one.
 //

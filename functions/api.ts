@@ -4,14 +4,9 @@ import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
-import {
-  correlationKey,
-  eventInput,
-  expectedVersion,
-  parseOrThrow,
-  streamName,
-  subscriptionName,
-} from "../src/config.js";
+import { parseOrThrow, streamName, subscriptionName } from "../src/config.js";
+import { appendBody, count, deadLettersQuery, keysQuery, logQuery, releaseBody, streamQuery } from "./apiSchemas.js";
+import { openApiDocument } from "./openapi.js";
 import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
@@ -21,28 +16,6 @@ import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
 import { dashboard } from "./dashboard/routes.js";
 import { tokenId, tokenInput } from "../src/tokens.js";
-
-const appendBody = z.object({
-  events: z.array(eventInput).min(1).max(1000),
-  expectedVersion: expectedVersion.optional(),
-});
-const releaseBody = z.object({
-  subscription: subscriptionName,
-  key: correlationKey.optional(),
-  mode: z.enum(["retry", "skip"]).optional(),
-});
-const count = z
-  .string()
-  .regex(/^\d{1,15}$/, "must be a non-negative integer")
-  .transform(Number);
-const streamQuery = z.object({ from: count.optional(), limit: count.optional() });
-const logQuery = z.object({ after: count.optional(), limit: count.optional() });
-const keysQuery = z.object({
-  status: z.enum(["ready", "leased", "backoff", "dead", "idle"]).optional(),
-  limit: count.optional(),
-  after: z.string().max(1000).optional(),
-});
-const deadLettersQuery = z.object({ subscription: subscriptionName.optional(), limit: count.optional() });
 
 /** The request's JSON body, validated; a wrong content type or malformed JSON is a 4xx. */
 async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
@@ -59,8 +32,9 @@ async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.o
   return parseOrThrow(schema, parsed, "invalid_input", "body");
 }
 
+// query fields are named as the client sent them (`limit`, not `query.limit`)
 const query = <T extends z.ZodType>(c: Context, schema: T): z.output<T> =>
-  parseOrThrow(schema, c.req.query(), "invalid_input", "query");
+  parseOrThrow(schema, c.req.query(), "invalid_input", "");
 
 const param = <T extends z.ZodType>(c: Context, name: string, schema: T): z.output<T> =>
   parseOrThrow(schema, c.req.param(name), "invalid_input", name);
@@ -70,7 +44,20 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   // failed authentications per client, kept for the life of this isolate (createApi runs once per isolate)
   const throttle = createAuthThrottle();
   app.onError(onError);
-  app.notFound((c) => problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
+  app.notFound((c) => {
+    // a known path with another method: 405 and the methods it has
+    const allowed = allowedMethods(app.routes, c.req.path);
+    if (allowed.length > 0) {
+      return problem(
+        405,
+        "method_not_allowed",
+        `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`,
+        {},
+        { allow: allowed.join(", ") },
+      );
+    }
+    return problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`);
+  });
   app.use("*", requireLocalHost());
 
   // One database handle per request (HTTP statements; a pool with CORQ_DB_DRIVER=websocket), opened on first use, closed after the response.
@@ -105,6 +92,13 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       console.error("corq: GET /health: the database check failed:", error);
       return problem(503, "database_unavailable", "the database is unavailable", { ok: false, db: "unavailable" });
     }
+  });
+
+  // Public: the description of this API (OpenAPI 3.1), made once per isolate.
+  let description: string | undefined;
+  app.get("/openapi.json", (c) => {
+    description ??= JSON.stringify(openApiDocument());
+    return c.body(description, 200, { "content-type": "application/json" });
   });
 
   app.post(
@@ -247,4 +241,31 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   });
 
   return app;
+}
+
+/** The methods the app answers on `path` (HEAD with GET, as Hono answers it); none for an unknown path. */
+export function allowedMethods(routes: { method: string; path: string }[], path: string): string[] {
+  const methods = new Set<string>();
+  for (const route of routes) {
+    if (route.method === "ALL" || !routePattern(route.path).test(path)) continue;
+    methods.add(route.method);
+    if (route.method === "GET") methods.add("HEAD");
+  }
+  return [...methods].sort();
+}
+
+const patterns = new Map<string, RegExp>();
+function routePattern(path: string): RegExp {
+  let pattern = patterns.get(path);
+  if (!pattern) {
+    const source = path
+      .split("/")
+      .map((part) =>
+        part === "*" ? ".*" : part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+      )
+      .join("/");
+    pattern = new RegExp(`^${source}$`);
+    patterns.set(path, pattern);
+  }
+  return pattern;
 }

@@ -8,6 +8,7 @@ const titles: Record<number, string> = {
   401: "Unauthorized",
   403: "Forbidden",
   404: "Not Found",
+  405: "Method Not Allowed",
   409: "Conflict",
   413: "Payload Too Large",
   415: "Unsupported Media Type",
@@ -25,7 +26,7 @@ export function problem(
   headers: Record<string, string> = {},
 ): Response {
   return new Response(
-    JSON.stringify({ type: `urn:corq:problem:${code}`, title: titles[status] ?? "Error", status, detail, ...extra }),
+    JSON.stringify({ ...extra, type: `urn:corq:problem:${code}`, title: titles[status] ?? "Error", status, detail }),
     { status, headers: { ...headers, "content-type": "application/problem+json" } },
   );
 }
@@ -46,10 +47,21 @@ export function onError(thrown: unknown, c: Context): Response {
   if (thrown instanceof CorqError) {
     return problem(thrown.status, thrown.code, thrown.message, {
       ...thrown.extra,
-      ...(thrown.details ? { errors: thrown.details } : {}),
+      // `errors` is always the list of fields refused; other details (a conflict's stream and
+      // versions) are members of their own
+      ...(Array.isArray(thrown.details) ? { errors: thrown.details } : (thrown.details as object | undefined)),
     });
   }
   if (thrown instanceof ProblemError) return problem(thrown.status, thrown.code, thrown.message, {}, thrown.headers);
+  // hono/csrf (the dashboard's forms) is what throws a 403: a form posted from another origin
+  if (thrown instanceof HTTPException && thrown.status === 403) {
+    const origin = c.req.header("origin");
+    return problem(
+      403,
+      "forbidden_origin",
+      `cross-site request refused: Origin ${origin === undefined ? "(none)" : JSON.stringify(origin)} is not ${new URL(c.req.url).origin}`,
+    );
+  }
   if (thrown instanceof HTTPException)
     return problem(thrown.status, "http_error", thrown.message || titles[thrown.status] || "");
   const error = toError(thrown);

@@ -2,12 +2,10 @@
 // URL is given) → migrations → WebSocket proxy → the Worker under wrangler's dev server
 // (workerd, the real Workers runtime) → a cron that fires the scheduled handler.
 import pg from "pg";
-import { drizzle } from "drizzle-orm/node-postgres";
 import { fileURLToPath } from "node:url";
 import { unstable_startWorker } from "wrangler";
 import { createCorq } from "../src/index.js";
-import { exampleSchema } from "../example/visitors.js";
-import { subscriptions } from "../functions/app.js";
+import { app } from "../functions/app.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
 import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
@@ -79,11 +77,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       databaseUrl = await ensureDatabase(embedded.url, "corq");
       log(`postgres: embedded, ${redact(databaseUrl)}`);
     }
-    // Registers the Worker's code subscriptions too, so they are listed before the first advance.
-    const corq = createCorq({ databaseUrl, subscriptions });
+    // Registers the Worker's code subscriptions too, so they are listed before the first advance,
+    // and applies the app's own migrations (the example's table) that the Worker would apply itself.
+    const corq = createCorq({ databaseUrl, ...app });
     const { applied } = await corq.migrate();
     await corq.close();
-    await applyExampleSchema(databaseUrl);
     log(`migrations: ${applied.length ? applied.join(", ") : "up to date"}`);
 
     const target = new URL(databaseUrl);
@@ -173,17 +171,6 @@ async function ensureDatabase(serverUrl: string, name: string): Promise<string> 
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
   return url.toString();
-}
-
-/** The example app's own tables (example/schema.ts); idempotent. */
-export async function applyExampleSchema(databaseUrl: string) {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-  try {
-    const db = drizzle(pool);
-    for (const statement of exampleSchema) await db.execute(statement);
-  } finally {
-    await pool.end();
-  }
 }
 
 function redact(url: string): string {

@@ -68,7 +68,8 @@ const storableJson = z.unknown().transform((value, ctx) => {
   return value as Json;
 });
 
-export const eventInput = z.object({
+// strict: an unknown field (a typo such as "metadata") is refused, as on subscriptions
+export const eventInput = z.strictObject({
   name: eventName,
   data: storableJson,
   meta: storableJson
@@ -233,7 +234,7 @@ export function parseOrThrow<T extends z.ZodType>(
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const issues = result.error.issues.map((issue) => ({
-    path: [label, ...issue.path.map(String)].join("."),
+    path: [...(label ? [label] : []), ...issue.path.map(String)].join("."),
     message: issue.message,
   }));
   throw new CorqError(code, issues.map((i) => `${i.path}: ${i.message}`).join("; "), { details: issues });

@@ -1,6 +1,7 @@
 import { CorqError } from "./errors.js";
 import { createExecutor, type Connection, type Executor, type PoolLike, type Session } from "./db/executor.js";
 import { migrate } from "./db/migrate.js";
+import { applyAppMigrations, parseAppMigrations, type AppMigration } from "./db/appMigrations.js";
 import {
   expectedVersion as expectedVersionSchema,
   parseEvents,
@@ -63,6 +64,8 @@ export interface CorqOptions {
   /** Or an existing connection: a pg / Neon Pool or Client, or a drizzle database. */
   db?: Connection | { $client: Connection };
   subscriptions?: SubscriptionDefinition[];
+  /** The app's own schema (its tables), applied by migrate() after corq's, each once (db/appMigrations.ts). */
+  migrations?: AppMigration[];
   /** Events scanned per advance statement (default 5,000). */
   advanceBatchSize?: number;
   /** Max connections of the pool corq creates from databaseUrl (default 10). */
@@ -258,6 +261,7 @@ const releaseOptions = z.object({
 
 export function createCorq(options: CorqOptions): Corq {
   const code = parseSubscriptions(options.subscriptions ?? []);
+  const appMigrations = parseAppMigrations(options.migrations ?? []);
   const advanceBatchSize = parseOrThrow(
     limit(100_000, 5000),
     options.advanceBatchSize,
@@ -293,6 +297,7 @@ export function createCorq(options: CorqOptions): Corq {
     async migrate() {
       const db = await executor();
       const applied = await migrate(db);
+      applied.push(...(await applyAppMigrations(db, appMigrations)));
       await syncCodeSubscriptions(db, code);
       return { applied };
     },

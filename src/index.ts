@@ -2,5 +2,6 @@
 export { createCorq, type Corq, type CorqOptions } from "./corq.js";
 export { CorqError, type CorqErrorCode } from "./errors.js";
 export type { Connection, Queryable } from "./db/executor.js";
+export type { AppMigration } from "./db/appMigrations.js";
 export type * from "./types.js";
 export { TOKEN_SCOPES } from "./tokens.js";

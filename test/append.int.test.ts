@@ -26,7 +26,7 @@ describe("append", () => {
     expect(many.version).toBe(301);
     const stream = await corq.readStream("visitor-1", { limit: 1000 });
     expect(stream.map((e) => e.version)).toEqual(Array.from({ length: 302 }, (_, i) => i));
-    // positions follow input order (docs/design.md, invariant 5)
+    // positions follow input order (docs/architecture.md, invariant 5)
     const ticks = stream.slice(2);
     expect(ticks.map((e) => (e.data as { i: number }).i)).toEqual(Array.from({ length: 300 }, (_, i) => i));
     expect(ticks.map((e) => e.position)).toEqual([...ticks.map((e) => e.position)].sort((a, b) => a - b));

@@ -1,4 +1,4 @@
-// Pins the round-trip budget (docs/design.md, "Round trips are the cost model"): on Workers every
+// Pins the round-trip budget (docs/architecture.md, "Round trips are the cost model"): on Workers every
 // statement is a network round trip to Neon, so these counts must not silently grow.
 import { describe, expect, it } from "vitest";
 import { useCorq } from "./helpers/corq.js";

@@ -48,8 +48,8 @@ describe("error codes", () => {
       ...Object.entries(statusByCode).map(([code, status]) => `${status} ${code}`),
       ...answeredByTheWorker(),
       ...webhookReasons(),
-      // Hono's HTTPException (functions/problem.ts): the dashboard's csrf() refusal
-      "403 http_error",
+      // (the dashboard's csrf() refusal, Hono's HTTPException 403, is answered as forbidden_origin:
+      // functions/problem.ts, found above)
     ]);
     const table = documented();
     expect(table.length).toBe(new Set(table).size);

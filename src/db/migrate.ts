@@ -3,8 +3,9 @@ import type { Executor } from "./executor.js";
 import { migrations } from "./migrations.js";
 import { CorqError } from "../errors.js";
 
-// Any fixed 64-bit number: the advisory lock that serialises concurrent migrate() calls.
-const MIGRATION_LOCK = 7_364_201_983;
+// Any fixed 64-bit number: the advisory lock that serialises concurrent migrate() calls (and
+// the app's own migrations, appMigrations.ts).
+export const MIGRATION_LOCK = 7_364_201_983;
 
 /**
  * Applies the bundled drizzle migrations that are not applied yet, in one transaction under
@@ -24,7 +25,8 @@ export async function migrate(executor: Executor): Promise<string[]> {
     );
     // a database migrated by a newer corq: this code would run against tables it does not know
     const known = new Set(migrations.map((m) => m.tag));
-    const unknown = [...applied].filter((tag) => !known.has(tag)).sort();
+    // (an app's own migrations, `app:<name>`, are the app's business: appMigrations.ts)
+    const unknown = [...applied].filter((tag) => !known.has(tag) && !tag.startsWith("app:")).sort();
     if (unknown.length > 0) {
       throw new CorqError(
         "schema_too_new",

@@ -26,7 +26,7 @@ const xid8 = customType<{ data: string }>({ dataType: () => "xid8" });
 
 const createdAt = () => timestamp("created_at", { withTimezone: true }).notNull().defaultNow();
 
-/** The append-only log. Log order is (tx, position), never position alone (docs/design.md, invariant 1). */
+/** The append-only log. Log order is (tx, position), never position alone (docs/architecture.md, invariant 1). */
 export const events = corqSchema.table(
   "events",
   {

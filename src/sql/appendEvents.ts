@@ -17,7 +17,7 @@ const notOlder = (lastTx: SQL) => sql`(${lastTx} IS NULL OR ${lastTx} <= pg_curr
 /**
  * One statement: move the stream's version (the row lock serialises appends to one stream,
  * and the WHERE is the optimistic-concurrency check), then insert the events in input order
- * (WITH ORDINALITY … ORDER BY ord: positions follow the input, docs/design.md invariant 5).
+ * (WITH ORDINALITY … ORDER BY ord: positions follow the input, docs/architecture.md invariant 5).
  * `expectedVersion`: undefined = any, -1 = the stream must not exist, n = its version is n.
  * Nothing is written when the check fails; streamHead then says why.
  */

@@ -27,7 +27,7 @@ export interface ClaimRow extends Partial<EventRow> {
 
 /**
  * Claims up to `limit` ready keys of a subscription and returns their next batches with the
- * event data, in ONE statement (docs/design.md, invariants 2 and 3):
+ * event data, in ONE statement (docs/architecture.md, invariants 2 and 3):
  *   pick     the keys that have waited longest (partial index on available_at), each locked
  *            with FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
  *            ties (keys made ready by one advance) go by key, so the order is total;

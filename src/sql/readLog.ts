@@ -3,7 +3,7 @@ import { events } from "../db/schema.js";
 import { eventColumns } from "./eventColumns.js";
 
 /**
- * The global log in the safe read order (docs/design.md, invariant 1): only events whose
+ * The global log in the safe read order (docs/architecture.md, invariant 1): only events whose
  * transaction is below the xmin horizon (no transaction that could still commit an earlier
  * one is running), ordered by (tx, position). The cursor is a position; its tx is looked
  * up, so reading on after the last returned event never skips a late-committing one.

@@ -1,0 +1,180 @@
+// The shapes of the HTTP API: the zod schemas that validate requests (api.ts parses with
+// them) and the shapes of the answers. functions/openapi.ts turns both into the OpenAPI
+// document, so what is validated and what is documented is one definition.
+import { z } from "zod";
+import {
+  correlationKey,
+  eventInput,
+  expectedVersion,
+  pushSubscriptionInput,
+  streamName,
+  subscriptionName,
+} from "../src/config.js";
+import { TOKEN_SCOPES, tokenId, tokenInput } from "../src/tokens.js";
+
+// ---- requests ---------------------------------------------------------------------------
+
+export const appendBody = z.strictObject({
+  events: z.array(eventInput).min(1).max(1000),
+  expectedVersion: expectedVersion.optional(),
+});
+
+export const releaseBody = z.strictObject({
+  subscription: subscriptionName,
+  key: correlationKey.optional(),
+  mode: z.enum(["retry", "skip"]).optional(),
+});
+
+/** A non-negative integer in a query string or header. */
+export const count = z
+  .string()
+  .regex(/^\d{1,15}$/, "must be a non-negative integer")
+  .transform(Number);
+
+export const streamQuery = z.object({ from: count.optional(), limit: count.optional() });
+export const logQuery = z.object({ after: count.optional(), limit: count.optional() });
+export const keyStatus = z.enum(["ready", "leased", "backoff", "dead", "idle"]);
+export const keysQuery = z.object({
+  status: keyStatus.optional(),
+  limit: count.optional(),
+  after: z.string().max(1000).optional(),
+});
+export const deadLettersQuery = z.object({ subscription: subscriptionName.optional(), limit: count.optional() });
+
+export const streamParams = z.object({ stream: streamName });
+export const nameParams = z.object({ name: subscriptionName });
+export const consumeParams = z.object({ subscription: subscriptionName });
+export const consumeHeaders = z.object({
+  "corq-budget-ms": count.optional().describe("drain for this long (ms) instead of one batch"),
+  "corq-slot": count.optional().describe("the consumer slot a dispatcher claimed (internal)"),
+});
+
+export const tokenParams = z.object({ id: tokenId });
+/** POST /tokens */
+export const tokenBody = tokenInput;
+
+/** PUT /subscriptions/:name (validated by corq.putSubscription with this schema). */
+export const subscriptionBody = pushSubscriptionInput;
+
+// ---- answers ----------------------------------------------------------------------------
+
+const isoTime = z.string().describe("ISO 8601");
+const json = z.unknown();
+
+export const event = z.object({
+  position: z.number().int(),
+  stream: z.string(),
+  version: z.number().int(),
+  name: z.string(),
+  data: json,
+  meta: z.record(z.string(), json),
+  createdAt: isoTime,
+});
+
+export const health = z.object({ ok: z.boolean(), db: z.enum(["ok", "unavailable"]) });
+export const appendResult = z.object({
+  stream: z.string(),
+  version: z.number().int(),
+  positions: z.array(z.number().int()),
+});
+export const streamEvents = z.object({ stream: z.string(), events: z.array(event) });
+export const logPage = z.object({ events: z.array(event), next: z.number().int().nullable() });
+
+export const subscription = z.object({
+  name: z.string(),
+  kind: z.enum(["code", "push"]),
+  events: z.array(z.string()),
+  key: z.string(),
+  from: z.enum(["beginning", "now"]),
+  batchSize: z.number().int(),
+  maxAttempts: z.number().int(),
+  leaseMs: z.number().int(),
+  backoff: z.object({ initialMs: z.number().int(), maxMs: z.number().int(), factor: z.number() }),
+  deliver: z.object({ url: z.string(), timeoutMs: z.number().int() }).optional(),
+  paused: z.boolean(),
+  watermark: z.number().int(),
+  lag: z.number().int(),
+  pending: z.number().int(),
+  skipped: z.number().int(),
+  skippedInvalidKeys: z.number().int(),
+  lastSkip: z.object({ position: z.number().int(), reason: z.string() }).nullable(),
+  skippedDeadLetters: z.number().int(),
+  advanceError: z.object({ message: z.string(), at: isoTime }).nullable(),
+  orphaned: z.boolean(),
+  keys: z.object({
+    ready: z.number().int(),
+    leased: z.number().int(),
+    backoff: z.number().int(),
+    dead: z.number().int(),
+  }),
+  oldestPendingAgeMs: z.number().nullable(),
+});
+export const createdSubscription = subscription.extend({
+  secret: z.string().optional().describe("the signing secret: in the answer that creates the subscription only"),
+});
+export const subscriptionList = z.object({ subscriptions: z.array(subscription) });
+
+export const keyState = z.object({
+  key: z.string(),
+  status: keyStatus,
+  pending: z.number().int(),
+  attempts: z.number().int(),
+  availableAt: isoTime.nullable(),
+  lastError: z.string().nullable(),
+  lastPosition: z.number().int().nullable(),
+});
+export const keyList = z.object({ keys: z.array(keyState) });
+
+export const deadLetter = z.object({
+  subscription: z.string(),
+  key: z.string(),
+  position: z.number().int().nullable(),
+  attempts: z.number().int(),
+  lastError: z.string().nullable(),
+  deadAt: isoTime,
+});
+export const deadLetterList = z.object({ deadLetters: z.array(deadLetter) });
+export const released = z.object({ released: z.number().int() });
+
+export const stats = z.object({
+  subscriptions: z.array(subscription),
+  log: z.object({ head: z.number().int().nullable(), events: z.number().int() }),
+});
+
+export const advanced = z.object({ advanced: z.record(z.string(), z.number().int()) });
+export const dispatched = z.object({
+  advanced: z.record(z.string(), z.number().int()),
+  dispatched: z.number().int(),
+  consumedHere: z.number().int(),
+});
+export const consumed = z.union([
+  z.object({
+    key: z.string(),
+    events: z.number().int(),
+    outcome: z.enum(["acked", "retry", "dead", "expired"]),
+    error: z.string().optional(),
+    batches: z.number().int().optional().describe("with corq-budget-ms: batches drained"),
+    eventsTotal: z.number().int().optional().describe("with corq-budget-ms: events drained"),
+  }),
+  z.object({ batches: z.number().int(), subrequests: z.number().int() }).describe("with corq-slot"),
+]);
+
+export const token = z.object({
+  id: z.string(),
+  name: z.string(),
+  scopes: z.array(z.enum(TOKEN_SCOPES)),
+  streamPrefix: z.string().nullable(),
+  createdAt: isoTime,
+  lastUsedAt: isoTime.nullable(),
+});
+export const createdToken = token.extend({ token: z.string().describe("the secret: in this answer only") });
+export const tokenList = z.object({ tokens: z.array(token) });
+
+/** Every refusal (RFC 9457); `errors` lists the fields refused, when the refusal is about fields. */
+export const problem = z.looseObject({
+  type: z.string().describe("urn:corq:problem:<code>"),
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+});

@@ -1,0 +1,82 @@
+// corq/worker: the deployable Worker for an app — corq's HTTP API, dashboard and cron around
+// the app's code subscriptions. A Worker of your own is
+//   export default createWorker({ subscriptions, migrations });
+// (functions/worker.ts is this repository's, running the example app).
+import type { ExecutionContext } from "hono";
+import type { SubscriptionDefinition } from "../src/index.js";
+import { applyAppMigrations, parseAppMigrations, type AppMigration } from "../src/db/appMigrations.js";
+import { parseSubscriptions } from "../src/config.js";
+import { createApi } from "./api.js";
+import { openCorq } from "./database.js";
+import { advanceAndDispatch, INTERNAL_ORIGIN, selfInvoker, type Invoke } from "./dispatch.js";
+import type { Env } from "./env.js";
+
+export type { Env } from "./env.js";
+export type { AppMigration } from "../src/db/appMigrations.js";
+
+export interface WorkerApp {
+  /** The app's code subscriptions (handlers run in this Worker). Push subscriptions are created over HTTP. */
+  subscriptions: SubscriptionDefinition[];
+  /**
+   * The app's own SQL (its projections' tables), not corq's schema: applied by the Worker
+   * itself, each migration once, before it serves its first request or cron in an isolate.
+   * corq's schema comes first, from `corq migrate`.
+   */
+  migrations?: AppMigration[];
+}
+
+export interface CorqWorker {
+  fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response>;
+  scheduled(controller: unknown, env: Env, ctx: ExecutionContext): Promise<void>;
+}
+
+export function createWorker(app: WorkerApp): CorqWorker {
+  // a malformed definition fails the deploy (module evaluation), not the first request
+  parseSubscriptions(app.subscriptions);
+  const migrations = parseAppMigrations(app.migrations ?? []);
+  const { subscriptions } = app;
+  const api = createApi(subscriptions);
+
+  // Once per isolate: one statement when everything is applied (a transaction only when not).
+  // A failure is logged and tried again by the next request: the handlers that need the tables
+  // fail and retry meanwhile, as they would on any database error.
+  let migrated: Promise<void> | undefined;
+  const migrateApp = (env: Env): Promise<void> | undefined => {
+    if (migrations.length === 0) return undefined;
+    migrated ??= (async () => {
+      const opened = openCorq(env, subscriptions);
+      try {
+        const applied = await applyAppMigrations(opened.db, migrations);
+        if (applied.length > 0) console.log(`corq: applied ${applied.join(", ")}`);
+      } finally {
+        await opened.end();
+      }
+    })().catch((error) => {
+      migrated = undefined;
+      console.error("corq: the app's migrations failed:", error);
+    });
+    return migrated;
+  };
+
+  return {
+    async fetch(request, env, ctx) {
+      // a consumer a dispatcher started (corq-slot) comes after that dispatcher migrated
+      if (!request.headers.has("corq-slot")) await migrateApp(env);
+      return api.fetch(request, env, ctx);
+    },
+
+    /** Cron: advance every subscription and fan out consumers. Never lets an error escape. */
+    async scheduled(_controller, env, ctx) {
+      // Without a SELF binding there is no URL to call: the consumers run in this invocation.
+      const invoke: Invoke = env.SELF
+        ? selfInvoker(env, INTERNAL_ORIGIN)
+        : (path, init) => Promise.resolve(api.fetch(new Request(new URL(path, INTERNAL_ORIGIN), init), env, ctx));
+      ctx.waitUntil(
+        (async () => {
+          await migrateApp(env);
+          await advanceAndDispatch(env, subscriptions, invoke, { pruneActivity: true, coalesce: true });
+        })().catch((error) => console.error("corq: scheduled run failed:", error)),
+      );
+    },
+  };
+}

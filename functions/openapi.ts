@@ -1,0 +1,382 @@
+// The OpenAPI 3.1 description of the HTTP API (GET /openapi.json, docs/openapi.json), made
+// from a table of the routes and the zod schemas api.ts validates with (apiSchemas.ts), by
+// zod's own JSON Schema conversion. test/openapi.test.ts fails when a route of the app is
+// missing here (or one here is not in the app) and when docs/openapi.json is stale
+// (`npm run openapi` writes it).
+import { z } from "zod";
+import * as s from "./apiSchemas.js";
+
+/** The token scope a route needs (functions/auth.ts, requireScope); the webhook also takes a signature. */
+type Access = "public" | "append" | "read" | "operate" | "admin" | "operate or signature";
+
+interface Answer {
+  description: string;
+  schema?: z.ZodType;
+}
+
+export interface ApiRoute {
+  method: "get" | "post" | "put" | "delete";
+  /** As Hono writes it: `/subscriptions/:name`. */
+  path: string;
+  summary: string;
+  tag: "health" | "log" | "subscriptions" | "dead letters" | "pipeline" | "tokens";
+  access: Access;
+  params?: z.ZodObject;
+  query?: z.ZodObject;
+  headers?: z.ZodObject;
+  body?: z.ZodType;
+  answers: Record<number, Answer>;
+}
+
+const noBody = (description: string): Answer => ({ description });
+const unknownSubscription: Answer = { description: "no subscription by that name", schema: s.problem };
+
+export const apiRoutes: ApiRoute[] = [
+  {
+    method: "get",
+    path: "/health",
+    summary: "Is the database reachable (no details to the public)",
+    tag: "health",
+    access: "public",
+    answers: {
+      200: { description: "up", schema: s.health },
+      503: { description: "the database is unavailable", schema: s.problem },
+    },
+  },
+  {
+    method: "get",
+    path: "/openapi.json",
+    summary: "This document",
+    tag: "health",
+    access: "public",
+    answers: { 200: { description: "OpenAPI 3.1", schema: z.record(z.string(), z.unknown()) } },
+  },
+  {
+    method: "post",
+    path: "/streams/:stream/events",
+    summary: "Append events to a stream (then advance and dispatch in the background)",
+    tag: "log",
+    access: "append",
+    params: s.streamParams,
+    body: s.appendBody,
+    answers: {
+      201: { description: "appended", schema: s.appendResult },
+      409: { description: "expectedVersion does not match (nothing written); currentVersion", schema: s.problem },
+    },
+  },
+  {
+    method: "get",
+    path: "/streams/:stream",
+    summary: "A stream's events in version order",
+    tag: "log",
+    access: "read",
+    params: s.streamParams,
+    query: s.streamQuery,
+    answers: { 200: { description: "the events from `from`", schema: s.streamEvents } },
+  },
+  {
+    method: "get",
+    path: "/events",
+    summary: "The global log in the safe read order, after a position",
+    tag: "log",
+    access: "read",
+    query: s.logQuery,
+    answers: { 200: { description: "a page; `next` is the cursor to pass as `after`", schema: s.logPage } },
+  },
+  {
+    method: "get",
+    path: "/subscriptions",
+    summary: "Every subscription with its stats",
+    tag: "subscriptions",
+    access: "read",
+    answers: { 200: { description: "the subscriptions", schema: s.subscriptionList } },
+  },
+  {
+    method: "get",
+    path: "/subscriptions/:name",
+    summary: "One subscription with its stats",
+    tag: "subscriptions",
+    access: "read",
+    params: s.nameParams,
+    answers: { 200: { description: "the subscription", schema: s.subscription }, 404: unknownSubscription },
+  },
+  {
+    method: "put",
+    path: "/subscriptions/:name",
+    summary: "Create or update a push subscription",
+    tag: "subscriptions",
+    access: "admin",
+    params: s.nameParams,
+    body: s.subscriptionBody,
+    answers: {
+      200: { description: "updated", schema: s.subscription },
+      201: { description: "created; `secret` is shown this once", schema: s.createdSubscription },
+      409: { description: "a subscription defined in code", schema: s.problem },
+    },
+  },
+  {
+    method: "delete",
+    path: "/subscriptions/:name",
+    summary: "Delete a push (or orphaned code) subscription with its queue",
+    tag: "subscriptions",
+    access: "admin",
+    params: s.nameParams,
+    answers: {
+      204: noBody("deleted"),
+      404: unknownSubscription,
+      409: { description: "a subscription defined in code", schema: s.problem },
+    },
+  },
+  {
+    method: "get",
+    path: "/subscriptions/:name/keys",
+    summary: "A subscription's keys, by status",
+    tag: "subscriptions",
+    access: "read",
+    params: s.nameParams,
+    query: s.keysQuery,
+    answers: { 200: { description: "keys in key order after `after`", schema: s.keyList }, 404: unknownSubscription },
+  },
+  ...(["pause", "resume"] as const).map(
+    (action): ApiRoute => ({
+      method: "post",
+      path: `/subscriptions/:name/${action}`,
+      summary: action === "pause" ? "Stop handing out the subscription's keys" : "Hand them out again",
+      tag: "subscriptions",
+      access: "operate",
+      params: s.nameParams,
+      answers: { 200: { description: "the subscription", schema: s.subscription }, 404: unknownSubscription },
+    }),
+  ),
+  {
+    method: "get",
+    path: "/dead-letters",
+    summary: "Dead keys, newest first",
+    tag: "dead letters",
+    access: "read",
+    query: s.deadLettersQuery,
+    answers: { 200: { description: "the dead keys", schema: s.deadLetterList } },
+  },
+  {
+    method: "post",
+    path: "/dead-letters/retry",
+    summary:
+      "Release dead keys (retry or skip the failed event): a token with operate, or a Standard Webhooks signature",
+    tag: "dead letters",
+    access: "operate or signature",
+    body: s.releaseBody,
+    answers: {
+      200: { description: "keys released", schema: s.released },
+      404: unknownSubscription,
+      409: { description: "a webhook-id already acted on (replay)", schema: s.problem },
+    },
+  },
+  {
+    method: "get",
+    path: "/stats",
+    summary: "Every subscription's stats and the log's head",
+    tag: "subscriptions",
+    access: "read",
+    answers: { 200: { description: "stats", schema: s.stats } },
+  },
+  {
+    method: "post",
+    path: "/advance",
+    summary: "Move the log into the subscriptions' queues now",
+    tag: "pipeline",
+    access: "admin",
+    answers: { 200: { description: "events enqueued per subscription", schema: s.advanced } },
+  },
+  {
+    method: "post",
+    path: "/dispatch",
+    summary: "What the cron does: advance, then start consumer invocations",
+    tag: "pipeline",
+    access: "admin",
+    answers: { 200: { description: "what was advanced and dispatched", schema: s.dispatched } },
+  },
+  {
+    method: "post",
+    path: "/consume/:subscription",
+    summary: "Claim one ready key and handle one batch of it (or drain for corq-budget-ms)",
+    tag: "pipeline",
+    access: "admin",
+    params: s.consumeParams,
+    headers: s.consumeHeaders,
+    answers: {
+      200: { description: "the batch's outcome", schema: s.consumed },
+      204: noBody("no key is ready"),
+      404: unknownSubscription,
+    },
+  },
+  {
+    method: "post",
+    path: "/tokens",
+    summary: "Create a scoped token (the secret is in this answer only)",
+    tag: "tokens",
+    access: "admin",
+    body: s.tokenBody,
+    answers: { 201: { description: "created", schema: s.createdToken } },
+  },
+  {
+    method: "get",
+    path: "/tokens",
+    summary: "Every token, never its secret",
+    tag: "tokens",
+    access: "admin",
+    answers: { 200: { description: "the tokens", schema: s.tokenList } },
+  },
+  {
+    method: "delete",
+    path: "/tokens/:id",
+    summary: "Revoke a token: refused (401) from the next request on",
+    tag: "tokens",
+    access: "admin",
+    params: s.tokenParams,
+    answers: {
+      204: noBody("revoked"),
+      404: { description: "no such token (or revoked already)", schema: s.problem },
+    },
+  },
+];
+
+// ---- the document --------------------------------------------------------------------------
+
+/** JSON Schema 2020-12 (OpenAPI 3.1's dialect) of a zod schema; requests as sent, answers as sent back. */
+function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, {
+    io,
+    target: "draft-2020-12",
+    unrepresentable: "any",
+  }) as Record<string, unknown>;
+  return rest;
+}
+
+const problemRef = { $ref: "#/components/schemas/Problem" };
+const problemAnswer = (description: string) => ({
+  description,
+  content: { "application/problem+json": { schema: problemRef } },
+});
+
+function parameters(where: "path" | "query" | "header", shape: z.ZodObject | undefined) {
+  if (!shape) return [];
+  return Object.entries(shape.shape).map(([name, field]) => {
+    const schema = jsonSchema(field as z.ZodType, "input");
+    const { description, ...rest } = schema;
+    return {
+      name,
+      in: where,
+      required: where === "path" || !(field as z.ZodType).safeParse(undefined).success,
+      ...(description ? { description } : {}),
+      schema: rest,
+    };
+  });
+}
+
+function operation(route: ApiRoute) {
+  const responses: Record<string, unknown> = {};
+  for (const [status, answer] of Object.entries(route.answers)) {
+    const type = Number(status) >= 400 ? "application/problem+json" : "application/json";
+    responses[status] = answer.schema
+      ? {
+          description: answer.description,
+          content: {
+            [type]: { schema: answer.schema === s.problem ? problemRef : jsonSchema(answer.schema, "output") },
+          },
+        }
+      : { description: answer.description };
+  }
+  // refusals every route of its kind can answer
+  const hasInput = route.params || route.query || route.headers || route.body;
+  if (hasInput) responses["400"] ??= problemAnswer("invalid input; `errors` lists each field refused");
+  if (route.access !== "public") {
+    responses["401"] ??= problemAnswer("no token, a wrong or revoked one, or a bad webhook signature");
+    responses["403"] ??= problemAnswer(
+      route.access === "append"
+        ? "the token has no append scope, or the stream is outside its streamPrefix"
+        : `the token has no ${route.access.split(" ")[0]} scope`,
+    );
+    responses["429"] ??= problemAnswer("too many failed authentications from this client; Retry-After");
+  }
+  if (route.body) {
+    responses["413"] ??= problemAnswer("the body is over CORQ_MAX_BODY_BYTES");
+    responses["415"] ??= problemAnswer("the body is not application/json");
+  }
+  if (route.path !== "/openapi.json") responses["503"] ??= problemAnswer("the database is unavailable; try again");
+  // the scope goes in the bearer requirement (OpenAPI 3.1 allows roles for http schemes);
+  // `{}`: CORQ_PUBLIC_APPEND=true lets anyone append
+  const scope = route.access.split(" ")[0] as string;
+  const security =
+    route.access === "public"
+      ? []
+      : route.access === "append"
+        ? [{ bearer: [scope] }, {}]
+        : route.access === "operate or signature"
+          ? [{ bearer: [scope] }, { webhookSignature: [] }]
+          : [{ bearer: [scope] }];
+  return {
+    operationId: operationId(route),
+    summary: route.summary,
+    tags: [route.tag],
+    ...(security.length > 0 ? { security } : { security: [] }),
+    parameters: [
+      ...parameters("path", route.params),
+      ...parameters("query", route.query),
+      ...parameters("header", route.headers),
+    ],
+    ...(route.body
+      ? {
+          requestBody: { required: true, content: { "application/json": { schema: jsonSchema(route.body, "input") } } },
+        }
+      : {}),
+    responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b))),
+  };
+}
+
+/** `post /subscriptions/:name/pause` → `postSubscriptionsNamePause`. */
+function operationId(route: ApiRoute): string {
+  const words = route.path.split(/[/:.-]+/).filter(Boolean);
+  return route.method + words.map((w) => w[0]?.toUpperCase() + w.slice(1)).join("");
+}
+
+export function openApiDocument(): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of apiRoutes) {
+    const path = route.path.replace(/:(\w+)/g, "{$1}");
+    paths[path] ??= {};
+    paths[path][route.method] = operation(route);
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "corq",
+      version: "0.1.0",
+      description:
+        "Correlated queues on a Postgres event log. Every refusal is application/problem+json " +
+        "(RFC 9457) with a `type` of `urn:corq:problem:<code>`; `errors` is an array of " +
+        "`{ path, message }` when the refusal is about fields (query fields named as sent). A " +
+        "known path with another method answers 405 with `Allow`. See docs/http-api.md.",
+    },
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    tags: ["health", "log", "subscriptions", "dead letters", "pipeline", "tokens"].map((name) => ({ name })),
+    paths,
+    components: {
+      schemas: { Problem: jsonSchema(s.problem, "output") },
+      securitySchemes: {
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "CORQ_ADMIN_TOKEN (every scope) or a token from POST /tokens; the scope a route needs is its requirement's role: append, read, operate (includes read) or admin (everything)",
+        },
+        webhookSignature: {
+          type: "apiKey",
+          in: "header",
+          name: "webhook-signature",
+          description:
+            "Standard Webhooks: webhook-id, webhook-timestamp and webhook-signature made with CORQ_WEBHOOK_SECRET",
+        },
+      },
+    },
+  };
+}

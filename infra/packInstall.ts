@@ -1,0 +1,80 @@
+// The package as a user gets it: `npm pack` (which builds dist/), then `npm install` of the
+// tarball into a scratch project outside the repository. Offline: the packages the tarball
+// depends on are copied from this repository's node_modules first (the versions of its
+// package-lock.json), so npm finds every dependency satisfied and installs only the tarball —
+// on a fresh CI machine right after `npm ci`, with no registry to ask.
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const root = fileURLToPath(new URL("..", import.meta.url));
+
+export interface Installed {
+  /** The scratch project (package.json, node_modules/corq …). */
+  dir: string;
+  tarball: string;
+}
+
+/** Runs a tool of this repository (tsc, wrangler, …) by its script, with `cwd`. */
+export function repoTool(bin: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): string {
+  const scripts: Record<string, string> = {
+    tsc: "node_modules/typescript/bin/tsc",
+    wrangler: "node_modules/wrangler/bin/wrangler.js",
+  };
+  try {
+    return execFileSync(process.execPath, [join(root, scripts[bin] ?? bin), ...args], {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  } catch (error) {
+    // what the tool said is the failure's message (a type error, an unresolved import)
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+    throw new Error(`${bin} ${args.join(" ")} failed:\n${stdout ?? ""}${stderr ?? ""}`);
+  }
+}
+
+/** The dependencies of `names`, transitively, as this repository's lockfile has them. */
+function dependencyClosure(names: string[]): string[] {
+  const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
+    packages: Record<string, { dependencies?: Record<string, string>; optionalDependencies?: Record<string, string> }>;
+  };
+  const seen = new Set<string>();
+  const todo = [...names];
+  for (let name = todo.pop(); name !== undefined; name = todo.pop()) {
+    const entry = lock.packages[`node_modules/${name}`];
+    if (seen.has(name) || !entry) continue;
+    seen.add(name);
+    todo.push(...Object.keys({ ...entry.dependencies, ...entry.optionalDependencies }));
+  }
+  return [...seen].sort();
+}
+
+export function packAndInstall(): Installed {
+  const dir = mkdtempSync(join(tmpdir(), "corq-package-"));
+  const packed = JSON.parse(
+    execFileSync("npm", ["pack", "--json", "--pack-destination", dir], {
+      cwd: root,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  ) as { filename: string }[];
+  const tarball = join(dir, packed[0]?.filename ?? "missing");
+  const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+    dependencies: Record<string, string>;
+  };
+  for (const name of dependencyClosure(Object.keys(manifest.dependencies))) {
+    const target = join(dir, "node_modules", name);
+    mkdirSync(dirname(target), { recursive: true });
+    cpSync(join(root, "node_modules", name), target, { recursive: true });
+  }
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "scratch", private: true, type: "module" }));
+  execFileSync("npm", ["install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", tarball], {
+    cwd: dir,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  return { dir, tarball };
+}

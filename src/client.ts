@@ -1,0 +1,184 @@
+// corq/client: a typed client of corq's HTTP API (docs/http-api.md) for scripts, other
+// services and the `corq` CLI. Only fetch: it runs in Node 18+, Workers, Deno and browsers,
+// and imports nothing of the engine at run time.
+import type {
+  AppendResult,
+  ConsumeResult,
+  CreatedToken,
+  DeadLetter,
+  EventInput,
+  KeyState,
+  KeyStatus,
+  StoredEvent,
+  SubscriptionStats,
+  TokenInfo,
+  TokenScope,
+} from "./types.js";
+
+export type {
+  AppendResult,
+  ConsumeResult,
+  DeadLetter,
+  EventInput,
+  KeyState,
+  KeyStatus,
+  StoredEvent,
+  SubscriptionStats,
+  TokenInfo,
+  TokenScope,
+  CreatedToken,
+} from "./types.js";
+
+export interface ClientOptions {
+  /** The API's origin, e.g. http://127.0.0.1:8787 or https://corq.example.workers.dev */
+  url: string;
+  /** Sent as `Authorization: Bearer <token>`. */
+  token?: string;
+  /** Another fetch (a service binding's, a test's). */
+  fetch?: (input: Request) => Promise<Response>;
+}
+
+/** An RFC 9457 problem, as every refusal of the API is. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  errors?: { path: string; message: string }[];
+  [member: string]: unknown;
+}
+
+/** A refusal (4xx / 5xx) of the API; `problem` is its body. */
+export class CorqHttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly problem: Problem,
+  ) {
+    super(`${status} ${problem.title}: ${problem.detail}`);
+    this.name = "CorqHttpError";
+  }
+}
+
+export interface PushSubscriptionConfig {
+  events?: string[];
+  key?: string;
+  from?: "beginning" | "now";
+  deliver: { url: string; timeoutMs?: number; secret?: string };
+  batchSize?: number;
+  maxAttempts?: number;
+  backoff?: { initialMs?: number; maxMs?: number; factor?: number };
+  leaseMs?: number;
+}
+
+export interface Stats {
+  subscriptions: SubscriptionStats[];
+  log: { head: number | null; events: number };
+}
+
+type Query = Record<string, string | number | undefined>;
+
+export interface CorqClient {
+  health(): Promise<{ ok: boolean; db: string }>;
+  append(stream: string, events: EventInput[], options?: { expectedVersion?: number }): Promise<AppendResult>;
+  readStream(
+    stream: string,
+    options?: { from?: number; limit?: number },
+  ): Promise<{ stream: string; events: StoredEvent[] }>;
+  readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  subscriptions(): Promise<{ subscriptions: SubscriptionStats[] }>;
+  subscription(name: string): Promise<SubscriptionStats>;
+  /** The secret is in the answer only when the subscription is created. */
+  putSubscription(name: string, config: PushSubscriptionConfig): Promise<SubscriptionStats & { secret?: string }>;
+  deleteSubscription(name: string): Promise<void>;
+  keys(
+    subscription: string,
+    options?: { status?: KeyStatus; limit?: number; after?: string },
+  ): Promise<{ keys: KeyState[]; next?: string | null }>;
+  pause(subscription: string): Promise<SubscriptionStats>;
+  resume(subscription: string): Promise<SubscriptionStats>;
+  deadLetters(options?: { subscription?: string; limit?: number }): Promise<{ deadLetters: DeadLetter[] }>;
+  /** Without `key`: every dead key of the subscription. */
+  releaseDeadLetters(options: {
+    subscription: string;
+    key?: string;
+    mode?: "retry" | "skip";
+  }): Promise<{ released: number }>;
+  stats(): Promise<Stats>;
+  advance(): Promise<{ advanced: Record<string, number> }>;
+  /** One batch of one ready key; null when no key is ready. */
+  consume(subscription: string): Promise<ConsumeResult | null>;
+  /** The secret (`token`) is in this answer only. */
+  createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
+  tokens(): Promise<{ tokens: TokenInfo[] }>;
+  revokeToken(id: string): Promise<void>;
+  openapi(): Promise<Record<string, unknown>>;
+}
+
+export function createClient(options: ClientOptions): CorqClient {
+  const base = new URL(options.url);
+  const send = options.fetch ?? ((request: Request) => fetch(request));
+
+  async function call<T>(method: string, path: string, init: { body?: unknown; query?: Query } = {}): Promise<T> {
+    const url = new URL(path, base);
+    for (const [name, value] of Object.entries(init.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(name, String(value));
+    }
+    const headers = new Headers({ accept: "application/json" });
+    if (options.token) headers.set("authorization", `Bearer ${options.token}`);
+    if (init.body !== undefined) headers.set("content-type", "application/json");
+    const response = await send(
+      new Request(url, { method, headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) }),
+    );
+    const text = await response.text();
+    if (!response.ok) throw new CorqHttpError(response.status, toProblem(response, text));
+    if (response.status === 204 || text === "") return undefined as T;
+    return JSON.parse(text) as T;
+  }
+
+  const segment = encodeURIComponent;
+  return {
+    health: () => call("GET", "/health"),
+    append: (stream, events, appendOptions = {}) =>
+      call("POST", `/streams/${segment(stream)}/events`, {
+        body: { events, expectedVersion: appendOptions.expectedVersion },
+      }),
+    readStream: (stream, readOptions = {}) => call("GET", `/streams/${segment(stream)}`, { query: readOptions }),
+    readLog: (logOptions = {}) => call("GET", "/events", { query: logOptions }),
+    subscriptions: () => call("GET", "/subscriptions"),
+    subscription: (name) => call("GET", `/subscriptions/${segment(name)}`),
+    putSubscription: (name, config) => call("PUT", `/subscriptions/${segment(name)}`, { body: config }),
+    deleteSubscription: (name) => call("DELETE", `/subscriptions/${segment(name)}`),
+    keys: (subscription, keyOptions = {}) =>
+      call("GET", `/subscriptions/${segment(subscription)}/keys`, { query: keyOptions }),
+    pause: (subscription) => call("POST", `/subscriptions/${segment(subscription)}/pause`),
+    resume: (subscription) => call("POST", `/subscriptions/${segment(subscription)}/resume`),
+    deadLetters: (deadOptions = {}) => call("GET", "/dead-letters", { query: deadOptions }),
+    releaseDeadLetters: (release) => call("POST", "/dead-letters/retry", { body: release }),
+    stats: () => call("GET", "/stats"),
+    advance: () => call("POST", "/advance"),
+    consume: async (subscription) =>
+      (await call<ConsumeResult | undefined>("POST", `/consume/${segment(subscription)}`)) ?? null,
+    createToken: (input) => call("POST", "/tokens", { body: input }),
+    tokens: () => call("GET", "/tokens"),
+    revokeToken: (id) => call("DELETE", `/tokens/${segment(id)}`),
+    openapi: () => call("GET", "/openapi.json"),
+  };
+}
+
+/** The problem body, or one made up when a proxy in between answered with something else. */
+function toProblem(response: Response, text: string): Problem {
+  try {
+    const body = JSON.parse(text) as Partial<Problem>;
+    if (typeof body === "object" && body !== null && typeof body.type === "string") {
+      return { title: response.statusText, detail: "", ...body, status: response.status } as Problem;
+    }
+  } catch {
+    // not JSON: below
+  }
+  return {
+    type: "about:blank",
+    title: response.statusText || "Error",
+    status: response.status,
+    detail: text.slice(0, 500) || `HTTP ${response.status}`,
+  };
+}

@@ -1,0 +1,158 @@
+// The package as a user installs it (infra/packInstall.ts: npm pack, npm install of the
+// tarball into a scratch project outside the repository): its types check, a minimal Worker
+// bundles with wrangler, a Node script runs against Postgres, and `npx corq --help` works.
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { packAndInstall, repoTool, root, type Installed } from "../infra/packInstall.js";
+import { createTestDatabase } from "./helpers/database.js";
+
+let installed: Installed;
+let database: { url: string; drop(): Promise<void> };
+
+beforeAll(async () => {
+  installed = packAndInstall();
+  database = await createTestDatabase(inject("postgresUrl"), { migrated: false });
+}, 180_000);
+afterAll(async () => {
+  await database?.drop();
+  if (installed) rmSync(installed.dir, { recursive: true, force: true });
+});
+
+// What a user writes: their Worker, and a Node script.
+const worker = `import { createWorker } from "corq/worker";
+import type { StoredEvent } from "corq";
+
+export default createWorker({
+  subscriptions: [
+    {
+      name: "orders",
+      events: ["OrderPlaced"],
+      key: "data.customer",
+      async handle(events: StoredEvent[]) {
+        for (const event of events) console.log(event.position);
+      },
+    },
+  ],
+  migrations: [{ name: "orders-table", statements: ["CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY)"] }],
+});
+`;
+
+const script = `import { createCorq, CorqError, type StoredEvent } from "corq";
+import { createClient, CorqHttpError } from "corq/client";
+
+const handled: { key: string; positions: number[] }[] = [];
+const corq = createCorq({
+  databaseUrl: process.env.DATABASE_URL,
+  subscriptions: [
+    {
+      name: "orders",
+      key: "data.customer",
+      handle: (events: StoredEvent[], { key }) => {
+        handled.push({ key, positions: events.map((e) => e.position) });
+      },
+    },
+  ],
+  migrations: [{ name: "orders-table", statements: ["CREATE TABLE orders (id text PRIMARY KEY)"] }],
+});
+const { applied } = await corq.migrate();
+const again = await corq.migrate();
+await corq.append("order-1", [{ name: "OrderPlaced", data: { customer: "ada" } }], { expectedVersion: -1 });
+await corq.append("order-2", [{ name: "OrderPlaced", data: { customer: "bob" } }]);
+let conflict = "";
+try {
+  await corq.append("order-1", [{ name: "OrderPlaced", data: { customer: "ada" } }], { expectedVersion: -1 });
+} catch (error) {
+  if (error instanceof CorqError) conflict = error.code;
+}
+await corq.advance();
+const { batches } = await corq.drain("orders", { budgetMs: 5000 });
+await corq.close();
+const client = createClient({ url: "http://127.0.0.1:9" });
+console.log(JSON.stringify({ applied, again: again.applied, conflict, batches, handled, client: typeof client.stats, http: typeof CorqHttpError }));
+`;
+
+describe("the packed corq package, installed", () => {
+  it("ships dist/ with types, the docs and the CLI, and not the repository's sources", () => {
+    const files = execFileSync("tar", ["-tzf", installed.tarball], { encoding: "utf8" }).split("\n");
+    expect(files).toContain("package/dist/src/index.d.ts");
+    expect(files).toContain("package/dist/functions/createWorker.js");
+    expect(files).toContain("package/dist/src/client.d.ts");
+    expect(files).toContain("package/dist/cli/main.js");
+    expect(files).toContain("package/docs/http-api.md");
+    // no sources, tests, example or benchmark in what users download
+    expect(files.filter((f) => /^package\/(src|test|functions|example|bench|infra)\//.test(f))).toEqual([]);
+    expect(files.filter((f) => /example|visitors/.test(f))).toEqual([]);
+    const manifest = JSON.parse(readFileSync(join(installed.dir, "node_modules/corq/package.json"), "utf8"));
+    expect(manifest.private).toBeUndefined();
+    expect(manifest.sideEffects).toBe(false);
+    // the benchmark's peers are not in a user's install, nor in a clone's (bench/package.json has them)
+    for (const peer of ["graphile-worker", "pg-boss"]) {
+      expect(Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })).not.toContain(peer);
+    }
+    expect(existsSync(join(installed.dir, "node_modules/pg-boss"))).toBe(false);
+  });
+
+  it("type-checks a user's Worker and Node script against the installed types", () => {
+    writeFileSync(join(installed.dir, "worker.ts"), worker);
+    writeFileSync(join(installed.dir, "script.ts"), script);
+    writeFileSync(
+      join(installed.dir, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2022",
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          skipLibCheck: true,
+          lib: ["ES2022", "DOM"],
+          types: ["node"],
+          typeRoots: [join(root, "node_modules/@types")],
+          outDir: "out",
+        },
+        files: ["worker.ts", "script.ts"],
+      }),
+    );
+    // a type error (or an import the exports map does not resolve) fails here
+    repoTool("tsc", ["-p", "."], { cwd: installed.dir });
+    expect(existsSync(join(installed.dir, "out/script.js"))).toBe(true);
+  }, 120_000);
+
+  it("bundles the Worker with wrangler (deploy --dry-run), without the example or Node's drivers", () => {
+    writeFileSync(
+      join(installed.dir, "wrangler.toml"),
+      'name = "my-app"\nmain = "worker.ts"\ncompatibility_date = "2026-04-20"\ncompatibility_flags = ["nodejs_compat"]\n',
+    );
+    repoTool("wrangler", ["deploy", "--dry-run", "--outdir", "bundle"], {
+      cwd: installed.dir,
+      env: { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" },
+    });
+    const bundle = readFileSync(join(installed.dir, "bundle/worker.js"), "utf8");
+    expect(bundle).toContain("createWorker");
+    expect(bundle).toContain("orders-table");
+    expect(bundle).not.toContain("visitor-directory"); // this repository's example stays out
+    expect(bundle).not.toMatch(/from\s+"undici"|require\("pg"\)/);
+  }, 120_000);
+
+  it("runs a Node script against Postgres: migrate (corq's schema and the app's table), append, advance, drain", () => {
+    const output = execFileSync(process.execPath, ["out/script.js"], {
+      cwd: installed.dir,
+      env: { ...process.env, DATABASE_URL: database.url },
+      encoding: "utf8",
+    });
+    const result = JSON.parse(output.trim().split("\n").at(-1) ?? "");
+    expect(result.applied).toContain("0000_init");
+    expect(result.applied).toContain("app:orders-table");
+    expect(result.again).toEqual([]); // each migration once
+    expect(result.conflict).toBe("version_conflict");
+    expect(result.batches).toBe(2);
+    expect(result.handled.map((h: { key: string }) => h.key).sort()).toEqual(["ada", "bob"]);
+    expect(result.client).toBe("function");
+  }, 60_000);
+
+  it("npx corq --help works from the tarball", () => {
+    const help = execFileSync("npx", ["--offline", "corq", "--help"], { cwd: installed.dir, encoding: "utf8" });
+    expect(help).toMatch(/usage: corq/);
+  }, 60_000);
+});

@@ -121,17 +121,19 @@ export interface Corq {
   advance(options?: { coalesce?: boolean; eventNames?: string[] }): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**
-   * Consumes batches one after another (each its own claim) until nothing is ready, the time
-   * budget is spent or `maxBatches` ran. Returns the first batch's result and the totals.
-   * For a graceful stop: once `stop` is aborted nothing more is claimed (the batch in hand
-   * finishes and is acked or failed as usual); once `abort` is aborted the running handler's
-   * `ctx.signal` aborts too, and if the handler then throws, its lease is released at once
+   * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.
+   * Each statement claims up to `keysPerClaim` keys (default 16), each with its own lease and
+   * batch; their handlers run at once, and finished batches are acked (or failed) together in
+   * the statement that claims the next keys. Returns the first batch's result and the totals.
+   * For a graceful stop: once `stop` is aborted nothing more is claimed (the batches in hand
+   * finish and are acked or failed as usual); once `abort` is aborted the running handlers'
+   * `ctx.signal` aborts too, and a handler that then throws has its lease released at once
    * (outcome "released": the key is ready again now, no attempt counted) — never while the
    * handler still runs.
    */
   drain(
     subscription: string,
-    options?: { budgetMs?: number; maxBatches?: number; stop?: AbortSignal; abort?: AbortSignal },
+    options?: { budgetMs?: number; maxBatches?: number; keysPerClaim?: number; stop?: AbortSignal; abort?: AbortSignal },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
   /**
    * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
@@ -256,9 +258,13 @@ const throughputOptions = z
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
 const logTailOptions = z.object({ limit: limit(1000, 50) });
+/** Keys a drain claims per statement when not told (bench/RESULTS.md, "Keys per claim"). */
+export const DEFAULT_KEYS_PER_CLAIM = 16;
+export const MAX_KEYS_PER_CLAIM = 256;
 const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),
   maxBatches: z.number().int().min(1).default(1_000_000),
+  keysPerClaim: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).default(DEFAULT_KEYS_PER_CLAIM),
 });
 const slotNumber = z.number().int().min(1).max(1000);
 const slotOptions = z.object({
@@ -411,10 +417,11 @@ export function createCorq(options: CorqOptions): Corq {
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { stop, abort, ...limits } = drainOpts;
-      const { budgetMs, maxBatches } = parseOrThrow(drainOptions, limits, "invalid_input", "options");
+      const { budgetMs, maxBatches, keysPerClaim } = parseOrThrow(drainOptions, limits, "invalid_input", "options");
       const results = await drainKeys(await executor(), { name, code: code.get(name) }, corq, {
         deadline: Date.now() + budgetMs,
         maxBatches,
+        keysPerClaim,
         stop,
         abort,
       });

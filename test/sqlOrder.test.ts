@@ -36,6 +36,10 @@ const batchRecord = {
   outcome: "acked" as const,
 };
 const event = { name: "E", data: {} };
+const settlements = [
+  { key: "a", token: lease.token, claimedAt: at, count: 2, outcome: { through } },
+  { key: "b", token: lease.token, claimedAt: at, count: 1, outcome: { error: "Error: x", headPosition: 5 } },
+];
 
 /** Sample calls of every export of src/sql that builds SQL: each variant its builder can produce. */
 const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
@@ -60,8 +64,12 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
     f("s", [event], undefined, { notify: true }),
   ],
   streamHead: (f) => [f("s")],
-  claimBatch: (f) => [f("s"), f("s", "push")],
-  ackAndClaim: (f) => [f("s", undefined, { lease, through, count: 2 }), f("s", "push", { lease, through, count: 2 })],
+  claimBatch: (f) => [f("s"), f("s", "push"), f("s", undefined, 8)],
+  settleAndClaim: (f) => [
+    f("s", undefined, 8, { subscriptionId: 1, settlements }),
+    f("s", "push", 0, { subscriptionId: 1, settlements }),
+  ],
+  settleCtes: (f) => [f(1, settlements)],
   failBatch: (f) => [f(lease, "Error: x", 5, 2, at)],
   listDeadLetters: (f) => [f(undefined, 10), f("s", 10, true)],
   listKeys: (f) => [f("s", { limit: 10 }), f("s", { status: "dead", after: "a", limit: 10 })],

@@ -133,7 +133,13 @@ export interface Corq {
    */
   drain(
     subscription: string,
-    options?: { budgetMs?: number; maxBatches?: number; keysPerClaim?: number; stop?: AbortSignal; abort?: AbortSignal },
+    options?: {
+      budgetMs?: number;
+      maxBatches?: number;
+      keysPerClaim?: number;
+      stop?: AbortSignal;
+      abort?: AbortSignal;
+    },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
   /**
    * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code

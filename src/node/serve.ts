@@ -239,7 +239,7 @@ export function stopOnSignals(
       log(`${signal}: stopping (claiming nothing new; batches in flight finish)`);
       running.stop().then(
         ({ abandoned }) => {
-          if (abandoned > 0) log(`${abandoned} handler(s) still running were left; their leases expire`);
+          if (abandoned > 0) log(`${abandoned} consumer(s) with handlers still running were left; their leases expire`);
           log("stopped");
           process.exit(0);
         },

@@ -109,7 +109,8 @@ describe("serve: graceful shutdown on SIGTERM", () => {
     for (const key of KEYS) await corq.append(key, [{ name: "E", data: {} }]);
     await eventually(async () => expect((await handledBy(stubborn)).length).toBe(KEYS.length), { intervalMs: 20 });
     expect(await stubborn.stop("SIGTERM")).toBe(0);
-    expect(stubborn.output()).toMatch(/3 handler\(s\) still running were left/);
+    // one consumer holds all three keys (a multi-key claim) or several do: either way none is released
+    expect(stubborn.output()).toMatch(/[1-3] consumer\(s\) with handlers still running were left/);
     expect(await leased()).toEqual(KEYS);
   });
 });

@@ -7,6 +7,8 @@ import type { Handler } from "../src/index.js";
 import { useCorq } from "./helpers/corq.js";
 
 const open = useCorq();
+// one key per claim, so "the batch in hand" is one batch; several at once: the last test
+const one = { keysPerClaim: 1 };
 
 /** A handler that waits for the test's go (or for its signal), recording what it saw. */
 function gated(onAbort: "throw" | "finish") {
@@ -44,7 +46,7 @@ describe("drain stop and abort", () => {
     for (const key of ["a", "b", "c"]) await corq.append(key, [{ name: "E", data: {} }]);
     await corq.advance();
     const stop = new AbortController();
-    const draining = corq.drain("stoppable", { stop: stop.signal });
+    const draining = corq.drain("stoppable", { ...one, stop: stop.signal });
     await gate.started;
     stop.abort();
     gate.finish();
@@ -66,7 +68,7 @@ describe("drain stop and abort", () => {
     await corq.advance();
     const stop = new AbortController();
     const abort = new AbortController();
-    const draining = corq.drain("stoppable", { stop: stop.signal, abort: abort.signal });
+    const draining = corq.drain("stoppable", { ...one, stop: stop.signal, abort: abort.signal });
     await gate.started;
     expect(await keyRow(raw, "a")).toMatchObject({ lease_token: expect.any(String), ready: false });
     stop.abort();
@@ -77,7 +79,7 @@ describe("drain stop and abort", () => {
     expect(await keyRow(raw, "b")).toMatchObject({ lease_token: null, ready: true });
     // the next consumer gets it at once, not after the 60 s lease
     gate.state.open = true;
-    expect(await corq.drain("stoppable")).toMatchObject({ batches: 2 });
+    expect(await corq.drain("stoppable", one)).toMatchObject({ batches: 2 });
     expect(gate.handled.sort()).toEqual(["a", "a", "b"]);
   });
 
@@ -92,5 +94,26 @@ describe("drain stop and abort", () => {
     abort.abort();
     expect(await draining).toMatchObject({ batches: 1, first: { key: "a", outcome: "acked" } });
     expect(await keyRow(raw, "a")).toMatchObject({ lease_token: null, pending: 0, attempts: 0 });
+  });
+
+  it("stop and abort with several keys in hand: each handler that gives up has its own lease released", async () => {
+    const gate = gated("throw");
+    const { corq, raw } = await open({
+      subscriptions: [{ name: "stoppable", leaseMs: 60_000, handle: gate.handle }],
+    });
+    for (const key of ["a", "b", "c", "d"]) await corq.append(key, [{ name: "E", data: {} }]);
+    await corq.advance();
+    const stop = new AbortController();
+    const abort = new AbortController();
+    const draining = corq.drain("stoppable", { keysPerClaim: 3, stop: stop.signal, abort: abort.signal });
+    await gate.started;
+    while (gate.handled.length < 3) await new Promise((resolve) => setTimeout(resolve, 10));
+    stop.abort();
+    abort.abort();
+    const result = await draining;
+    expect(result.batches).toBe(3);
+    expect(gate.handled.sort()).toEqual(["a", "b", "c"]);
+    for (const key of ["a", "b", "c", "d"])
+      expect(await keyRow(raw, key), key).toMatchObject({ lease_token: null, attempts: 0, ready: true, pending: 1 });
   });
 });

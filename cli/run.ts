@@ -255,6 +255,7 @@ const commands: Record<string, (ctx: Context) => Promise<void>> = {
     // push subscriptions only: code subscriptions live in the app's own process (corq/node)
     const running = await startServe({ subscriptions: [], env: ctx.io.env, log });
     stopOnSignals(running, log); // exits the process when stopped
+    ctx.io.out.write(`corq ready ${running.url}\n`);
     await new Promise<never>(() => undefined);
   },
 

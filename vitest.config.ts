@@ -14,6 +14,15 @@ export default defineConfig({
         extends: true,
         test: { name: "suite", include: ["test/**/*.test.ts"], exclude: [...configDefaults.exclude, "test/chaos/**"] },
       },
+      // the HTTP contract against `npm run serve` too: the same files, the other runtime (test/helpers/stack.ts)
+      {
+        extends: true,
+        test: {
+          name: "serve",
+          include: ["test/worker/api.worker.test.ts", "test/worker/push.worker.test.ts"],
+          env: { CORQ_TEST_RUNTIME: "serve" },
+        },
+      },
       // the process-killing and database-restarting scenarios load the machine: they run after the rest
       { extends: true, test: { name: "chaos", include: ["test/chaos/**/*.test.ts"], sequence: { groupOrder: 1 } } },
     ],

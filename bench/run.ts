@@ -1,9 +1,10 @@
-// `npm run bench [-- --quick] [-- --only connections|advance|replay]`: corq against graphile-worker
-// and pg-boss on the same Postgres in the same run, then corq's stages, scale curves, live
-// latency during a large replay, and the local Workers stack (its connections before/after
-// issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full run); `--only <section>` runs
-// that section alone and appends it to RESULTS.md under a dated heading (without --quick).
-// The last line printed is one JSON object.
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay | --skip connections]`: corq
+// against graphile-worker and pg-boss on the same Postgres in the same run, then corq's stages,
+// scale curves, live latency during a large replay, and the local Workers stack (its
+// connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full
+// run); `--only <section>` runs that section alone and appends it to RESULTS.md under a dated
+// heading (without --quick); `--only advance` is the advance stage alone (to compare two
+// commits). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
@@ -13,16 +14,23 @@ import { graphileWorker } from "./systems/graphileWorker.js";
 import { pgBoss } from "./systems/pgBoss.js";
 import { pushNode, pushWorkers } from "./systems/push.js";
 import { measureWorkersLatency } from "./workersLatency.js";
+import { serveSection } from "./serveSection.js";
 import { connectionLines, connectionsJson, measureConnections } from "./workersConnections.js";
 import { lineChart } from "./charts.js";
 import { median, percentile, spreadPercent } from "./stats.js";
 import { replayUnderLive } from "./replay.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections", "advance", "replay"];
+const sections = ["connections", "serve", "advance", "replay"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
+  process.exit(2);
+}
+// `--skip connections`: everything but that section (it starts its own stack; corq's engine figures do not need it)
+const skip = process.argv.includes("--skip") ? process.argv[process.argv.indexOf("--skip") + 1] : undefined;
+if (skip !== undefined && !sections.includes(skip)) {
+  console.error(`--skip: one of ${sections.join(", ")}`);
   process.exit(2);
 }
 const reps = quick ? 1 : 3;
@@ -75,6 +83,8 @@ try {
     );
     const corqE2e = await repeated("corq", (url) => corq.endToEnd(url, base));
     const corqOrder = await onFreshDatabase("corq", (url) => corq.endToEnd(url, base));
+    // the one-key-per-claim drain (keysPerClaim 1), same run: the ratio of the multi-key claims
+    const corqOneKey = await onFreshDatabase("corq1", (url) => corq.endToEnd(url, { ...base, keysPerClaim: 1 }));
     const gNamed = await onFreshDatabase("gnamed", (url) =>
       graphileWorker(url, {
         events: quick ? 3000 : 6000,
@@ -107,6 +117,7 @@ try {
       `| ${name} | ${violations > 0 ? `~~${fmt(eps)}~~ (breaks per-key order)` : fmt(eps)} | ${violations} | ${note} |`;
     say("| system | events/s | out of order | notes |\n|---|---|---|---|");
     say(ranked("corq", corqE2e.eps, corqOrder.violations, `median of ${reps}, spread ${corqE2e.spread.toFixed(0)}%`));
+    say(ranked("corq, keysPerClaim 1", corqOneKey.eps, corqOneKey.violations, "one key per claim statement"));
     say(ranked("graphile-worker, named queue per key", gNamed.eps, gNamed.violations, `${fmt(gNamed.handled)} jobs`));
     say(
       `| graphile-worker, no queue (unordered, reference) | ${fmt(gUnordered.eps)} | ${gUnordered.violations} | ${fmt(gUnordered.handled)} jobs, order not promised |`,
@@ -123,6 +134,7 @@ try {
       `\ncorq / graphile named queues: **${(corqE2e.eps / gNamed.eps).toFixed(1)}×**; corq / graphile unordered: **${(corqE2e.eps / gUnordered.eps).toFixed(1)}×**`,
     );
     results.corq_eps = Math.round(corqE2e.eps);
+    results.corq_one_key_eps = Math.round(corqOneKey.eps);
     results.graphile_named_eps = Math.round(gNamed.eps);
     results.graphile_unordered_eps = Math.round(gUnordered.eps);
     results.pgboss_fifo_eps = Math.round(boss.eps);
@@ -142,29 +154,87 @@ try {
     const hot = await onFreshDatabase("hot", (url) =>
       corq.consumeStage(url, { ...base, events: 10_000, keys: 1, consumers: 1 }),
     );
+    // 1M keys with one event each: every batch is one event, so this is the key (claim) rate;
+    // time-boxed (loading 1M events takes most of a minute; consuming is what is measured)
+    const keys1m = await onFreshDatabase("k1m", (url) =>
+      corq.consumeStage(url, { ...base, events: 1_000_000, keys: 1_000_000 }, quick ? 10_000 : 30_000),
+    );
     say("| stage | events/s |\n|---|---|");
     say(`| append (batches of 100, 8 producers) | ${fmt(append.eps)} |`);
     say(`| advance, key = stream | ${fmt(advStream.eps)} |`);
     say(`| advance, key = JSON path | ${fmt(advPath.eps)} |`);
     say(
-      `| consume (claim + fetch + ack, 8 consumers, ${base.keys / 1000}k keys × 20 events) | ${fmt(consume.eps)} (${fmt(consume.batchesPerSecond)} batches/s, ${consume.statementsPerBatch.toFixed(2)} statements per batch) |`,
+      `| consume (claim + fetch + ack, 8 consumers, ${base.keys / 1000}k keys × 20 events) | ${fmt(consume.eps)} (${fmt(consume.batchesPerSecond)} batches/s, ${consume.statementsPerBatch.toFixed(2)} statements per batch, ${consume.statementsPerEvent.toFixed(4)} per event) |`,
     );
     say(
       `| consume, one hot key (10,000 events, batch ${base.batchSize}, one drain = one invocation) | ${fmt(hot.eps)} (${fmt(hot.batches)} batches in that one drain, ${hot.statementsPerBatch.toFixed(2)} statements per batch) |`,
     );
+    say(
+      `| consume, 1M keys × 1 event (8 consumers, ${fmt(keys1m.events)} consumed in the time box) | ${fmt(keys1m.eps)} (${keys1m.statementsPerEvent.toFixed(3)} statements per event) |`,
+    );
+    results.consume_eps = Math.round(consume.eps);
+    results.statements_per_event = Number(consume.statementsPerEvent.toFixed(4));
+    results.keys_1m_eps = Math.round(keys1m.eps);
     results.hot_key_eps = Math.round(hot.eps);
+
+    // keys per claim: the consume stage (1k keys × 20 events, 8 consumers) at each setting, same run
+    say("\n## Keys per claim (consume stage, 1k keys × 20 events, 8 consumers; one run each, same session)");
+    say("| keysPerClaim | events/s | batches/s | statements per event |\n|---|---|---|---|");
+    const byKeysPerClaim: [number, number][] = [];
+    const sweep: Record<string, number> = {};
+    for (const keysPerClaim of [1, 2, 4, 8, 16, 32]) {
+      const r = await onFreshDatabase("kpc", (url) => corq.consumeStage(url, { ...base, keysPerClaim }));
+      say(`| ${keysPerClaim} | ${fmt(r.eps)} | ${fmt(r.batchesPerSecond)} | ${r.statementsPerEvent.toFixed(4)} |`);
+      byKeysPerClaim.push([keysPerClaim, r.eps]);
+      sweep[keysPerClaim] = Math.round(r.eps);
+    }
+    results.consume_eps_by_keys_per_claim = sweep;
+    if (!quick)
+      writeFileSync(
+        new URL("./throughput-vs-keys-per-claim.svg", import.meta.url),
+        lineChart({
+          title: "corq consume stage vs keysPerClaim (1k keys × 20 events, 8 consumers)",
+          xLabel: "keysPerClaim",
+          yLabel: "events/s",
+          logX: true,
+          series: [{ name: "corq", points: byKeysPerClaim }],
+        }),
+      );
     results.append_eps = Math.round(append.eps);
     results.advance_eps = Math.round(advPath.eps);
 
     say("\n## Append-to-handler latency (Node, single-event appends at a fixed rate, 8 consumers)");
     say("| offered events/s | p50 ms | p99 ms |\n|---|---|---|");
-    for (const rate of quick ? [200, 1000] : [100, 200, 500, 1000]) {
+    const p50s: [number, number][] = [];
+    const p99s: [number, number][] = [];
+    for (const rate of quick ? [200, 1000] : [100, 200, 500, 1000, 2000]) {
       const samples = await onFreshDatabase("lat", (url) =>
         corq.latency(url, { rate, seconds: quick ? 4 : 8, consumers: 8 }),
       );
       say(`| ${rate} | ${percentile(samples, 50).toFixed(1)} | ${percentile(samples, 99).toFixed(1)} |`);
+      p50s.push([rate, percentile(samples, 50)]);
+      p99s.push([rate, percentile(samples, 99)]);
       if (rate === 1000) Object.assign(results, { p50_ms: percentile(samples, 50), p99_ms: percentile(samples, 99) });
     }
+    // the same at 1,000/s with one key per claim, same run
+    const oneKey = await onFreshDatabase("lat1", (url) =>
+      corq.latency(url, { rate: 1000, seconds: quick ? 4 : 8, consumers: 8, keysPerClaim: 1 }),
+    );
+    say(`| 1000, keysPerClaim 1 | ${percentile(oneKey, 50).toFixed(1)} | ${percentile(oneKey, 99).toFixed(1)} |`);
+    Object.assign(results, { p50_ms_one_key: percentile(oneKey, 50), p99_ms_one_key: percentile(oneKey, 99) });
+    if (!quick)
+      writeFileSync(
+        new URL("./latency-vs-rate.svg", import.meta.url),
+        lineChart({
+          title: "corq append-to-handler latency vs offered rate (Node, 8 consumers)",
+          xLabel: "single-event appends/s",
+          yLabel: "ms",
+          series: [
+            { name: "p50", points: p50s },
+            { name: "p99", points: p99s },
+          ],
+        }),
+      );
 
     say("\n## Push delivery to a local HTTP receiver (batch 100, 8 consumers)");
     const pushN = await onFreshDatabase("push", (url) => pushNode(url, base));
@@ -227,15 +297,28 @@ try {
     }
   }
 
-  const sectionStart = lines.length;
-  const heading = (title: string) =>
+  const sectionOf = (title: string, name: string) => {
+    const start = lines.length;
     say(
-      `\n## ${title}${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only ${only}${quick ? " --quick" : ""}\`` : ""}`,
+      `\n## ${title}${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only ${name}${quick ? " --quick" : ""}\`` : ""}`,
     );
+    return start;
+  };
+  /** An `--only` section: appended to the last full run's results (without --quick), then done. */
+  const endOnly = async (start: number) => {
+    if (!quick)
+      appendFileSync(
+        new URL("./RESULTS.md", import.meta.url),
+        `${[lines[start], lines[1], "", ...lines.slice(start + 1)].join("\n")}\n`,
+      );
+    await embedded?.stop();
+    console.log(JSON.stringify(results));
+    process.exit(0);
+  };
 
   // the advance stage alone: compare two commits with it (seq numbering is part of it)
   if (only === "advance") {
-    heading("Advance stage");
+    const start = sectionOf("Advance stage", "advance");
     const runs = quick ? 3 : 5;
     const stream = await repeatedRuns(runs, "advs", (url) =>
       corq.advanceStage(url, { ...base, events: 40_000 }, "stream"),
@@ -248,13 +331,15 @@ try {
     say(`| key = JSON path | ${fmt(path.eps)} | ${path.runs.map(fmt).join(", ")} |`);
     results.advance_stream_eps = Math.round(stream.eps);
     results.advance_eps = Math.round(path.eps);
+    await endOnly(start);
   }
 
   // issue 15: live append→handler latency while a rewind of the whole subscription catches up
   if (!only || only === "replay") {
     const replay = { events: quick ? 50_000 : 200_000, keys: 1000, consumers: 8, rate: 100 };
-    heading(
+    const start = sectionOf(
       `Live traffic during a replay: ${fmt(replay.events)} events over ${fmt(replay.keys)} keys rewound to the beginning, ${replay.rate} live appends/s on other keys, ${replay.consumers} consumers`,
+      "replay",
     );
     const r = await onFreshDatabase("replay", (url) =>
       replayUnderLive(url, { ...replay, baselineSeconds: quick ? 5 : 10, maxSeconds: quick ? 60 : 120 }),
@@ -280,18 +365,41 @@ try {
       replay_eps: Math.round(r.replay.replayEps),
       rewind_ms: Math.round(r.replay.rewindMs),
     };
+    if (only) await endOnly(start);
+  }
+
+  // issue 16: the self-hosted Node runtime (npm run serve), beside the library's own loop
+  if (!only || only === "serve") {
+    const serveStart = lines.length;
+    say(
+      `\n## Self-hosted Node runtime (npm run serve, LISTEN/NOTIFY)${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only serve${quick ? " --quick" : ""}\`` : ""}`,
+    );
+    results.serve = await serveSection({ quick, say, onFreshDatabase, serverUrl });
+    if (!quick && only)
+      appendFileSync(
+        new URL("./RESULTS.md", import.meta.url),
+        `${[lines[serveStart], lines[1], "", ...lines.slice(serveStart + 1)].join("\n")}\n`,
+      );
+    if (only) {
+      await embedded?.stop();
+      console.log(JSON.stringify(results));
+      process.exit(0);
+    }
   }
 
   // issue 12: 200 producers against max_connections = 100, steady rate, network distance;
   // the old path (CORQ_DB_DRIVER=websocket) and the new (http) in the same run
-  if (!only || only === "connections") {
-    heading("Connections (local Workers stack)");
+  const sectionStart = lines.length;
+  if (skip !== "connections") {
+    say(
+      `\n## Connections (local Workers stack)${only ? ` — ${new Date().toISOString().slice(0, 10)}, \`npm run bench -- --only connections${quick ? " --quick" : ""}\`` : ""}`,
+    );
     const connections = await measureConnections({ quick, progress: (line) => console.error(line) });
     for (const line of connectionLines(connections)) say(line);
     results.connections = connectionsJson(connections);
   }
 
-  if (!quick && !only) {
+  if (!quick && !only && !skip) {
     const notes = readFileSync(new URL("./notes.md", import.meta.url), "utf8");
     writeFileSync(new URL("./RESULTS.md", import.meta.url), `${lines.join("\n")}\n\n${notes}`);
   }

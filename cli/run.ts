@@ -52,8 +52,12 @@ Commands (over the HTTP API):
   tokens list                         tokens, never their secrets
   tokens revoke <id>                  refused from the next request on
 
-Command (over DATABASE_URL):
+Commands (over DATABASE_URL):
   migrate                             apply corq's schema to DATABASE_URL (idempotent)
+  serve                               the HTTP API, the dashboard, the advancer and the
+                                      consumers of push subscriptions in this process
+                                      (PORT, HOST, CORQ_*: docs/self-hosting.md); for code
+                                      subscriptions, startServe from "corq/node"
 
 Options:
   --url <url>      the API (env CORQ_URL; default http://127.0.0.1:8787)
@@ -241,6 +245,18 @@ const commands: Record<string, (ctx: Context) => Promise<void>> = {
     } finally {
       await corq.close();
     }
+  },
+
+  async serve(ctx) {
+    noMore(ctx, 0);
+    if (!ctx.io.env.DATABASE_URL) throw new UsageError("set DATABASE_URL to the Postgres to serve");
+    const { startServe, stopOnSignals } = await import("../src/node/serve.js");
+    const log = (line: string) => ctx.io.out.write(`corq: ${line}\n`);
+    // push subscriptions only: code subscriptions live in the app's own process (corq/node)
+    const running = await startServe({ subscriptions: [], env: ctx.io.env, log });
+    stopOnSignals(running, log); // exits the process when stopped
+    ctx.io.out.write(`corq ready ${running.url}\n`);
+    await new Promise<never>(() => undefined);
   },
 
   async tokens(ctx) {

@@ -23,6 +23,7 @@ import { advanceAndDispatch, consumeInSlot, dispatchInBackground, selfInvoker, s
 import { settings, type AppEnv } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
+import { toPrometheus } from "../src/metrics.js";
 import { dashboard } from "./dashboard/routes.js";
 import { tokenId, tokenInput } from "../src/tokens.js";
 
@@ -141,6 +142,8 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
         c.executionCtx.waitUntil(opened.end());
         throw error;
       }
+      // On Node the append's NOTIFY has woken the process's consumers (src/node/runner.ts).
+      if (c.env.CORQ_NODE) return c.json(result, 201);
       // Deliver without waiting for the cron: advance and dispatch consumers in the background.
       c.executionCtx.waitUntil(
         advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
@@ -281,6 +284,13 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     await c.var.corq().revokeToken(param(c, "id", tokenId));
     return c.body(null, 204);
   });
+
+  // Prometheus text (src/metrics.ts), read from the database: every runtime and process answers the same.
+  app.get("/metrics", requireScope("read"), async (c) =>
+    c.body(toPrometheus(await c.var.corq().metrics()), 200, {
+      "content-type": "text/plain; version=0.0.4; charset=utf-8",
+    }),
+  );
 
   return app;
 }

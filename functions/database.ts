@@ -39,6 +39,7 @@ function webSocketPool(databaseUrl: string): Pool {
 }
 
 export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): OpenCorq {
+  if (env.CORQ_NODE) return env.CORQ_NODE.open();
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");
   configureLocal(env);
   const databaseUrl = env.DATABASE_URL;

@@ -156,7 +156,7 @@ export async function consumeInSlot(
   continueIn: (name: string, slot: number) => void,
   otherSubrequests = 0,
 ): Promise<{ batches: number; subrequests: number }> {
-  const { concurrency, consumerBudgetMs, maxSubrequests } = settings(env);
+  const { concurrency, consumerBudgetMs, maxSubrequests, keysPerClaim } = settings(env);
   const { corq } = opened;
   const deadline = Date.now() + consumerBudgetMs;
   let batches = 0;
@@ -168,8 +168,8 @@ export async function consumeInSlot(
     try {
       const maxBatches = batchesLeft();
       if (maxBatches >= 1) {
-        batches += (await corq.drain(current.name, { budgetMs: Math.max(0, deadline - Date.now()), maxBatches }))
-          .batches;
+        const budgetMs = Math.max(0, deadline - Date.now());
+        batches += (await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim })).batches;
       }
     } catch (error) {
       // a subscription deleted since it was listed has nothing to do: not an error

@@ -23,6 +23,13 @@ export interface Env {
    * stops draining before it runs out.
    */
   CORQ_MAX_SUBREQUESTS?: string;
+  /**
+   * Keys a consumer claims per statement (default 4, at most 256): their handlers or push
+   * deliveries run at once, and their acks go in the statement that claims the next keys.
+   * 4 keeps a settle statement and the deliveries within the 6 connections a Worker invocation
+   * may have open at once (more wait for a free one, and their leases run meanwhile).
+   */
+  CORQ_KEYS_PER_CLAIM?: string;
   /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
@@ -43,6 +50,12 @@ export interface Env {
   CORQ_AUTH_LIMITER?: { limit(options: { key: string }): Promise<{ success: boolean }> };
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
   SELF?: { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
+  /**
+   * Set by the Node runtime (src/node/serve.ts), never on Workers: the process's one database
+   * handle for every request (instead of a handle per request), and appends that NOTIFY: the
+   * process's own consumers wake on it, so an append dispatches nothing.
+   */
+  CORQ_NODE?: { open(): OpenCorq };
 }
 
 const positiveInt = (fallback: number, max: number) =>
@@ -54,6 +67,7 @@ const settingsSchema = z.object({
   CORQ_DB_DRIVER: z.enum(["http", "websocket"]).default("http"),
   CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
   CORQ_MAX_SUBREQUESTS: positiveInt(50, 10_000_000),
+  CORQ_KEYS_PER_CLAIM: positiveInt(4, 256),
   CORQ_PUBLIC_APPEND: z.string().optional(),
   CORQ_LOCAL: z.string().optional(),
   CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
@@ -67,6 +81,7 @@ export interface Settings {
   dbDriver: "http" | "websocket";
   consumerBudgetMs: number;
   maxSubrequests: number;
+  keysPerClaim: number;
   publicAppend: boolean;
   /** Running in the local stack (CORQ_LOCAL=true). */
   local: boolean;
@@ -98,6 +113,7 @@ export function settings(env: Env): Settings {
     dbDriver: parsed.CORQ_DB_DRIVER,
     consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
     maxSubrequests: parsed.CORQ_MAX_SUBREQUESTS,
+    keysPerClaim: parsed.CORQ_KEYS_PER_CLAIM,
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
     local: parsed.CORQ_LOCAL === "true",
     authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,

@@ -12,6 +12,8 @@ type Access = "public" | "append" | "read" | "operate" | "admin" | "operate or s
 interface Answer {
   description: string;
   schema?: z.ZodType;
+  /** The media type when it is not JSON (problem+json for refusals, application/json otherwise). */
+  type?: string;
 }
 
 export interface ApiRoute {
@@ -212,6 +214,15 @@ export const apiRoutes: ApiRoute[] = [
     answers: { 200: { description: "stats", schema: s.stats } },
   },
   {
+    method: "get",
+    path: "/metrics",
+    summary:
+      "Prometheus text format 0.0.4: per subscription lag, pending, keys by state, acked events, batch durations (docs/http-api.md)",
+    tag: "health",
+    access: "read",
+    answers: { 200: { description: "Prometheus text", schema: z.string(), type: "text/plain" } },
+  },
+  {
     method: "post",
     path: "/advance",
     summary: "Move the log into the subscriptions' queues now",
@@ -308,7 +319,7 @@ function parameters(where: "path" | "query" | "header", shape: z.ZodObject | und
 function operation(route: ApiRoute) {
   const responses: Record<string, unknown> = {};
   for (const [status, answer] of Object.entries(route.answers)) {
-    const type = Number(status) >= 400 ? "application/problem+json" : "application/json";
+    const type = answer.type ?? (Number(status) >= 400 ? "application/problem+json" : "application/json");
     responses[status] = answer.schema
       ? {
           description: answer.description,

@@ -1,7 +1,6 @@
 // The local stack, as `npm start` and the Worker tests run it: Postgres (embedded unless a
 // URL is given) → migrations → WebSocket proxy → the Worker under wrangler's dev server
 // (workerd, the real Workers runtime) → a cron that fires the scheduled handler.
-import pg from "pg";
 import { fileURLToPath } from "node:url";
 import { unstable_startWorker } from "wrangler";
 import { createCorq } from "../src/index.js";
@@ -9,6 +8,9 @@ import { app } from "../functions/app.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
 import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
+import { ensureDatabase, localVars, redact } from "./localDatabase.js";
+
+export { localVars };
 
 export interface LocalStackOptions {
   /** Use this database; default: embedded Postgres with data in `dataDir`. */
@@ -43,19 +45,6 @@ export interface LocalStack {
   httpStatements(): number;
   stop(): Promise<void>;
 }
-
-/**
- * What tells the Worker it runs in this local stack (from configuration, never from a Host
- * header): `CORQ_LOCAL` (the dashboard's Host allowlist, short admin tokens allowed) and
- * `CORQ_PUSH_ALLOW_PRIVATE` (push deliveries may go to private addresses such as 127.0.0.1,
- * where local receivers listen); and `CORQ_MAX_SUBREQUESTS` as on a Paid plan (10,000: the
- * deployed default, 50, is the Free plan's). `options.vars` can override each.
- */
-export const localVars = {
-  CORQ_LOCAL: "true",
-  CORQ_PUSH_ALLOW_PRIVATE: "true",
-  CORQ_MAX_SUBREQUESTS: "10000",
-} as const;
 
 const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
 
@@ -157,24 +146,4 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     await stop();
     throw error;
   }
-}
-
-async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    const { rowCount } = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
-    if (!rowCount) await client.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await client.end();
-  }
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
-
-function redact(url: string): string {
-  const u = new URL(url);
-  if (u.password) u.password = "***";
-  return u.toString();
 }

@@ -2,7 +2,8 @@ import type { SQL } from "drizzle-orm";
 import type { Executor } from "./db/executor.js";
 import { CorqError, toError } from "./errors.js";
 import type { Subscription } from "./config.js";
-import { ackAndClaim, claimBatch, type ClaimBy, type ClaimRow } from "./sql/claimBatch.js";
+import { claimBatch, settleAndClaim, type ClaimBy, type ClaimRow } from "./sql/claimBatch.js";
+import type { Settlement, SettledRow } from "./sql/settleKeys.js";
 import { ackBatch, type AckThrough, type Lease } from "./sql/ackBatch.js";
 import { failBatch } from "./sql/failBatch.js";
 import { releaseLease } from "./sql/releaseLease.js";
@@ -32,40 +33,67 @@ interface Claimed {
   txs: string[];
 }
 
-/** What a handler run decided: ack through an index of the batch, or fail with an error. */
-type Verdict = { through: number } | { error: string };
+/**
+ * What a handler run decided: ack through an index of the batch, fail with an error, or give
+ * the batch back (the drain was aborted and the handler threw: a graceful stop, not a failure).
+ */
+type Verdict = { through: number } | { error: string; released?: boolean };
 
 /**
  * The consumer loop's invariant: once a key is claimed we MUST record an outcome for it —
  * ack or fail, in the database — unless its lease is gone. A thrown handler is a failed
  * attempt, never an escaped error. Nothing is held open while the handler runs.
  *
- *   consumeOne   claim (1 statement) → handler → ack or fail (1 statement)
- *   drainKeys    claim → handler → ack+claim the next (1 statement) → handler → … → ack,
- *                and the acked batches recorded for the dashboard (1 statement per 500 or
- *                per second)
+ *   consumeOne   claim one key (1 statement) → handler → ack or fail (1 statement)
+ *   drainKeys    claim up to keysPerClaim keys (1 statement) → their handlers run at once →
+ *                as they finish, settle the finished ones (acks and failures, each fenced by
+ *                its own lease) AND claim as many new keys in ONE statement → … → and the
+ *                acked batches recorded for the dashboard (1 statement per 500 or per second)
+ * A graceful stop (DrainLimits.stop / abort) changes only what comes next: no new claim after
+ * `stop`; after `abort`, a handler that gives up has its lease released (1 statement) instead
+ * of failed — the one outcome recorded while the handler no longer runs.
  */
 export async function consumeOne(executor: Executor, target: ConsumeTarget, corq: Corq): Promise<ConsumeResult | null> {
-  const { claimed, result, expired } = await runClaim(executor, target, claimBatch(target.name, claimBy(target)));
+  let claim = await claimOnce(executor, target, claimBatch(target.name, claimBy(target)));
+  const expired = [...claim.expired];
+  // Claimed, but every row the statement's snapshot saw had been acked by another consumer
+  // while it waited (see claimBatch): the key was given back; claim afresh, a few times at most.
+  for (let again = 0; claim.empty > 0 && again < 3; again++) {
+    claim = await claimOnce(executor, target, claimBatch(target.name, claimBy(target)));
+    expired.push(...claim.expired);
+  }
   // rare: the claim took over an expired lease (1 more statement, for the dashboard's timeline)
   if (expired.length > 0) await executor.run(recordBatches(expired)).catch(() => undefined);
-  if (!claimed) return result;
+  const [claimed] = claim.claimed;
+  if (!claimed) return claim.dead[0] ?? null;
   const verdict = await handle(executor, target, claimed, corq);
   return finish(claimed, verdict, await record(executor, claimed, verdict));
 }
 
+export interface DrainLimits {
+  /** epoch ms: no claim after it (batches already claimed are still handled and settled) */
+  deadline: number;
+  maxBatches: number;
+  /** keys claimed per statement, and so handlers running at once, at most */
+  keysPerClaim: number;
+  /** Claim nothing more once aborted; the batches in hand finish as usual. */
+  stop?: AbortSignal;
+  /** Aborts the running handlers' signal; a handler that then throws has its lease released. */
+  abort?: AbortSignal;
+}
+
 /**
- * Consumes batch after batch (each its own key claim) until nothing is ready, `deadline`
- * (epoch ms) passes or `maxBatches` ran. A successful batch is acked in the same statement
- * that claims the next one.
+ * Consumes batches (up to keysPerClaim keys at a time, each its own lease and batch) until
+ * nothing is ready, `deadline` (epoch ms) passes or `maxBatches` ran. Finished batches are
+ * settled in the statement that claims the next keys.
  */
 export async function drainKeys(
   executor: Executor,
   target: ConsumeTarget,
   corq: Corq,
-  limits: { deadline: number; maxBatches: number },
+  limits: DrainLimits,
 ): Promise<ConsumeResult[]> {
-  // batches acked by ack+claim statements and expired leases taken over, recorded for the
+  // batches acked by settle+claim statements and expired leases taken over, recorded for the
   // dashboard every 500 or every second (telemetry: a failed write is dropped)
   const buffered: BatchRecordRow[] = [];
   let since = 0;
@@ -84,152 +112,223 @@ export async function drainKeys(
   }
 }
 
+/**
+ * The drain's loop. One statement at a time; while it is out, handlers that finish queue
+ * their verdicts, and the next statement settles all of them. So a finished batch waits for
+ * at most the statement in flight and its own — never for a slow key still running beside
+ * it (a slow key holds only its own slot: the others are claimed anew as they settle).
+ */
 async function drainLoop(
   executor: Executor,
   target: ConsumeTarget,
   corq: Corq,
-  limits: { deadline: number; maxBatches: number },
+  limits: DrainLimits,
   onRecords: (records: BatchRecordRow[]) => Promise<void>,
 ): Promise<ConsumeResult[]> {
   const results: ConsumeResult[] = [];
-  const claimNext = async () => {
-    const claim = await runClaim(executor, target, claimBatch(target.name, claimBy(target)));
-    await onRecords(claim.expired);
-    return claim;
+  const running = new Map<string, Promise<void>>();
+  const finished: { claimed: Claimed; verdict: Verdict }[] = [];
+  let wake: (() => void) | undefined;
+  // whether to claim without settling anything: not after a claim that found fewer keys than
+  // it asked for, until a settlement says its key has more (or failed and may be ready again)
+  let lookAgain = true;
+  let emptyClaims = 0;
+  const room = () =>
+    Date.now() >= limits.deadline || limits.stop?.aborted === true
+      ? 0
+      : Math.max(
+          0,
+          Math.min(
+            limits.keysPerClaim - running.size,
+            limits.maxBatches - results.length - running.size - finished.length,
+          ),
+        );
+  const start = (claimed: Claimed) => {
+    const key = claimed.lease.key;
+    running.set(
+      key,
+      handle(executor, target, claimed, corq, limits.abort).then((verdict) => {
+        running.delete(key);
+        finished.push({ claimed, verdict });
+        wake?.();
+      }),
+    );
   };
-  const more = () => results.length < limits.maxBatches && Date.now() < limits.deadline;
-  let next = await claimNext();
-  for (;;) {
-    if (!next.claimed) {
-      // nothing claimed: done — unless an ack+claim just acked a key that has more (it could
-      // not claim that key itself), or a claim dead-lettered a key whose last lease expired
-      if (next.ackedPending && more()) {
-        next = await claimNext();
+  try {
+    for (;;) {
+      const want = room();
+      if (finished.length === 0 && (want === 0 || !lookAgain)) {
+        if (running.size === 0) return results;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
         continue;
       }
-      if (!next.result) return results;
-      results.push(next.result); // a key whose last lease expired was dead-lettered by the claim
-      if (!more()) return results;
-      next = await claimNext();
-      continue;
+      // one turn of the event loop first: handlers that are done but for their last promise
+      // callbacks (a no-op handler, a cached answer) join this statement instead of the next
+      if (running.size > 0) await nextTurn();
+      const done = finished.splice(0);
+      // batches given back by a graceful abort: their leases released now (1 statement each)
+      for (const { claimed, verdict } of done.filter((d) => isReleased(d.verdict))) {
+        const released = await executor.run(releaseLease(claimed.lease));
+        results.push(finish(claimed, verdict, released.length === 1 ? "released" : "expired"));
+      }
+      const settling = done.filter((d) => !isReleased(d.verdict));
+      if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
+      const statement =
+        settling.length === 0
+          ? claimBatch(target.name, claimBy(target, want))
+          : settleAndClaim(target.name, claimBy(target, want), {
+              subscriptionId: settling[0].claimed.lease.subscriptionId,
+              settlements: settling.map(({ claimed, verdict }) => settlement(claimed, verdict)),
+            });
+      const claim = await claimOnce(executor, target, statement);
+      // what became of the settled batches
+      const settled = new Map((claim.settled ?? []).map((row) => [row.key, row]));
+      const acked: BatchRecordRow[] = [];
+      lookAgain = claim.claimed.length + claim.dead.length + claim.empty >= want && want > 0;
+      for (const { claimed, verdict } of settling) {
+        const row = settled.get(claimed.lease.key);
+        results.push(finish(claimed, verdict, row?.outcome ?? "expired"));
+        if (row && (row.outcome === "retry" || (row.pending ?? 0) > 0)) lookAgain = true;
+        if (row?.outcome === "acked") {
+          const { subscriptionId: id, key } = claimed.lease;
+          const events = "through" in verdict ? verdict.through + 1 : 0;
+          acked.push({
+            subscriptionId: id,
+            key,
+            startedAt: claimed.claimedAt,
+            finishedAt: new Date(row.at),
+            events,
+            outcome: "acked",
+          });
+        }
+      }
+      results.push(...claim.dead);
+      for (const claimed of claim.claimed) start(claimed);
+      // a claim that came out empty gave its key back: claim afresh, a few times in a row at most
+      emptyClaims = claim.empty > 0 ? emptyClaims + 1 : 0;
+      if (claim.empty > 0 && emptyClaims <= 3) lookAgain = true;
+      await onRecords([...acked, ...claim.expired]);
     }
-    const claimed: Claimed = next.claimed;
-    const verdict = await handle(executor, target, claimed, corq);
-    if ("error" in verdict || results.length + 1 >= limits.maxBatches || Date.now() >= limits.deadline) {
-      results.push(finish(claimed, verdict, await record(executor, claimed, verdict)));
-      if (!more()) return results;
-      next = await claimNext();
-      continue;
-    }
-    const ack = { lease: claimed.lease, through: throughOf(claimed, verdict.through), count: verdict.through + 1 };
-    next = await runClaim(executor, target, ackAndClaim(target.name, claimBy(target), ack));
-    results.push(finish(claimed, verdict, next.acked ? "acked" : "expired"));
-    const { subscriptionId, key } = claimed.lease;
-    const done: BatchRecordRow[] =
-      next.acked && next.at
-        ? [
-            {
-              subscriptionId,
-              key,
-              startedAt: claimed.claimedAt,
-              finishedAt: next.at,
-              events: ack.count,
-              outcome: "acked",
-            },
-          ]
-        : [];
-    await onRecords([...done, ...next.expired]);
+  } finally {
+    // a statement failed: the batches still running finish (their leases will expire unsettled)
+    // before the error goes up, so nothing runs on after the caller closes its connection
+    await Promise.allSettled(running.values());
   }
 }
 
-const claimBy = (target: ConsumeTarget): ClaimBy => ({
+const nextTurn = () =>
+  new Promise<void>((resolve) => (typeof setImmediate === "function" ? setImmediate(resolve) : setTimeout(resolve, 0)));
+
+const claimBy = (target: ConsumeTarget, limit = 1): ClaimBy => ({
   kind: target.code ? undefined : "push",
+  limit,
   holder: target.holder,
 });
 
-/** Runs a claim statement and reads its rows into a batch (or a result without one). */
-async function runClaim(executor: Executor, target: ConsumeTarget, statement: SQL): Promise<ClaimOutcome> {
-  const first = await claimOnce(executor, target, statement);
-  // Claimed, but every row the statement's snapshot saw had been acked by another consumer
-  // while it waited (see claimBatch): the key was given back; claim afresh, a few times at most.
-  let outcome = first;
-  for (let again = 0; outcome.retry && again < 3; again++) {
-    const next = await claimOnce(executor, target, claimBatch(target.name, claimBy(target)));
-    outcome = { ...next, expired: [...outcome.expired, ...next.expired] };
-  }
-  // what the first statement said of the ack it carried stays
-  return { ...outcome, acked: first.acked, ackedPending: first.ackedPending, at: first.at };
+/** A verdict as the settle statement takes it. */
+function settlement(claimed: Claimed, verdict: Verdict): Settlement {
+  const base = { key: claimed.lease.key, token: claimed.lease.token, claimedAt: claimed.claimedAt };
+  if ("through" in verdict)
+    return { ...base, count: verdict.through + 1, outcome: { through: throughOf(claimed, verdict.through) } };
+  return {
+    ...base,
+    count: claimed.events.length,
+    outcome: { error: verdict.error, headPosition: claimed.events[0].position },
+  };
 }
 
 interface ClaimOutcome {
-  claimed?: Claimed;
-  result: ConsumeResult | null;
-  /** ack+claim: whether the previous batch was acked, and how many events its key still has */
-  acked?: boolean;
-  ackedPending?: number;
-  at?: Date;
+  /** the keys claimed, each with its batch */
+  claimed: Claimed[];
+  /** keys whose last lease expired on their last attempt: dead-lettered by the claim */
+  dead: ConsumeResult[];
+  /** keys claimed with an empty batch (everything acked meanwhile): given back */
+  empty: number;
+  /** with settleAndClaim: the settlements whose lease held */
+  settled?: SettledRow[];
   expired: BatchRecordRow[];
-  /** the claim came out empty and gave its key back */
-  retry?: boolean;
 }
 
+/** Runs a claim statement and reads its rows: the batches per key, and what it settled. */
 async function claimOnce(executor: Executor, target: ConsumeTarget, statement: SQL): Promise<ClaimOutcome> {
   const rows = await executor.run<ClaimRow>(statement);
   if (rows.length === 0) {
-    if (target.code) return { result: null, expired: [] }; // defined in code, not registered yet: nothing to do
+    // defined in code, not registered yet: nothing to do
+    if (target.code) return { claimed: [], dead: [], empty: 0, expired: [] };
     throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
   }
-  const head = rows[0];
-  const acked = head.acked === null ? undefined : head.acked === 1;
-  const ackedPending = head.acked_pending ?? undefined;
-  const at = new Date(head.now);
-  if (head.key === null) return { result: null, acked, ackedPending, at, expired: [] };
-  // the claim took over a lease that had expired: that batch goes in the record as "expired"
-  const expired: BatchRecordRow[] = [];
-  if (head.expired_until !== null) {
-    const span = { startedAt: new Date(head.expired_from!), finishedAt: new Date(head.expired_until) };
-    expired.push({ subscriptionId: head.subscription_id!, key: head.key, ...span, events: 0, outcome: "expired" });
-  }
-  if (head.dies) {
-    const result: ConsumeResult = {
-      key: head.key,
-      events: 0,
-      outcome: "dead",
-      error: "lease expired on the last attempt",
-    };
-    return { result, acked, ackedPending, at, expired };
-  }
-  const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
-  if (head.position === null) {
-    await executor.run(releaseLease(lease));
-    return { result: null, acked, ackedPending, at, expired, retry: true };
-  }
-  return {
-    claimed: {
+  const outcome: ClaimOutcome = {
+    claimed: [],
+    dead: [],
+    empty: 0,
+    settled: rows.find((row) => row.settled !== null)?.settled ?? undefined,
+    expired: [],
+  };
+  const at = new Date(rows[0].now);
+  // rows come grouped by key, each key's events in seq order
+  for (let i = 0; i < rows.length; ) {
+    const head = rows[i];
+    let end = i + 1;
+    while (end < rows.length && rows[end].key === head.key) end++;
+    const batch = rows.slice(i, end);
+    i = end;
+    if (head.key === null) continue; // nothing claimed
+    // the claim took over a lease that had expired: that batch goes in the record as "expired"
+    if (head.expired_until !== null) {
+      const span = { startedAt: new Date(head.expired_from!), finishedAt: new Date(head.expired_until) };
+      outcome.expired.push({
+        subscriptionId: head.subscription_id!,
+        key: head.key,
+        ...span,
+        events: 0,
+        outcome: "expired",
+      });
+    }
+    if (head.dies) {
+      outcome.dead.push({ key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" });
+      continue;
+    }
+    const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
+    if (head.position === null) {
+      await executor.run(releaseLease(lease));
+      outcome.empty++;
+      continue;
+    }
+    outcome.claimed.push({
       lease,
       claimedAt: at,
       attempt: head.attempts! + 1,
       leaseMs: head.lease_ms,
       incarnation: head.incarnation,
       handle: target.code ? target.code.handle : pushHandler(head.deliver),
-      events: rows.map((row) => ({
+      events: batch.map((row) => ({
         ...toStoredEvent(row as EventRow),
         seq: Number(row.seq),
         replay: row.replay === true,
       })),
-      txs: rows.map((row) => row.tx!),
-    },
-    result: null,
-    acked,
-    ackedPending,
-    at,
-    expired,
-  };
+      txs: batch.map((row) => row.tx!),
+    });
+  }
+  return outcome;
 }
 
-async function handle(executor: Executor, target: ConsumeTarget, claimed: Claimed, corq: Corq): Promise<Verdict> {
+const isReleased = (verdict: Verdict) => "error" in verdict && verdict.released === true;
+
+async function handle(
+  executor: Executor,
+  target: ConsumeTarget,
+  claimed: Claimed,
+  corq: Corq,
+  stopping?: AbortSignal,
+): Promise<Verdict> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error("lease expired")), claimed.leaseMs);
+  const onStop = () => abort.abort(new Error("the consumer is stopping"));
+  if (stopping?.aborted) onStop();
+  else stopping?.addEventListener("abort", onStop, { once: true });
   try {
     const result = await claimed.handle(claimed.events, {
       subscription: target.name,
@@ -242,9 +341,11 @@ async function handle(executor: Executor, target: ConsumeTarget, claimed: Claime
     });
     return { through: ackedThroughIndex(claimed.events, result) };
   } catch (thrown) {
-    return { error: describe(thrown) };
+    // a handler that gave up because the drain was aborted has not failed: its batch goes back
+    return { error: describe(thrown), released: stopping?.aborted === true };
   } finally {
     clearTimeout(timer);
+    stopping?.removeEventListener("abort", onStop);
   }
 }
 

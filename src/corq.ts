@@ -17,10 +17,13 @@ import { advance, advanceOnce, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
+import { notifyWake } from "./sql/notify.js";
 import { readStream } from "./sql/readStream.js";
 import { eventExists, readLog } from "./sql/readLog.js";
 import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
-import { logHead, subscriptionStats } from "./sql/subscriptionStats.js";
+import { logHead, logPosition, subscriptionStats } from "./sql/subscriptionStats.js";
+import { listBatchDurations, type BatchDurationRow } from "./sql/batchDurations.js";
+import type { MetricsSnapshot } from "./metrics.js";
 import { listKeys } from "./sql/listKeys.js";
 import { listDeadLetters } from "./sql/listDeadLetters.js";
 import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/activity.js";
@@ -95,6 +98,17 @@ export interface CorqOptions {
    * random id per instance.
    */
   holder?: string;
+  /**
+   * NOTIFY after an append commits, so `npm run serve` processes on the same database wake at
+   * once instead of at their safety-net timer. An append in its own transaction NOTIFYs in a
+   * statement of its own right after its commit, coalesced (at most one in flight, one more
+   * after it for the appends that committed meanwhile); an append in the caller's transaction
+   * NOTIFYs inside it (delivered at that commit; Postgres folds repeats). Why not always inside:
+   * a transaction that NOTIFYs holds a global lock through its commit's WAL flush, so such
+   * commits run one at a time (measured in bench/RESULTS.md). Default false: on Workers nobody
+   * listens.
+   */
+  notify?: boolean;
 }
 
 export interface Corq {
@@ -116,12 +130,25 @@ export interface Corq {
   advance(options?: { coalesce?: boolean; eventNames?: string[] }): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**
-   * Consumes batches one after another (each its own claim) until nothing is ready, the time
-   * budget is spent or `maxBatches` ran. Returns the first batch's result and the totals.
+   * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.
+   * Each statement claims up to `keysPerClaim` keys (default 16), each with its own lease and
+   * batch; their handlers run at once, and finished batches are acked (or failed) together in
+   * the statement that claims the next keys. Returns the first batch's result and the totals.
+   * For a graceful stop: once `stop` is aborted nothing more is claimed (the batches in hand
+   * finish and are acked or failed as usual); once `abort` is aborted the running handlers'
+   * `ctx.signal` aborts too, and a handler that then throws has its lease released at once
+   * (outcome "released": the key is ready again now, no attempt counted) — never while the
+   * handler still runs.
    */
   drain(
     subscription: string,
-    options?: { budgetMs?: number; maxBatches?: number },
+    options?: {
+      budgetMs?: number;
+      maxBatches?: number;
+      keysPerClaim?: number;
+      stop?: AbortSignal;
+      abort?: AbortSignal;
+    },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
   /**
    * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
@@ -203,6 +230,8 @@ export interface Corq {
   pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
   /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
   logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
+  /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
+  metrics(): Promise<MetricsSnapshot>;
   /**
    * Creates a scoped API token (docs/http-api.md, "Tokens"). The secret (`token`) is returned
    * here only: the database keeps its SHA-256. `streamPrefix` limits appends (needs `append`,
@@ -259,9 +288,13 @@ const throughputOptions = z
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
 const logTailOptions = z.object({ limit: limit(1000, 50) });
+/** Keys a drain claims per statement when not told (bench/RESULTS.md, "Keys per claim"). */
+export const DEFAULT_KEYS_PER_CLAIM = 16;
+export const MAX_KEYS_PER_CLAIM = 256;
 const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),
   maxBatches: z.number().int().min(1).default(1_000_000),
+  keysPerClaim: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).default(DEFAULT_KEYS_PER_CLAIM),
 });
 const slotNumber = z.number().int().min(1).max(1000);
 const slotOptions = z.object({
@@ -291,7 +324,26 @@ export function createCorq(options: CorqOptions): Corq {
     "advanceBatchSize",
   );
   const statementOptions = { onStatement: options.onStatement };
+  const notify = options.notify === true;
   const { executor, end } = connect(options);
+  // NOTIFY after an append's commit, coalesced: one in flight, one more after it (CorqOptions.notify)
+  let waking: Promise<void> | undefined;
+  let wakeAgain = false;
+  const wakeAfterCommit = () => {
+    if (waking) {
+      wakeAgain = true;
+      return;
+    }
+    waking = (async () => {
+      do {
+        wakeAgain = false;
+        // a hint: a lost one costs latency only (listeners re-check on their safety net)
+        await (await executor()).run(notifyWake("append")).catch(() => undefined);
+      } while (wakeAgain);
+    })().finally(() => {
+      waking = undefined;
+    });
+  };
   const pushAllowPrivate = options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true";
   const pushTransport = createPushTransport({ allowPrivate: pushAllowPrivate });
   const holder =
@@ -339,8 +391,13 @@ export function createCorq(options: CorqOptions): Corq {
       // an append in a transaction of our own that was refused for order (see appendEvents)
       // is simply run again: a new transaction is newer than the append it waited for
       for (let attempt = 1; ; attempt++) {
-        const [row] = await db.run<AppendRow>(appendEvents(stream, input, expectedVersion));
-        if (row.version !== null) return { stream, version: row.version, positions: row.positions.map(Number) };
+        const [row] = await db.run<AppendRow>(
+          appendEvents(stream, input, expectedVersion, { notify: notify && appendOpts.tx !== undefined }),
+        );
+        if (row.version !== null) {
+          if (notify && !appendOpts.tx) wakeAfterCommit();
+          return { stream, version: row.version, positions: row.positions.map(Number) };
+        }
         const [head] = await db.run<StreamHeadRow>(streamHead(stream));
         const current = head?.version ?? null;
         const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
@@ -395,10 +452,14 @@ export function createCorq(options: CorqOptions): Corq {
 
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
-      const { budgetMs, maxBatches } = parseOrThrow(drainOptions, drainOpts, "invalid_input", "options");
+      const { stop, abort, ...limits } = drainOpts;
+      const { budgetMs, maxBatches, keysPerClaim } = parseOrThrow(drainOptions, limits, "invalid_input", "options");
       const results = await drainKeys(await executor(), { name, code: code.get(name), holder }, corq, {
         deadline: Date.now() + budgetMs,
         maxBatches,
+        keysPerClaim,
+        stop,
+        abort,
       });
       return {
         first: results[0] ?? null,
@@ -608,6 +669,27 @@ export function createCorq(options: CorqOptions): Corq {
       return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
     },
 
+    async metrics() {
+      const db = await executor();
+      const [stats, [head], durations] = await Promise.all([
+        db.run<StatsRow>(subscriptionStats()),
+        db.run<{ head: string | null }>(logPosition()),
+        db.run<BatchDurationRow>(listBatchDurations()),
+      ]);
+      return {
+        subscriptions: stats.map(described),
+        log: { head: head.head === null ? null : Number(head.head) },
+        batchDurations: durations.map((r) => ({
+          subscription: r.subscription,
+          outcome: r.outcome,
+          le: Number(r.le),
+          batches: Number(r.batches),
+          events: Number(r.events),
+          seconds: Number(r.seconds),
+        })),
+      };
+    },
+
     async createToken(input) {
       const { name, scopes, streamPrefix } = parseOrThrow(tokenInput, input, "invalid_input", "token");
       const secret = newTokenSecret();
@@ -634,6 +716,7 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async close() {
+      await waking;
       await end();
       await pushTransport.close();
     },

@@ -4,4 +4,5 @@ export { CorqError, type CorqErrorCode } from "./errors.js";
 export type { Connection, Queryable } from "./db/executor.js";
 export type { AppMigration } from "./db/appMigrations.js";
 export type * from "./types.js";
+export { toPrometheus, BATCH_DURATION_BUCKETS, type MetricsSnapshot } from "./metrics.js";
 export { TOKEN_SCOPES } from "./tokens.js";

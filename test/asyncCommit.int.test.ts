@@ -23,7 +23,7 @@ describe("synchronous_commit per statement", () => {
     expect(await settingAfter(raw, claimBatch("s"))).toBe("off");
   });
 
-  it("is off in every statement a consume sends — claim, then ack or fail — in a drain's ack+claim, and in a lease release", async () => {
+  it("is off in every statement a consume sends — claim, then ack or fail — in a drain's settle+claim, and in a lease release", async () => {
     let fail = false;
     const subscriptions = [
       {
@@ -49,8 +49,9 @@ describe("synchronous_commit per statement", () => {
     fail = true;
     expect(await settings(() => recorded.consume("s"))).toEqual(["off", "off"]); // claim, fail
     fail = false;
-    // claim, ack+claim …, then the dashboard's activity record (telemetry, not queue state)
-    const drained = await settings(() => recorded.drain("s", { budgetMs: 10_000 }));
+    // claim of 2 keys, settle + claim, settle (+ claim nothing), then the dashboard's activity
+    // record (telemetry, not queue state)
+    const drained = await settings(() => recorded.drain("s", { budgetMs: 10_000, keysPerClaim: 2 }));
     expect(drained.length).toBeGreaterThanOrEqual(4);
     expect(drained.slice(0, -1).every((s) => s === "off")).toBe(true);
     expect(recorder.seen.at(-1)?.text).toContain('"activity"');

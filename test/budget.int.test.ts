@@ -52,7 +52,7 @@ describe("round trips per operation", () => {
     expect(count.take()).toBe(1); // nothing ready: one statement
   });
 
-  it("drain acks each batch in the statement that claims the next: one statement per batch (+1 to record them)", async () => {
+  it("drain with keysPerClaim 1 acks each batch in the statement that claims the next: one statement per batch (+1 to record them)", async () => {
     const count = counter();
     const { corq } = await open({
       onStatement: count.onStatement,
@@ -65,12 +65,43 @@ describe("round trips per operation", () => {
       ]);
     await corq.advance();
     count.take();
-    expect(await corq.drain("d")).toMatchObject({ batches: 5, events: 10 });
+    expect(await corq.drain("d", { keysPerClaim: 1 })).toMatchObject({ batches: 5, events: 10 });
     expect(count.take()).toBe(7); // claim, then 5 × ack+claim (the last finds nothing), then the 5 batches recorded at once
     expect(await corq.subscription("d")).toMatchObject({ pending: 0, keys: { ready: 0, leased: 0 } });
     const recorded = await corq.activity({ subscription: "d" });
     expect(recorded.map((b) => b.events)).toEqual([2, 2, 2, 2, 2]);
     for (const b of recorded) expect(Date.parse(b.finishedAt)).toBeGreaterThanOrEqual(Date.parse(b.startedAt));
+  });
+
+  it("drain claims up to keysPerClaim keys per statement and settles them (acks and failures) in the statement that claims the next", async () => {
+    const count = counter();
+    const { corq } = await open({
+      onStatement: count.onStatement,
+      subscriptions: [
+        {
+          name: "m",
+          maxAttempts: 1,
+          handle: (events) => {
+            if (events.some((e) => (e.data as { poison?: boolean }).poison)) throw new Error("poison");
+          },
+        },
+      ],
+    });
+    for (let i = 0; i < 20; i++)
+      await corq.append(`s${i}`, [
+        { name: "E", data: { poison: i === 7 } },
+        { name: "E", data: {} },
+      ]);
+    await corq.advance();
+    count.take();
+    expect(await corq.drain("m", { keysPerClaim: 8 })).toMatchObject({ batches: 20, events: 40 });
+    // claim 8, settle 8 + claim 8, settle 8 + claim 4 (fewer than asked: none left), settle 4 + claim
+    // nothing, then the 19 acked batches recorded at once (the failure was recorded by its settle)
+    expect(count.take()).toBe(5);
+    expect(await corq.subscription("m")).toMatchObject({ pending: 2, keys: { ready: 0, leased: 0, dead: 1 } });
+    const recorded = await corq.activity({ subscription: "m" });
+    expect(recorded.filter((b) => b.outcome === "acked").map((b) => b.events)).toEqual(new Array(19).fill(2));
+    expect(recorded.filter((b) => b.outcome !== "acked")).toMatchObject([{ key: "s7", outcome: "dead", events: 2 }]);
   });
 
   it("drain goes on with a key that still has events after its batch (one hot key): two statements per batch", async () => {

@@ -405,7 +405,7 @@ describe("claims racing acks", () => {
     await corq.advance();
 
     const x = another({ subscriptions: [definition], poolSize: 1 });
-    const xDrain = x.drain("snap"); // claims A, its handler holds
+    const xDrain = x.drain("snap", { keysPerClaim: 1 }); // claims A (only), its handler holds
     await until(() => seen.length > 0, { message: "X never got its first batch" });
     // committed before the lock holder starts, so its xid does not hold them above the horizon
     await corq.append("s", [ev("A", "a2"), ev("B", "b3")]);

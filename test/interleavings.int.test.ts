@@ -14,18 +14,30 @@ import { reportScenario, tally } from "./helpers/chaos.js";
 const open = useCorq();
 // [seed, runs]. 66086647 failed with the op set before the outbox steps: a random skip of a dead
 // key whose head was no poison event (the model now tracks what the operator skipped).
-const FIXED_SEEDS: [number, number][] = [
-  [66086647, 12],
-  [1, 6],
-  [2, 6],
+// [seed, runs, ops]: "single" are the steps with one key per claim (consume()); "multi" adds
+// drains that claim several keys per statement (keysPerClaim 2–4), plain and gated, so their
+// settle statements race expiries, takeovers, failures and the other consumers. The two op
+// sets draw different sequences from one seed: the seeds above stay with "single".
+type Ops = "single" | "multi";
+const FIXED_SEEDS: [number, number, Ops][] = [
+  [66086647, 12, "single"],
+  [1, 6, "single"],
+  [2, 6, "single"],
+  [3, 6, "multi"],
+  [4, 6, "multi"],
 ];
 const soakRuns = process.env.CORQ_PROPERTY_RUNS ? Number(process.env.CORQ_PROPERTY_RUNS) : undefined;
 const replay = process.env.CORQ_PROPERTY_SEED ? Number(process.env.CORQ_PROPERTY_SEED) : undefined;
-const plan: [number, number][] =
+const replayOps: Ops = process.env.CORQ_PROPERTY_OPS === "single" ? "single" : "multi";
+const soakSeed = Math.floor(Math.random() * 2 ** 31);
+const plan: [number, number, Ops][] =
   replay !== undefined
-    ? [[replay, soakRuns ?? 12]]
+    ? [[replay, soakRuns ?? 12, replayOps]]
     : soakRuns !== undefined
-      ? [[Math.floor(Math.random() * 2 ** 31), soakRuns]]
+      ? [
+          [soakSeed, Math.ceil(soakRuns / 2), "single"],
+          [soakSeed, Math.ceil(soakRuns / 2), "multi"],
+        ]
       : FIXED_SEEDS;
 const runs = plan.reduce((sum, [, n]) => sum + n, 0);
 
@@ -39,7 +51,10 @@ type Op =
   | { kind: "openGates" }
   | { kind: "release"; mode: "retry" | "skip" }
   | { kind: "takeTxId" }
-  | { kind: "outboxAppend"; key: number };
+  | { kind: "outboxAppend"; key: number }
+  | { kind: "drain"; by: number; keys: number; fail: boolean }
+  | { kind: "gatedDrain"; by: number; keys: number }
+  | { kind: "openGate"; by: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -72,15 +87,40 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant("outboxAppend" as const), key: fc.nat(5) }), weight: 2 },
 );
 
+const multiKeyOp: fc.Arbitrary<Op> = fc.oneof(
+  { arbitrary: op, weight: 8 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant("drain" as const),
+      by: fc.nat(2),
+      keys: fc.integer({ min: 2, max: 4 }),
+      fail: fc.nat(2).map((n) => n === 0),
+    }),
+    weight: 3,
+  },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant("gatedDrain" as const),
+      by: fc.nat(2),
+      keys: fc.integer({ min: 2, max: 4 }),
+    }),
+    weight: 2,
+  },
+  { arbitrary: fc.record({ kind: fc.constant("openGate" as const), by: fc.nat(2) }), weight: 1 },
+);
+const opsOf = { single: op, multi: multiKeyOp };
+
 describe("random interleavings", () => {
   it(
     "lose nothing, keep per-key order, never run a key twice at once, deliver nothing rolled back",
     async () => {
       const totals = { events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0 };
-      for (const [seed, numRuns] of plan) {
-        console.log(`property seed: ${seed} (${numRuns} runs; replay with CORQ_PROPERTY_SEED=${seed})`);
+      for (const [seed, numRuns, opSet] of plan) {
+        console.log(
+          `property seed: ${seed}, ${opSet} (${numRuns} runs; replay with CORQ_PROPERTY_SEED=${seed} CORQ_PROPERTY_OPS=${opSet})`,
+        );
         await fc.assert(
-          fc.asyncProperty(fc.array(op, { minLength: 10, maxLength: 40 }), async (ops) => {
+          fc.asyncProperty(fc.array(opsOf[opSet], { minLength: 10, maxLength: 40 }), async (ops) => {
             const firsts = new Map<string, number[]>(); // key → positions in first-delivery order
             const handled: { key: string; position: number }[] = []; // every successful delivery, in order
             // key → the handler call holding its live lease (an expired lease no longer counts)
@@ -90,7 +130,7 @@ describe("random interleavings", () => {
             let failNext = false;
             const failedTransiently = new Set<number>(); // heads of batches whose handler failed on purpose
             const skippedByOperator = new Set<number>(); // failed events a random release skipped
-            const gates: (() => void)[] = [];
+            const gates: (() => void)[][] = [[], [], []]; // per consumer
             // consumer i's next handler call waits for openGates (a slow consumer) while armed[i]
             const armed = [false, false, false];
             const handler =
@@ -101,7 +141,7 @@ describe("random interleavings", () => {
                 running.set(ctx.key, call);
                 try {
                   if (consumer !== undefined && armed[consumer]) {
-                    await new Promise<void>((resolve) => gates.push(resolve));
+                    await new Promise<void>((resolve) => gates[consumer].push(resolve));
                   }
                   if (events.some((e) => (e.data as { poison?: boolean }).poison)) throw new Error("poison");
                   if (failNext) {
@@ -177,6 +217,25 @@ describe("random interleavings", () => {
                     failNext = false;
                     break;
                   }
+                  case "drain": {
+                    // several keys per claim, their handlers at once: failNext fails one of them
+                    const free = [0, 1, 2].find((i) => !armed[(o.by + i) % 3]);
+                    if (free === undefined) break;
+                    failNext = o.fail;
+                    await consumers[(o.by + free) % 3].drain("s", { keysPerClaim: o.keys, maxBatches: 2 * o.keys });
+                    failNext = false;
+                    break;
+                  }
+                  case "gatedDrain":
+                    // a slow multi-key holder: its handlers wait for openGates while the others go on
+                    if (armed[o.by]) break;
+                    armed[o.by] = true;
+                    inFlight.push(
+                      consumers[o.by]
+                        .drain("s", { keysPerClaim: o.keys, maxBatches: o.keys })
+                        .finally(() => (armed[o.by] = false)),
+                    );
+                    break;
                   case "gatedConsume":
                     if (armed[o.by]) break;
                     armed[o.by] = true;
@@ -190,7 +249,13 @@ describe("random interleavings", () => {
                     break;
                   case "openGates":
                     armed.fill(false);
-                    for (const open of gates.splice(0)) open();
+                    for (const open of gates.flatMap((g) => g.splice(0))) open();
+                    break;
+                  case "openGate":
+                    // one slow consumer finishes while the others stay held: its settle meets
+                    // leases that others took over and still hold
+                    armed[o.by] = false;
+                    for (const open of gates[o.by].splice(0)) open();
                     break;
                   case "release":
                     if (o.mode === "retry") {
@@ -258,7 +323,7 @@ describe("random interleavings", () => {
                 client.release();
               }
               armed.fill(false);
-              for (const open of gates.splice(0)) open();
+              for (const open of gates.flatMap((g) => g.splice(0))) open();
               await Promise.all(inFlight);
               for (let round = 0; round < 50; round++) {
                 await corq.advance();
@@ -320,7 +385,7 @@ describe("random interleavings", () => {
       reportScenario({
         scenario: "random interleavings",
         ...totals,
-        notes: { runs, seeds: plan.map(([seed]) => seed).join("+") },
+        notes: { runs, seeds: plan.map(([seed, , opSet]) => `${seed}${opSet === "multi" ? "m" : ""}`).join("+") },
       });
     },
     60_000 + runs * 3000,

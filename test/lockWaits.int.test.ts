@@ -77,7 +77,8 @@ describe("a statement that waited on a row lock", () => {
     await corq.append("k1", [{ name: "E", data: {} }]);
     await corq.append("k2", [{ name: "E", data: {} }]);
     await corq.advance();
-    const draining = corq.drain("rooms", { budgetMs: 10_000 });
+    // one key per claim: the claim of the second key is the one that waited
+    const draining = corq.drain("rooms", { budgetMs: 10_000, keysPerClaim: 1 });
     await until(() => lock !== undefined, { message: "the drain never handled its first batch" });
     const held = await lock!;
     await sleep(1500);
@@ -142,6 +143,47 @@ describe("a statement that waited on a row lock", () => {
     const { rows } = await raw.query("SELECT attempts, last_error FROM corq.keys WHERE key = 'k'");
     expect(rows).toEqual([{ attempts: 0, last_error: null }]);
   });
+});
+
+describe("a multi-key settle that waited on one key's row", () => {
+  // each key's fence reads the clock after ITS row was locked: the key whose row the statement
+  // waited for past its lease is refused, the key locked before the wait is settled
+  for (const outcome of ["ack", "fail"] as const) {
+    it(`${outcome}s the key locked in time and refuses the one whose lease ran out during the wait`, async () => {
+      let started = 0;
+      let finish: () => void = () => undefined;
+      const gate = new Promise<void>((resolve) => (finish = resolve));
+      const { corq, raw } = await open({
+        subscriptions: [
+          {
+            name: "s",
+            leaseMs: 1000,
+            handle: async () => {
+              started++;
+              await gate;
+              if (outcome === "fail") throw new Error("no");
+            },
+          },
+        ],
+      });
+      await corq.append("a", [{ name: "E", data: {} }]);
+      await corq.append("b", [{ name: "E", data: {} }]);
+      await corq.advance();
+      const draining = corq.drain("s", { budgetMs: 10_000, keysPerClaim: 2, maxBatches: 2 });
+      await until(() => started === 2, { message: "the drain never ran both keys at once" });
+      const held = await holdKeyRow(raw, "b"); // settled after "a" (key order): waited for
+      finish();
+      await sleep(1500);
+      await held.release();
+      const { batches } = await draining;
+      expect(batches).toBe(2);
+      const { rows } = await raw.query("SELECT key, pending, attempts FROM corq.keys ORDER BY key");
+      expect(rows).toEqual([
+        { key: "a", pending: outcome === "ack" ? 0 : 1, attempts: outcome === "ack" ? 0 : 1 },
+        { key: "b", pending: 1, attempts: 0 },
+      ]);
+    });
+  }
 });
 
 describe("an expired lease nobody took over", () => {

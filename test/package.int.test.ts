@@ -2,7 +2,8 @@
 // tarball into a scratch project outside the repository): its types check, a minimal Worker
 // bundles with wrangler, a Node script runs against Postgres, and `npx corq --help` works.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { setTimeout as sleep } from "node:timers/promises";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { packAndInstall, repoTool, root, type Installed } from "../infra/packInstall.js";
@@ -41,6 +42,7 @@ export default createWorker({
 
 const script = `import { createCorq, CorqError, type StoredEvent } from "corq";
 import { createClient, CorqHttpError } from "corq/client";
+import { startServe, type ServeOptions } from "corq/node";
 
 const handled: { key: string; positions: number[] }[] = [];
 const corq = createCorq({
@@ -70,7 +72,8 @@ await corq.advance();
 const { batches } = await corq.drain("orders", { budgetMs: 5000 });
 await corq.close();
 const client = createClient({ url: "http://127.0.0.1:9" });
-console.log(JSON.stringify({ applied, again: again.applied, conflict, batches, handled, client: typeof client.stats, http: typeof CorqHttpError }));
+const serveOptions: ServeOptions = { subscriptions: [], port: 0 };
+console.log(JSON.stringify({ node: typeof startServe, serveOptions: Object.keys(serveOptions).length, applied, again: again.applied, conflict, batches, handled, client: typeof client.stats, http: typeof CorqHttpError }));
 `;
 
 describe("the packed corq package, installed", () => {
@@ -80,6 +83,7 @@ describe("the packed corq package, installed", () => {
     expect(files).toContain("package/dist/functions/createWorker.js");
     expect(files).toContain("package/dist/src/client.d.ts");
     expect(files).toContain("package/dist/cli/main.js");
+    expect(files).toContain("package/dist/src/node/serve.d.ts");
     expect(files).toContain("package/docs/http-api.md");
     // no sources, tests, example or benchmark in what users download
     expect(files.filter((f) => /^package\/(src|test|functions|example|bench|infra)\//.test(f))).toEqual([]);
@@ -149,6 +153,37 @@ describe("the packed corq package, installed", () => {
     expect(result.batches).toBe(2);
     expect(result.handled.map((h: { key: string }) => h.key).sort()).toEqual(["ada", "bob"]);
     expect(result.client).toBe("function");
+    expect(result.node).toBe("function");
+  }, 60_000);
+
+  it("corq serve from the tarball serves the API on DATABASE_URL and stops on SIGTERM with exit 0", async () => {
+    // the installed bin itself, as a supervisor runs it (npx would die of the signal before its child)
+    const child = spawn(join(installed.dir, "node_modules/.bin/corq"), ["serve"], {
+      cwd: installed.dir,
+      env: { ...process.env, DATABASE_URL: database.url, PORT: "0", CORQ_ADMIN_TOKEN: "a".repeat(32) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (chunk) => {
+      output += String(chunk);
+    });
+    child.stderr.on("data", (chunk) => {
+      output += String(chunk);
+    });
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (!/corq ready (http:\/\/\S+)/.test(output) && Date.now() < deadline) await sleep(100);
+      const url = /corq ready (http:\/\/\S+)/.exec(output)?.[1];
+      expect(url, output).toBeDefined();
+      const health = await fetch(`${url}/health`);
+      expect(health.status).toBe(200);
+      const stats = await fetch(`${url}/subscriptions`, { headers: { authorization: `Bearer ${"a".repeat(32)}` } });
+      expect(stats.status).toBe(200);
+    } finally {
+      child.kill("SIGTERM");
+    }
+    expect(await exited).toBe(0);
   }, 60_000);
 
   it("npx corq --help works from the tarball", () => {

@@ -36,6 +36,10 @@ const batchRecord = {
   outcome: "acked" as const,
 };
 const event = { name: "E", data: {} };
+const settlements = [
+  { key: "a", token: lease.token, claimedAt: at, count: 2, outcome: { through } },
+  { key: "b", token: lease.token, claimedAt: at, count: 1, outcome: { error: "Error: x", headPosition: 5 } },
+];
 
 /** Sample calls of every export of src/sql that builds SQL: each variant its builder can produce. */
 const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
@@ -53,13 +57,19 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   advanceSubscription: (f) => [f(1, 100)],
   enqueueAndMove: (f) => [f(sql`1`, { tx: sql`'1'::xid8`, position: sql`1` }, sql`true`)],
   recordAdvanceError: (f) => [f(1, "Error: x")],
-  appendEvents: (f) => [f("s", [event, event]), f("s", [event], -1), f("s", [event], 3)],
-  streamHead: (f) => [f("s")],
-  claimBatch: (f) => [f("s"), f("s", { kind: "push", holder: "h" })],
-  ackAndClaim: (f) => [
-    f("s", {}, { lease, through, count: 2 }),
-    f("s", { kind: "push" }, { lease, through, count: 2 }),
+  appendEvents: (f) => [
+    f("s", [event, event]),
+    f("s", [event], -1),
+    f("s", [event], 3),
+    f("s", [event], undefined, { notify: true }),
   ],
+  streamHead: (f) => [f("s")],
+  claimBatch: (f) => [f("s"), f("s", { kind: "push", holder: "h" }), f("s", { limit: 8 })],
+  settleAndClaim: (f) => [
+    f("s", { limit: 8 }, { subscriptionId: 1, settlements }),
+    f("s", { kind: "push", limit: 0, holder: "h" }, { subscriptionId: 1, settlements }),
+  ],
+  settleCtes: (f) => [f(1, settlements)],
   failBatch: (f) => [f(lease, "Error: x", 5, 2, at)],
   listDeadLetters: (f) => [f(undefined, 10), f("s", 10, true)],
   listKeys: (f) => [
@@ -120,6 +130,11 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   listTokens: (f) => [f()],
   deleteToken: (f) => [f(lease.token)],
   verifyToken: (f) => [f("ab")],
+  listBatchDurations: (f) => [f()],
+  eventsAboveHorizon: (f) => [f()],
+  nextDue: (f) => [f([]), f(["a", "b"])],
+  notifyWake: (f) => [f("append"), f("append", "ready")],
+  logPosition: (f) => [f()],
 };
 
 /** Exports of src/sql that are not SQL builders. */

@@ -8,7 +8,7 @@ import { createTestDatabase } from "./helpers/database.js";
 
 const PREVIOUS_RELEASE = "0003_dashboard_and_webhooks";
 // the schema just before seq and rewind (0007_seq_rewind)
-const BEFORE_SEQ = "0007_tokens";
+const BEFORE_SEQ = "0008_batch_durations";
 
 describe("upgrading a populated database", () => {
   it("keeps every queued event, lease and dead letter, in order", async () => {
@@ -65,6 +65,11 @@ describe("upgrading a populated database", () => {
       expect(handled.slice(4).sort()).toEqual(["b:0", "b:1", "c:0"]);
       expect(handled.filter((h) => h.startsWith("b"))).toEqual(["b:0", "b:1"]);
       expect(await corq.subscription("s")).toMatchObject({ pending: 0, lag: 0 });
+      // the batch-duration counters (GET /metrics) count on an upgraded database too
+      const counted = await client.query(
+        "SELECT sum(batches)::int AS n FROM corq.batch_durations WHERE outcome = 'acked'",
+      );
+      expect(counted.rows[0].n).toBeGreaterThan(0);
     } finally {
       await corq.close();
       await client.end();

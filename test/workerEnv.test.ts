@@ -43,3 +43,17 @@ describe("CORQ_WEBHOOK_SECRET", () => {
     expect(() => settings({ CORQ_WEBHOOK_SECRET: secret })).not.toThrow();
   });
 });
+
+describe("CORQ_KEYS_PER_CLAIM", () => {
+  it.each([
+    [undefined, 4],
+    ["1", 1],
+    ["16", 16],
+    ["256", 256],
+    ["257", 4],
+    ["0", 4],
+    ["many", 4],
+  ])("%s → %i keys per claim (malformed or out of range: the default)", (value, expected) => {
+    expect(settings({ CORQ_KEYS_PER_CLAIM: value }).keysPerClaim).toBe(expected);
+  });
+});

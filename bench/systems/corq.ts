@@ -9,6 +9,8 @@ export interface Workload {
   consumers: number;
   batchSize: number;
   producers?: number;
+  /** Keys a consumer's drain claims (and acks) per statement; the library's default when absent. */
+  keysPerClaim?: number;
 }
 
 const noop = () => undefined;
@@ -52,37 +54,58 @@ async function advancer(corq: Corq, done: () => boolean, signals: Signals) {
   }
 }
 
-/** A consumer invocation: drain (one statement per batch), then wait to be woken. */
-async function consumer(corq: Corq, done: () => boolean, signals: Signals) {
-  while (!done()) if ((await corq.drain("bench", { budgetMs: 1000 })).batches === 0) await signals.enqueued.wait(50);
+/** A consumer invocation: drain (one statement per claim of up to keysPerClaim keys), then wait to be woken. */
+async function consumer(corq: Corq, done: () => boolean, signals: Signals, keysPerClaim?: number) {
+  while (!done())
+    if ((await corq.drain("bench", { budgetMs: 1000, keysPerClaim })).batches === 0) await signals.enqueued.wait(50);
 }
 
 /** End to end: first append → last handler, with producers, the advancer and consumers all running. */
 export async function endToEnd(databaseUrl: string, w: Workload) {
   const check = new OrderCheck();
+  let batches = 0;
   const handle = (events: StoredEvent[]) => {
+    batches++;
     for (const e of events) check.record(e.data as unknown as Item);
   };
   const sub = subscription(w, handle);
-  const producer = createCorq({ databaseUrl, subscriptions: [sub], poolSize: w.producers ?? 8 });
+  let producerStatements = 0;
+  let consumerStatements = 0;
+  const producer = createCorq({
+    databaseUrl,
+    subscriptions: [sub],
+    poolSize: w.producers ?? 8,
+    onStatement: () => void producerStatements++,
+  });
   await producer.migrate();
   const consumers = Array.from({ length: w.consumers }, () =>
-    createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }),
+    createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1, onStatement: () => void consumerStatements++ }),
   );
   const done = () => check.handled >= w.events;
   const signals = newSignals();
   const started = performance.now();
+  let appendedAt = started;
   try {
     await Promise.all([
-      appendWorkload(producer, w, () => signals.appended.notify()),
+      appendWorkload(producer, w, () => signals.appended.notify()).then(() => (appendedAt = performance.now())),
       advancer(producer, done, signals),
-      ...consumers.map((c) => consumer(c, done, signals)),
+      ...consumers.map((c) => consumer(c, done, signals, w.keysPerClaim)),
     ]);
   } finally {
     await Promise.all([producer, ...consumers].map((c) => c.close()));
   }
   const seconds = (performance.now() - started) / 1000;
-  return { eps: w.events / seconds, seconds, violations: check.violations, duplicates: check.duplicates };
+  return {
+    eps: w.events / seconds,
+    seconds,
+    violations: check.violations,
+    duplicates: check.duplicates,
+    // where the time went: appending alone, and how the consumers saw the work arrive
+    appendSeconds: (appendedAt - started) / 1000,
+    eventsPerBatch: check.handled / batches,
+    consumerStatementsPerEvent: consumerStatements / check.handled,
+    producerStatements,
+  };
 }
 
 /** Append alone: 8 producers, batches of 100. */
@@ -116,8 +139,11 @@ export async function advanceStage(databaseUrl: string, w: Workload, key: "strea
   return { eps: enqueued / seconds, enqueued };
 }
 
-/** Consume alone: a queue already advanced, C consumers, no-op handler; statements per batch. */
-export async function consumeStage(databaseUrl: string, w: Workload) {
+/**
+ * Consume alone: a queue already advanced, C consumers, no-op handler; statements per batch and
+ * per event. `timeLimitMs` boxes the consuming (1M keys): the rate is then of what was consumed.
+ */
+export async function consumeStage(databaseUrl: string, w: Workload, timeLimitMs = 600_000) {
   let statements = 0;
   const sub = subscription(w, noop);
   const loader = createCorq({ databaseUrl, subscriptions: [sub] });
@@ -133,24 +159,29 @@ export async function consumeStage(databaseUrl: string, w: Workload) {
   const started = performance.now();
   await Promise.all(
     consumers.map(async (c) => {
-      const drained = await c.drain("bench", { budgetMs: 600_000 });
+      const drained = await c.drain("bench", { budgetMs: timeLimitMs, keysPerClaim: w.keysPerClaim });
       batches += drained.batches;
       events += drained.events;
     }),
   );
   const seconds = (performance.now() - started) / 1000;
   await Promise.all(consumers.map((c) => c.close()));
-  // each consumer's first claim is extra: after it, every statement acks a batch and claims the next
+  // each consumer's first claim is extra: after it, every statement acks batches and claims the next
   return {
     eps: events / seconds,
+    events,
     batches,
     batchesPerSecond: batches / seconds,
     statementsPerBatch: (statements - w.consumers) / batches,
+    statementsPerEvent: statements / events,
   };
 }
 
 /** Append-to-handler latency at a fixed offered rate (single-event appends, many keys). */
-export async function latency(databaseUrl: string, options: { rate: number; seconds: number; consumers: number }) {
+export async function latency(
+  databaseUrl: string,
+  options: { rate: number; seconds: number; consumers: number; keysPerClaim?: number },
+) {
   const samples: number[] = [];
   const total = Math.round(options.rate * options.seconds);
   const sub: SubscriptionDefinition = {
@@ -186,7 +217,7 @@ export async function latency(databaseUrl: string, options: { rate: number; seco
   await Promise.all([
     produce(),
     advancer(producer, done, signals),
-    ...consumers.map((c) => consumer(c, done, signals)),
+    ...consumers.map((c) => consumer(c, done, signals, options.keysPerClaim)),
   ]);
   await Promise.all([producer, ...consumers].map((c) => c.close()));
   return samples;

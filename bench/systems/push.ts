@@ -59,7 +59,11 @@ export async function pushWorkers(databaseUrl: string, w: Workload) {
   const receiver = await startCountingReceiver(check);
   const stack = await startLocalStack({
     databaseUrl,
-    vars: { CORQ_CONCURRENCY: String(w.consumers), CORQ_CONSUMER_BUDGET_MS: "30000" },
+    vars: {
+      CORQ_CONCURRENCY: String(w.consumers),
+      CORQ_CONSUMER_BUDGET_MS: "30000",
+      ...(w.keysPerClaim ? { CORQ_KEYS_PER_CLAIM: String(w.keysPerClaim) } : {}),
+    },
   });
   try {
     const loader = createCorq({ databaseUrl, pushAllowPrivate: true });

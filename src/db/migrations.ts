@@ -79,7 +79,15 @@ export const migrations: { tag: string; statements: string[] }[] = [
     ]
   },
   {
-    "tag": "0008_seq_rewind",
+    "tag": "0008_batch_durations",
+    "statements": [
+      "-- Edited by hand: UNLOGGED like activity (drizzle cannot express it); the trigger below keeps it.\nCREATE UNLOGGED TABLE \"corq\".\"batch_durations\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"outcome\" text NOT NULL,\n\t\"le\" double precision NOT NULL,\n\t\"batches\" bigint NOT NULL,\n\t\"events\" bigint NOT NULL,\n\t\"seconds\" double precision NOT NULL,\n\tCONSTRAINT \"batch_durations_pkey\" PRIMARY KEY(\"subscription_id\",\"outcome\",\"le\")\n);",
+      "-- Every batch recorded in activity is counted into its histogram bucket: the smallest bound\n-- (seconds) at or above its duration, Infinity above the last. The bounds are\n-- BATCH_DURATION_BUCKETS in src/metrics.ts (test/metrics.int.test.ts checks they agree).\n-- Rows go in key order, so concurrent writers lock the counters in one order.\nCREATE FUNCTION \"corq\".\"count_batch_durations\"() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  INSERT INTO corq.batch_durations AS d (subscription_id, outcome, le, batches, events, seconds)\n  SELECT a.subscription_id, a.outcome,\n    coalesce((SELECT min(b) FROM unnest('{0.005,0.01,0.025,0.05,0.1,0.25,0.5,1,2.5,5,10,30,60,300}'::float8[]) b\n              WHERE b >= a.duration), 'Infinity'::float8),\n    count(*), sum(a.events), sum(a.duration)\n  FROM (SELECT subscription_id, outcome, events,\n          greatest(0, extract(epoch FROM finished_at - started_at))::float8 AS duration FROM added) a\n  GROUP BY 1, 2, 3\n  ORDER BY 1, 2, 3\n  ON CONFLICT (subscription_id, outcome, le) DO UPDATE\n    SET batches = d.batches + excluded.batches, events = d.events + excluded.events,\n        seconds = d.seconds + excluded.seconds;\n  RETURN NULL;\nEND $$;",
+      "CREATE TRIGGER \"activity_batch_durations\" AFTER INSERT ON \"corq\".\"activity\"\n  REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION \"corq\".\"count_batch_durations\"();"
+    ]
+  },
+  {
+    "tag": "0009_seq_rewind",
     "statements": [
       "DROP INDEX \"corq\".\"keys_ready_idx\";",
       "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"seq\" bigint DEFAULT 0 NOT NULL;",

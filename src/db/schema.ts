@@ -206,6 +206,28 @@ export const throughput = corqSchema.table(
 );
 
 /**
+ * Batch durations for GET /metrics: a cumulative Prometheus histogram per subscription and
+ * outcome, one row per bucket (`le`, the bucket's upper bound in seconds; Infinity for +Inf),
+ * counted NON-cumulatively here (the renderer adds them up). Kept by a statement-level trigger
+ * on activity (a custom migration), so every writer of a batch record — ack, fail, a claim that
+ * took over an expired lease, the drain's buffered records — is counted, with one upsert per
+ * statement. UNLOGGED like activity: after a crash it restarts from zero, which Prometheus
+ * reads as a counter reset. Never pruned (it does not grow with traffic).
+ */
+export const batchDurations = corqSchema.table(
+  "batch_durations",
+  {
+    subscriptionId: integer("subscription_id").notNull(),
+    outcome: text("outcome").notNull(),
+    le: doublePrecision("le").notNull(),
+    batches: bigint("batches", { mode: "number" }).notNull(),
+    events: bigint("events", { mode: "number" }).notNull(),
+    seconds: doublePrecision("seconds").notNull(),
+  },
+  (t) => [primaryKey({ name: "batch_durations_pkey", columns: [t.subscriptionId, t.outcome, t.le] })],
+);
+
+/**
  * Webhook ids already acted on (replay protection for the signed dead-letter webhook): an id is
  * kept for 10 minutes, twice the signature's timestamp window, so a captured request cannot be
  * replayed while its signature is still accepted.

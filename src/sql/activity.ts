@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { activity, events, subscriptions, throughput } from "../db/schema.js";
+import { activity, batchDurations, events, subscriptions, throughput } from "../db/schema.js";
 import { eventColumns } from "./eventColumns.js";
 
 /** The batches that finished in the last `sinceMs`, newest first (the dashboard's timeline). */
@@ -74,12 +74,18 @@ export function recordBatches(rows: BatchRecordRow[]): SQL {
     ${countAcked(sql`(SELECT * FROM batch WHERE outcome = 'acked') acked`, sql`finished_at`, sql`events`)}`;
 }
 
-/** Forgets batches and throughput buckets older than `olderThanMs`; counts the batches. */
+/**
+ * Forgets batches and throughput buckets older than `olderThanMs`, and the batch-duration
+ * counters of deleted subscriptions; counts the batches.
+ */
 export function pruneActivity(olderThanMs: number): SQL {
   const cutoff = sql`now() - ${olderThanMs} * interval '1 millisecond'`;
   return sql`
     WITH pruned AS (DELETE FROM ${activity} WHERE finished_at < ${cutoff} RETURNING 1),
-    buckets AS (DELETE FROM ${throughput} WHERE bucket < ${cutoff} - interval '10 seconds')
+    buckets AS (DELETE FROM ${throughput} WHERE bucket < ${cutoff} - interval '10 seconds'),
+    durations AS (
+      DELETE FROM ${batchDurations} d WHERE NOT EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.id = d.subscription_id)
+    )
     SELECT count(*)::int AS pruned FROM pruned`;
 }
 

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, streams } from "../db/schema.js";
 import type { EventInput } from "../types.js";
+import { WAKE_CHANNEL } from "./notify.js";
 
 export interface AppendRow {
   // null: nothing was written — the expected version did not hold, or the stream's last
@@ -20,8 +21,18 @@ const notOlder = (lastTx: SQL) => sql`(${lastTx} IS NULL OR ${lastTx} <= pg_curr
  * (WITH ORDINALITY … ORDER BY ord: positions follow the input, docs/architecture.md invariant 5).
  * `expectedVersion`: undefined = any, -1 = the stream must not exist, n = its version is n.
  * Nothing is written when the check fails; streamHead then says why.
+ * `notify`: the statement also NOTIFYs the wake channel (notify.ts) when it wrote, delivered
+ * when the caller's transaction commits (the outbox: corq.append with `tx`); Postgres folds
+ * identical ones of one transaction into one. An append in a transaction of its own NOTIFYs
+ * after its commit instead (CorqOptions.notify): a NOTIFYing transaction holds a global lock
+ * through its WAL flush.
  */
-export function appendEvents(stream: string, input: EventInput[], expectedVersion?: number): SQL {
+export function appendEvents(
+  stream: string,
+  input: EventInput[],
+  expectedVersion?: number,
+  options: { notify?: boolean } = {},
+): SQL {
   const n = input.length;
   const claim =
     expectedVersion === undefined
@@ -50,7 +61,8 @@ export function appendEvents(stream: string, input: EventInput[], expectedVersio
       RETURNING position, version
     )
     SELECT (SELECT version FROM claim) AS version,
-           coalesce((SELECT json_agg(position ORDER BY version) FROM inserted), '[]'::json) AS positions`;
+           coalesce((SELECT json_agg(position ORDER BY version) FROM inserted), '[]'::json) AS positions
+           ${options.notify ? sql`, (SELECT pg_notify(${WAKE_CHANNEL}, 'append') FROM claim) AS notified` : sql``}`;
 }
 
 export interface StreamHeadRow {

@@ -39,3 +39,8 @@ export function subscriptionStats(name?: string): SQL {
 export function logHead(): SQL {
   return sql`SELECT (SELECT max(position) FROM ${events}) AS head, (SELECT count(*) FROM ${events}) AS events`;
 }
+
+/** The last position of the log alone (an index probe; logHead also counts every event). */
+export function logPosition(): SQL {
+  return sql`SELECT (SELECT max(position) FROM ${events}) AS head`;
+}

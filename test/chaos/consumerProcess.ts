@@ -1,5 +1,5 @@
 // A consumer process for the crash scenario (test/chaos/crash.chaos.test.ts): advances and
-// drains the "chaos" subscription in a loop until it is killed. Its handler records every
+// drains the "chaos" subscription (CORQ_CHAOS_KEYS_PER_CLAIM keys per claim) in a loop until it is killed. Its handler records every
 // event it handled (after the work, before the ack) in chaos_handled, with its pid and the
 // time the handler started, so the test can tell duplicates and overlaps apart.
 import pg from "pg";
@@ -7,6 +7,8 @@ import { createCorq } from "../../src/index.js";
 
 const databaseUrl = process.env.DATABASE_URL!;
 const leaseMs = Number(process.env.CORQ_CHAOS_LEASE_MS ?? 2000);
+// keys claimed (and settled) per statement: a kill lands among several held keys at once
+const keysPerClaim = Number(process.env.CORQ_CHAOS_KEYS_PER_CLAIM ?? 1);
 const record = new pg.Pool({ connectionString: databaseUrl, max: 1 });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -36,7 +38,7 @@ const corq = createCorq({
 for (;;) {
   try {
     await corq.advance();
-    const { batches } = await corq.drain("chaos", { budgetMs: 500 });
+    const { batches } = await corq.drain("chaos", { budgetMs: 500, keysPerClaim });
     if (batches === 0) await sleep(20);
   } catch (error) {
     console.error(`consumer ${process.pid}:`, error instanceof Error ? error.message : error);

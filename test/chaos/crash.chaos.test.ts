@@ -13,6 +13,7 @@ const EVENTS = 1200 * scale;
 const KILLS = 16 * scale;
 const CONSUMERS = 3;
 const LEASE_MS = 1500;
+const KEYS_PER_CLAIM = [1, 4, 8];
 
 describe("crash mid-batch", () => {
   it(
@@ -29,9 +30,17 @@ describe("crash mid-batch", () => {
       let appended = 0;
       let killsOver = false;
       const killed = new Set<number>();
+      let started = 0;
       const startConsumer = () => {
+        // one key per claim, and several (their handlers at once, settled together), side by side
+        const keysPerClaim = KEYS_PER_CLAIM[started++ % KEYS_PER_CLAIM.length];
         const child = spawn(process.execPath, ["--import", "tsx", "test/chaos/consumerProcess.ts"], {
-          env: { ...process.env, DATABASE_URL: url, CORQ_CHAOS_LEASE_MS: String(LEASE_MS) },
+          env: {
+            ...process.env,
+            DATABASE_URL: url,
+            CORQ_CHAOS_LEASE_MS: String(LEASE_MS),
+            CORQ_CHAOS_KEYS_PER_CLAIM: String(keysPerClaim),
+          },
           stdio: ["ignore", "inherit", "inherit"],
         });
         children.add(child);
@@ -116,7 +125,12 @@ describe("crash mid-batch", () => {
         scenario: "crash mid-batch (SIGKILL)",
         ...figures,
         doubleClaims,
-        notes: { kills: killed.size, consumers: CONSUMERS, dup_without_crash: dupWithoutCrash },
+        notes: {
+          kills: killed.size,
+          consumers: CONSUMERS,
+          keys_per_claim: KEYS_PER_CLAIM.join("/"),
+          dup_without_crash: dupWithoutCrash,
+        },
       });
       expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
       expect(doubleClaims).toBe(0);

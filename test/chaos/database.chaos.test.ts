@@ -22,7 +22,11 @@ let secret: string | undefined;
 
 beforeAll(async () => {
   postgres = await startEmbeddedPostgres({ settings: { fsync: "off", max_connections: String(MAX_CONNECTIONS) } });
-  stack = await startLocalStack({ databaseUrl: postgres.url, cronIntervalMs: 500, vars: { CORQ_LOCAL: "true" } });
+  stack = await startLocalStack({
+    databaseUrl: postgres.url,
+    cronIntervalMs: 500,
+    vars: { CORQ_LOCAL: "true", CORQ_KEYS_PER_CLAIM: "4" },
+  });
   db = new pg.Pool({ connectionString: postgres.url, max: 2 });
   db.on("error", () => undefined); // its idle clients die with each restart
   receiver = await startReceiver(() => secret);

@@ -1,24 +1,41 @@
 import { afterAll, beforeAll, inject } from "vitest";
 import pg from "pg";
+import { localVars } from "../../infra/localDatabase.js";
 import { startLocalStack, type LocalStack } from "../../infra/localStack.js";
 import { createTestDatabase } from "./database.js";
+import { startServeProcess } from "./serveProcess.js";
 
 /**
- * The real local stack for a Worker test file: the Worker in workerd under wrangler's dev
- * server, the Neon driver through the local HTTP SQL endpoint (and the WebSocket proxy for
- * interactive transactions), on a fresh database of its own.
+ * Which runtime a stack test file runs against: "worker" (`npm start`: the Worker in workerd)
+ * or "serve" (`npm run serve`: the same app in one Node process). vitest.config.ts runs the
+ * HTTP contract's files once per runtime (the "serve" project sets CORQ_TEST_RUNTIME).
+ */
+export type Runtime = "worker" | "serve";
+export const runtime: Runtime = process.env.CORQ_TEST_RUNTIME === "serve" ? "serve" : "worker";
+
+/** What a test sees of either runtime (serve has no cron to fire and no proxy or HTTP endpoint to count). */
+export type Stack = LocalStack;
+
+/**
+ * The real local stack for a test file, on a fresh database of its own: by default the
+ * Worker in workerd under wrangler's dev server, the Neon driver through the local HTTP SQL
+ * endpoint (and the WebSocket proxy for interactive transactions); with CORQ_TEST_RUNTIME=serve
+ * `npm run serve` as a child process with the same variables.
  */
 export function useStack(options: { vars?: Record<string, string>; httpPoolSize?: number } = {}) {
-  const state = {} as { stack: LocalStack; db: pg.Pool; drop: () => Promise<void> };
+  const state = {} as { stack: Stack; db: pg.Pool; drop: () => Promise<void> };
   beforeAll(async () => {
     const database = await createTestDatabase(inject("postgresUrl"));
     state.drop = database.drop;
     // CORQ_LOCAL: what the local stack is (infra/localStack.ts sets it too); options.vars may unset it
-    state.stack = await startLocalStack({
-      databaseUrl: database.url,
-      httpPoolSize: options.httpPoolSize,
-      vars: { CORQ_LOCAL: "true", ...options.vars },
-    });
+    state.stack =
+      runtime === "serve"
+        ? await startServeStack(database.url, { CORQ_LOCAL: "true", ...options.vars })
+        : await startLocalStack({
+            databaseUrl: database.url,
+            httpPoolSize: options.httpPoolSize,
+            vars: { CORQ_LOCAL: "true", ...options.vars },
+          });
     state.db = new pg.Pool({ connectionString: database.url, max: 4 });
     // pool.end() resolves before its idle connections' sockets close, and the database is dropped
     // WITH (FORCE) right after: the server's "terminating connection" reaches the pool's 'error'
@@ -27,9 +44,12 @@ export function useStack(options: { vars?: Record<string, string>; httpPoolSize?
     state.db.on("error", () => undefined);
   }, 120_000);
   afterAll(async () => {
-    await state.stack?.stop();
-    await state.db?.end();
-    await state.drop?.();
+    try {
+      await state.stack?.stop();
+    } finally {
+      await state.db?.end();
+      await state.drop?.();
+    }
   });
 
   const api = async (
@@ -63,4 +83,24 @@ export async function eventually<T>(check: () => Promise<T>, { timeoutMs = 15_00
       await new Promise((resolve) => setTimeout(resolve, intervalMs));
     }
   }
+}
+
+/** `npm run serve` with what `npm start` gives the Worker: the local variables, the dev secrets. */
+async function startServeStack(databaseUrl: string, vars: Record<string, string>): Promise<Stack> {
+  const secrets = { CORQ_ADMIN_TOKEN: "dev-admin-token", CORQ_WEBHOOK_SECRET: "dev-webhook-secret" };
+  const env = { ...localVars, ...secrets, ...vars };
+  const serve = await startServeProcess({ databaseUrl, env });
+  return {
+    url: serve.url,
+    databaseUrl,
+    adminToken: env.CORQ_ADMIN_TOKEN,
+    webhookSecret: env.CORQ_WEBHOOK_SECRET.split(" ")[0],
+    runCron: () => Promise.reject(new Error("npm run serve has no cron: its runner is woken by NOTIFY")),
+    wsSessions: () => 0,
+    httpStatements: () => 0,
+    stop: async () => {
+      const code = await serve.stop("SIGTERM");
+      if (code !== 0) throw new Error(`serve exited ${code} after SIGTERM:\n${serve.output()}`);
+    },
+  };
 }

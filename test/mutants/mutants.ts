@@ -132,19 +132,15 @@ export const mutants: Mutant[] = [
   },
   {
     name: "claim: batch read unordered",
-    edits: one(
-      "src/sql/claimBatch.ts",
-      "      ORDER BY q.seq\n      LIMIT (SELECT batch_limit FROM claimed)",
-      "      LIMIT (SELECT batch_limit FROM claimed)",
-    ),
+    edits: one("src/sql/claimBatch.ts", "      ORDER BY q.seq\n      LIMIT c.batch_limit", "      LIMIT c.batch_limit"),
     tests: ["test/forcedPlans.int.test.ts", "test/sqlOrder.test.ts"],
   },
   {
     name: "claim: batch rows returned unsorted",
     edits: one(
       "src/sql/claimBatch.ts",
-      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY q.seq`;",
-      "    LEFT JOIN ${events} e ON e.position = q.position`;",
+      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY c.key, q.seq`;",
+      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY c.key`;",
     ),
     tests: ["test/forcedPlans.int.test.ts"],
   },
@@ -196,7 +192,7 @@ export const mutants: Mutant[] = [
     edits: one(
       "src/sql/ackBatch.ts",
       "WHERE lease_token = ${lease.token}::uuid AND lease_until > ${lockedNow}",
-      "WHERE lease_until > ${lockedNow}",
+      "WHERE l.lease_until > ${lockedNow}",
     ),
     tests: ["test/consumers.int.test.ts"],
   },
@@ -333,6 +329,76 @@ export const mutants: Mutant[] = [
       "[subscription.name, subscription.incarnation, key, events[0].position]",
     ),
     tests: ["test/worker/rewind.worker.test.ts"],
+  },
+  // --- multi-key settle (a drain's acks and failures of several keys in one statement) -----
+  {
+    name: "settle: fence ignores lease token (a key taken over is acked by its stale holder)",
+    edits: one(
+      "src/sql/settleKeys.ts",
+      "WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
+      "WHERE l.lease_until > ${lockedNow}",
+    ),
+    tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  {
+    name: "settle: fence ignores lease expiry",
+    edits: one(
+      "src/sql/settleKeys.ts",
+      "WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
+      "WHERE l.lease_token = i.token",
+    ),
+    tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  {
+    name: "settle: fence against the statement's start (now()), not each key's lock",
+    edits: one(
+      "src/sql/settleKeys.ts",
+      "i.head_position, ${lockedNow} AS at\n      FROM locked l JOIN settle i ON i.key = l.key\n      WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
+      "i.head_position, now() AS at\n      FROM locked l JOIN settle i ON i.key = l.key\n      WHERE l.lease_token = i.token AND l.lease_until > now()",
+    ),
+    tests: ["test/lockWaits.int.test.ts"],
+  },
+  {
+    name: "settle: fence read before the key rows are locked (no FOR UPDATE)",
+    edits: one("src/sql/settleKeys.ts", "      ORDER BY k.key\n      FOR UPDATE\n", "      ORDER BY k.key\n"),
+    tests: ["test/lockWaits.int.test.ts"],
+  },
+  {
+    name: "settle: one key's live lease admits every key of the statement",
+    edits: one(
+      "src/sql/settleKeys.ts",
+      "WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
+      "WHERE EXISTS (SELECT 1 FROM locked x JOIN settle y ON y.key = x.key WHERE x.lease_token = y.token AND x.lease_until > ${lockedNow})",
+    ),
+    tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  {
+    name: "settle: a failed key is acked with the others (its events dropped)",
+    edits: one("src/sql/settleKeys.ts", "WHERE f.error IS NULL AND k.subscription_id", "WHERE k.subscription_id"),
+    tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  {
+    name: "settle: an ack deletes other keys' queue rows up to its cursor",
+    edits: one(
+      "src/sql/settleKeys.ts",
+      "WHERE q.subscription_id = a.subscription_id AND q.key = a.key",
+      "WHERE q.subscription_id = a.subscription_id",
+    ),
+    tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  {
+    name: "drain: a slow key holds back the acks of the keys claimed with it",
+    edits: one(
+      "src/consume.ts",
+      "if (finished.length === 0 && (want === 0 || !lookAgain)) {",
+      "if (running.size > 0 || (finished.length === 0 && (want === 0 || !lookAgain))) {",
+    ),
+    tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  {
+    name: "drain: keysPerClaim ignored (one key per claim)",
+    edits: one("src/consume.ts", "limits.keysPerClaim - running.size,", "1 - running.size,"),
+    tests: ["test/multiKeyClaims.int.test.ts"],
   },
   // --- dead letters ----------------------------------------------------------------------
   {

@@ -215,6 +215,7 @@ const endpoints: Endpoint[] = [
     allowed: [200],
   },
   { route: "GET /stats", scope: "read", path: () => "/stats", allowed: [200] },
+  { route: "GET /metrics", scope: "read", path: () => "/metrics", allowed: [200] },
   {
     route: "POST /tokens",
     scope: "admin",

@@ -1,0 +1,299 @@
+// The advancer and the consumers of one Node process (`npm run serve`), woken by LISTEN/NOTIFY
+// (wakeListener.ts) instead of polling. Claims, acks and leases are the library's (Corq.drain):
+// several processes on one database share the work through SKIP LOCKED and leases, with no
+// coordinator.
+import type { Corq } from "../corq.js";
+import type { Executor } from "../db/executor.js";
+import { CorqError, isDatabaseUnavailable, toError } from "../errors.js";
+import { eventsAboveHorizon } from "../sql/eventsAboveHorizon.js";
+import { nextDue } from "../sql/nextDue.js";
+import { notifyWake, type WakePayload } from "../sql/notify.js";
+
+export interface RunnerOptions {
+  corq: Corq;
+  /** For the runner's own statements (next due time, horizon, wake-ups to other processes). */
+  db: Executor;
+  /** Code subscriptions this process defines: it consumes those and every push subscription. */
+  codeSubscriptions: string[];
+  /** Consumers (drains running at once) in this process: CORQ_CONCURRENCY. */
+  concurrency: number;
+  /** How long one drain keeps its slot before the slot looks across subscriptions again. */
+  budgetMs: number;
+  /** The safety net: advance and look for ready keys this often however quiet it is. */
+  safetyNetMs: number;
+  log(line: string): void;
+}
+
+export interface Runner {
+  /** A notification: "append" = advance, then consume; "ready" = consume. */
+  wake(payload: WakePayload): void;
+  /** Everything, as after a missed notification: advance and consume. */
+  recheck(): void;
+  /** Consumers at work right now. */
+  busy(): number;
+  /**
+   * Graceful stop: nothing new is advanced or claimed; in-flight batches get `boundMs` to
+   * finish (and be acked or failed as usual); then their handlers are aborted and get `graceMs`
+   * to give up, whereupon their leases are released (never while a handler still runs). Resolves
+   * with the drains that had not ended by then (their leases expire by themselves).
+   */
+  stop(options: { boundMs: number; graceMs: number }): Promise<{ abandoned: number }>;
+}
+
+// Retrying an advance while committed events wait above the xmin horizon: 1 ms, doubling to 1 s
+// (the transactions in the way are mostly single statements: a claim or an ack, a millisecond).
+const HORIZON_FIRST_MS = 1;
+const HORIZON_MAX_MS = 1000;
+// Quiet this long with every slot free before reading the next due time (under load the slots
+// free up and fill again within milliseconds: no statement per batch for it).
+const IDLE_SETTLE_MS = 20;
+const PRUNE_EVERY_MS = 60_000;
+const LOG_EVERY_MS = 10_000;
+
+/**
+ * The runner's loop (woken, never polling):
+ *   advancer   one at a time. Woken by "append" (an append's NOTIFY), the safety net, a
+ *              reconnect; runs again when woken during a run. A run that enqueued for this
+ *              process starts drains on those subscriptions at once (one per event, on the
+ *              free slots); what does not fit is `missed` and NOTIFYs "ready" so other
+ *              processes' free consumers help. Before it goes idle it checks the horizon:
+ *              committed events still above it → runs again after 1, 2, 4 … ms (nobody
+ *              NOTIFYs when the old transaction in the way ends).
+ *   check      one at a time ("ready", timers, a slot freed after `missed`): reads ready keys
+ *              per subscription and starts one drain per ready key on the free slots,
+ *              subscriptions taking turns; more than fit leaves `missed`. A check never
+ *              NOTIFYs (processes would wake each other forever), and with every slot busy it
+ *              is not even run: `missed` is set.
+ *   drain      Corq.drain: claims key after key until nothing is ready or its budget ends (then
+ *              its slot checks again).
+ *   idle       every slot free: one timer until the next due time (a backoff or a lease that
+ *              ends), read from the database; the safety net (safetyNetMs) re-checks
+ *              everything and prunes the activity record every minute.
+ *   stopping   no advance, check or claim starts; see Runner.stop.
+ * Every error is caught and logged (rate-limited): the next wake-up tries again.
+ */
+export function createRunner(options: RunnerOptions): Runner {
+  const { corq, db, concurrency, budgetMs } = options;
+  const codeNames = new Set(options.codeSubscriptions);
+  // what advance() returns is already this process's: its code subscriptions and push subscriptions
+  const consumable = (name: string, kind?: "code" | "push") =>
+    kind === undefined || kind === "push" || codeNames.has(name);
+  const stopClaiming = new AbortController();
+  const abortHandlers = new AbortController();
+  let stopping = false;
+
+  const lastLogged = new Map<string, number>();
+  const report = (what: string, thrown: unknown) => {
+    const error = toError(thrown);
+    const kind = isDatabaseUnavailable(error) ? "database_unavailable" : what;
+    const now = Date.now();
+    if (now - (lastLogged.get(kind) ?? 0) < LOG_EVERY_MS) return;
+    lastLogged.set(kind, now);
+    options.log(`${what} failed: ${error.message}`);
+  };
+
+  // --- advancer ---
+  let advanceWanted = false;
+  let advancing: Promise<void> | undefined;
+  let horizonDelayMs = HORIZON_FIRST_MS;
+  let horizonTimer: NodeJS.Timeout | undefined;
+
+  const requestAdvance = () => {
+    if (stopping) return;
+    advanceWanted = true;
+    advancing ??= advanceLoop().finally(() => {
+      advancing = undefined;
+      // wanted again between the loop's last look and here: go on
+      if (advanceWanted) requestAdvance();
+    });
+  };
+
+  const advanceLoop = async () => {
+    while (advanceWanted && !stopping) {
+      advanceWanted = false;
+      try {
+        const advanced = await corq.advance({ coalesce: true });
+        const enqueued = Object.entries(advanced).filter(([name, n]) => n > 0 && consumable(name));
+        if (enqueued.length > 0) consumeEnqueued(enqueued);
+        // under load the next run is already wanted and takes what waited at the horizon along
+        if (advanceWanted) continue;
+        const [{ waiting }] = await db.run<{ waiting: boolean }>(eventsAboveHorizon());
+        if (waiting) {
+          if (!horizonTimer) {
+            horizonTimer = setTimeout(() => {
+              horizonTimer = undefined;
+              requestAdvance();
+            }, horizonDelayMs);
+            horizonDelayMs = Math.min(HORIZON_MAX_MS, horizonDelayMs * 2);
+          }
+        } else horizonDelayMs = HORIZON_FIRST_MS;
+      } catch (error) {
+        report("advance", error);
+      }
+    }
+  };
+
+  // --- consumers ---
+  const drains = new Set<Promise<void>>();
+  let checkWanted = false;
+  let checking: Promise<void> | undefined;
+  let missed = false;
+
+  const requestCheck = () => {
+    if (stopping) return;
+    // every slot busy: nothing to start now; the next slot that frees up checks
+    if (drains.size >= concurrency) {
+      missed = true;
+      return;
+    }
+    checkWanted = true;
+    clearIdleTimers();
+    checking ??= checkLoop().finally(() => {
+      checking = undefined;
+      // wanted again between the loop's last look and here (a drain that just ended): go on
+      if (checkWanted) requestCheck();
+      else settleIfIdle();
+    });
+  };
+
+  const checkLoop = async () => {
+    while (checkWanted && !stopping) {
+      checkWanted = false;
+      missed = false;
+      try {
+        const ready = await corq.readyKeys(concurrency);
+        const wanted = Object.entries(ready)
+          .filter(([name, r]) => consumable(name, r.kind) && r.ready > 0)
+          .map(([name, r]) => [name, r.ready] as [string, number]);
+        const total = wanted.reduce((sum, [, n]) => sum + n, 0);
+        const plan = roundRobin(wanted, concurrency - drains.size);
+        for (const name of plan) startDrain(name);
+        if (total > plan.length) missed = true;
+      } catch (error) {
+        report("looking for ready keys", error);
+      }
+    }
+  };
+
+  /**
+   * After an advance: drains on the subscriptions it enqueued for, one per event enqueued as far
+   * as free slots go, without reading the ready keys first (a statement less per wake-up; a
+   * drain that finds its keys taken ends after one claim). What does not fit is `missed`, and
+   * the other processes are woken for it.
+   */
+  const consumeEnqueued = (enqueued: [string, number][]) => {
+    if (stopping) return;
+    const plan = roundRobin(enqueued, concurrency - drains.size);
+    for (const name of plan) startDrain(name);
+    if (enqueued.reduce((sum, [, n]) => sum + n, 0) > plan.length) {
+      missed = true;
+      db.run(notifyWake("ready")).catch((error) => report("waking other processes", error));
+    }
+  };
+
+  const startDrain = (name: string) => {
+    const started = Date.now();
+    const drain: Promise<void> = corq
+      .drain(name, { budgetMs, stop: stopClaiming.signal, abort: abortHandlers.signal })
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          // a subscription deleted since it was listed has nothing to do
+          if (!(error instanceof CorqError && error.code === "unknown_subscription")) report(`draining ${name}`, error);
+        },
+      )
+      .finally(() => {
+        drains.delete(drain);
+        if (stopping) return;
+        if (missed || Date.now() - started >= budgetMs) requestCheck();
+        else settleIfIdle();
+      });
+    drains.add(drain);
+  };
+
+  // --- idle: the next due time, and the safety net ---
+  let settleTimer: NodeJS.Timeout | undefined;
+  let dueTimer: NodeJS.Timeout | undefined;
+  const clearIdleTimers = () => {
+    clearTimeout(settleTimer);
+    clearTimeout(dueTimer);
+    settleTimer = dueTimer = undefined;
+  };
+  const settleIfIdle = () => {
+    if (stopping || drains.size > 0 || checking || settleTimer) return;
+    settleTimer = setTimeout(async () => {
+      settleTimer = undefined;
+      if (stopping || drains.size > 0 || checking) return;
+      try {
+        const [row] = await db.run<{ due_in_ms: number | null }>(nextDue([...codeNames]));
+        if (row?.due_in_ms == null || stopping || drains.size > 0 || checking) return;
+        clearTimeout(dueTimer);
+        // a little after: the key is ready once the database's clock has passed available_at
+        dueTimer = setTimeout(() => requestCheck(), Math.min(row.due_in_ms + 2, options.safetyNetMs));
+        dueTimer.unref();
+      } catch (error) {
+        report("reading the next due time", error);
+      }
+    }, IDLE_SETTLE_MS);
+    settleTimer.unref();
+  };
+
+  let lastPrune = 0;
+  const safetyNet = setInterval(() => {
+    if (stopping) return;
+    requestAdvance();
+    requestCheck();
+    if (Date.now() - lastPrune >= PRUNE_EVERY_MS) {
+      lastPrune = Date.now();
+      corq.pruneActivity().catch((error) => report("pruning the activity record", error));
+    }
+  }, options.safetyNetMs);
+  safetyNet.unref();
+
+  const waitFor = async (work: () => Promise<unknown>, ms: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([work(), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+    clearTimeout(timer);
+  };
+
+  return {
+    wake(payload) {
+      if (payload === "append") requestAdvance();
+      else requestCheck();
+    },
+    recheck() {
+      requestAdvance();
+      requestCheck();
+    },
+    busy: () => drains.size,
+    async stop({ boundMs, graceMs }) {
+      stopping = true;
+      stopClaiming.abort();
+      clearInterval(safetyNet);
+      clearTimeout(horizonTimer);
+      clearIdleTimers();
+      const settled = () => Promise.all([...drains, advancing, checking]);
+      await waitFor(settled, boundMs);
+      if (drains.size > 0) {
+        abortHandlers.abort();
+        await waitFor(settled, graceMs);
+      }
+      return { abandoned: drains.size };
+    },
+  };
+}
+
+/** Up to `total` subscription names, one per ready key, subscriptions taking turns. */
+function roundRobin(ready: [string, number][], total: number): string[] {
+  const plan: string[] = [];
+  const left = new Map(ready);
+  while (plan.length < total && left.size > 0) {
+    for (const [name, count] of left) {
+      if (plan.length >= total) break;
+      plan.push(name);
+      if (count <= 1) left.delete(name);
+      else left.set(name, count - 1);
+    }
+  }
+  return plan;
+}

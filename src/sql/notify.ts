@@ -1,0 +1,20 @@
+import { sql, type SQL } from "drizzle-orm";
+
+/**
+ * The channel Node processes (`npm run serve`, src/node/) LISTEN on. A notification is a hint
+ * to look now, never the work itself: one lost (a LISTEN connection that dropped) costs only
+ * latency, the safety-net timer and the re-check after every reconnect find the work anyway.
+ * Payloads: "append" (new events: advance, then consume) and "ready" (keys became ready:
+ * consume). Postgres folds identical notifications of one transaction into one.
+ */
+export const WAKE_CHANNEL = "corq_wake";
+
+export type WakePayload = "append" | "ready";
+
+/** Sends wake-ups in a statement (and so a transaction) of its own. */
+export function notifyWake(...payloads: WakePayload[]): SQL {
+  return sql`SELECT ${sql.join(
+    payloads.map((payload) => sql`pg_notify(${WAKE_CHANNEL}, ${payload})`),
+    sql`, `,
+  )}`;
+}

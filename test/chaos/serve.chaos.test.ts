@@ -1,0 +1,174 @@
+// The Node runtime under failure: three `serve` processes share one database while events are
+// appended, and one of them is SIGKILLed (and started again) every couple of seconds — nothing
+// is lost, per-key order holds, a duplicate only follows a kill; and a serve process whose
+// database restarts LISTENs again and re-checks, so a wake-up sent while it was away is not lost.
+import pg from "pg";
+import { afterEach, describe, expect, inject, it } from "vitest";
+import { startEmbeddedPostgres } from "../../infra/embeddedPostgres.js";
+import { createCorq } from "../../src/index.js";
+import { reportScenario, tally } from "../helpers/chaos.js";
+import { createTestDatabase } from "../helpers/database.js";
+import { sleep } from "../helpers/corq.js";
+import { startServeProcess, type ServeProcess } from "../helpers/serveProcess.js";
+import { eventually } from "../helpers/stack.js";
+
+const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
+const PROCESSES = 3;
+const KILLS = 5 * scale;
+const EVENTS = 1500 * scale;
+const LEASE_MS = 1500;
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+});
+
+describe("serve under failure", () => {
+  it(
+    "3 serve processes, one SIGKILLed every ~2 s while appending: nothing lost, order kept, duplicates only after a kill",
+    async () => {
+      const database = await createTestDatabase(inject("postgresUrl"));
+      const raw = new pg.Pool({ connectionString: database.url, max: 2 });
+      raw.on("error", () => undefined);
+      const corq = createCorq({ databaseUrl: database.url, notify: true, poolSize: 2 });
+      cleanups.push(
+        database.drop,
+        () => raw.end(),
+        () => corq.close(),
+      );
+      const running = new Set<ServeProcess>();
+      cleanups.push(() => Promise.all([...running].map((serve) => serve.stop("SIGKILL"))));
+      const start = async () => {
+        const serve = await startServeProcess({
+          databaseUrl: database.url,
+          entry: "test/serve/recordingServe.ts",
+          env: {
+            CORQ_TEST_HANDLER_MS: "3",
+            CORQ_TEST_LEASE_MS: String(LEASE_MS),
+            CORQ_TEST_BATCH_SIZE: "5",
+            CORQ_CONCURRENCY: "4",
+          },
+        });
+        running.add(serve);
+        void serve.exited.then(() => running.delete(serve));
+      };
+      await Promise.all(Array.from({ length: PROCESSES }, start));
+
+      let appended = 0;
+      let killsOver = false;
+      const killed = new Set<number>();
+      const appending = (async () => {
+        while (appended < EVENTS || !killsOver) {
+          const count = 1 + Math.floor(Math.random() * 5);
+          const stream = `order-${Math.floor(Math.random() * 40)}`;
+          await corq.append(
+            stream,
+            Array.from({ length: count }, (_, i) => ({ name: "Step", data: { i: appended + i } })),
+          );
+          appended += count;
+          await sleep(Math.random() * 6);
+        }
+      })();
+      for (let kill = 0; kill < KILLS; kill++) {
+        await sleep(1500 + Math.random() * 1000);
+        const victims = [...running];
+        const victim = victims[Math.floor(Math.random() * victims.length)];
+        killed.add(victim.child.pid!);
+        await victim.stop("SIGKILL");
+        await start();
+      }
+      killsOver = true;
+      await appending;
+
+      await eventually(
+        async () => {
+          const { rows } = await raw.query("SELECT count(DISTINCT position)::int AS n FROM serve_handled");
+          expect(rows[0].n).toBe(appended);
+        },
+        { timeoutMs: 60_000, intervalMs: 250 },
+      );
+
+      const { rows: events } = await raw.query("SELECT stream, position FROM corq.events ORDER BY tx, position");
+      const expected = new Map<string, number[]>();
+      for (const e of events) expected.set(e.stream, [...(expected.get(e.stream) ?? []), Number(e.position)]);
+      const { rows: handled } = await raw.query(
+        "SELECT pid, key, position::int, started_at, finished_at FROM serve_handled ORDER BY id",
+      );
+      const figures = tally(expected, handled);
+      // a duplicate follows a kill: the process that handled the event first was killed afterwards
+      const firstBy = new Map<number, number>();
+      let dupWithoutCrash = 0;
+      for (const h of handled) {
+        if (!firstBy.has(h.position)) firstBy.set(h.position, h.pid);
+        else if (!killed.has(firstBy.get(h.position)!)) dupWithoutCrash++;
+      }
+      // never two holders at once: per key, a batch starts after the previous one finished
+      let doubleClaims = 0;
+      const byKey = new Map<string, Map<string, { start: number; end: number }>>();
+      for (const h of handled) {
+        const batches = byKey.get(h.key) ?? new Map();
+        byKey.set(h.key, batches);
+        batches.set(`${h.pid}/${+h.started_at}`, { start: +h.started_at, end: +h.finished_at });
+      }
+      for (const batches of byKey.values()) {
+        const list = [...batches.values()].sort((a, b) => a.start - b.start);
+        for (let i = 1; i < list.length; i++) if (list[i].start < list[i - 1].end) doubleClaims++;
+      }
+      reportScenario({
+        scenario: "serve: 3 processes, SIGKILL",
+        ...figures,
+        doubleClaims,
+        notes: { kills: killed.size, processes: PROCESSES, dup_without_crash: dupWithoutCrash },
+      });
+      expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
+      expect(doubleClaims).toBe(0);
+      expect(dupWithoutCrash).toBe(0);
+      expect(killed.size).toBe(KILLS);
+      expect(await corq.subscription("recorded")).toMatchObject({ pending: 0, keys: { dead: 0 } });
+    },
+    120_000 * scale,
+  );
+
+  it("LISTENs again after the database restarts and re-checks: a wake-up sent while it was away is not lost", async () => {
+    const postgres = await startEmbeddedPostgres({ settings: { fsync: "off" } });
+    cleanups.push(() => postgres.stop());
+    const raw = new pg.Pool({ connectionString: postgres.url, max: 2 });
+    raw.on("error", () => undefined); // its idle clients die with the restart
+    cleanups.push(() => raw.end());
+    const corq = createCorq({ databaseUrl: postgres.url, notify: true, poolSize: 2 });
+    cleanups.push(() => corq.close());
+    // an hour-long safety net: only a NOTIFY or the re-check after a reconnect can deliver
+    const serve = await startServeProcess({
+      databaseUrl: postgres.url,
+      entry: "test/serve/recordingServe.ts",
+      env: { CORQ_SAFETY_NET_MS: "3600000" },
+    });
+    cleanups.push(() => serve.stop("SIGKILL"));
+    const handled = async (stream: string) =>
+      (await raw.query("SELECT count(*)::int AS n FROM serve_handled WHERE key = $1", [stream])).rows[0].n;
+    const appendWithRetry = async (stream: string) =>
+      eventually(() => corq.append(stream, [{ name: "E", data: {} }]), { timeoutMs: 20_000, intervalMs: 50 });
+
+    await appendWithRetry("before");
+    await eventually(async () => expect(await handled("before")).toBe(1));
+
+    await postgres.restart({ mode: "fast", downMs: 1500 });
+    // appended the moment the database is back: the LISTEN connection is still waiting to retry
+    await appendWithRetry("while-away");
+    await eventually(async () => expect(await handled("while-away")).toBe(1), { timeoutMs: 20_000 });
+    // (its log line may reach this process's pipe after the row reached the database)
+    await eventually(async () => expect(serve.output()).toContain("LISTEN connection back"));
+
+    await appendWithRetry("after");
+    await eventually(async () => expect(await handled("after")).toBe(1));
+    reportScenario({
+      scenario: "serve: database restart (LISTEN)",
+      events: 3,
+      lost: 0,
+      order: 0,
+      doubleClaims: 0,
+      dup: 0,
+      notes: { restarts: 1 },
+    });
+  }, 60_000);
+});

@@ -1,0 +1,68 @@
+// `npm run serve` as a child process, as a user starts it: the real entry (infra/serve.ts, or
+// another entry with other subscriptions), its own environment, its `corq ready` line.
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("../..", import.meta.url));
+
+export interface ServeProcess {
+  url: string;
+  child: ChildProcess;
+  /** Everything it printed so far (stdout and stderr). */
+  output(): string;
+  /** Sends `signal` and resolves with the exit code (null: killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/**
+ * Starts `node --import tsx <entry>` (default infra/serve.ts, what `npm run serve` runs) with
+ * `env` on top of this process's environment (DATABASE_URL from `databaseUrl`, PORT=0), and
+ * resolves once it printed `corq ready <url>`.
+ */
+export async function startServeProcess(options: {
+  databaseUrl: string;
+  env?: Record<string, string>;
+  entry?: string;
+  timeoutMs?: number;
+}): Promise<ServeProcess> {
+  const entry = options.entry ?? "infra/serve.ts";
+  const child = spawn(process.execPath, ["--import", "tsx", entry], {
+    cwd: root,
+    env: { ...process.env, PORT: "0", ...options.env, DATABASE_URL: options.databaseUrl },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  // 'close', not 'exit': by then everything it printed has been read from its pipes
+  const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`serve did not start within ${options.timeoutMs ?? 60_000} ms:\n${output}`)),
+      options.timeoutMs ?? 60_000,
+    );
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const ready = /corq ready (http:\/\/\S+)/.exec(output);
+      if (ready) {
+        clearTimeout(timer);
+        resolve(ready[1]);
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited (${code}) before it was ready:\n${output}`));
+    });
+  });
+  return {
+    url,
+    child,
+    output: () => output,
+    exited,
+    async stop(signal = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}

@@ -420,7 +420,8 @@ describe("a claim whose snapshot predates a rewind", () => {
     await corq.advance(); // z has waited longest: the drain takes it first
     const { positions } = await corq.append("b", [e("b1"), e("b2")]);
     await corq.advance();
-    const draining = corq.drain("s", { budgetMs: 10_000 });
+    // one key per claim: b is left for the statement that settles z
+    const draining = corq.drain("s", { budgetMs: 10_000, keysPerClaim: 1 });
     await until(() => seen.length === 1, { message: "z was never handled" });
     const blocker = await raw.connect(); // holds the queue slot the rewind's first replay of b takes
     const keyHolder = await raw.connect(); // holds z's row: the drain's ack+claim waits for it

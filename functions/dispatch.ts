@@ -3,6 +3,7 @@
 import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { openCorq, type OpenCorq } from "./database.js";
 import { settings, type Env } from "./env.js";
+import { roundRobin } from "../src/roundRobin.js";
 
 export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
 
@@ -116,21 +117,6 @@ export function startConsumer(env: Env, invoke: Invoke, name: string, slot: numb
       "corq-slot": String(slot),
     },
   });
-}
-
-/** Up to `total` subscription names, one invocation per ready key, taking turns. */
-function roundRobin(ready: [string, number][], total: number): string[] {
-  const plan: string[] = [];
-  const left = new Map(ready.filter(([, count]) => count > 0));
-  while (plan.length < total && left.size > 0) {
-    for (const [name, count] of left) {
-      if (plan.length >= total) break;
-      plan.push(name);
-      if (count <= 1) left.delete(name);
-      else left.set(name, count - 1);
-    }
-  }
-  return plan;
 }
 
 /** Invokes this Worker again: the SELF service binding when present, else a fetch to its own origin. */

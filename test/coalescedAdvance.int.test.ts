@@ -138,4 +138,19 @@ describe("coalesced advance", () => {
     // the one at work enqueued "a", claimed its slot, re-checked, enqueued "b" and claimed one for it
     expect(await first).toEqual({ advanced: { s: 2 }, ready: [["s", 2]], slots: [1, 2] });
   });
+
+  it("the slot claim counts the ready keys of this dispatcher's subscriptions only: a paused key, or another app's code subscription, starts no consumer", async () => {
+    const noop = () => undefined;
+    const { corq } = await open({
+      subscriptions: [
+        { name: "s", handle: noop },
+        { name: "elsewhere", handle: noop },
+      ],
+    });
+    for (const key of ["a", "b", "c"]) await corq.append(key, [ev]);
+    await corq.advance();
+    await corq.pauseKey("s", "b");
+    const slots = { max: 8, want: 8, holdMs: 10_000, codeSubscriptions: ["s"] };
+    expect(await corq.claimSlots(slots)).toEqual({ ready: [["s", 2]], slots: [1, 2] });
+  });
 });

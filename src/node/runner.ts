@@ -8,6 +8,7 @@ import { CorqError, isDatabaseUnavailable, toError } from "../errors.js";
 import { eventsAboveHorizon } from "../sql/eventsAboveHorizon.js";
 import { nextDue } from "../sql/nextDue.js";
 import { notifyWake, type WakePayload } from "../sql/notify.js";
+import { roundRobin } from "../roundRobin.js";
 
 export interface RunnerOptions {
   corq: Corq;
@@ -281,19 +282,4 @@ export function createRunner(options: RunnerOptions): Runner {
       return { abandoned: drains.size };
     },
   };
-}
-
-/** Up to `total` subscription names, one per ready key, subscriptions taking turns. */
-function roundRobin(ready: [string, number][], total: number): string[] {
-  const plan: string[] = [];
-  const left = new Map(ready);
-  while (plan.length < total && left.size > 0) {
-    for (const [name, count] of left) {
-      if (plan.length >= total) break;
-      plan.push(name);
-      if (count <= 1) left.delete(name);
-      else left.set(name, count - 1);
-    }
-  }
-  return plan;
 }

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { consumerSlots, keys, subscriptions } from "../db/schema.js";
 import { lockedNow } from "./clock.js";
+import { statusFilter } from "./listKeys.js";
 
 export interface ConsumerPlanRow {
   /** a subscription with ready keys (and `ready`, their count up to `max`), or null */
@@ -12,8 +13,8 @@ export interface ConsumerPlanRow {
 
 /**
  * What a dispatcher needs, in ONE statement: per consumable subscription (unpaused; push, or
- * code defined in `codeSubscriptions`) its ready keys, counted up to `max` by a range scan
- * that stops there; and a consumer slot for each ready key, up to `want`, among the first
+ * code defined in `codeSubscriptions`) its ready keys — a paused key is never claimed, so it
+ * does not count — counted up to `max` by a range scan of the ready index that stops there; and a consumer slot for each ready key, up to `want`, among the first
  * `max` slots (CORQ_CONCURRENCY) that are free, each busy for `holdMs` — less the `covered`
  * ready keys the caller already holds slots for. Concurrent
  * dispatchers take different slots (SKIP LOCKED), so together they never start more than
@@ -31,7 +32,7 @@ export function claimConsumerSlots(options: {
   return sql`
     WITH ready AS (
       SELECT s.name, (SELECT count(*) FROM (
-          SELECT 1 FROM ${keys} k WHERE k.subscription_id = s.id AND k.available_at <= now() LIMIT ${max}
+          SELECT 1 FROM ${keys} k WHERE k.subscription_id = s.id AND ${statusFilter.ready} LIMIT ${max}
         ) r)::int AS ready
       FROM ${subscriptions} s
       WHERE NOT s.paused AND (s.kind = 'push' OR s.name = ANY(${sql.param(codeSubscriptions)}::text[]))

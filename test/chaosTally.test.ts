@@ -1,6 +1,6 @@
 // The chaos suite's checker must be able to say no: loss, reordering and duplicates are counted.
 import { describe, expect, it } from "vitest";
-import { tally } from "./helpers/chaos.js";
+import { killFigures, tally } from "./helpers/chaos.js";
 
 describe("chaos tally", () => {
   const expected = new Map([
@@ -27,5 +27,21 @@ describe("chaos tally", () => {
       order: 0,
       dup: 3,
     });
+  });
+
+  it("kill figures: overlapping batches of one key are double claims; a duplicate must follow a kill", () => {
+    const at = (ms: number) => new Date(ms);
+    const run = (pid: number, key: string, position: number, start: number, end: number) => ({
+      pid,
+      key,
+      position,
+      started_at: at(start),
+      finished_at: at(end),
+    });
+    // a: process 1 then process 2, one after the other; b: process 2 then 3, overlapping
+    const handled = [run(1, "a", 1, 0, 10), run(2, "a", 1, 20, 30), run(2, "b", 2, 0, 10), run(3, "b", 2, 5, 15)];
+    expect(killFigures(handled, new Set([1]))).toEqual({ doubleClaims: 1, dupWithoutCrash: 1 });
+    expect(killFigures(handled, new Set([1, 2]))).toEqual({ doubleClaims: 1, dupWithoutCrash: 0 });
+    expect(killFigures(handled.slice(0, 3), new Set([1]))).toEqual({ doubleClaims: 0, dupWithoutCrash: 0 });
   });
 });

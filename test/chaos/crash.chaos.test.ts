@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { useCorq, sleep } from "../helpers/corq.js";
-import { reportScenario, tally } from "../helpers/chaos.js";
+import { killFigures, reportScenario, tally } from "../helpers/chaos.js";
 import { eventually } from "../helpers/stack.js";
 
 const open = useCorq();
@@ -97,29 +97,8 @@ describe("crash mid-batch", () => {
       );
       const figures = tally(expected, handled);
 
-      // a duplicate follows a crash: the first time that event was handled, its process was then killed
-      const firstBy = new Map<number, number>();
-      let dupWithoutCrash = 0;
-      for (const h of handled) {
-        if (!firstBy.has(h.position)) firstBy.set(h.position, h.pid);
-        else if (!killed.has(firstBy.get(h.position)!)) dupWithoutCrash++;
-      }
-      // never two holders at once: per key, a batch starts after the previous one (by another process) finished
-      let doubleClaims = 0;
-      const batches = new Map<string, { pid: number; start: number; end: number }>();
-      const byKey = new Map<string, { pid: number; start: number; end: number }[]>();
-      for (const h of handled) {
-        const id = `${h.pid}/${h.key}/${+h.started_at}`;
-        if (!batches.has(id)) {
-          const batch = { pid: h.pid, start: +h.started_at, end: +h.finished_at };
-          batches.set(id, batch);
-          byKey.set(h.key, [...(byKey.get(h.key) ?? []), batch]);
-        }
-      }
-      for (const list of byKey.values()) {
-        list.sort((a, b) => a.start - b.start);
-        for (let i = 1; i < list.length; i++) if (list[i].start < list[i - 1].end) doubleClaims++;
-      }
+      // a duplicate follows a crash; never two holders of one key at once
+      const { doubleClaims, dupWithoutCrash } = killFigures(handled, killed);
 
       reportScenario({
         scenario: "crash mid-batch (SIGKILL)",

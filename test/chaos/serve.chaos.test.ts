@@ -6,7 +6,7 @@ import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { startEmbeddedPostgres } from "../../infra/embeddedPostgres.js";
 import { createCorq } from "../../src/index.js";
-import { reportScenario, tally } from "../helpers/chaos.js";
+import { killFigures, reportScenario, tally } from "../helpers/chaos.js";
 import { createTestDatabase } from "../helpers/database.js";
 import { sleep } from "../helpers/corq.js";
 import { startServeProcess, type ServeProcess } from "../helpers/serveProcess.js";
@@ -95,25 +95,8 @@ describe("serve under failure", () => {
         "SELECT pid, key, position::int, started_at, finished_at FROM serve_handled ORDER BY id",
       );
       const figures = tally(expected, handled);
-      // a duplicate follows a kill: the process that handled the event first was killed afterwards
-      const firstBy = new Map<number, number>();
-      let dupWithoutCrash = 0;
-      for (const h of handled) {
-        if (!firstBy.has(h.position)) firstBy.set(h.position, h.pid);
-        else if (!killed.has(firstBy.get(h.position)!)) dupWithoutCrash++;
-      }
-      // never two holders at once: per key, a batch starts after the previous one finished
-      let doubleClaims = 0;
-      const byKey = new Map<string, Map<string, { start: number; end: number }>>();
-      for (const h of handled) {
-        const batches = byKey.get(h.key) ?? new Map();
-        byKey.set(h.key, batches);
-        batches.set(`${h.pid}/${+h.started_at}`, { start: +h.started_at, end: +h.finished_at });
-      }
-      for (const batches of byKey.values()) {
-        const list = [...batches.values()].sort((a, b) => a.start - b.start);
-        for (let i = 1; i < list.length; i++) if (list[i].start < list[i - 1].end) doubleClaims++;
-      }
+      // a duplicate follows a kill; never two holders of one key at once
+      const { doubleClaims, dupWithoutCrash } = killFigures(handled, killed);
       reportScenario({
         scenario: "serve: 3 processes, SIGKILL",
         ...figures,

@@ -58,3 +58,40 @@ export function tally(expected: Map<string, number[]>, deliveries: { key: string
   }
   return { events, lost, order, dup };
 }
+
+/** One handler run of one event, as the kill scenarios record it (the handling process and its batch's span). */
+export interface HandledRow {
+  pid: number;
+  key: string;
+  position: number;
+  started_at: Date;
+  finished_at: Date;
+}
+
+/**
+ * What a scenario that SIGKILLs processes checks beyond `tally`: `doubleClaims`, batches of one
+ * key (a batch: one process's run from its start) that overlapped in time — two holders at once;
+ * and `dupWithoutCrash`, events handled again although the process that handled them first was
+ * not killed afterwards (a duplicate must follow a crash).
+ */
+export function killFigures(handled: HandledRow[], killed: Set<number>) {
+  const firstBy = new Map<number, number>();
+  let dupWithoutCrash = 0;
+  for (const h of handled) {
+    const first = firstBy.get(h.position);
+    if (first === undefined) firstBy.set(h.position, h.pid);
+    else if (!killed.has(first)) dupWithoutCrash++;
+  }
+  const byKey = new Map<string, Map<string, { start: number; end: number }>>();
+  for (const h of handled) {
+    const batches = byKey.get(h.key) ?? new Map<string, { start: number; end: number }>();
+    byKey.set(h.key, batches);
+    batches.set(`${h.pid}/${+h.started_at}`, { start: +h.started_at, end: +h.finished_at });
+  }
+  let doubleClaims = 0;
+  for (const batches of byKey.values()) {
+    const list = [...batches.values()].sort((a, b) => a.start - b.start);
+    for (let i = 1; i < list.length; i++) if (list[i].start < list[i - 1].end) doubleClaims++;
+  }
+  return { doubleClaims, dupWithoutCrash };
+}

@@ -153,7 +153,11 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
         requeued = (await corq.rewind("bench", { to: "beginning" })).requeued;
         rewindMs = performance.now() - t0;
         // the comparison: no key is marked replaying, so claims go by waiting time alone
-        if (name === "noLane") await admin.query("UPDATE corq.keys SET replay_seq = 0");
+        // (the rows locked in key order, as every writer of key rows does: consumers settle meanwhile)
+        if (name === "noLane")
+          await admin.query(`UPDATE corq.keys k SET replay_seq = 0 FROM (
+            SELECT subscription_id, key FROM corq.keys ORDER BY subscription_id, key FOR UPDATE) l
+            WHERE k.subscription_id = l.subscription_id AND k.key = l.key`);
         startedAt = performance.now();
         enqueued.notify();
       });

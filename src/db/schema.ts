@@ -131,7 +131,7 @@ export const keys = corqSchema.table(
     // same key; rows at or below this cursor, read from the locked key row, are never handed out.
     lastSeq: bigint("last_seq", { mode: "number" }).notNull().default(0),
     // The last seq a rewind queued: while last_seq < replay_seq the key is replaying, and
-    // claims take it only when no live key is ready (replays never starve live traffic).
+    // claims take it only when no live key is ready (live traffic first).
     replaySeq: bigint("replay_seq", { mode: "number" }).notNull().default(0),
     // An operator paused this key (POST …/keys/:key/pause): never claimed until resumed.
     pausedAt: timestamp("paused_at", { withTimezone: true }),

@@ -35,7 +35,7 @@ export interface ClaimRow extends Partial<EventRow> {
  *   pick     the keys that have waited longest (partial index on available_at), each locked
  *            with FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
  *            ties (keys made ready by one advance) go by key, so the order is total; live
- *            keys go before replaying ones (a rewind never starves live traffic) and a paused
+ *            keys go before replaying ones (a replay takes what live traffic leaves) and a paused
  *            key is never picked;
  *   claimed  for each key its own fresh lease token, and available_at = lease_until, so the
  *            key is claimable again exactly when its lease expires (a crashed consumer loses

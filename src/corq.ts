@@ -26,7 +26,7 @@ import { listBatchDurations, type BatchDurationRow } from "./sql/batchDurations.
 import type { MetricsSnapshot } from "./metrics.js";
 import { listKeys } from "./sql/listKeys.js";
 import { listDeadLetters } from "./sql/listDeadLetters.js";
-import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/activity.js";
+import { ackedPerBucket, batchCounts, logTail, pruneActivity, recentBatches, timelineBatches } from "./sql/activity.js";
 import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/webhookIds.js";
 import { setPaused } from "./sql/setPaused.js";
@@ -52,6 +52,7 @@ import {
 import type {
   AppendResult,
   BatchRecord,
+  TimelineData,
   ConsumeResult,
   DeadLetter,
   EventInput,
@@ -180,6 +181,14 @@ export interface Corq {
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
+  /**
+   * The same page with its cursor: `next` is the key to pass as `after` for the page after
+   * this one, null when there is none (one row more is read to know).
+   */
+  keyPage(
+    subscription: string,
+    options?: { status?: KeyStatus; after?: string; limit?: number },
+  ): Promise<{ keys: KeyState[]; next: string | null }>;
   /** One key of a subscription (unknown_key when it has no row: no event of it was ever queued, nor was it paused). */
   key(subscription: string, key: string): Promise<KeyState>;
   /**
@@ -228,8 +237,17 @@ export interface Corq {
   throughput(options?: { windowMs?: number; bucketMs?: number }): Promise<Record<string, number[]>>;
   /** Forgets batch records older than `olderThanMs` (default 15 min); the Worker's cron calls it. */
   pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
-  /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
-  logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
+  /**
+   * The newest events of the log, newest first (for display; readLog is the safe cursor read),
+   * below position `before` when given; `next` is the `before` of the older page, null at the
+   * log's beginning.
+   */
+  logTail(options?: { before?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /**
+   * The batch timeline over the last `sinceMs` (default 5 min): the `maxKeys` (40) most
+   * recently active keys, their batches merged into `sinceMs / 300` slots, the whole window.
+   */
+  timeline(options?: { subscription?: string; sinceMs?: number; maxKeys?: number }): Promise<TimelineData>;
   /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
   metrics(): Promise<MetricsSnapshot>;
   /**
@@ -287,7 +305,23 @@ const throughputOptions = z
   })
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
-const logTailOptions = z.object({ limit: limit(1000, 50) });
+const logTailOptions = z.object({
+  before: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  limit: limit(1000, 50),
+});
+const timelineOptions = z.object({
+  subscription: subscriptionName.optional(),
+  sinceMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(24 * HOUR_MS)
+    .default(300_000),
+  maxKeys: z.number().int().min(1).max(200).default(40),
+});
+/** Bars of the timeline: at most this many slots across the window, and this many bars in all. */
+const TIMELINE_SLOTS = 300;
+const TIMELINE_BARS = 10_000;
 /** Keys a drain claims per statement when not told (bench/RESULTS.md, "Keys per claim"). */
 export const DEFAULT_KEYS_PER_CLAIM = 16;
 export const MAX_KEYS_PER_CLAIM = 256;
@@ -523,11 +557,17 @@ export function createCorq(options: CorqOptions): Corq {
     subscription: knownSubscription,
 
     async keys(name, keyOpts = {}) {
+      return (await corq.keyPage(name, keyOpts)).keys;
+    },
+
+    async keyPage(name, keyOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const parsed = parseOrThrow(keysOptions, keyOpts, "invalid_input", "options");
-      const rows = await (await executor()).run<KeyRow>(listKeys(name, parsed));
+      // one row more than the page: whether a next page exists, without an empty last page
+      const rows = await (await executor()).run<KeyRow>(listKeys(name, { ...parsed, limit: parsed.limit + 1 }));
       if (rows.length === 0) await knownSubscription(name); // empty page, or no such subscription?
-      return rows.map(toKeyState);
+      const keys = rows.slice(0, parsed.limit).map(toKeyState);
+      return { keys, next: rows.length > parsed.limit ? (keys.at(-1)?.key ?? null) : null };
     },
 
     async key(name, key) {
@@ -665,8 +705,30 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async logTail(tailOpts = {}) {
-      const { limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
-      return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
+      const { before, limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<EventRow>(logTail(max + 1, before));
+      const events = rows.slice(0, max).map(toStoredEvent);
+      return { events, next: rows.length > max ? (events.at(-1)?.position ?? null) : null };
+    },
+
+    async timeline(timelineOpts = {}) {
+      const { subscription, sinceMs, maxKeys } = parseOrThrow(
+        timelineOptions,
+        timelineOpts,
+        "invalid_input",
+        "options",
+      );
+      const db = await executor();
+      const slotMs = Math.max(1, Math.floor(sinceMs / TIMELINE_SLOTS));
+      const [bars, counted] = await Promise.all([
+        db.run<BatchRow & { batches: number }>(
+          timelineBatches({ subscription, sinceMs, maxKeys, slotMs, limit: TIMELINE_BARS }),
+        ),
+        db.run<{ outcome: BatchRecord["outcome"]; batches: number }>(batchCounts(subscription, sinceMs)),
+      ]);
+      const counts = { acked: 0, failed: 0, dead: 0, expired: 0 };
+      for (const row of counted) counts[row.outcome] = row.batches;
+      return { bars: bars.map((row) => ({ ...toBatchRecord(row), batches: row.batches })), counts };
     },
 
     async metrics() {

@@ -176,6 +176,16 @@ export interface BatchRecord {
   outcome: "acked" | "failed" | "dead" | "expired";
 }
 
+/**
+ * The dashboard's batch timeline (Corq.timeline): bars of the most recently active keys, each
+ * the batches of one key with one outcome that started in one time slot; the totals count
+ * every batch of the window.
+ */
+export interface TimelineData {
+  bars: (BatchRecord & { batches: number })[];
+  counts: Record<BatchRecord["outcome"], number>;
+}
+
 /** A scoped API token as listed (Corq.listTokens, GET /tokens): never its secret. */
 export interface TokenInfo {
   id: string;

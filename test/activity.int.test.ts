@@ -85,6 +85,6 @@ describe("activity record (the dashboard's timeline and throughput)", () => {
     });
     expect((await corq.deadLetters({ subscription: "s" }))[0]).not.toHaveProperty("event");
     const tail = await corq.logTail({ limit: 2 });
-    expect(tail.map((e) => e.name)).toEqual(["Other", "Broken"]);
+    expect(tail.events.map((e) => e.name)).toEqual(["Other", "Broken"]);
   });
 });

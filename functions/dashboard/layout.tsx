@@ -162,8 +162,65 @@ export function age(ms: number | null): string {
   return `${Math.round(ms / 3_600_000)} h`;
 }
 
-/** JSON cut to `max` characters for a table cell. */
+/**
+ * JSON cut to `max` characters for a table cell, with a space after every `,` and `:` between
+ * members: a narrow cell wraps it there (white-space: pre-wrap), between members, instead of
+ * inside a name or a value as compact JSON (no break opportunity at all) made it.
+ */
 export function preview(value: unknown, max = 160): string {
-  const text = JSON.stringify(value) ?? "";
+  const text = spacedJson(value);
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** JSON.stringify on one line with `, ` and `: ` between members (strings untouched). */
+export function spacedJson(value: unknown): string {
+  if (value === undefined) return "";
+  const compact = JSON.stringify(value);
+  if (compact === undefined) return "";
+  let out = "";
+  let inString = false;
+  for (let i = 0; i < compact.length; i++) {
+    const ch = compact[i];
+    out += ch;
+    if (inString) {
+      if (ch === "\\") out += compact[++i] ?? "";
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') inString = true;
+    else if (ch === "," || ch === ":") out += " ";
+  }
+  return out;
+}
+
+/**
+ * An error text for a cell: JSON in it (a receiver's answer, often after a prefix such as
+ * "HTTP 503: ") spaced like preview(), so it wraps between members too.
+ */
+export function errorText(text: string, max = 600): string {
+  const start = text.search(/[[{]/);
+  let shown = text;
+  if (start >= 0) {
+    try {
+      shown = text.slice(0, start) + spacedJson(JSON.parse(text.slice(start)));
+    } catch {}
+  }
+  return shown.length > max ? `${shown.slice(0, max - 1)}…` : shown;
+}
+
+/** An ISO time as the dashboard shows every time: "2026-11-30 12:00:05 UTC" (`ms`: with milliseconds). */
+export function utc(iso: string, ms = false): string {
+  return `${iso.replace("T", " ").slice(0, ms ? 23 : 19)} UTC`;
+}
+
+/** A point in time, in UTC and saying so. */
+export function When(props: { at: string; ms?: boolean }) {
+  return <time datetime={props.at}>{utc(props.at, props.ms)}</time>;
+}
+
+/** A time relative to now ("in 3 s", "5 min"), with its UTC time as the tooltip. */
+export function Relative(props: { at: string; children: Child }) {
+  return (
+    <time datetime={props.at} title={utc(props.at)}>
+      {props.children}
+    </time>
+  );
 }

@@ -1,6 +1,6 @@
 // How the dashboard writes JSON and times into its cells (functions/dashboard/layout.tsx).
 import { describe, expect, it } from "vitest";
-import { errorText, preview, spacedJson, utc } from "../functions/dashboard/layout.js";
+import { ErrorText, JsonText, errorText, jsonParts, preview, spacedJson, utc } from "../functions/dashboard/layout.js";
 
 describe("JSON in a cell", () => {
   it("has a space after every , and : between members (a place to wrap), none added inside strings", () => {
@@ -15,6 +15,25 @@ describe("JSON in a cell", () => {
     expect(JSON.parse(spacedJson(tricky))).toEqual(tricky);
     expect(spacedJson(undefined)).toBe("");
     expect(spacedJson("a,b")).toBe('"a,b"');
+  });
+
+  it("renders each member's part as one unit, the spaces between them the only places to wrap", () => {
+    expect(jsonParts({ ids: ["order-0001", "order-0002"], n: 1 })).toEqual([
+      '{"ids":',
+      '["order-0001",',
+      '"order-0002"],',
+      '"n":',
+      "1}",
+    ]);
+    const html = String(JsonText({ value: { ids: ["order-0001", "order-0002"] } }));
+    expect(html).toBe(
+      '<pre class="json"><span class="nb">{&quot;ids&quot;:</span> <span class="nb">[&quot;order-0001&quot;,</span> <span class="nb">&quot;order-0002&quot;]}</span></pre>',
+    );
+    expect(String(JsonText({ value: { a: "x".repeat(50) }, max: 20 }))).toContain(`${"x".repeat(10)}…</span></pre>`);
+    expect(String(ErrorText({ text: 'HTTP 503: {"e":1}' }))).toBe(
+      '<pre class="json">HTTP 503: <span class="nb">{&quot;e&quot;:</span> <span class="nb">1}</span></pre>',
+    );
+    expect(String(ErrorText({ text: "Error: boom" }))).toBe("<pre>Error: boom</pre>");
   });
 
   it("preview cuts long JSON with an ellipsis", () => {

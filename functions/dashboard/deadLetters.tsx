@@ -1,6 +1,6 @@
 // GET /ui/dead-letters — dead keys with the event that failed; retry or skip one key or all.
 import type { DeadLetter, SubscriptionStats } from "../../src/index.js";
-import { ActionButton, Page, When, errorText, num, preview } from "./layout.js";
+import { ActionButton, ErrorText, JsonText, Page, When, num } from "./layout.js";
 
 export function DeadLetters(props: {
   deadLetters: DeadLetter[];
@@ -67,10 +67,10 @@ export function DeadLetters(props: {
                     {num(d.position)}
                   </td>
                   <td class="wrap" data-label="Data">
-                    <pre>{d.event ? preview(d.event.data) : ""}</pre>
+                    {d.event && <JsonText value={d.event.data} />}
                   </td>
                   <td class="wrap" data-label="Error">
-                    <pre>{errorText(d.lastError ?? "")}</pre>
+                    <ErrorText text={d.lastError ?? ""} />
                   </td>
                   <td class="num" data-label="Attempts">
                     {num(d.attempts)}

@@ -1,6 +1,6 @@
 // GET /ui/streams — the log tail; GET /ui/streams/:stream — one stream's events.
 import type { StoredEvent } from "../../src/index.js";
-import { Page, When, num, preview } from "./layout.js";
+import { JsonText, Page, When, num } from "./layout.js";
 
 function Events(props: { events: StoredEvent[]; label: string; showStream: boolean }) {
   return (
@@ -32,7 +32,7 @@ function Events(props: { events: StoredEvent[]; label: string; showStream: boole
               </td>
               <td data-label="Name">{e.name}</td>
               <td class="wrap" data-label="Data">
-                <pre>{preview(e.data, 240)}</pre>
+                <JsonText value={e.data} max={240} />
               </td>
               <td data-label="Appended">
                 <When at={e.createdAt} ms />

@@ -162,7 +162,7 @@ describe("dashboard pages: paging and times", () => {
     const response = await fetch(`${state.stack.url}${path}`, { headers: { cookie }, redirect: "manual" });
     return { status: response.status, body: await response.text() };
   }
-  const unescape = (href: string) => href.replaceAll("&amp;", "&");
+  const fromAttribute = (href: string) => href.replaceAll("&amp;", "&");
   const nextLink = (body: string, text: string) =>
     new RegExp(`<a href="([^"]+)" rel="next">${text}</a>`).exec(body)?.[1];
 
@@ -188,8 +188,8 @@ describe("dashboard pages: paging and times", () => {
       keysSeen.push(...keys);
       pageSizes.push(keys.length);
       const next = nextLink(page.body, "Next page");
-      if (next !== undefined) expect(unescape(next)).toContain("status=ready");
-      path = next === undefined ? undefined : unescape(next);
+      if (next !== undefined) expect(fromAttribute(next)).toContain("status=ready");
+      path = next === undefined ? undefined : fromAttribute(next);
     }
     expect(pageSizes).toEqual([50, 5]);
     expect(new Set(keysSeen).size).toBe(55);
@@ -205,7 +205,7 @@ describe("dashboard pages: paging and times", () => {
         ...[...page.body.matchAll(/data-label="Position">([\d,]+)</g)].map((m) => Number(m[1]?.replaceAll(",", ""))),
       );
       const next = nextLink(page.body, "Older events");
-      path = next === undefined ? undefined : unescape(next);
+      path = next === undefined ? undefined : fromAttribute(next);
     }
     const { rows } = await state.db.query("SELECT position FROM corq.events ORDER BY position DESC");
     expect(positions).toEqual(rows.map((r: { position: string }) => Number(r.position)));

@@ -1,6 +1,15 @@
 // How the dashboard writes JSON and times into its cells (functions/dashboard/layout.tsx).
 import { describe, expect, it } from "vitest";
-import { ErrorText, JsonText, errorText, jsonParts, preview, spacedJson, utc } from "../functions/dashboard/layout.js";
+import {
+  ErrorText,
+  JsonText,
+  KeepTimes,
+  errorText,
+  jsonParts,
+  preview,
+  spacedJson,
+  utc,
+} from "../functions/dashboard/layout.js";
 
 describe("JSON in a cell", () => {
   it("has a space after every , and : between members (a place to wrap), none added inside strings", () => {
@@ -50,4 +59,9 @@ describe("JSON in a cell", () => {
 it("writes every time in UTC and says so", () => {
   expect(utc("2026-11-30T12:00:05.123Z")).toBe("2026-11-30 12:00:05 UTC");
   expect(utc("2026-11-30T12:00:05.123Z", true)).toBe("2026-11-30 12:00:05.123 UTC");
+});
+
+it("keeps the ISO times of a key's reason whole (one unit each)", () => {
+  const html = String(KeepTimes({ text: "paused since 2026-11-30T20:35:17.664Z; 2 events wait" }));
+  expect(html).toBe('paused since <span class="nb">2026-11-30T20:35:17.664Z</span>; 2 events wait');
 });

@@ -32,7 +32,7 @@ div.actions { min-width: 14.5rem; }
 div.actions form.inline { display: inline-block; margin-bottom: .2rem; white-space: nowrap; }
 code, pre { font: .85rem/1.35 ui-monospace, SFMono-Regular, Menlo, monospace; }
 pre { margin: 0; white-space: pre-wrap; overflow-wrap: break-word; max-width: 28rem; }
-pre .nb { display: inline-block; max-width: 100%; overflow-wrap: anywhere; }
+.nb { display: inline-block; max-width: 100%; overflow-wrap: anywhere; }
 .badge { display: inline-block; padding: 0 .45rem; border-radius: 999px; font-size: .8rem; background: #e8ecf2; }
 .badge.dead { background: #fbe3e0; color: var(--dead); } .badge.ready { background: #e3f3ea; color: var(--ok); }
 .badge.leased { background: #e3ebfb; color: var(--leased); } .badge.backoff { background: #fdf1dc; color: #9a6200; }

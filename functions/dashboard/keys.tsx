@@ -1,6 +1,6 @@
 // GET /ui/subscriptions/:name — the keys of one subscription, filtered by status, keyset-paged.
 import type { KeyState, KeyStatus, SubscriptionStats } from "../../src/index.js";
-import { ActionButton, Badge, Page, Relative, RewindForm, age, num } from "./layout.js";
+import { ActionButton, Badge, KeepTimes, Page, Relative, RewindForm, age, num } from "./layout.js";
 
 const statuses: KeyStatus[] = ["ready", "leased", "backoff", "dead", "paused", "idle"];
 
@@ -149,7 +149,7 @@ export function Keys(props: {
                   )}
                 </td>
                 <td class="wrap why" data-label="Why">
-                  {k.reason}
+                  <KeepTimes text={k.reason} />
                 </td>
                 <td class="actions">
                   <div class="actions">

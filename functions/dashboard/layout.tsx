@@ -255,6 +255,17 @@ function jsonIn(text: string): { prefix: string; value: unknown } | undefined {
   }
 }
 
+/** Text with its ISO times (UTC, "…Z") kept whole: a narrow cell wrapped them after a hyphen. */
+export function KeepTimes(props: { text: string }) {
+  return (
+    <>
+      {props.text
+        .split(/(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)/)
+        .map((piece, i) => (i % 2 === 1 ? <span class="nb">{piece}</span> : piece))}
+    </>
+  );
+}
+
 /** An ISO time as the dashboard shows every time: "2026-11-30 12:00:05 UTC" (`ms`: with milliseconds). */
 export function utc(iso: string, ms = false): string {
   return `${iso.replace("T", " ").slice(0, ms ? 23 : 19)} UTC`;

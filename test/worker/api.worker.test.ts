@@ -240,6 +240,7 @@ describe("paging: keys and the log tail, by cursor", () => {
     expect(await pages("status=ready&limit=2")).toEqual([["p-1", "p-3"], ["p-4", "p-6"], ["p-7"]]);
     expect(await pages("status=paused&limit=1")).toEqual([["p-2"], ["p-5"]]);
     expect(await pages("status=dead&limit=5")).toEqual([[]]);
+    expect((await api("DELETE", "/subscriptions/paging")).status).toBe(204);
   });
 
   it("pages the log tail newest first with `next` as `before`, to the beginning of the log", async () => {

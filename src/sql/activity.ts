@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { activity, batchDurations, events, subscriptions, throughput } from "../db/schema.js";
 import { eventColumns } from "./eventColumns.js";
 
-/** The batches that finished in the last `sinceMs`, newest first (the dashboard's timeline). */
+/** The batches that finished in the last `sinceMs`, newest first, one row each (Corq.activity; the dashboard draws timelineBatches). */
 export function recentBatches(subscription: string | undefined, sinceMs: number, limit: number): SQL {
   return sql`
     SELECT s.name AS subscription, a.key, a.started_at, a.finished_at, a.events, a.outcome

@@ -162,6 +162,8 @@ export interface Corq {
     want: number;
     holdMs: number;
     codeSubscriptions: string[];
+    /** ready keys the caller already holds slots for (a dispatcher's second look) */
+    covered?: number;
   }): Promise<{ ready: [string, number][]; slots: number[] }>;
   releaseSlot(slot: number): Promise<void>;
   /**
@@ -302,6 +304,7 @@ const slotOptions = z.object({
   want: z.number().int().min(0).max(1000),
   holdMs: z.number().int().min(1).max(3_600_000),
   codeSubscriptions: z.array(subscriptionName).max(1000),
+  covered: z.number().int().min(0).max(1000).optional(),
 });
 const rewindOptions = z.object({
   to: z.union([z.literal("beginning"), z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)]),
@@ -492,7 +495,11 @@ export function createCorq(options: CorqOptions): Corq {
       // the re-check enqueued others' events after the claim counted ready keys: slots for them
       const left = slotOpts.want - plan.slots.length;
       if (total() > enqueuedFirst && left > 0) {
-        const more = await claimSlots(db, { ...slotOpts, want: left, covered: plan.slots.length });
+        const more = await claimSlots(db, {
+          ...slotOpts,
+          want: left,
+          covered: (slotOpts.covered ?? 0) + plan.slots.length,
+        });
         return { advanced: first.advanced, ready: more.ready, slots: [...plan.slots, ...more.slots] };
       }
       return { advanced: first.advanced, ...plan };

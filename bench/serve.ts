@@ -8,8 +8,8 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { createCorq } from "../src/index.js";
 import { createExecutor } from "../src/db/executor.js";
-import { appendEvents } from "../src/sql/appendEvents.js";
-import { WAKE_CHANNEL } from "../src/sql/notify.js";
+import { appendEvents } from "../src/sql/log/appendEvents.js";
+import { WAKE_CHANNEL } from "../src/sql/log/notify.js";
 import { benchPool } from "./database.js";
 import { median, percentile, spreadPercent } from "./stats.js";
 

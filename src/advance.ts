@@ -7,10 +7,10 @@ import {
   recordAdvanceError,
   waitForAdvancer,
   type AdvanceRow,
-} from "./sql/advanceSubscription.js";
-import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advanceByFunction.js";
-import { syncSubscriptions, type SubscriptionRow } from "./sql/syncSubscriptions.js";
-import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
+} from "./sql/advance/advanceSubscription.js";
+import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advance/advanceByFunction.js";
+import { syncSubscriptions, type SubscriptionRow } from "./sql/advance/syncSubscriptions.js";
+import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
 
 export interface AdvanceOptions {
   /** Events scanned per statement; a subscription is advanced in rounds until it is caught up. */

@@ -16,27 +16,32 @@ import { z } from "zod";
 import { advance, advanceOnce, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
-import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
-import { notifyWake } from "./sql/notify.js";
-import { readStream } from "./sql/readStream.js";
-import { eventExists, readLog } from "./sql/readLog.js";
-import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
-import { logHead, logPosition, subscriptionStats } from "./sql/subscriptionStats.js";
-import { listBatchDurations, type BatchDurationRow } from "./sql/batchDurations.js";
+import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/log/appendEvents.js";
+import { notifyWake } from "./sql/log/notify.js";
+import { readStream } from "./sql/log/readStream.js";
+import { eventExists, readLog } from "./sql/log/readLog.js";
+import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
+import { logHead, logPosition, subscriptionStats } from "./sql/inspect/subscriptionStats.js";
+import { listBatchDurations, type BatchDurationRow } from "./sql/inspect/batchDurations.js";
 import type { MetricsSnapshot } from "./metrics.js";
-import { listKeys } from "./sql/listKeys.js";
-import { listDeadLetters } from "./sql/listDeadLetters.js";
-import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/activity.js";
-import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
-import { rememberWebhookId } from "./sql/webhookIds.js";
-import { setPaused } from "./sql/setPaused.js";
-import { pauseKey, resumeKey } from "./sql/pauseKey.js";
-import { kicksPending } from "./sql/advanceSubscription.js";
+import { listKeys } from "./sql/inspect/listKeys.js";
+import { listDeadLetters } from "./sql/inspect/listDeadLetters.js";
+import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/activity/activity.js";
+import { releaseDeadKeys } from "./sql/operate/releaseDeadKeys.js";
+import { rememberWebhookId } from "./sql/consume/webhookIds.js";
+import { setPaused } from "./sql/operate/setPaused.js";
+import { pauseKey, resumeKey } from "./sql/operate/pauseKey.js";
+import { kicksPending } from "./sql/advance/advanceSubscription.js";
 import { rewindSubscription } from "./rewind.js";
-import { readyKeys } from "./sql/readyKeys.js";
-import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consumerSlots.js";
-import { deleteSubscription, deleteSubscriptionRows, putSubscription, type PutRow } from "./sql/putSubscription.js";
-import { deleteToken, insertToken, listTokens, verifyToken, type TokenRow } from "./sql/tokens.js";
+import { readyKeys } from "./sql/consume/readyKeys.js";
+import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consume/consumerSlots.js";
+import {
+  deleteSubscription,
+  deleteSubscriptionRows,
+  putSubscription,
+  type PutRow,
+} from "./sql/operate/putSubscription.js";
+import { deleteToken, insertToken, listTokens, verifyToken, type TokenRow } from "./sql/operate/tokens.js";
 import { looksLikeTokenSecret, newTokenSecret, tokenHash, tokenId, tokenInput, type TokenScope } from "./tokens.js";
 import {
   toBatchRecord,

@@ -9,7 +9,7 @@ import type {
   TokenInfo,
   TokenScope,
 } from "./types.js";
-import type { TokenRow } from "./sql/tokens.js";
+import type { TokenRow } from "./sql/operate/tokens.js";
 
 export interface StatsRow {
   name: string;

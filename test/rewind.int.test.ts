@@ -4,8 +4,8 @@
 import { describe, expect, it } from "vitest";
 import type pg from "pg";
 import { PgDialect } from "drizzle-orm/pg-core";
-import { advanceSubscription } from "../src/sql/advanceSubscription.js";
-import { readAdvanceBatch, writeAdvanceBatch } from "../src/sql/advanceByFunction.js";
+import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
+import { readAdvanceBatch, writeAdvanceBatch } from "../src/sql/advance/advanceByFunction.js";
 import type { DeliveredEvent, HandlerContext, SubscriptionDefinition } from "../src/index.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";

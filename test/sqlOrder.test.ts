@@ -250,9 +250,12 @@ async function renderAll(): Promise<{ builder: string; text: string }[]> {
   const dir = new URL("../src/sql/", import.meta.url);
   const rendered: { builder: string; text: string }[] = [];
   const unknown: string[] = [];
-  for (const file of readdirSync(dir)
+  // src/sql is in folders by pipeline stage (log/, advance/, consume/, …): walk them all.
+  const files = readdirSync(dir, { recursive: true, encoding: "utf8" })
     .filter((f) => f.endsWith(".ts"))
-    .sort()) {
+    .sort();
+  expect(files.length, "no SQL modules found under src/sql").toBeGreaterThan(20);
+  for (const file of files) {
     const module: Record<string, unknown> = await import(new URL(file, dir).href);
     for (const [name, value] of Object.entries(module)) {
       if (value instanceof SQL) rendered.push({ builder: name, text: dialect.sqlToQuery(value).sql });

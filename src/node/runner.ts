@@ -5,9 +5,9 @@
 import type { Corq } from "../corq.js";
 import type { Executor } from "../db/executor.js";
 import { CorqError, isDatabaseUnavailable, toError } from "../errors.js";
-import { eventsAboveHorizon } from "../sql/eventsAboveHorizon.js";
-import { nextDue } from "../sql/nextDue.js";
-import { notifyWake, type WakePayload } from "../sql/notify.js";
+import { eventsAboveHorizon } from "../sql/advance/eventsAboveHorizon.js";
+import { nextDue } from "../sql/consume/nextDue.js";
+import { notifyWake, type WakePayload } from "../sql/log/notify.js";
 import { roundRobin } from "../roundRobin.js";
 
 export interface RunnerOptions {

@@ -11,7 +11,7 @@ import { recordBatches, type BatchRecordRow } from "./sql/activity/activity.js";
 import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
 import type { ConsumeResult, DeliveredEvent, Handler } from "./types.js";
-import type { Corq } from "./corq.js";
+import type { Corq } from "./types.js";
 
 /** A code subscription (its handler runs here) or a push subscription (batches are POSTed). */
 export interface ConsumeTarget {

@@ -208,7 +208,7 @@ export async function notifyCost(
         await listener.query(`LISTEN ${WAKE_CHANNEL}`);
         const appendOne = (stream: string) =>
           mode === "inside"
-            ? inside.run(appendEvents(stream, [{ name: "E", data: {} }], undefined, { notify: true }))
+            ? inside.run(appendEvents(stream, [{ name: "E", data: {} }], { notify: true }))
             : corq.append(stream, [{ name: "E", data: {} }]);
         let next = 0;
         const started = performance.now();

@@ -172,12 +172,11 @@ async function advanceByFunction(
       .map((row) => ({ tx: row.tx, position: Number(row.position), ...keyOf(options.key, row) }));
     const last = rows[rows.length - 1];
     const [{ applied }] = await executor.run<{ applied: number }>(
-      writeAdvanceBatch(
-        subscriptionId,
-        { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
-        { tx: last.tx, position: Number(last.position) },
+      writeAdvanceBatch(subscriptionId, {
+        read: { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
+        last: { tx: last.tx, position: Number(last.position) },
         matched,
-      ),
+      }),
     );
     // lost the race to a concurrent advancer: read again from the watermark it left
     if (applied === 0) continue;

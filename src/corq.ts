@@ -212,7 +212,7 @@ export function createCorq(options: CorqOptions): Corq {
       // is simply run again: a new transaction is newer than the append it waited for
       for (let attempt = 1; ; attempt++) {
         const [row] = await db.run<AppendRow>(
-          appendEvents(stream, input, expectedVersion, { notify: notify && appendOpts.tx !== undefined }),
+          appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
         );
         if (row.version !== null) {
           if (notify && !appendOpts.tx) wakeAfterCommit();
@@ -267,14 +267,15 @@ export function createCorq(options: CorqOptions): Corq {
 
     async consume(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
-      return consumeOne(await executor(), { name, code: code.get(name), holder }, corq);
+      return consumeOne({ executor: await executor(), target: { name, code: code.get(name), holder }, corq });
     },
 
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { stop, abort, ...limits } = drainOpts;
       const { budgetMs, maxBatches, keysPerClaim } = parseOrThrow(drainOptions, limits, "invalid_input", "options");
-      const results = await drainKeys(await executor(), { name, code: code.get(name), holder }, corq, {
+      const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq };
+      const results = await drainKeys(consumer, {
         deadline: Date.now() + budgetMs,
         maxBatches,
         keysPerClaim,

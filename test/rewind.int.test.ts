@@ -360,9 +360,11 @@ describe("rewind", () => {
       expect(rows).toHaveLength(1);
       const last = { tx: rows[0].tx, position: Number(rows[0].position) };
       const write = dialect.sqlToQuery(
-        writeAdvanceBatch(id, { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) }, last, [
-          { ...last, key: "a", invalid: null },
-        ]),
+        writeAdvanceBatch(id, {
+          read: { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
+          last,
+          matched: [{ ...last, key: "a", invalid: null }],
+        }),
       );
       await advancer.query("BEGIN");
       expect((await advancer.query(write.sql, write.params)).rows[0]).toMatchObject({ applied: 1 });

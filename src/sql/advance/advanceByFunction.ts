@@ -36,9 +36,11 @@ export interface KeyedEvent {
  */
 export function writeAdvanceBatch(
   subscriptionId: number,
-  read: { tx: string; position: number },
-  last: { tx: string; position: number },
-  matched: KeyedEvent[],
+  {
+    read,
+    last,
+    matched,
+  }: { read: { tx: string; position: number }; last: { tx: string; position: number }; matched: KeyedEvent[] },
 ): SQL {
   return sql`
     WITH matched AS (

@@ -25,7 +25,10 @@ export interface AckThrough {
  * never left idle with events queued. The batch is recorded in the activity table (the
  * dashboard's timeline); ackAndClaim leaves that to the drain loop (recordBatches).
  */
-export function ackBatch(lease: Lease, through: AckThrough, count: number, claimedAt: Date): SQL {
+export function ackBatch(
+  lease: Lease,
+  { through, count, claimedAt }: { through: AckThrough; count: number; claimedAt: Date },
+): SQL {
   return sql`
     WITH ${ackCtes(lease, through, count)},
     recorded AS (

@@ -10,7 +10,10 @@ import { asyncCommit } from "../shared/asyncCommit.js";
  * The batch stays at the head of its key: order is kept. The batch (`count` events) is
  * recorded in the activity table.
  */
-export function failBatch(lease: Lease, error: string, headPosition: number, count: number, claimedAt: Date): SQL {
+export function failBatch(
+  lease: Lease,
+  { error, headPosition, count, claimedAt }: { error: string; headPosition: number; count: number; claimedAt: Date },
+): SQL {
   return sql`
     WITH ${fencedKey(lease)},
     failed AS (

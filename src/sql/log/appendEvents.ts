@@ -30,8 +30,7 @@ const notOlder = (lastTx: SQL) => sql`(${lastTx} IS NULL OR ${lastTx} <= pg_curr
 export function appendEvents(
   stream: string,
   input: EventInput[],
-  expectedVersion?: number,
-  options: { notify?: boolean } = {},
+  { expectedVersion, notify }: { expectedVersion?: number; notify?: boolean } = {},
 ): SQL {
   const n = input.length;
   const claim =
@@ -62,7 +61,7 @@ export function appendEvents(
     )
     SELECT (SELECT version FROM claim) AS version,
            coalesce((SELECT json_agg(position ORDER BY version) FROM inserted), '[]'::json) AS positions
-           ${options.notify ? sql`, (SELECT pg_notify(${WAKE_CHANNEL}, 'append') FROM claim) AS notified` : sql``}`;
+           ${notify ? sql`, (SELECT pg_notify(${WAKE_CHANNEL}, 'append') FROM claim) AS notified` : sql``}`;
 }
 
 export interface StreamHeadRow {

@@ -106,7 +106,11 @@ export async function advanceOnce(
             }));
           continue;
         }
-        const round = await advanceInSql(executor, row.id, options.batchSize, options.coalesce ?? false);
+        const round = await advanceInSql(executor, {
+          subscriptionId: row.id,
+          limit: options.batchSize,
+          coalesce: options.coalesce ?? false,
+        });
         advanced[row.name] = (advanced[row.name] ?? 0) + round.enqueued;
         if (round.held) held.push(row.id);
       } catch (thrown) {
@@ -135,9 +139,7 @@ export async function advanceOnce(
  */
 async function advanceInSql(
   executor: Executor,
-  subscriptionId: number,
-  limit: number,
-  coalesce: boolean,
+  { subscriptionId, limit, coalesce }: { subscriptionId: number; limit: number; coalesce: boolean },
 ): Promise<{ enqueued: number; held: boolean }> {
   let enqueued = 0;
   for (;;) {

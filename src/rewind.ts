@@ -61,7 +61,7 @@ export async function rewindSubscription(
     };
     const matched: SQL =
       target.key === "function"
-        ? await stageByFunction(tx, range, request.subscription, options.code)
+        ? await stageByFunction(tx, { range, subscription: request.subscription, code: options.code })
         : matchedInSql(range, target.key === "stream");
     const [row] = await tx.run<RequeueRow>(requeue(id, matched));
     return { requeued: row.requeued, keys: row.keys, subscriptionId: id };
@@ -74,9 +74,7 @@ export async function rewindSubscription(
  */
 async function stageByFunction(
   tx: Executor,
-  range: RewindRange,
-  subscription: string,
-  code: Subscription | undefined,
+  { range, subscription, code }: { range: RewindRange; subscription: string; code: Subscription | undefined },
 ): Promise<SQL> {
   const strategy = code?.key;
   if (strategy?.kind !== "function") {

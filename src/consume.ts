@@ -1,6 +1,6 @@
 import type { SQL } from "drizzle-orm";
 import type { Executor } from "./db/executor.js";
-import { CorqError, toError } from "./errors.js";
+import { CorqError, present, toError } from "./errors.js";
 import type { Subscription } from "./config.js";
 import { claimBatch, settleAndClaim, type ClaimBy, type ClaimRow } from "./sql/consume/claimBatch.js";
 import type { Settlement, SettledRow } from "./sql/consume/settleKeys.js";
@@ -284,9 +284,12 @@ async function claimOnce({ executor, target }: Consumer, statement: SQL): Promis
     if (head.key === null) continue; // nothing claimed
     // the claim took over a lease that had expired: that batch goes in the record as "expired"
     if (head.expired_until !== null) {
-      const span = { startedAt: new Date(head.expired_from!), finishedAt: new Date(head.expired_until) };
+      const span = {
+        startedAt: new Date(present(head.expired_from, "expired_from")),
+        finishedAt: new Date(head.expired_until),
+      };
       outcome.expired.push({
-        subscriptionId: head.subscription_id!,
+        subscriptionId: present(head.subscription_id, "subscription_id"),
         key: head.key,
         ...span,
         events: 0,
@@ -297,7 +300,11 @@ async function claimOnce({ executor, target }: Consumer, statement: SQL): Promis
       outcome.dead.push({ key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" });
       continue;
     }
-    const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
+    const lease: Lease = {
+      subscriptionId: present(head.subscription_id, "subscription_id"),
+      key: head.key,
+      token: present(head.lease_token, "lease_token"),
+    };
     if (head.position === null) {
       await executor.run(releaseLease(lease));
       outcome.empty++;
@@ -306,7 +313,7 @@ async function claimOnce({ executor, target }: Consumer, statement: SQL): Promis
     outcome.claimed.push({
       lease,
       claimedAt: at,
-      attempt: head.attempts! + 1,
+      attempt: present(head.attempts, "attempts") + 1,
       leaseMs: head.lease_ms,
       incarnation: head.incarnation,
       handle: target.code ? target.code.handle : pushHandler(head.deliver),
@@ -315,7 +322,7 @@ async function claimOnce({ executor, target }: Consumer, statement: SQL): Promis
         seq: Number(row.seq),
         replay: row.replay === true,
       })),
-      txs: batch.map((row) => row.tx!),
+      txs: batch.map((row) => present(row.tx, "tx")),
     });
   }
   return outcome;

@@ -53,22 +53,7 @@ import {
   type KeyRow,
   type StatsRow,
 } from "./rows.js";
-import type {
-  Corq,
-  CorqOptions,
-  AppendResult,
-  BatchRecord,
-  ConsumeResult,
-  DeadLetter,
-  EventInput,
-  KeyState,
-  KeyStatus,
-  StoredEvent,
-  SubscriptionDefinition,
-  SubscriptionStats,
-  CreatedToken,
-  TokenInfo,
-} from "./types.js";
+import type { Corq, CorqOptions, SubscriptionStats } from "./types.js";
 
 const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional() });

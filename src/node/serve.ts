@@ -119,7 +119,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const ownPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
     ownPool.on("error", () => undefined);
     closers.push(() => ownPool.end());
-    const db = createExecutor(ownPool as never);
+    const db = createExecutor(ownPool);
 
     const runner = createRunner({
       corq,

@@ -20,7 +20,10 @@ export function DeadLetters(props: {
           <div class="card">
             {withDead.map((s) => (
               <p class="toolbar">
-                <b>{s.name}</b> <span>{num(s.keys.dead)} dead keys</span>
+                <b>{s.name}</b>{" "}
+                <span>
+                  {num(s.keys.dead)} dead {s.keys.dead === 1 ? "key" : "keys"}
+                </span>
                 <ActionButton
                   action="retry"
                   subscription={s.name}

@@ -6,8 +6,13 @@
 //              requeued) until the replay has caught up — replaying keys are claimed after
 //              live ones (a live key with events in the rewound range is replaying too: its
 //              samples are left out);
+//   no share   the same, with each consumer free to fill every key of its claims with replaying
+//              keys (replayKeys = keysPerClaim: the lane alone, what the share is compared
+//              against); the phases alternate share / no share, so a machine whose load
+//              changes meanwhile shows in both;
 //   no lane    the same rewind with every key's replay mark cleared right after it, so the
 //              claim takes keys by waiting time alone (what the lane is compared against).
+import { loadavg } from "node:os";
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
 import { benchClient } from "./database.js";
 import { appendWorkload } from "./systems/corq.js";
@@ -24,7 +29,14 @@ export interface ReplayOptions {
   baselineSeconds: number;
   /** The replay phases end when the replay is done or after this long. */
   maxSeconds: number;
+  /** Keys each consumer claims per statement (the library's default: 16). */
+  keysPerClaim?: number;
+  /** The replay phases, in this order (default: share, noShare, noLane). */
+  phases?: ReplayPhase[];
 }
+
+/** share: the drain's default replayKeys; noShare: replayKeys = keysPerClaim; noLane: no replay marks. */
+export type ReplayPhase = "share" | "noShare" | "noLane";
 
 export interface PhaseResult {
   liveP50Ms: number;
@@ -38,6 +50,8 @@ export interface PhaseResult {
   rewindMs: number;
   /** Whether the replay finished within maxSeconds. */
   complete: boolean;
+  /** The machine's 1-minute load average at the phase's end (it is shared). */
+  load: number;
 }
 
 export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
@@ -80,6 +94,8 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
     createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }),
   );
   const admin = await benchClient(databaseUrl);
+  const keysPerClaim = o.keysPerClaim ?? 16;
+  let replayKeys: number | undefined; // undefined: the library's default share
   const appended = new Wakeup();
   const enqueued = new Wakeup();
   let stop = false;
@@ -92,7 +108,10 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
       }
     })(),
     ...consumers.map(async (c) => {
-      while (!stop) if ((await c.drain("bench", { budgetMs: 1000 })).batches === 0) await enqueued.wait(50);
+      while (!stop) {
+        const drained = await c.drain("bench", { budgetMs: 1000, keysPerClaim, replayKeys });
+        if (drained.batches === 0) await enqueued.wait(50);
+      }
     }),
   ]);
 
@@ -128,8 +147,9 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
   };
   const summary = (
     run: { samples: number[]; appendMs: number[] },
-    extra: Omit<PhaseResult, "liveP50Ms" | "liveP99Ms" | "liveSamples" | "appendP50Ms">,
+    extra: Omit<PhaseResult, "liveP50Ms" | "liveP99Ms" | "liveSamples" | "appendP50Ms" | "load">,
   ) => ({
+    load: loadavg()[0],
     liveP50Ms: percentile(run.samples, 50),
     liveP99Ms: percentile(run.samples, 99),
     liveSamples: run.samples.length,
@@ -137,11 +157,16 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
     ...extra,
   });
 
-  const results: Record<"baseline" | "replay" | "noLane", PhaseResult> = {} as never;
+  const results: { baseline: PhaseResult; phases: { name: ReplayPhase; result: PhaseResult }[] } = {
+    baseline: undefined as never,
+    phases: [],
+  };
   try {
     const base = await liveTraffic(o.baselineSeconds, () => false);
     results.baseline = summary(base, { replayEps: 0, rewindMs: 0, complete: true });
-    for (const name of ["replay", "noLane"] as const) {
+    for (const name of o.phases ?? (["share", "noShare", "noLane"] as const)) {
+      replayKeys = name === "noShare" ? keysPerClaim : undefined;
+      await sleep(1100); // every drain under way (budget 1 s) has ended: the next ones take it
       replayed = 0;
       let requeued = Number.POSITIVE_INFINITY;
       let rewindMs = 0;
@@ -168,7 +193,7 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
       const drainUntil = performance.now() + o.maxSeconds * 1000;
       while (replayed < requeued && performance.now() < drainUntil) await sleep(20);
       const seconds = (performance.now() - startedAt) / 1000;
-      results[name] = summary(run, { replayEps: replayed / seconds, rewindMs, complete });
+      results.phases.push({ name, result: summary(run, { replayEps: replayed / seconds, rewindMs, complete }) });
     }
   } finally {
     stop = true;

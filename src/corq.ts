@@ -139,6 +139,9 @@ export interface Corq {
    * `ctx.signal` aborts too, and a handler that then throws has its lease released at once
    * (outcome "released": the key is ready again now, no attempt counted) — never while the
    * handler still runs.
+   * A replay's share: of the keysPerClaim keys in hand, at most `replayKeys` are replaying
+   * (working through events a rewind queued; default a quarter of keysPerClaim, at least 1),
+   * and a claim takes live keys first — so a large replay leaves the rest to live traffic.
    */
   drain(
     subscription: string,
@@ -146,6 +149,7 @@ export interface Corq {
       budgetMs?: number;
       maxBatches?: number;
       keysPerClaim?: number;
+      replayKeys?: number;
       stop?: AbortSignal;
       abort?: AbortSignal;
     },
@@ -295,6 +299,8 @@ const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),
   maxBatches: z.number().int().min(1).default(1_000_000),
   keysPerClaim: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).default(DEFAULT_KEYS_PER_CLAIM),
+  // at least one: a consumer that never takes a replaying key would leave a replay to others
+  replayKeys: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).optional(),
 });
 const slotNumber = z.number().int().min(1).max(1000);
 const slotOptions = z.object({
@@ -453,11 +459,17 @@ export function createCorq(options: CorqOptions): Corq {
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { stop, abort, ...limits } = drainOpts;
-      const { budgetMs, maxBatches, keysPerClaim } = parseOrThrow(drainOptions, limits, "invalid_input", "options");
+      const { budgetMs, maxBatches, keysPerClaim, replayKeys } = parseOrThrow(
+        drainOptions,
+        limits,
+        "invalid_input",
+        "options",
+      );
       const results = await drainKeys(await executor(), { name, code: code.get(name), holder }, corq, {
         deadline: Date.now() + budgetMs,
         maxBatches,
         keysPerClaim,
+        replayKeys,
         stop,
         abort,
       });

@@ -354,7 +354,11 @@ try {
     say(
       "| keys per claim | phase | live p50 ms | live p99 ms | of which the append, p50 ms | live events | replayed events/s | rewind call ms | load |\n|---|---|---|---|---|---|---|---|---|",
     );
-    const names = { share: "replay, with the share (corq)", noShare: "replay, no share (lane only)", noLane: "replay, no lane" };
+    const names = {
+      share: "replay, with the share (corq)",
+      noShare: "replay, no share (lane only)",
+      noLane: "replay, no lane",
+    };
     const row = (kpc: number, name: string, p: PhaseResult) =>
       say(
         `| ${kpc} | ${name} | ${p.liveP50Ms.toFixed(1)} | ${p.liveP99Ms.toFixed(1)} | ${p.appendP50Ms.toFixed(1)} | ${p.liveSamples} | ${p.replayEps ? fmt(p.replayEps) : "–"}${p.complete ? "" : " (not done in time)"} | ${p.rewindMs ? fmt(p.rewindMs) : "–"} | ${p.load.toFixed(1)} |`,

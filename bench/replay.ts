@@ -42,6 +42,11 @@ export interface PhaseResult {
   liveP50Ms: number;
   liveP99Ms: number;
   liveSamples: number;
+  /**
+   * Of the live events appended after the rewind call returned, the p50: what the claims do
+   * (the rewind call holds the subscription's advance: events appended during it wait for it).
+   */
+  afterRewindP50Ms: number;
   /** Of the live latency, the append itself (its commit waits for the WAL flush). */
   appendP50Ms: number;
   /** Replayed events handled per second while live traffic ran (0 for the baseline). */
@@ -66,7 +71,8 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
   await settle.query("VACUUM (ANALYZE) corq.events");
   await settle.end();
 
-  const live: { key: string; ms: number }[] = [];
+  const live: { key: string; ms: number; t0: number }[] = [];
+  let rewindEnded = Number.POSITIVE_INFINITY; // epoch ms the phase's rewind call returned
   // live keys that had events before a rewind read the log are replayed too (they are in the
   // range): their latency is a replaying key's, not a live one's, and is left out
   const rewoundLive = new Set<string>();
@@ -84,7 +90,7 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
         if (e.replay) {
           replayed++;
           if (data.live) rewoundLive.add(data.key);
-        } else if (data.live) live.push({ key: data.key, ms: now - (data.t0 ?? now) });
+        } else if (data.live) live.push({ key: data.key, ms: now - (data.t0 ?? now), t0: data.t0 ?? now });
       }
     },
   };
@@ -142,13 +148,16 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
     await Promise.all(appends);
     const deadline = Date.now() + 30_000;
     while (live.length < appends.length && Date.now() < deadline) await sleep(10);
-    const samples = live.filter((l) => !rewoundLive.has(l.key)).map((l) => l.ms);
-    return { samples, appendMs, seconds: (Date.now() - started) / 1000 };
+    const counted = live.filter((l) => !rewoundLive.has(l.key));
+    const samples = counted.map((l) => l.ms);
+    const afterRewind = counted.filter((l) => l.t0 >= rewindEnded).map((l) => l.ms);
+    return { samples, afterRewind, appendMs, seconds: (Date.now() - started) / 1000 };
   };
   const summary = (
-    run: { samples: number[]; appendMs: number[] },
-    extra: Omit<PhaseResult, "liveP50Ms" | "liveP99Ms" | "liveSamples" | "appendP50Ms" | "load">,
+    run: { samples: number[]; afterRewind: number[]; appendMs: number[] },
+    extra: Omit<PhaseResult, "liveP50Ms" | "liveP99Ms" | "liveSamples" | "appendP50Ms" | "load" | "afterRewindP50Ms">,
   ) => ({
+    afterRewindP50Ms: run.afterRewind.length > 0 ? percentile(run.afterRewind, 50) : Number.NaN,
     load: loadavg()[0],
     liveP50Ms: percentile(run.samples, 50),
     liveP99Ms: percentile(run.samples, 99),
@@ -168,6 +177,7 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
       replayKeys = name === "noShare" ? keysPerClaim : undefined;
       await sleep(1100); // every drain under way (budget 1 s) has ended: the next ones take it
       replayed = 0;
+      rewindEnded = Number.POSITIVE_INFINITY;
       let requeued = Number.POSITIVE_INFINITY;
       let rewindMs = 0;
       let startedAt = 0;
@@ -177,6 +187,7 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
         const t0 = performance.now();
         requeued = (await corq.rewind("bench", { to: "beginning" })).requeued;
         rewindMs = performance.now() - t0;
+        rewindEnded = Date.now();
         // the comparison: no key is marked replaying, so claims go by waiting time alone
         // (the rows locked in key order, as every writer of key rows does: consumers settle meanwhile)
         if (name === "noLane")

@@ -349,7 +349,7 @@ try {
       "replay",
     );
     say(
-      "A rewind of the whole subscription per phase; the phases alternate with and without the replay's share (replayKeys: of each consumer's keys in hand at most a quarter replaying; without it, all of them may be). "After the rewind call" counts only the live events appended once the rewind call returned (during the call the subscription's advance waits for it). `load` is the machine's 1-minute load average at the phase's end (2 cores, shared).\n",
+      "A rewind of the whole subscription per phase; the phases alternate with and without the replay's share (replayKeys: of each consumer's keys in hand at most a quarter replaying; without it, all of them may be). The column “after the rewind call” counts only the live events appended once the rewind call returned (during the call the subscription's advance waits for it). `load` is the machine's 1-minute load average at the phase's end (2 cores, shared).\n",
     );
     say(
       "| keys per claim | phase | live p50 ms | live p99 ms | live p50 ms after the rewind call | of which the append, p50 ms | live events | replayed events/s | rewind call ms | load |\n|---|---|---|---|---|---|---|---|---|---|",

@@ -218,12 +218,13 @@ describe("subscriptions, driving and dead letters", () => {
       ).rows;
     const nameOf = async (stream: string) =>
       (await state.db.query("SELECT name FROM example.visitors WHERE stream = $1", [stream])).rows;
-    const register = (stream: string, name: string) =>
-      api("POST", `/streams/${stream}/events`, { body: { events: [{ name: "Registered", data: { name } }] } });
+    // behind the API's back: an append over HTTP kicks a dispatch of its own, which could still be
+    // at work when the subscription is resumed
+    const register = (stream: string, name: string) => appendQuietly(stream, { name: "Registered", data: { name } });
 
     // the whole subscription
     await api("POST", "/subscriptions/visitor-directory/pause");
-    expect((await register("visitor-wake-1", "Wes")).status).toBe(201);
+    await register("visitor-wake-1", "Wes");
     await api("POST", "/advance");
     expect(await pendingOf("visitor-wake-1")).toEqual([{ pending: 1, paused: false }]);
     expect(await nameOf("visitor-wake-1")).toEqual([]);
@@ -233,7 +234,7 @@ describe("subscriptions, driving and dead letters", () => {
     // one key
     const key = "/subscriptions/visitor-directory/keys/visitor-wake-2";
     expect((await api("POST", `${key}/pause`)).status).toBe(200);
-    expect((await register("visitor-wake-2", "Vi")).status).toBe(201);
+    await register("visitor-wake-2", "Vi");
     await api("POST", "/advance");
     expect(await pendingOf("visitor-wake-2")).toEqual([{ pending: 1, paused: true }]);
     expect(await nameOf("visitor-wake-2")).toEqual([]);

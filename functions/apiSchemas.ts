@@ -60,6 +60,17 @@ export const consumeHeaders = z.object({
   "corq-slot": count.optional().describe("the consumer slot a dispatcher claimed (internal)"),
 });
 
+export const dispatchHeaders = z.object({
+  "corq-after-horizon": z
+    .string()
+    .optional()
+    .describe(
+      "internal: a kick's retry — wait (a few seconds at most) until no committed event waits above the xmin horizon, answer 202, then advance and dispatch",
+    ),
+});
+/** POST /dispatch with corq-after-horizon */
+export const horizonRetry = z.object({ horizonPassed: z.boolean() });
+
 export const tokenParams = z.object({ id: tokenId });
 /** POST /tokens */
 export const tokenBody = tokenInput;

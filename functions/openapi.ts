@@ -236,7 +236,14 @@ export const apiRoutes: ApiRoute[] = [
     summary: "What the cron does: advance, then start consumer invocations",
     tag: "pipeline",
     access: "admin",
-    answers: { 200: { description: "what was advanced and dispatched", schema: s.dispatched } },
+    headers: s.dispatchHeaders,
+    answers: {
+      200: { description: "what was advanced and dispatched", schema: s.dispatched },
+      202: {
+        description: "with corq-after-horizon: the horizon passed (or the wait gave up); advance and dispatch follow",
+        schema: s.horizonRetry,
+      },
+    },
   },
   {
     method: "post",

@@ -33,6 +33,7 @@ import { pauseKey, resumeKey } from "./sql/operate/pauseKey.js";
 import { kicksPending } from "./sql/advance/advanceSubscription.js";
 import { rewindSubscription } from "./rewind.js";
 import { readyKeys } from "./sql/consume/readyKeys.js";
+import { eventsAboveHorizon } from "./sql/advance/eventsAboveHorizon.js";
 import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consume/consumerSlots.js";
 import {
   deleteSubscription,
@@ -312,9 +313,19 @@ export function createCorq(options: CorqOptions): Corq {
           want: left,
           covered: (slotOpts.covered ?? 0) + plan.slots.length,
         });
-        return { advanced: first.advanced, ready: more.ready, slots: [...plan.slots, ...more.slots] };
+        return {
+          advanced: first.advanced,
+          ready: more.ready,
+          slots: [...plan.slots, ...more.slots],
+          waiting: more.waiting,
+        };
       }
       return { advanced: first.advanced, ...plan };
+    },
+
+    async horizonWaiting() {
+      const [row] = await (await executor()).run<{ waiting: boolean }>(eventsAboveHorizon());
+      return row?.waiting === true;
     },
 
     async releaseSlot(slot) {
@@ -600,10 +611,11 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
 async function claimSlots(
   db: Executor,
   options: { max: number; want: number; holdMs: number; codeSubscriptions: string[]; covered?: number },
-): Promise<{ ready: [string, number][]; slots: number[] }> {
+): Promise<{ ready: [string, number][]; slots: number[]; waiting: boolean }> {
   const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options));
   return {
     ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
     slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
+    waiting: rows.some((row) => row.waiting === true),
   };
 }

@@ -307,7 +307,9 @@ export interface Corq {
    * ones named in `codeSubscriptions`) and their count, up to `max`; and a consumer slot per
    * ready key, up to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent
    * dispatchers get different slots, so at most `max` consumers run. Start one consumer per
-   * slot returned; it calls releaseSlot(slot) when done.
+   * slot returned; it calls releaseSlot(slot) when done. `waiting`: committed events wait above
+   * the xmin horizon (an older transaction still runs), so no advance can take them yet — see
+   * horizonWaiting().
    */
   claimSlots(options: {
     max: number;
@@ -316,8 +318,13 @@ export interface Corq {
     codeSubscriptions: string[];
     /** ready keys the caller already holds slots for (a dispatcher's second look) */
     covered?: number;
-  }): Promise<{ ready: [string, number][]; slots: number[] }>;
+  }): Promise<{ ready: [string, number][]; slots: number[]; waiting: boolean }>;
   releaseSlot(slot: number): Promise<void>;
+  /**
+   * Whether committed events wait above the xmin horizon: an advance cannot take them until the
+   * older transactions still running end, and nothing wakes anyone when they do.
+   */
+  horizonWaiting(): Promise<boolean>;
   /**
    * A dispatcher's wake-up (an append's kick, the cron): advance({ coalesce: true, eventNames })
    * and then claimSlots(slots). The advance's re-check for the kicks others left meanwhile runs
@@ -328,7 +335,7 @@ export interface Corq {
   kick(options: {
     eventNames?: string[];
     slots: Parameters<Corq["claimSlots"]>[0];
-  }): Promise<{ advanced: Record<string, number>; ready: [string, number][]; slots: number[] }>;
+  }): Promise<{ advanced: Record<string, number>; ready: [string, number][]; slots: number[]; waiting: boolean }>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;

@@ -12,6 +12,7 @@ import {
   keysQuery,
   logQuery,
   releaseBody,
+  tailQuery,
   rewindBody,
   streamQuery,
 } from "./apiSchemas.js";
@@ -176,6 +177,11 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     return c.json(await c.var.corq().readLog({ after, limit }));
   });
 
+  app.get("/events/tail", requireScope("read"), async (c) => {
+    const { before, limit } = query(c, tailQuery);
+    return c.json(await c.var.corq().logTail({ before, limit }));
+  });
+
   app.get("/subscriptions", requireScope("read"), async (c) =>
     c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }),
   );
@@ -198,7 +204,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   app.get("/subscriptions/:name/keys", requireScope("read"), async (c) => {
     const name = param(c, "name", subscriptionName);
-    return c.json({ keys: await c.var.corq().keys(name, query(c, keysQuery)) });
+    return c.json(await c.var.corq().keyPage(name, query(c, keysQuery)));
   });
 
   for (const action of ["pause", "resume"] as const) {

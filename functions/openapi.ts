@@ -87,6 +87,15 @@ export const apiRoutes: ApiRoute[] = [
   },
   {
     method: "get",
+    path: "/events/tail",
+    summary: "The newest events of the log, newest first, paged backwards (for display: not the safe read order)",
+    tag: "log",
+    access: "read",
+    query: s.tailQuery,
+    answers: { 200: { description: "a page; `next` is the cursor to pass as `before`", schema: s.tailPage } },
+  },
+  {
+    method: "get",
     path: "/subscriptions",
     summary: "Every subscription with its stats",
     tag: "subscriptions",
@@ -137,7 +146,10 @@ export const apiRoutes: ApiRoute[] = [
     access: "read",
     params: s.nameParams,
     query: s.keysQuery,
-    answers: { 200: { description: "keys in key order after `after`", schema: s.keyList }, 404: unknownSubscription },
+    answers: {
+      200: { description: "keys in key order after `after`; `next` is the cursor to the next page", schema: s.keyList },
+      404: unknownSubscription,
+    },
   },
   ...(["pause", "resume"] as const).map(
     (action): ApiRoute => ({

@@ -177,6 +177,16 @@ export interface BatchRecord {
   outcome: "acked" | "failed" | "dead" | "expired";
 }
 
+/**
+ * The dashboard's batch timeline (Corq.timeline): bars of the most recently active keys, each
+ * the batches of one key with one outcome that started in one time slot; the totals count
+ * every batch of the window.
+ */
+export interface TimelineData {
+  bars: (BatchRecord & { batches: number })[];
+  counts: Record<BatchRecord["outcome"], number>;
+}
+
 /** A scoped API token as listed (Corq.listTokens, GET /tokens): never its secret. */
 export interface TokenInfo {
   id: string;
@@ -341,6 +351,14 @@ export interface Corq {
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
+  /**
+   * The same page with its cursor: `next` is the key to pass as `after` for the page after
+   * this one, null when there is none (one row more is read to know).
+   */
+  keyPage(
+    subscription: string,
+    options?: { status?: KeyStatus; after?: string; limit?: number },
+  ): Promise<{ keys: KeyState[]; next: string | null }>;
   /** One key of a subscription (unknown_key when it has no row: no event of it was ever queued, nor was it paused). */
   key(subscription: string, key: string): Promise<KeyState>;
   /**
@@ -389,8 +407,17 @@ export interface Corq {
   throughput(options?: { windowMs?: number; bucketMs?: number }): Promise<Record<string, number[]>>;
   /** Forgets batch records older than `olderThanMs` (default 15 min); the Worker's cron calls it. */
   pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
-  /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
-  logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
+  /**
+   * The newest events of the log, newest first (for display; readLog is the safe cursor read),
+   * below position `before` when given; `next` is the `before` of the older page, null at the
+   * log's beginning.
+   */
+  logTail(options?: { before?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /**
+   * The batch timeline over the last `sinceMs` (default 5 min): the `maxKeys` (40) most
+   * recently active keys, their batches merged into `sinceMs / 300` slots, the whole window.
+   */
+  timeline(options?: { subscription?: string; sinceMs?: number; maxKeys?: number }): Promise<TimelineData>;
   /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
   metrics(): Promise<MetricsSnapshot>;
   /**

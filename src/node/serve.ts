@@ -8,6 +8,7 @@
 //                           process's one corq (one pool) instead of a handle per request
 //   executionCtx.waitUntil  background work tracked here and awaited at shutdown
 //   the cron                the runner: NOTIFY wake-ups, next-due timers and a safety net
+import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
 import { serve as listen } from "@hono/node-server";
@@ -16,6 +17,7 @@ import { z } from "zod";
 import { createApi } from "../../functions/api.js";
 import type { OpenCorq } from "../../functions/database.js";
 import { settings, type Env } from "../../functions/env.js";
+import { createTokenCache } from "../../functions/tokenCache.js";
 import { createCorq } from "../corq.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/notify.js";
@@ -66,6 +68,8 @@ const nodeSettingsSchema = z.object({
   CORQ_SHUTDOWN_GRACE_MS: int(2000, 0, 600_000),
   /** Connections of the HTTP API's pool (the consumers have one of CORQ_CONCURRENCY + 2 of their own). */
   CORQ_POOL_SIZE: int(10, 1, 1000),
+  /** How long a verified scoped token is trusted without a lookup (ms; 0: every request looks it up). */
+  CORQ_TOKEN_CACHE_MS: int(1000, 0, 60_000),
 });
 
 export function nodeSettings(env: Record<string, string | undefined>) {
@@ -78,6 +82,7 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     shutdownMs: parsed.CORQ_SHUTDOWN_MS,
     shutdownGraceMs: parsed.CORQ_SHUTDOWN_GRACE_MS,
     poolSize: parsed.CORQ_POOL_SIZE,
+    tokenCacheMs: parsed.CORQ_TOKEN_CACHE_MS,
     pushAllowPrivate: base.pushAllowPrivate,
   };
 }
@@ -86,6 +91,9 @@ const reads = new Set(["GET", "HEAD", "OPTIONS"]);
 // writes that wake nobody: an append NOTIFYs by itself; /advance, /consume and /dispatch are
 // the caller driving the pipeline by hand (as on Workers, where they kick nothing either)
 const wakesNobody = /^\/(streams\/[^/]+\/events|advance|consume\/[^/]+|dispatch)\/?$/;
+const NOTIFY_EVERY_MS = 5;
+const appendPath = /^\/streams\/[^/]+\/events\/?$/;
+const tokenPath = /^\/tokens\/[^/]+\/?$/;
 
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const env = options.env ?? process.env;
@@ -101,18 +109,19 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // Two pools: the consumers' (one connection each, and the advancer's) and the API's, so
     // requests never queue behind consumers for a connection (measured: with one shared pool,
     // 8 draining consumers pushed appends at 200/s to seconds).
-    const make = (poolSize: number) =>
+    const make = (poolSize: number, notify: boolean) =>
       createCorq({
         databaseUrl,
         subscriptions: options.subscriptions,
         migrations: options.migrations,
         poolSize,
-        notify: true,
+        notify,
         pushAllowPrivate: knobs.pushAllowPrivate,
       });
-    const corq = make(knobs.concurrency + 2);
+    const corq = make(knobs.concurrency + 2, true);
     closers.push(() => corq.close());
-    const apiCorq = make(knobs.poolSize);
+    // the API's appends wake this process directly and NOTIFY the others from `fetch` below
+    const apiCorq = make(knobs.poolSize, false);
     closers.push(() => apiCorq.close());
     if (options.migrate !== false) await corq.migrate();
     // the runner's own statements, the wake-ups and the dashboard's sessions: a small pool of their own
@@ -130,9 +139,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       safetyNetMs: knobs.safetyNetMs,
       log,
     });
+    const tokens = createTokenCache({ ttlMs: knobs.tokenCacheMs });
     const listener = listenForWakes({
       connectionString: databaseUrl,
-      onWake: (payload) => runner.wake(payload),
+      onWake: (payload) => (payload === "tokens" ? tokens.clear() : runner.wake(payload)),
       onConnected: () => runner.recheck(),
       log,
     });
@@ -150,7 +160,22 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       void tracked.finally(() => background.delete(tracked));
     };
     const opened: OpenCorq = { corq: apiCorq, db, statements: () => 0, end: async () => undefined };
-    const appEnv: Env = { ...env, CORQ_NODE: { open: () => opened } };
+    // The other processes hear of this process's appends by one NOTIFY per NOTIFY_EVERY_MS at
+    // most, on this process's own pool (not the API's): at 1,000 appends/s a NOTIFY after every
+    // commit (one in flight) was a statement per two appends, half of them queued on the API's
+    // pool behind appends (measured, bench/serveProbe.ts). They wait that long at most, and
+    // only for what this process cannot take: it advances at once and consumes on its own slots.
+    let notifyTimer: NodeJS.Timeout | undefined;
+    const appended = () => {
+      runner.wake("append");
+      notifyTimer ??= setTimeout(() => {
+        notifyTimer = undefined;
+        track(db.run(notifyWake("append")));
+      }, NOTIFY_EVERY_MS);
+    };
+    closers.push(async () => clearTimeout(notifyTimer));
+    const sha256 = (text: string) => new Uint8Array(createHash("sha256").update(text).digest());
+    const appEnv: Env = { ...env, CORQ_NODE: { open: () => opened, sha256, tokens } };
     const api = createApi(options.subscriptions);
     const fetch = async (request: Request) => {
       const response = await api.fetch(request, appEnv, {
@@ -158,10 +183,18 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         passThroughOnException: () => undefined,
         props: {},
       });
-      // A write that may have made keys ready or subscriptions advanceable (resume, release,
-      // rewind, a new subscription): every process advances and looks at once, not at its
-      // safety net.
-      if (!reads.has(request.method) && response.status < 400 && !wakesNobody.test(new URL(request.url).pathname)) {
+      if (reads.has(request.method) || response.status >= 400) return response;
+      const path = new URL(request.url).pathname;
+      if (appendPath.test(path)) appended();
+      else if (request.method === "DELETE" && tokenPath.test(path)) {
+        // a revoked token: 401 from the next request on here, and in the other processes once
+        // they hear it (or their cache entry ends: CORQ_TOKEN_CACHE_MS)
+        tokens.clear();
+        track(db.run(notifyWake("tokens")));
+      } else if (!wakesNobody.test(path)) {
+        // A write that may have made keys ready or subscriptions advanceable (resume, release,
+        // rewind, a new subscription): every process advances and looks at once, not at its
+        // safety net.
         track(db.run(notifyWake("append", "ready")));
       }
       return response;

@@ -58,7 +58,8 @@ export function listenForWakes(options: WakeListenerOptions): WakeListener {
     next.on("end", () => lost());
     next.on("notification", (message) => {
       if (message.channel !== WAKE_CHANNEL) return;
-      if (message.payload === "append" || message.payload === "ready") options.onWake(message.payload);
+      const payload = message.payload;
+      if (payload === "append" || payload === "ready" || payload === "tokens") options.onWake(payload);
     });
     try {
       await next.connect();

@@ -127,6 +127,20 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // the runner's own statements, the wake-ups and the dashboard's sessions: a small pool of their own
     const ownPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
     ownPool.on("error", () => undefined);
+    // Every NOTIFY this process sends goes through this pool, and it has woken itself already
+    // (below): its own notifications, which Postgres delivers to its LISTEN too, are ignored,
+    // known by their sender's backend pid. Without it every append over HTTP ran the advancer
+    // twice at low rates (once woken, once more by its own echo).
+    const ownBackends = new Set<number>();
+    const backendOf = (client: unknown) => (client as { processID?: number | null }).processID;
+    ownPool.on("connect", (client) => {
+      const pid = backendOf(client);
+      if (pid) ownBackends.add(pid);
+    });
+    ownPool.on("remove", (client) => {
+      const pid = backendOf(client);
+      if (pid) ownBackends.delete(pid);
+    });
     closers.push(() => ownPool.end());
     const db = createExecutor(ownPool as never);
 
@@ -142,7 +156,11 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const tokens = createTokenCache({ ttlMs: knobs.tokenCacheMs });
     const listener = listenForWakes({
       connectionString: databaseUrl,
-      onWake: (payload) => (payload === "tokens" ? tokens.clear() : runner.wake(payload)),
+      onWake: (payload, sender) => {
+        if (ownBackends.has(sender)) return;
+        if (payload === "tokens") tokens.clear();
+        else runner.wake(payload);
+      },
       onConnected: () => runner.recheck(),
       log,
     });
@@ -195,6 +213,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         // A write that may have made keys ready or subscriptions advanceable (resume, release,
         // rewind, a new subscription): every process advances and looks at once, not at its
         // safety net.
+        runner.recheck();
         track(db.run(notifyWake("append", "ready")));
       }
       return response;

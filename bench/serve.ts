@@ -86,8 +86,11 @@ export async function serveLatency(
     via?: "http" | "library";
     /** More environment for the serve process (a variant's knobs, a profiler). */
     env?: Record<string, string>;
+    /** Streams the appends go to, round robin (default 8, the library loop's workload). */
+    streams?: number;
   },
 ) {
+  const streams = options.streams ?? 8;
   const serve = await startBenchServe(databaseUrl, options.env);
   const producer = options.via === "library" ? createCorq({ databaseUrl, poolSize: 8, notify: true }) : undefined;
   const overHttp = appender(serve.url);
@@ -97,7 +100,7 @@ export async function serveLatency(
     : overHttp;
   try {
     // warm-up: connections, JIT, prepared statements
-    for (let i = 0; i < 200; i++) await post(`s${i % 8}`, `k${i % 1000}`);
+    for (let i = 0; i < 200; i++) await post(`s${i % streams}`, `k${i % 1000}`);
     await sleep(500);
     const total = Math.round(options.rate * options.seconds);
     const cpuBefore = serve.cpuSeconds();
@@ -116,7 +119,7 @@ export async function serveLatency(
       const sent = now();
       sentLate.push(sent - at);
       inFlight.push(
-        post(`s${i % 8}`, `k${i % 1000}`).then(
+        post(`s${i % streams}`, `k${i % 1000}`).then(
           (position) => {
             due.set(position, at);
             answeredIn.set(position, now() - sent);

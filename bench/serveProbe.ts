@@ -6,7 +6,9 @@
 //                           [--profile] [--idle] [KEY=VALUE …]   (KEY=VALUE: more env for serve)
 //
 // --before: a checkout of the code to compare with (its bench/serveEntry.ts is started from there).
-// --variants "after;pool32:CORQ_POOL_SIZE=32": configurations of this checkout, by label.
+// --variants "after;pool32:CORQ_POOL_SIZE=32": configurations of this checkout, by label
+// (STREAMS=64: the appends go to 64 streams instead of 8; VIA=library: appended from the
+// library with notify: true instead of over HTTP).
 import { loadavg } from "node:os";
 import { mkdirSync } from "node:fs";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
@@ -44,7 +46,15 @@ async function run(label: string, rate: number, env: Record<string, string>, idl
   try {
     const loadBefore = load();
     const c0 = await commits();
-    const r = await serveLatency(url, { rate, seconds, env, idleSeconds: idle ? 10 : undefined });
+    const { STREAMS: streams = "8", VIA: via = "http", ...serveEnv } = env;
+    const r = await serveLatency(url, {
+      rate,
+      seconds,
+      env: serveEnv,
+      streams: Number(streams),
+      via: via === "library" ? "library" : "http",
+      idleSeconds: idle ? 10 : undefined,
+    });
     const perAppend = ((await commits()) - c0) / (r.appends + 200);
     console.log(
       `| ${label} | ${rate} | ${f(r.p50Ms)} / ${f(r.p99Ms)} | ${f(r.requestP50Ms)} / ${f(r.requestP99Ms)} | ${f(r.inDatabaseP50Ms)} / ${f(r.inDatabaseP99Ms)} | ${r.loadCpuPercent.toFixed(0)}% | ${r.idleCpuPercent === undefined ? "—" : `${r.idleCpuPercent.toFixed(2)}%`} | ${perAppend.toFixed(2)} | ${r.failed} | ${loadBefore} → ${load()} |`,

@@ -91,7 +91,19 @@ export async function serveLatency(
   },
 ) {
   const streams = options.streams ?? 8;
-  const serve = await startBenchServe(databaseUrl, options.env);
+  // SPLIT=1: the HTTP API in one process (CORQ_ROLE=api), the consumers in another (worker)
+  const { SPLIT: split, ...env } = options.env ?? {};
+  const worker = await startBenchServe(databaseUrl, split === "1" ? { ...env, CORQ_ROLE: "worker" } : env);
+  const api = split === "1" ? await startBenchServe(databaseUrl, { ...env, CORQ_ROLE: "api" }) : undefined;
+  const serve = {
+    url: api?.url ?? worker.url,
+    handled: worker.handled,
+    cpuSeconds: () => worker.cpuSeconds() + (api?.cpuSeconds() ?? 0),
+    stop: async () => {
+      await api?.stop();
+      return worker.stop();
+    },
+  };
   const producer = options.via === "library" ? createCorq({ databaseUrl, poolSize: 8, notify: true }) : undefined;
   const overHttp = appender(serve.url);
   const post = producer

@@ -8,7 +8,8 @@
 // --before: a checkout of the code to compare with (its bench/serveEntry.ts is started from there).
 // --variants "after;pool32:CORQ_POOL_SIZE=32": configurations of this checkout, by label
 // (STREAMS=64: the appends go to 64 streams instead of 8; VIA=library: appended from the
-// library with notify: true instead of over HTTP).
+// library with notify: true instead of over HTTP; SPLIT=1: an API process and a worker process,
+// CPU the sum of both).
 import { loadavg } from "node:os";
 import { mkdirSync } from "node:fs";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";

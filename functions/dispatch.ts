@@ -4,6 +4,7 @@ import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { openCorq, type OpenCorq } from "./database.js";
 import { settings, type Env } from "./env.js";
 import { roundRobin } from "../src/roundRobin.js";
+import { coalesceKicks } from "./isolateKicks.js";
 
 export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
 
@@ -72,7 +73,28 @@ export async function advanceAndDispatch(
     let ready: [string, number][];
     let slots: number[];
     if (options.coalesce) {
-      ({ advanced, ready, slots } = await opened.corq.kick({ eventNames: options.eventNames, slots: slotOptions }));
+      const kick = (eventNames: string[] | undefined, covered: number) =>
+        opened.corq.kick({ eventNames, slots: { ...slotOptions, want: concurrency - covered, covered } });
+      // a kick that met another in this isolate left its event names with it: nothing to do here
+      ({ advanced, ready, slots } = (await coalesceKicks(
+        env.DATABASE_URL ?? "",
+        options.eventNames,
+        () => kick(options.eventNames, 0),
+        async (names, first) => {
+          try {
+            const more = await kick(names, first.slots.length);
+            return {
+              advanced: added(first.advanced, more.advanced),
+              ready: more.ready,
+              slots: [...first.slots, ...more.slots],
+            };
+          } catch (error) {
+            // the kicks left with this one are lost as a failed kick is (the cron advances); its own plan stands
+            console.error("corq: coalesced kick failed:", error);
+            return first;
+          }
+        },
+      )) ?? { advanced: {}, ready: [], slots: [] });
     } else {
       advanced = await opened.corq.advance();
       ({ ready, slots } = await opened.corq.claimSlots(slotOptions));
@@ -104,6 +126,12 @@ export async function advanceAndDispatch(
     else await result.value.body?.cancel();
   }
   return { advanced, dispatched: Math.max(0, plan.length - 1), consumedHere };
+}
+
+function added(a: Record<string, number>, b: Record<string, number>): Record<string, number> {
+  const sum = { ...a };
+  for (const [name, n] of Object.entries(b)) sum[name] = (sum[name] ?? 0) + n;
+  return sum;
 }
 
 /** Starts a consumer invocation in `slot` (it frees the slot, or hands it on, when done). */

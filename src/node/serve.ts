@@ -20,7 +20,7 @@ import { settings, type Env } from "../../functions/env.js";
 import { createTokenCache } from "../../functions/tokenCache.js";
 import { createCorq, type Corq } from "../corq.js";
 import { createExecutor } from "../db/executor.js";
-import { notifyWake } from "../sql/notify.js";
+import { notifyWake } from "../sql/log/notify.js";
 import type { SubscriptionDefinition } from "../types.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
@@ -156,7 +156,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       if (pid) ownBackends.delete(pid);
     });
     closers.push(() => ownPool.end());
-    const db = createExecutor(ownPool as never);
+    const db = createExecutor(ownPool);
 
     const runner = corq
       ? createRunner({

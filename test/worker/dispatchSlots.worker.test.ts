@@ -61,4 +61,31 @@ describe("consumer slots", () => {
     );
     expect(rows[0].busy).toBeLessThanOrEqual(CONCURRENCY);
   });
+
+  it("kicks that meet in one isolate lose no event name: 40 concurrent appends of 4 names, each taken by its own subscription", async () => {
+    const names = ["Red", "Green", "Blue", "Gray"];
+    for (const name of names) {
+      const created = await api("PUT", `/subscriptions/colour-${name.toLowerCase()}`, {
+        body: { events: [name], batchSize: 10, deliver: { url: hook.receiver.url } },
+      });
+      expect(created.status).toBe(201);
+    }
+    hook.receiver.behave(() => ({}));
+    const appends = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        api("POST", `/streams/colour-${i}/events`, { body: { events: [{ name: names[i % 4], data: { i } }] } }),
+      ),
+    );
+    expect(appends.every((a) => a.status === 201)).toBe(true);
+    // no cron: a name dropped by the coalescing would leave its subscription's events queued forever
+    await eventually(
+      async () => {
+        const delivered = new Set(
+          hook.receiver.deliveries.flatMap((d) => d.events.map((e) => `${e.name}:${(e.data as { i: number }).i}`)),
+        );
+        expect(delivered.size).toBe(40);
+      },
+      { timeoutMs: 30_000 },
+    );
+  });
 });

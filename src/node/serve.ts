@@ -100,8 +100,8 @@ export function nodeSettings(env: Record<string, string | undefined>) {
 }
 
 const reads = new Set(["GET", "HEAD", "OPTIONS"]);
-// writes that wake nobody: an append NOTIFYs by itself; /advance, /consume and /dispatch are
-// the caller driving the pipeline by hand (as on Workers, where they kick nothing either)
+// writes that wake nobody: an append wakes in its own way (`appended`); /advance, /consume and
+// /dispatch are the caller driving the pipeline by hand (as on Workers, where they kick nothing either)
 const wakesNobody = /^\/(streams\/[^/]+\/events|advance|consume\/[^/]+|dispatch)\/?$/;
 const NOTIFY_EVERY_MS = 5;
 const appendPath = /^\/streams\/[^/]+\/events\/?$/;

@@ -25,7 +25,14 @@ import { logHead, logPosition, subscriptionStats } from "./sql/inspect/subscript
 import { listBatchDurations, type BatchDurationRow } from "./sql/inspect/batchDurations.js";
 import { listKeys } from "./sql/inspect/listKeys.js";
 import { listDeadLetters } from "./sql/inspect/listDeadLetters.js";
-import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/activity/activity.js";
+import {
+  ackedPerBucket,
+  batchCounts,
+  logTail,
+  pruneActivity,
+  recentBatches,
+  timelineBatches,
+} from "./sql/activity/activity.js";
 import { releaseDeadKeys } from "./sql/operate/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/consume/webhookIds.js";
 import { setPaused } from "./sql/operate/setPaused.js";
@@ -33,6 +40,7 @@ import { pauseKey, resumeKey } from "./sql/operate/pauseKey.js";
 import { kicksPending } from "./sql/advance/advanceSubscription.js";
 import { rewindSubscription } from "./rewind.js";
 import { readyKeys } from "./sql/consume/readyKeys.js";
+import { eventsAboveHorizon } from "./sql/advance/eventsAboveHorizon.js";
 import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consume/consumerSlots.js";
 import {
   deleteSubscription,
@@ -53,7 +61,7 @@ import {
   type KeyRow,
   type StatsRow,
 } from "./rows.js";
-import type { Corq, CorqOptions, SubscriptionStats } from "./types.js";
+import type { BatchRecord, Corq, CorqOptions, SubscriptionStats } from "./types.js";
 
 const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional() });
@@ -93,7 +101,23 @@ const throughputOptions = z
   })
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
-const logTailOptions = z.object({ limit: limit(1000, 50) });
+const logTailOptions = z.object({
+  before: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  limit: limit(1000, 50),
+});
+const timelineOptions = z.object({
+  subscription: subscriptionName.optional(),
+  sinceMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(24 * HOUR_MS)
+    .default(300_000),
+  maxKeys: z.number().int().min(1).max(200).default(40),
+});
+/** Bars of the timeline: at most this many slots across the window, and this many bars in all. */
+const TIMELINE_SLOTS = 300;
+const TIMELINE_BARS = 10_000;
 /** Keys a drain claims per statement when not told (bench/RESULTS.md, "Keys per claim"). */
 export const DEFAULT_KEYS_PER_CLAIM = 16;
 export const MAX_KEYS_PER_CLAIM = 256;
@@ -305,9 +329,19 @@ export function createCorq(options: CorqOptions): Corq {
           want: left,
           covered: (slotOpts.covered ?? 0) + plan.slots.length,
         });
-        return { advanced: first.advanced, ready: more.ready, slots: [...plan.slots, ...more.slots] };
+        return {
+          advanced: first.advanced,
+          ready: more.ready,
+          slots: [...plan.slots, ...more.slots],
+          waiting: more.waiting,
+        };
       }
       return { advanced: first.advanced, ...plan };
+    },
+
+    async horizonWaiting() {
+      const [row] = await (await executor()).run<{ waiting: boolean }>(eventsAboveHorizon());
+      return row?.waiting === true;
     },
 
     async releaseSlot(slot) {
@@ -335,11 +369,17 @@ export function createCorq(options: CorqOptions): Corq {
     subscription: knownSubscription,
 
     async keys(name, keyOpts = {}) {
+      return (await corq.keyPage(name, keyOpts)).keys;
+    },
+
+    async keyPage(name, keyOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const parsed = parseOrThrow(keysOptions, keyOpts, "invalid_input", "options");
-      const rows = await (await executor()).run<KeyRow>(listKeys(name, parsed));
+      // one row more than the page: whether a next page exists, without an empty last page
+      const rows = await (await executor()).run<KeyRow>(listKeys(name, { ...parsed, limit: parsed.limit + 1 }));
       if (rows.length === 0) await knownSubscription(name); // empty page, or no such subscription?
-      return rows.map(toKeyState);
+      const keys = rows.slice(0, parsed.limit).map(toKeyState);
+      return { keys, next: rows.length > parsed.limit ? (keys.at(-1)?.key ?? null) : null };
     },
 
     async key(name, key) {
@@ -477,8 +517,30 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async logTail(tailOpts = {}) {
-      const { limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
-      return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
+      const { before, limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<EventRow>(logTail(max + 1, before));
+      const events = rows.slice(0, max).map(toStoredEvent);
+      return { events, next: rows.length > max ? (events.at(-1)?.position ?? null) : null };
+    },
+
+    async timeline(timelineOpts = {}) {
+      const { subscription, sinceMs, maxKeys } = parseOrThrow(
+        timelineOptions,
+        timelineOpts,
+        "invalid_input",
+        "options",
+      );
+      const db = await executor();
+      const slotMs = Math.max(1, Math.floor(sinceMs / TIMELINE_SLOTS));
+      const [bars, counted] = await Promise.all([
+        db.run<BatchRow & { batches: number }>(
+          timelineBatches({ subscription, sinceMs, maxKeys, slotMs, limit: TIMELINE_BARS }),
+        ),
+        db.run<{ outcome: BatchRecord["outcome"]; batches: number }>(batchCounts(subscription, sinceMs)),
+      ]);
+      const counts = { acked: 0, failed: 0, dead: 0, expired: 0 };
+      for (const row of counted) counts[row.outcome] = row.batches;
+      return { bars: bars.map((row) => ({ ...toBatchRecord(row), batches: row.batches })), counts };
     },
 
     async metrics() {
@@ -593,10 +655,11 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
 async function claimSlots(
   db: Executor,
   options: { max: number; want: number; holdMs: number; codeSubscriptions: string[]; covered?: number },
-): Promise<{ ready: [string, number][]; slots: number[] }> {
+): Promise<{ ready: [string, number][]; slots: number[]; waiting: boolean }> {
   const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options));
   return {
     ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
     slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
+    waiting: rows.some((row) => row.waiting === true),
   };
 }

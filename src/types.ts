@@ -177,6 +177,16 @@ export interface BatchRecord {
   outcome: "acked" | "failed" | "dead" | "expired";
 }
 
+/**
+ * The dashboard's batch timeline (Corq.timeline): bars of the most recently active keys, each
+ * the batches of one key with one outcome that started in one time slot; the totals count
+ * every batch of the window.
+ */
+export interface TimelineData {
+  bars: (BatchRecord & { batches: number })[];
+  counts: Record<BatchRecord["outcome"], number>;
+}
+
 /** A scoped API token as listed (Corq.listTokens, GET /tokens): never its secret. */
 export interface TokenInfo {
   id: string;
@@ -303,7 +313,9 @@ export interface Corq {
    * ones named in `codeSubscriptions`) and their count, up to `max`; and a consumer slot per
    * ready key, up to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent
    * dispatchers get different slots, so at most `max` consumers run. Start one consumer per
-   * slot returned; it calls releaseSlot(slot) when done.
+   * slot returned; it calls releaseSlot(slot) when done. `waiting`: committed events wait above
+   * the xmin horizon (an older transaction still runs), so no advance can take them yet — see
+   * horizonWaiting().
    */
   claimSlots(options: {
     max: number;
@@ -312,8 +324,13 @@ export interface Corq {
     codeSubscriptions: string[];
     /** ready keys the caller already holds slots for (a dispatcher's second look) */
     covered?: number;
-  }): Promise<{ ready: [string, number][]; slots: number[] }>;
+  }): Promise<{ ready: [string, number][]; slots: number[]; waiting: boolean }>;
   releaseSlot(slot: number): Promise<void>;
+  /**
+   * Whether committed events wait above the xmin horizon: an advance cannot take them until the
+   * older transactions still running end, and nothing wakes anyone when they do.
+   */
+  horizonWaiting(): Promise<boolean>;
   /**
    * A dispatcher's wake-up (an append's kick, the cron): advance({ coalesce: true, eventNames })
    * and then claimSlots(slots). The advance's re-check for the kicks others left meanwhile runs
@@ -324,12 +341,20 @@ export interface Corq {
   kick(options: {
     eventNames?: string[];
     slots: Parameters<Corq["claimSlots"]>[0];
-  }): Promise<{ advanced: Record<string, number>; ready: [string, number][]; slots: number[] }>;
+  }): Promise<{ advanced: Record<string, number>; ready: [string, number][]; slots: number[]; waiting: boolean }>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
   stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
+  /**
+   * The same page with its cursor: `next` is the key to pass as `after` for the page after
+   * this one, null when there is none (one row more is read to know).
+   */
+  keyPage(
+    subscription: string,
+    options?: { status?: KeyStatus; after?: string; limit?: number },
+  ): Promise<{ keys: KeyState[]; next: string | null }>;
   /** One key of a subscription (unknown_key when it has no row: no event of it was ever queued, nor was it paused). */
   key(subscription: string, key: string): Promise<KeyState>;
   /**
@@ -378,8 +403,17 @@ export interface Corq {
   throughput(options?: { windowMs?: number; bucketMs?: number }): Promise<Record<string, number[]>>;
   /** Forgets batch records older than `olderThanMs` (default 15 min); the Worker's cron calls it. */
   pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
-  /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
-  logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
+  /**
+   * The newest events of the log, newest first (for display; readLog is the safe cursor read),
+   * below position `before` when given; `next` is the `before` of the older page, null at the
+   * log's beginning.
+   */
+  logTail(options?: { before?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /**
+   * The batch timeline over the last `sinceMs` (default 5 min): the `maxKeys` (40) most
+   * recently active keys, their batches merged into `sinceMs / 300` slots, the whole window.
+   */
+  timeline(options?: { subscription?: string; sinceMs?: number; maxKeys?: number }): Promise<TimelineData>;
   /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
   metrics(): Promise<MetricsSnapshot>;
   /**

@@ -51,7 +51,12 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ackedPerBucket: (f) => [f(60_000, 10_000)],
   recordBatches: (f) => [f([batchRecord])],
   pruneActivity: (f) => [f(1000)],
-  logTail: (f) => [f(10)],
+  logTail: (f) => [f(10), f(10, 500)],
+  timelineBatches: (f) => [
+    f({ sinceMs: 60_000, maxKeys: 40, slotMs: 200, limit: 100 }),
+    f({ subscription: "s", sinceMs: 60_000, maxKeys: 40, slotMs: 200, limit: 100 }),
+  ],
+  batchCounts: (f) => [f(undefined, 60_000), f("s", 60_000)],
   readAdvanceBatch: (f) => [f(1, ["*"], 100), f(1, ["A", "B"], 100)],
   writeAdvanceBatch: (f) => [
     f(1, { read: through, last: through, matched: [{ tx: "10", position: 5, key: "k", invalid: null }] }),

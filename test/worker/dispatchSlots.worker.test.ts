@@ -81,11 +81,38 @@ describe("consumer slots", () => {
     await eventually(
       async () => {
         const delivered = new Set(
-          hook.receiver.deliveries.flatMap((d) => d.events.map((e) => `${e.name}:${(e.data as { i: number }).i}`)),
+          hook.receiver.deliveries
+            .filter((d) => d.subscription.startsWith("colour-"))
+            .flatMap((d) => d.events.map((e) => `${e.name}:${(e.data as { i: number }).i}`)),
         );
         expect(delivered.size).toBe(40);
       },
       { timeoutMs: 30_000 },
     );
+  });
+});
+
+describe("events that commit while an older transaction runs", () => {
+  it("are delivered once it ends, without a cron: the kick saw them above the horizon and retried", async () => {
+    const created = await api("PUT", "/subscriptions/late-comers", {
+      body: { events: ["Late"], deliver: { url: hook.receiver.url } },
+    });
+    expect(created.status).toBe(201);
+    const delivered = () => hook.receiver.deliveries.filter((d) => d.subscription === "late-comers").length;
+    // an older transaction with an id of its own holds the xmin horizon (in any database of the cluster)
+    const older = await state.db.connect();
+    try {
+      await older.query("BEGIN");
+      await older.query("SELECT pg_current_xact_id()");
+      const appended = await api("POST", "/streams/late-1/events", { body: { events: [{ name: "Late", data: {} }] } });
+      expect(appended.status).toBe(201);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      // the append's kick could not advance it past the horizon
+      expect(delivered()).toBe(0);
+      await older.query("COMMIT");
+    } finally {
+      older.release();
+    }
+    await eventually(async () => expect(delivered()).toBe(1), { timeoutMs: 10_000 });
   });
 });

@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { activity, batchDurations, events, subscriptions, throughput } from "../../db/schema.js";
 import { eventColumns } from "../shared/eventColumns.js";
 
-/** The batches that finished in the last `sinceMs`, newest first (the dashboard's timeline). */
+/** The batches that finished in the last `sinceMs`, newest first, one row each (Corq.activity; the dashboard draws timelineBatches). */
 export function recentBatches(subscription: string | undefined, sinceMs: number, limit: number): SQL {
   return sql`
     SELECT s.name AS subscription, a.key, a.started_at, a.finished_at, a.events, a.outcome
@@ -89,7 +89,53 @@ export function pruneActivity(olderThanMs: number): SQL {
     SELECT count(*)::int AS pruned FROM pruned`;
 }
 
-/** The newest committed events of the log, newest first (a display, not a safe cursor read). */
-export function logTail(limit: number): SQL {
-  return sql`SELECT ${eventColumns} FROM ${events} e ORDER BY e.position DESC LIMIT ${limit}`;
+/**
+ * The newest committed events of the log, newest first (a display, not a safe cursor read),
+ * below position `before` when given: the page after one that ended at `before`.
+ */
+export function logTail(limit: number, before?: number): SQL {
+  return sql`
+    SELECT ${eventColumns} FROM ${events} e
+    ${before === undefined ? sql`` : sql`WHERE e.position < ${before}`}
+    ORDER BY e.position DESC LIMIT ${limit}`;
+}
+
+/**
+ * The dashboard's timeline over the last `sinceMs`: the batches of the `maxKeys` most recently
+ * active keys, merged per key, outcome and `slotMs` slot of start time (one bar per slot, not
+ * one per batch), newest first. Merging is what lets the whole window fit in `limit` rows: the
+ * newest 5,000 single batches of a busy subscription covered only the last ~95 s of 15 minutes.
+ */
+export function timelineBatches(options: {
+  subscription?: string;
+  sinceMs: number;
+  maxKeys: number;
+  slotMs: number;
+  limit: number;
+}): SQL {
+  return sql`
+    WITH recent AS (
+      SELECT a.subscription_id, a.key, a.started_at, a.finished_at, a.events, a.outcome
+      FROM ${activity} a
+      WHERE a.finished_at > now() - ${options.sinceMs} * interval '1 millisecond'
+        ${options.subscription === undefined ? sql`` : sql`AND a.subscription_id = (SELECT id FROM ${subscriptions} WHERE name = ${options.subscription})`}
+    ),
+    top AS (
+      SELECT subscription_id, key FROM recent GROUP BY 1, 2 ORDER BY max(finished_at) DESC LIMIT ${options.maxKeys}
+    )
+    SELECT s.name AS subscription, r.key, min(r.started_at) AS started_at, max(r.finished_at) AS finished_at,
+      sum(r.events)::int AS events, r.outcome, count(*)::int AS batches
+    FROM recent r JOIN top USING (subscription_id, key) JOIN ${subscriptions} s ON s.id = r.subscription_id
+    GROUP BY s.name, r.key, r.outcome, floor(extract(epoch FROM r.started_at) * 1000 / ${options.slotMs})
+    ORDER BY max(r.finished_at) DESC
+    LIMIT ${options.limit}`;
+}
+
+/** Batches per outcome over the last `sinceMs` (every key: the timeline's totals). */
+export function batchCounts(subscription: string | undefined, sinceMs: number): SQL {
+  return sql`
+    SELECT a.outcome, count(*)::int AS batches FROM ${activity} a
+    WHERE a.finished_at > now() - ${sinceMs} * interval '1 millisecond'
+      ${subscription === undefined ? sql`` : sql`AND a.subscription_id = (SELECT id FROM ${subscriptions} WHERE name = ${subscription})`}
+    GROUP BY 1`;
 }

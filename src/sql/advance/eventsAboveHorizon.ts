@@ -8,7 +8,10 @@ import { events } from "../../db/schema.js";
  * advancer that sees this tries again shortly. An index probe on events (tx, position).
  */
 export function eventsAboveHorizon(): SQL {
-  return sql`SELECT EXISTS (
-    SELECT 1 FROM ${events} WHERE tx >= pg_snapshot_xmin(pg_current_snapshot())
-  ) AS waiting`;
+  return sql`SELECT ${waitingAboveHorizon} AS waiting`;
 }
+
+/** The condition itself, for statements that report it beside their own result. */
+export const waitingAboveHorizon = sql`EXISTS (
+  SELECT 1 FROM ${events} WHERE tx >= pg_snapshot_xmin(pg_current_snapshot())
+)`;

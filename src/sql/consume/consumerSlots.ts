@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { consumerSlots, keys, subscriptions } from "../../db/schema.js";
 import { lockedNow } from "../shared/clock.js";
 import { statusFilter } from "../inspect/listKeys.js";
+import { waitingAboveHorizon } from "../advance/eventsAboveHorizon.js";
 
 export interface ConsumerPlanRow {
   /** a subscription with ready keys (and `ready`, their count up to `max`), or null */
@@ -9,6 +10,8 @@ export interface ConsumerPlanRow {
   ready: number | null;
   /** a consumer slot claimed, or null */
   slot: number | null;
+  /** true on a row of its own when committed events wait above the xmin horizon (no advance can take them yet) */
+  waiting: boolean | null;
 }
 
 /**
@@ -48,8 +51,9 @@ export function claimConsumerSlots(options: {
       FROM free WHERE c.slot = free.slot
       RETURNING c.slot
     )
-    SELECT name, ready, NULL::int AS slot FROM ready WHERE ready > 0
-    UNION ALL SELECT NULL, NULL, slot FROM claimed`;
+    SELECT name, ready, NULL::int AS slot, NULL::boolean AS waiting FROM ready WHERE ready > 0
+    UNION ALL SELECT NULL, NULL, slot, NULL FROM claimed
+    UNION ALL SELECT NULL, NULL, NULL, true WHERE ${waitingAboveHorizon}`;
 }
 
 /** Frees a slot whose consumer is done. */

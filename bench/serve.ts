@@ -20,9 +20,13 @@ const TOKEN = "bench-admin-token-0123456789abcdef0123";
 
 /** One serve process (bench/serveEntry.ts) and the handled times it printed, by position. */
 async function startBenchServe(databaseUrl: string, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ["--import", "tsx", "bench/serveEntry.ts"], {
-    cwd: root,
-    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: "0", CORQ_ADMIN_TOKEN: TOKEN, ...env },
+  // NODE_ARGS: node's own flags for the process (a profiler); SERVE_ROOT: another checkout's
+  // serve, for a before/after in one run (bench/serveProbe.ts)
+  const { NODE_ARGS: nodeArgs = "", SERVE_ROOT: serveRoot = root, ...serveEnv } = env;
+  const args = [...nodeArgs.split(" ").filter(Boolean), "--import", "tsx", "bench/serveEntry.ts"];
+  const child = spawn(process.execPath, args, {
+    cwd: serveRoot,
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: "0", CORQ_ADMIN_TOKEN: TOKEN, ...serveEnv },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const handled = new Map<number, { at: number; createdAt: number }>();
@@ -75,9 +79,31 @@ async function startBenchServe(databaseUrl: string, env: Record<string, string> 
  */
 export async function serveLatency(
   databaseUrl: string,
-  options: { rate: number; seconds: number; idleSeconds?: number; via?: "http" | "library" },
+  options: {
+    rate: number;
+    seconds: number;
+    idleSeconds?: number;
+    via?: "http" | "library";
+    /** More environment for the serve process (a variant's knobs, a profiler). */
+    env?: Record<string, string>;
+    /** Streams the appends go to, round robin (default 8, the library loop's workload). */
+    streams?: number;
+  },
 ) {
-  const serve = await startBenchServe(databaseUrl);
+  const streams = options.streams ?? 8;
+  // SPLIT=1: the HTTP API in one process (CORQ_ROLE=api), the consumers in another (worker)
+  const { SPLIT: split, ...env } = options.env ?? {};
+  const worker = await startBenchServe(databaseUrl, split === "1" ? { ...env, CORQ_ROLE: "worker" } : env);
+  const api = split === "1" ? await startBenchServe(databaseUrl, { ...env, CORQ_ROLE: "api" }) : undefined;
+  const serve = {
+    url: api?.url ?? worker.url,
+    handled: worker.handled,
+    cpuSeconds: () => worker.cpuSeconds() + (api?.cpuSeconds() ?? 0),
+    stop: async () => {
+      await api?.stop();
+      return worker.stop();
+    },
+  };
   const producer = options.via === "library" ? createCorq({ databaseUrl, poolSize: 8, notify: true }) : undefined;
   const overHttp = appender(serve.url);
   const post = producer
@@ -86,11 +112,15 @@ export async function serveLatency(
     : overHttp;
   try {
     // warm-up: connections, JIT, prepared statements
-    for (let i = 0; i < 200; i++) await post(`s${i % 8}`, `k${i % 1000}`);
+    for (let i = 0; i < 200; i++) await post(`s${i % streams}`, `k${i % 1000}`);
     await sleep(500);
     const total = Math.round(options.rate * options.seconds);
     const cpuBefore = serve.cpuSeconds();
     const due = new Map<number, number>();
+    // where the time goes: due → sent (the producer behind), sent → answered (the append's request)
+    const sentLate: number[] = [];
+    const answeredIn = new Map<number, number>();
+    const ownCpuBefore = process.cpuUsage();
     const started = now() + 50;
     const inFlight: Promise<void>[] = [];
     let failed = 0;
@@ -98,15 +128,23 @@ export async function serveLatency(
       const at = started + (i * 1000) / options.rate;
       const wait = at - now();
       if (wait > 1) await sleep(wait);
+      const sent = now();
+      sentLate.push(sent - at);
       inFlight.push(
-        post(`s${i % 8}`, `k${i % 1000}`).then(
-          (position) => void due.set(position, at),
+        post(`s${i % streams}`, `k${i % 1000}`).then(
+          (position) => {
+            due.set(position, at);
+            answeredIn.set(position, now() - sent);
+          },
           () => void failed++,
         ),
       );
     }
     await Promise.all(inFlight);
-    const loadCpuPercent = ((serve.cpuSeconds() - cpuBefore) / ((now() - started) / 1000)) * 100;
+    const elapsedS = (now() - started) / 1000;
+    const loadCpuPercent = ((serve.cpuSeconds() - cpuBefore) / elapsedS) * 100;
+    const ownCpu = process.cpuUsage(ownCpuBefore);
+    const producerCpuPercent = ((ownCpu.user + ownCpu.system) / 1e6 / elapsedS) * 100;
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline && [...due.keys()].some((p) => !serve.handled.has(p))) await sleep(50);
     const latencies = [...due].map(([position, at]) => (serve.handled.get(position)?.at ?? Number.NaN) - at);
@@ -136,6 +174,12 @@ export async function serveLatency(
       inDatabaseP99Ms: percentile(fromCommit, 99),
       loadCpuPercent,
       idleCpuPercent,
+      // the breakdown (bench/serveProbe.ts prints it)
+      sentLateP50Ms: percentile(sentLate, 50),
+      sentLateP99Ms: percentile(sentLate, 99),
+      requestP50Ms: percentile([...answeredIn.values()], 50),
+      requestP99Ms: percentile([...answeredIn.values()], 99),
+      producerCpuPercent,
     };
   } finally {
     await producer?.close();

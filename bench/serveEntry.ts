@@ -30,4 +30,4 @@ const running = await startServe({
   log: (line) => console.error(`corq: ${line}`),
 });
 stopOnSignals(running, (line) => console.error(`corq: ${line}`));
-console.log(`corq ready ${running.url}`);
+console.log(`corq ready ${running.url || `(${running.role}: no HTTP)`}`);

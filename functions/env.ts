@@ -7,6 +7,7 @@ import { signingSecretProblem } from "../src/webhookSignature.js";
 import { ProblemError } from "./problem.js";
 import type { AuthThrottle } from "./authThrottle.js";
 import type { Principal } from "./auth.js";
+import type { TokenCache } from "./tokenCache.js";
 
 export interface Env {
   DATABASE_URL?: string;
@@ -55,7 +56,13 @@ export interface Env {
    * handle for every request (instead of a handle per request), and appends that NOTIFY: the
    * process's own consumers wake on it, so an append dispatches nothing.
    */
-  CORQ_NODE?: { open(): OpenCorq };
+  CORQ_NODE?: {
+    open(): OpenCorq;
+    /** SHA-256, synchronous (node:crypto): WebCrypto's digest is a thread-pool job on Node. */
+    sha256?(text: string): Uint8Array;
+    /** Scoped tokens verified within CORQ_TOKEN_CACHE_MS (functions/tokenCache.ts). */
+    tokens?: TokenCache;
+  };
 }
 
 const positiveInt = (fallback: number, max: number) =>

@@ -30,8 +30,9 @@ try {
   }
   // the example app's subscriptions and its own tables (applied with corq's migrations)
   const running = await startServe({ ...app, env, log });
-  const health = await fetch(`${running.url}/health`);
-  if (health.status !== 200) throw new Error(`GET /health answered ${health.status}: ${await health.text()}`);
+  // a worker (CORQ_ROLE=worker) serves no HTTP
+  const health = running.url ? await fetch(`${running.url}/health`) : undefined;
+  if (health && health.status !== 200) throw new Error(`GET /health answered ${health.status}: ${await health.text()}`);
   stopOnSignals(
     {
       stop: async () => {
@@ -44,7 +45,7 @@ try {
   );
   if (embedded && !process.env.CORQ_ADMIN_TOKEN)
     log(`admin token: ${env.CORQ_ADMIN_TOKEN} (set CORQ_ADMIN_TOKEN to change it)`);
-  console.log(`corq ready ${running.url}`);
+  console.log(`corq ready ${running.url || `(${running.role}: no HTTP)`}`);
 } catch (error) {
   console.error("corq: serve failed to start:", error);
   await embedded?.stop().catch(() => undefined);

@@ -220,8 +220,12 @@ export function parseSubscriptions(definitions: SubscriptionDefinition[]): Map<s
   return parsed;
 }
 
+// made once: building a zod schema costs more than parsing one event with it (it was the
+// largest zod cost of an append over HTTP: bench/serveProbe.ts --profile)
+const eventsInput = z.array(eventInput).min(1).max(10_000);
+
 export function parseEvents(input: unknown): EventInput[] {
-  return parseOrThrow(z.array(eventInput).min(1).max(10_000), input, "invalid_input", "events") as EventInput[];
+  return parseOrThrow(eventsInput, input, "invalid_input", "events") as EventInput[];
 }
 
 /** zod parse that throws CorqError with every issue listed (path: message). */

@@ -65,6 +65,7 @@ import type { BatchRecord, Corq, CorqOptions, SubscriptionStats } from "./types.
 
 const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional() });
+const readyKeysCap = limit(10_000, 8);
 const readStreamOptions = z.object({ from: z.number().int().min(0).default(0), limit: limit(10_000, 1000) });
 const readLogOptions = z.object({ after: z.number().int().min(0).default(0), limit: limit(10_000, 1000) });
 const keysOptions = z.object({
@@ -356,7 +357,7 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async readyKeys(cap) {
-      parseOrThrow(limit(10_000, 8), cap, "invalid_input", "cap");
+      parseOrThrow(readyKeysCap, cap, "invalid_input", "cap");
       const rows = await (await executor()).run<{ name: string; kind: "code" | "push"; ready: number; leased: number }>(
         readyKeys(cap),
       );

@@ -27,7 +27,7 @@ export interface RunnerOptions {
 
 export interface Runner {
   /** A notification: "append" = advance, then consume; "ready" = consume. */
-  wake(payload: WakePayload): void;
+  wake(payload: Exclude<WakePayload, "tokens">): void;
   /** Everything, as after a missed notification: advance and consume. */
   recheck(): void;
   /** Consumers at work right now. */

@@ -8,6 +8,7 @@
 //                           process's one corq (one pool) instead of a handle per request
 //   executionCtx.waitUntil  background work tracked here and awaited at shutdown
 //   the cron                the runner: NOTIFY wake-ups, next-due timers and a safety net
+import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
 import { serve as listen } from "@hono/node-server";
@@ -16,10 +17,11 @@ import { z } from "zod";
 import { createApi } from "../../functions/api.js";
 import type { OpenCorq } from "../../functions/database.js";
 import { settings, type Env } from "../../functions/env.js";
+import { createTokenCache } from "../../functions/tokenCache.js";
 import { createCorq } from "../corq.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/log/notify.js";
-import type { SubscriptionDefinition } from "../types.js";
+import type { Corq, SubscriptionDefinition } from "../types.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
 import { listenForWakes, type WakeListener } from "./wakeListener.js";
@@ -40,12 +42,21 @@ export interface ServeOptions {
   host?: string;
   /** Apply corq's migrations and the app's first (idempotent; concurrent starts take turns). Default true. */
   migrate?: boolean;
+  /**
+   * What this process runs: "all" (the HTTP API and the consumers), "api" (the HTTP API and
+   * dashboard only: its appends wake the workers by NOTIFY) or "worker" (the advancer and the
+   * consumers, no HTTP). Default: CORQ_ROLE, else "all".
+   */
+  role?: ServeRole;
   log?: (line: string) => void;
 }
 
+export type ServeRole = "all" | "api" | "worker";
+
 export interface RunningServe {
-  /** http://127.0.0.1:<port> (or the host listened on, when it is not a wildcard). */
+  /** http://127.0.0.1:<port> (or the host listened on, when it is not a wildcard); "" for a worker (no HTTP). */
   url: string;
+  role: ServeRole;
   port: number;
   runner: Runner;
   listener: WakeListener;
@@ -66,6 +77,10 @@ const nodeSettingsSchema = z.object({
   CORQ_SHUTDOWN_GRACE_MS: int(2000, 0, 600_000),
   /** Connections of the HTTP API's pool (the consumers have one of CORQ_CONCURRENCY + 2 of their own). */
   CORQ_POOL_SIZE: int(10, 1, 1000),
+  /** How long a verified scoped token is trusted without a lookup (ms; 0: every request looks it up). */
+  CORQ_TOKEN_CACHE_MS: int(1000, 0, 60_000),
+  /** What this process runs (ServeOptions.role). */
+  CORQ_ROLE: z.enum(["all", "api", "worker"]).default("all"),
 });
 
 export function nodeSettings(env: Record<string, string | undefined>) {
@@ -78,14 +93,19 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     shutdownMs: parsed.CORQ_SHUTDOWN_MS,
     shutdownGraceMs: parsed.CORQ_SHUTDOWN_GRACE_MS,
     poolSize: parsed.CORQ_POOL_SIZE,
+    tokenCacheMs: parsed.CORQ_TOKEN_CACHE_MS,
+    role: parsed.CORQ_ROLE,
     pushAllowPrivate: base.pushAllowPrivate,
   };
 }
 
 const reads = new Set(["GET", "HEAD", "OPTIONS"]);
-// writes that wake nobody: an append NOTIFYs by itself; /advance, /consume and /dispatch are
-// the caller driving the pipeline by hand (as on Workers, where they kick nothing either)
+// writes that wake nobody: an append wakes in its own way (`appended`); /advance, /consume and
+// /dispatch are the caller driving the pipeline by hand (as on Workers, where they kick nothing either)
 const wakesNobody = /^\/(streams\/[^/]+\/events|advance|consume\/[^/]+|dispatch)\/?$/;
+const NOTIFY_EVERY_MS = 5;
+const appendPath = /^\/streams\/[^/]+\/events\/?$/;
+const tokenPath = /^\/tokens\/[^/]+\/?$/;
 
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const env = options.env ?? process.env;
@@ -93,6 +113,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   if (!env.DATABASE_URL) throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on");
   const databaseUrl = named(env.DATABASE_URL);
   const knobs = nodeSettings(env);
+  const role = options.role ?? knobs.role;
   const closers: (() => Promise<unknown>)[] = [];
   const closeAll = async () => {
     for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
@@ -101,38 +122,61 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // Two pools: the consumers' (one connection each, and the advancer's) and the API's, so
     // requests never queue behind consumers for a connection (measured: with one shared pool,
     // 8 draining consumers pushed appends at 200/s to seconds).
-    const make = (poolSize: number) =>
+    const make = (poolSize: number, notify: boolean) =>
       createCorq({
         databaseUrl,
         subscriptions: options.subscriptions,
         migrations: options.migrations,
         poolSize,
-        notify: true,
+        notify,
         pushAllowPrivate: knobs.pushAllowPrivate,
       });
-    const corq = make(knobs.concurrency + 2);
-    closers.push(() => corq.close());
-    const apiCorq = make(knobs.poolSize);
-    closers.push(() => apiCorq.close());
-    if (options.migrate !== false) await corq.migrate();
+    // (an API process has no consumers, a worker no API: each opens only its own pool)
+    const corq = role === "api" ? undefined : make(knobs.concurrency + 2, true);
+    if (corq) closers.push(() => corq.close());
+    // the API's appends wake this process directly and NOTIFY the others from `fetch` below
+    const apiCorq = role === "worker" ? undefined : make(knobs.poolSize, false);
+    if (apiCorq) closers.push(() => apiCorq.close());
+    if (options.migrate !== false) await (corq ?? apiCorq)?.migrate();
     // the runner's own statements, the wake-ups and the dashboard's sessions: a small pool of their own
     const ownPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
     ownPool.on("error", () => undefined);
+    // Every NOTIFY this process sends goes through this pool, and it has woken itself already
+    // (below): its own notifications, which Postgres delivers to its LISTEN too, are ignored,
+    // known by their sender's backend pid. Without it every append over HTTP ran the advancer
+    // twice at low rates (once woken, once more by its own echo).
+    const ownBackends = new Set<number>();
+    const backendOf = (client: unknown) => (client as { processID?: number | null }).processID;
+    ownPool.on("connect", (client) => {
+      const pid = backendOf(client);
+      if (pid) ownBackends.add(pid);
+    });
+    ownPool.on("remove", (client) => {
+      const pid = backendOf(client);
+      if (pid) ownBackends.delete(pid);
+    });
     closers.push(() => ownPool.end());
     const db = createExecutor(ownPool);
 
-    const runner = createRunner({
-      corq,
-      db,
-      codeSubscriptions: options.subscriptions.map((s) => s.name),
-      concurrency: knobs.concurrency,
-      budgetMs: knobs.consumerBudgetMs,
-      safetyNetMs: knobs.safetyNetMs,
-      log,
-    });
+    const runner = corq
+      ? createRunner({
+          corq,
+          db,
+          codeSubscriptions: options.subscriptions.map((s) => s.name),
+          concurrency: knobs.concurrency,
+          budgetMs: knobs.consumerBudgetMs,
+          safetyNetMs: knobs.safetyNetMs,
+          log,
+        })
+      : noRunner;
+    const tokens = createTokenCache({ ttlMs: knobs.tokenCacheMs });
     const listener = listenForWakes({
       connectionString: databaseUrl,
-      onWake: (payload) => runner.wake(payload),
+      onWake: (payload, sender) => {
+        if (ownBackends.has(sender)) return;
+        if (payload === "tokens") tokens.clear();
+        else runner.wake(payload);
+      },
       onConnected: () => runner.recheck(),
       log,
     });
@@ -149,63 +193,112 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       background.add(tracked);
       void tracked.finally(() => background.delete(tracked));
     };
-    const opened: OpenCorq = { corq: apiCorq, db, statements: () => 0, end: async () => undefined };
-    const appEnv: Env = { ...env, CORQ_NODE: { open: () => opened } };
-    const api = createApi(options.subscriptions);
-    const fetch = async (request: Request) => {
-      const response = await api.fetch(request, appEnv, {
-        waitUntil: track,
-        passThroughOnException: () => undefined,
-        props: {},
-      });
-      // A write that may have made keys ready or subscriptions advanceable (resume, release,
-      // rewind, a new subscription): every process advances and looks at once, not at its
-      // safety net.
-      if (!reads.has(request.method) && response.status < 400 && !wakesNobody.test(new URL(request.url).pathname)) {
-        track(db.run(notifyWake("append", "ready")));
+    // The other processes hear of this process's appends by NOTIFY, on this process's own pool
+    // (not the API's: at 1,000 appends/s a NOTIFY after every commit, one in flight, was a
+    // statement per two appends, and half of them queued behind appends for the API's
+    // connections; bench/serveProbe.ts). With consumers here ("all") this process advances at
+    // once and the others only help with what it cannot take: one NOTIFY per NOTIFY_EVERY_MS
+    // at most. An API process ("api") wakes the workers by nothing else: one NOTIFY in flight,
+    // one more after it for the appends that committed meanwhile.
+    let notifyTimer: NodeJS.Timeout | undefined;
+    let notifying = false;
+    let notifyAgain = false;
+    const notifyOthers = () => {
+      if (notifying) {
+        notifyAgain = true;
+        return;
       }
-      return response;
+      notifying = true;
+      const send = async () => {
+        do {
+          notifyAgain = false;
+          await db.run(notifyWake("append"));
+        } while (notifyAgain);
+      };
+      track(send().finally(() => (notifying = false)));
     };
+    const appended = () => {
+      if (role === "api") return notifyOthers();
+      runner.wake("append");
+      notifyTimer ??= setTimeout(() => {
+        notifyTimer = undefined;
+        notifyOthers();
+      }, NOTIFY_EVERY_MS);
+    };
+    closers.push(async () => clearTimeout(notifyTimer));
+    const http = apiCorq ? await serveHttp(apiCorq) : undefined;
 
-    const host = options.host ?? env.HOST ?? "127.0.0.1";
-    // @hono/node-server replaces the global Request/Response with its own (its default,
-    // overrideGlobalObjects): hono's bodyLimit builds a new Request from the incoming one, which
-    // Node's own Request constructor refuses for a body-less DELETE (a 500 in the API test).
-    const server = await new Promise<Server>((resolve, reject) => {
-      const created = listen({ fetch, port: options.port ?? Number(env.PORT ?? 8787), hostname: host }, () =>
-        resolve(created as Server),
-      ) as Server;
-      created.once("error", reject);
-    });
-    const closed = new Promise<void>((resolve) => server.once("close", resolve));
-    closers.push(async () => {
-      server.close();
-      server.closeAllConnections();
-    });
-    const { port } = server.address() as AddressInfo;
-    const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+    async function serveHttp(apiCorq: Corq) {
+      const opened: OpenCorq = { corq: apiCorq, db, statements: () => 0, end: async () => undefined };
+      const sha256 = (text: string) => new Uint8Array(createHash("sha256").update(text).digest());
+      const appEnv: Env = { ...env, CORQ_NODE: { open: () => opened, sha256, tokens } };
+      const api = createApi(options.subscriptions);
+      const fetch = async (request: Request) => {
+        const response = await api.fetch(request, appEnv, {
+          waitUntil: track,
+          passThroughOnException: () => undefined,
+          props: {},
+        });
+        if (reads.has(request.method) || response.status >= 400) return response;
+        const path = new URL(request.url).pathname;
+        if (appendPath.test(path)) appended();
+        else if (request.method === "DELETE" && tokenPath.test(path)) {
+          // a revoked token: 401 from the next request on here, and in the other processes once
+          // they hear it (or their cache entry ends: CORQ_TOKEN_CACHE_MS)
+          tokens.clear();
+          track(db.run(notifyWake("tokens")));
+        } else if (!wakesNobody.test(path)) {
+          // A write that may have made keys ready or subscriptions advanceable (resume, release,
+          // rewind, a new subscription): every process advances and looks at once, not at its
+          // safety net.
+          runner.recheck();
+          track(db.run(notifyWake("append", "ready")));
+        }
+        return response;
+      };
+
+      const host = options.host ?? env.HOST ?? "127.0.0.1";
+      // @hono/node-server replaces the global Request/Response with its own (its default,
+      // overrideGlobalObjects): hono's bodyLimit builds a new Request from the incoming one, which
+      // Node's own Request constructor refuses for a body-less DELETE (a 500 in the API test).
+      const server = await new Promise<Server>((resolve, reject) => {
+        const created = listen({ fetch, port: options.port ?? Number(env.PORT ?? 8787), hostname: host }, () =>
+          resolve(created as Server),
+        ) as Server;
+        created.once("error", reject);
+      });
+      const closed = new Promise<void>((resolve) => server.once("close", resolve));
+      closers.push(async () => {
+        server.close();
+        server.closeAllConnections();
+      });
+      const { port } = server.address() as AddressInfo;
+      const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+      return { server, closed, url: `http://${shown}:${port}`, port };
+    }
 
     let stopping: Promise<{ abandoned: number }> | undefined;
     const stop = async (stopOptions: { boundMs?: number } = {}) => {
       const boundMs = stopOptions.boundMs ?? knobs.shutdownMs;
       const started = Date.now();
       // no new requests; requests in flight finish (the runner ignores wake-ups from here on)
-      server.close();
-      server.closeIdleConnections();
+      http?.server.close();
+      http?.server.closeIdleConnections();
       const { abandoned } = await runner.stop({ boundMs, graceMs: knobs.shutdownGraceMs });
       // the keys this process gave back or left ready: other processes take them now
       await db.run(notifyWake("ready")).catch(() => undefined);
       const left = Math.max(0, boundMs - (Date.now() - started));
       await Promise.race([
-        Promise.all([closed, ...background]),
+        Promise.all([http?.closed, ...background]),
         new Promise((resolve) => setTimeout(resolve, left).unref()),
       ]);
       await closeAll();
       return { abandoned };
     };
     return {
-      url: `http://${shown}:${port}`,
-      port,
+      url: http?.url ?? "",
+      port: http?.port ?? 0,
+      role,
       runner,
       listener,
       stop: () => (stopping ??= stop()),
@@ -215,6 +308,14 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     throw error;
   }
 }
+
+/** An API process's runner: nothing to advance or consume. */
+const noRunner: Runner = {
+  wake: () => undefined,
+  recheck: () => undefined,
+  busy: () => 0,
+  stop: async () => ({ abandoned: 0 }),
+};
 
 /** The connection string with application_name=corq-serve (unless it names one): operators see who is who. */
 function named(databaseUrl: string): string {

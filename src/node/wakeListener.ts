@@ -17,7 +17,8 @@ export interface WakeListener {
 
 export interface WakeListenerOptions {
   connectionString: string;
-  onWake(payload: WakePayload): void;
+  /** `sender`: the backend process id of the session that sent it (a process's own connections are known to it). */
+  onWake(payload: WakePayload, sender: number): void;
   /** After every successful LISTEN (the first one too): notifications may have been missed. */
   onConnected(): void;
   log(line: string): void;
@@ -58,7 +59,9 @@ export function listenForWakes(options: WakeListenerOptions): WakeListener {
     next.on("end", () => lost());
     next.on("notification", (message) => {
       if (message.channel !== WAKE_CHANNEL) return;
-      if (message.payload === "append" || message.payload === "ready") options.onWake(message.payload);
+      const payload = message.payload;
+      if (payload === "append" || payload === "ready" || payload === "tokens")
+        options.onWake(payload, message.processId);
     });
     try {
       await next.connect();

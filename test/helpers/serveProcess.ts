@@ -42,10 +42,11 @@ export async function startServeProcess(options: {
     );
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
-      const ready = /corq ready (http:\/\/\S+)/.exec(output);
+      // a worker (CORQ_ROLE=worker) serves no HTTP: its url is ""
+      const ready = /corq ready (http:\/\/\S+|\(worker: no HTTP\))/.exec(output);
       if (ready) {
         clearTimeout(timer);
-        resolve(ready[1]);
+        resolve(ready[1].startsWith("http") ? ready[1] : "");
       }
     };
     child.stdout?.on("data", onData);

@@ -54,4 +54,4 @@ const subscriptions: SubscriptionDefinition[] = [
 
 const running = await startServe({ subscriptions, env });
 stopOnSignals(running);
-console.log(`corq ready ${running.url}`);
+console.log(`corq ready ${running.url || `(${running.role}: no HTTP)`}`);

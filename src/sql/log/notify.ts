@@ -4,12 +4,13 @@ import { sql, type SQL } from "drizzle-orm";
  * The channel Node processes (`npm run serve`, src/node/) LISTEN on. A notification is a hint
  * to look now, never the work itself: one lost (a LISTEN connection that dropped) costs only
  * latency, the safety-net timer and the re-check after every reconnect find the work anyway.
- * Payloads: "append" (new events: advance, then consume) and "ready" (keys became ready:
- * consume). Postgres folds identical notifications of one transaction into one.
+ * Payloads: "append" (new events: advance, then consume), "ready" (keys became ready:
+ * consume) and "tokens" (a token was revoked: forget the verified ones, functions/tokenCache.ts).
+ * Postgres folds identical notifications of one transaction into one.
  */
 export const WAKE_CHANNEL = "corq_wake";
 
-export type WakePayload = "append" | "ready";
+export type WakePayload = "append" | "ready" | "tokens";
 
 /** Sends wake-ups in a statement (and so a transaction) of its own. */
 export function notifyWake(...payloads: WakePayload[]): SQL {

@@ -170,8 +170,15 @@ export function createCorq(options: CorqOptions): Corq {
     waking = (async () => {
       do {
         wakeAgain = false;
-        // a hint: a lost one costs latency only (listeners re-check on their safety net)
-        await (await executor()).run(notifyWake("append")).catch(() => undefined);
+        // a hint: a lost one costs latency only (listeners re-check on their safety net). Once
+        // more on failure: after a database restart the pool's idle connections are dead, and
+        // the first statement on one fails (the pool then drops it; the second gets a new one)
+        const send = async () => {
+          await (await executor()).run(notifyWake("append"));
+        };
+        await send()
+          .catch(send)
+          .catch(() => undefined);
       } while (wakeAgain);
     })().finally(() => {
       waking = undefined;

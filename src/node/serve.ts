@@ -78,7 +78,7 @@ const nodeSettingsSchema = z.object({
   /** Connections of the HTTP API's pool (the consumers have one of CORQ_CONCURRENCY + 2 of their own). */
   CORQ_POOL_SIZE: int(10, 1, 1000),
   /** How long a verified scoped token is trusted without a lookup (ms; 0: every request looks it up). */
-  CORQ_TOKEN_CACHE_MS: int(1000, 0, 60_000),
+  CORQ_TOKEN_CACHE_MS: int(0, 0, 60_000),
   /** What this process runs (ServeOptions.role). */
   CORQ_ROLE: z.enum(["all", "api", "worker"]).default("all"),
 });

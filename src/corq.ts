@@ -760,11 +760,15 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
     executor: () =>
       (opened ??=
         options.driver === "neon-http"
-          ? Promise.all([import("@neondatabase/serverless"), nodePostgres(1)]).then(([{ neon }, session]) => {
-              // one idle-until-needed connection for the rare interactive transaction
-              pool = session;
-              return createExecutor(neon(databaseUrl), { ...statementOptions, session: (use) => use(session) });
-            })
+          ? Promise.all([import("@neondatabase/serverless"), nodePostgres(options.poolSize ?? 10)]).then(
+              ([{ neon }, session]) => {
+                // connections opened only when needed (pg opens them lazily and closes them after
+                // 10 s idle): for the rare interactive transaction, and one per batch of a
+                // transactional handler running at that moment
+                pool = session;
+                return createExecutor(neon(databaseUrl), { ...statementOptions, session: (use) => use(session) });
+              },
+            )
           : nodePostgres(options.poolSize ?? 10).then((created) => {
               pool = created;
               return createExecutor(created, { ...statementOptions, prepare: true });

@@ -45,9 +45,14 @@ describe("transactional handlers", () => {
       subscriptions: [
         {
           name: "tally",
+          events: ["E"],
           transactional: true,
           async handle(events, ctx) {
             await applyEffects(events, ctx);
+            // an append in the same transaction: a policy's output, exactly once too
+            await ctx.corq.append(`counted-${ctx.key}`, [{ name: "Counted", data: { n: events.length } }], {
+              tx: ctx.tx,
+            });
             // ctx.run runs in the same transaction: it sees the uncommitted rows
             const [row] = await ctx.run<{ n: number }>(
               sql`SELECT count(*)::int AS n FROM app.effects WHERE key = ${ctx.key}`,
@@ -63,7 +68,11 @@ describe("transactional handlers", () => {
             seen.push({ tx: ctx.tx !== undefined, inTx: row.n === mine.length && row.n >= events.length });
           },
         },
-        { name: "plain", handle: (_events, ctx) => void seen.push({ tx: ctx.tx !== undefined, inTx: false }) },
+        {
+          name: "plain",
+          events: ["E"],
+          handle: (_events, ctx) => void seen.push({ tx: ctx.tx !== undefined, inTx: false }),
+        },
       ],
     });
     await raw.query(createEffects);
@@ -82,6 +91,8 @@ describe("transactional handlers", () => {
       ...b.map((position) => ({ key: "b", position, attempt: 1 })),
     ]);
     expect(await corq.subscription("tally")).toMatchObject({ pending: 0 });
+    expect((await corq.readStream("counted-a")).map((e) => e.data)).toEqual([{ n: 3 }]);
+    expect((await corq.readStream("counted-b")).map((e) => e.data)).toEqual([{ n: 2 }]);
     // the ack was recorded for the dashboard, in the same transaction
     expect((await corq.activity({ subscription: "tally" })).map((r) => [r.key, r.outcome, r.events]).sort()).toEqual([
       ["a", "acked", 3],

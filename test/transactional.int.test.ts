@@ -38,6 +38,8 @@ const appendTo = async (corq: Corq, stream: string, n: number): Promise<number[]
     )
   ).positions;
 
+const drainTally = (corq: Corq) => corq.drain("tally");
+
 describe("transactional handlers", () => {
   it("commit the handler's writes with the ack: both or neither, ctx.tx a drizzle transaction", async () => {
     const seen: { tx: boolean; inTx: boolean }[] = [];
@@ -137,6 +139,43 @@ describe("transactional handlers", () => {
     expect(await corq.consume("tally")).toMatchObject({ outcome: "acked", events: 1 });
     expect(await effectRows(raw)).toEqual([
       { key: "a", position: positions[0], attempt: 3 },
+      { key: "a", position: positions[1], attempt: 1 },
+    ]);
+  });
+
+  it("a COMMIT that fails (a deferred constraint) leaves neither the effects nor the ack: the batch fails and comes again", async () => {
+    let violate = true;
+    const { corq, raw } = await open({
+      subscriptions: [
+        {
+          name: "tally",
+          transactional: true,
+          backoff: { initialMs: 10, maxMs: 10, factor: 1 },
+          async handle(events, ctx) {
+            await applyEffects(events, ctx);
+            // checked only at COMMIT, after the ack ran in the transaction
+            if (violate) await ctx.run(sql`INSERT INTO app.unique_at_commit (id) VALUES (1), (1)`);
+          },
+        },
+      ],
+    });
+    await raw.query(createEffects);
+    await raw.query(
+      "CREATE TABLE app.unique_at_commit (id int, CONSTRAINT once UNIQUE (id) DEFERRABLE INITIALLY DEFERRED)",
+    );
+    const positions = await appendTo(corq, "a", 2);
+    await corq.advance();
+    expect(await corq.consume("tally")).toMatchObject({
+      outcome: "retry",
+      error: expect.stringMatching(/unique|once/),
+    });
+    expect(await effectRows(raw)).toEqual([]);
+    expect(await corq.key("tally", "a")).toMatchObject({ pending: 2, attempts: 1 });
+    violate = false;
+    await sleep(20);
+    await drainTally(corq);
+    expect(await effectRows(raw)).toEqual([
+      { key: "a", position: positions[0], attempt: 2 },
       { key: "a", position: positions[1], attempt: 1 },
     ]);
   });

@@ -1,5 +1,12 @@
 import { CorqError } from "./errors.js";
-import { createExecutor, type Connection, type Executor, type PoolLike, type Session } from "./db/executor.js";
+import {
+  createExecutor,
+  lendsConnections,
+  type Connection,
+  type Executor,
+  type PoolLike,
+  type Session,
+} from "./db/executor.js";
 import { migrate } from "./db/migrate.js";
 import { applyAppMigrations, parseAppMigrations, type AppMigration } from "./db/appMigrations.js";
 import {
@@ -742,6 +749,13 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
   const statementOptions = { onStatement: options.onStatement };
   if (options.db) {
     const db = options.db as Connection & { $client?: Connection };
+    const transactional = (options.subscriptions ?? []).filter((s) => s.transactional === true);
+    if (transactional.length > 0 && !lendsConnections(db.$client ?? db, options.session))
+      throw new CorqError(
+        "invalid_config",
+        `subscription "${transactional[0].name}" is transactional: its batches need connections of their own — ` +
+          "pass a pool (databaseUrl, a pg or Neon Pool, a drizzle database over one) or a neon() function with a session",
+      );
     const executor = createExecutor(db.$client ?? db, { ...statementOptions, session: options.session });
     return { executor: async () => executor, end: async () => undefined };
   }

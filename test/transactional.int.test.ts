@@ -4,7 +4,8 @@
 import { sql } from "drizzle-orm";
 import { bigint, integer, pgSchema, text } from "drizzle-orm/pg-core";
 import { describe, expect, it } from "vitest";
-import type { Corq, DeliveredEvent, HandlerContext } from "../src/index.js";
+import pg from "pg";
+import { createCorq, type Corq, type DeliveredEvent, type HandlerContext } from "../src/index.js";
 import { useCorq, sleep } from "./helpers/corq.js";
 import { until, within } from "./helpers/until.js";
 
@@ -178,6 +179,22 @@ describe("transactional handlers", () => {
       { key: "a", position: positions[0], attempt: 2 },
       { key: "a", position: positions[1], attempt: 1 },
     ]);
+  });
+
+  it("are refused on one shared connection (a pg Client): their transaction would take in the drain's other statements", async () => {
+    const { url } = await open();
+    const client = new pg.Client({ connectionString: url });
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const definition = { name: "tally", transactional: true, handle: () => undefined };
+    try {
+      expect(() => createCorq({ db: client, subscriptions: [definition] })).toThrow(
+        expect.objectContaining({ code: "invalid_config", message: expect.stringMatching(/"tally" is transactional/) }),
+      );
+      expect(() => createCorq({ db: client, subscriptions: [{ ...definition, transactional: false }] })).not.toThrow();
+      await createCorq({ db: pool, subscriptions: [definition] }).close();
+    } finally {
+      await pool.end();
+    }
   });
 
   it("roll back the effects of a handler whose lease was taken over by a second consumer while it ran", async () => {

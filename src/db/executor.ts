@@ -214,6 +214,14 @@ async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>):
   }
 }
 
+/**
+ * Whether transactions on `connection` get a connection of their own (a pool, or an HTTP query
+ * function with a session): what a transactional handler needs beside a drain's other statements.
+ */
+export function lendsConnections(connection: Connection, session?: Session): boolean {
+  return isHttp(connection) ? session !== undefined : isPool(connection);
+}
+
 // neon() returns a function (a tagged template) that also has .query and .transaction
 function isHttp(connection: Connection): connection is HttpQueryFunction {
   return typeof connection === "function" && typeof (connection as HttpQueryFunction).transaction === "function";

@@ -2,7 +2,8 @@
 // figure issue 12 targets, in about half a minute — for trying a change against main quickly.
 //   idle    single-event appends one at a time, 150 ms apart, no cron: the pipeline's own cost
 //           (append, kick, advance, dispatch, claim, push) and the database statements it takes
-//   steady  single-event appends at a fixed rate over 100 streams, the cron every second
+//   steady  single-event appends at a fixed rate over 100 streams, the cron every second, and the
+//           database statements per append of the whole run
 // Prints one JSON line. The full section (burst, both paths, distance) is `npm run bench -- --only connections`.
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
 import { startLocalStack, type LocalStack } from "../infra/localStack.js";
@@ -33,6 +34,7 @@ async function idle(stack: LocalStack, recorder: Awaited<ReturnType<typeof start
 async function steady(stack: LocalStack, recorder: Awaited<ReturnType<typeof startRecorder>>) {
   await putSubscription(stack.databaseUrl, "steady", ["Steady"], recorder.url);
   const stopCron = startCron(stack);
+  const before = stack.httpStatements();
   try {
     const requests = [];
     const started = performance.now();
@@ -44,7 +46,13 @@ async function steady(stack: LocalStack, recorder: Awaited<ReturnType<typeof sta
     const appends = await Promise.all(requests);
     const positions = appends.filter((a) => a.status === 201).map((a) => a.position ?? 0);
     const lost = await awaitDelivery(recorder.log("steady"), positions, 30_000);
-    return { rate, ...summarize(appends, recorder.log("steady"), lost) };
+    // every statement of the run (appends, kicks, cron, consumers) per accepted append
+    const statements = stack.httpStatements() - before;
+    return {
+      rate,
+      ...summarize(appends, recorder.log("steady"), lost),
+      statementsPerAppend: statements / positions.length,
+    };
   } finally {
     stopCron();
   }

@@ -8,8 +8,8 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { createCorq } from "../src/index.js";
 import { createExecutor } from "../src/db/executor.js";
-import { appendEvents } from "../src/sql/appendEvents.js";
-import { WAKE_CHANNEL } from "../src/sql/notify.js";
+import { appendEvents } from "../src/sql/log/appendEvents.js";
+import { WAKE_CHANNEL } from "../src/sql/log/notify.js";
 import { benchPool } from "./database.js";
 import { median, percentile, spreadPercent } from "./stats.js";
 
@@ -208,7 +208,7 @@ export async function notifyCost(
         await listener.query(`LISTEN ${WAKE_CHANNEL}`);
         const appendOne = (stream: string) =>
           mode === "inside"
-            ? inside.run(appendEvents(stream, [{ name: "E", data: {} }], undefined, { notify: true }))
+            ? inside.run(appendEvents(stream, [{ name: "E", data: {} }], { notify: true }))
             : corq.append(stream, [{ name: "E", data: {} }]);
         let next = 0;
         const started = performance.now();

@@ -12,6 +12,7 @@ import {
   keysQuery,
   logQuery,
   releaseBody,
+  tailQuery,
   rewindBody,
   streamQuery,
 } from "./apiSchemas.js";
@@ -19,6 +20,7 @@ import { openApiDocument } from "./openapi.js";
 import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
+import { waitForHorizon } from "./horizonRetry.js";
 import { advanceAndDispatch, consumeInSlot, dispatchInBackground, selfInvoker, startConsumer } from "./dispatch.js";
 import { settings, type AppEnv } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
@@ -175,6 +177,11 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     return c.json(await c.var.corq().readLog({ after, limit }));
   });
 
+  app.get("/events/tail", requireScope("read"), async (c) => {
+    const { before, limit } = query(c, tailQuery);
+    return c.json(await c.var.corq().logTail({ before, limit }));
+  });
+
   app.get("/subscriptions", requireScope("read"), async (c) =>
     c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }),
   );
@@ -197,7 +204,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   app.get("/subscriptions/:name/keys", requireScope("read"), async (c) => {
     const name = param(c, "name", subscriptionName);
-    return c.json({ keys: await c.var.corq().keys(name, query(c, keysQuery)) });
+    return c.json(await c.var.corq().keyPage(name, query(c, keysQuery)));
   });
 
   for (const action of ["pause", "resume"] as const) {
@@ -228,9 +235,20 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   app.post("/advance", requireScope("admin"), async (c) => c.json({ advanced: await c.var.corq().advance() }));
 
   // What the cron does, on request: advance, then fan out consumer invocations.
-  app.post("/dispatch", requireScope("admin"), async (c) =>
-    c.json(await advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin))),
-  );
+  // With `corq-after-horizon` (a kick's retry, functions/horizonRetry.ts): first wait until no
+  // committed event waits above the xmin horizon, answer 202, then advance and dispatch.
+  app.post("/dispatch", requireScope("admin"), async (c) => {
+    const invoke = selfInvoker(c.env, new URL(c.req.url).origin);
+    if (c.req.header("corq-after-horizon") === undefined)
+      return c.json(await advanceAndDispatch(c.env, subscriptions, invoke));
+    const passed = await waitForHorizon(c.var.corq());
+    c.executionCtx.waitUntil(
+      advanceAndDispatch(c.env, subscriptions, invoke, { coalesce: true, afterHorizon: true }).catch((error) =>
+        console.error("corq: dispatch after the horizon failed:", error),
+      ),
+    );
+    return c.json({ horizonPassed: passed }, 202);
+  });
 
   app.post("/consume/:subscription", requireScope("admin"), async (c) => {
     const name = param(c, "subscription", subscriptionName);

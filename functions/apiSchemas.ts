@@ -33,11 +33,18 @@ export const count = z
 
 export const streamQuery = z.object({ from: count.optional(), limit: count.optional() });
 export const logQuery = z.object({ after: count.optional(), limit: count.optional() });
+export const tailQuery = z.object({
+  before: count
+    .refine((n) => n >= 1, "must be a position (1 or more)")
+    .optional()
+    .describe("the `next` of the page before: events below this position (default: from the newest)"),
+  limit: count.optional().describe("1..1000, default 50"),
+});
 export const keyStatus = z.enum(["ready", "leased", "backoff", "dead", "paused", "idle"]);
 export const keysQuery = z.object({
   status: keyStatus.optional(),
   limit: count.optional(),
-  after: z.string().max(1000).optional(),
+  after: z.string().max(1000).optional().describe("the `next` of the page before (a key: keys after it, in key order)"),
 });
 export const deadLettersQuery = z.object({ subscription: subscriptionName.optional(), limit: count.optional() });
 /** POST /subscriptions/:name/rewind */
@@ -59,6 +66,17 @@ export const consumeHeaders = z.object({
   "corq-budget-ms": count.optional().describe("drain for this long (ms) instead of one batch"),
   "corq-slot": count.optional().describe("the consumer slot a dispatcher claimed (internal)"),
 });
+
+export const dispatchHeaders = z.object({
+  "corq-after-horizon": z
+    .string()
+    .optional()
+    .describe(
+      "internal: a kick's retry — wait (a few seconds at most) until no committed event waits above the xmin horizon, answer 202, then advance and dispatch",
+    ),
+});
+/** POST /dispatch with corq-after-horizon */
+export const horizonRetry = z.object({ horizonPassed: z.boolean() });
 
 export const tokenParams = z.object({ id: tokenId });
 /** POST /tokens */
@@ -90,6 +108,10 @@ export const appendResult = z.object({
 });
 export const streamEvents = z.object({ stream: z.string(), events: z.array(event) });
 export const logPage = z.object({ events: z.array(event), next: z.number().int().nullable() });
+export const tailPage = z.object({
+  events: z.array(event).describe("newest first"),
+  next: z.number().int().nullable().describe("pass as `before` for the older page; null at the log's beginning"),
+});
 
 export const subscription = z.object({
   name: z.string(),
@@ -142,7 +164,10 @@ export const keyState = z.object({
   leasedUntil: isoTime.nullable().optional(),
   reason: z.string().describe("why the key is not running (or what it is doing), in words"),
 });
-export const keyList = z.object({ keys: z.array(keyState) });
+export const keyList = z.object({
+  keys: z.array(keyState),
+  next: z.string().nullable().describe("pass as `after` for the next page; null on the last page"),
+});
 export const rewound = z.object({ requeued: z.number().int() });
 
 export const deadLetter = z.object({

@@ -1,6 +1,6 @@
 // Who is calling, and may they. A bearer secret is either the bootstrap admin token
 // (CORQ_ADMIN_TOKEN, compared in constant time, no database) or a scoped token (found by the
-// SHA-256 of its secret: one indexed read, src/sql/tokens.ts). Each route states the scope it
+// SHA-256 of its secret: one indexed read, src/sql/operate/tokens.ts). Each route states the scope it
 // needs in ONE place, its route definition: `app.get(path, requireScope("read"), handler)`.
 // A route that states none needs admin (the API's catch-all, `authenticate`) and is flagged by
 // test/routeScopes.test.ts. A configured admin token that cannot be used refuses

@@ -4,6 +4,8 @@ import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { openCorq, type OpenCorq } from "./database.js";
 import { settings, type Env } from "./env.js";
 import { roundRobin } from "../src/roundRobin.js";
+import { coalesceKicks } from "./isolateKicks.js";
+import { startHorizonRetry } from "./horizonRetry.js";
 
 export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
 
@@ -52,7 +54,14 @@ export async function advanceAndDispatch(
   env: Env,
   subscriptions: SubscriptionDefinition[],
   invoke: Invoke,
-  options: { opened?: OpenCorq; pruneActivity?: boolean; coalesce?: boolean; eventNames?: string[] } = {},
+  options: {
+    opened?: OpenCorq;
+    pruneActivity?: boolean;
+    coalesce?: boolean;
+    eventNames?: string[];
+    /** this dispatch is itself the retry after the horizon passed (functions/horizonRetry.ts): it starts none */
+    afterHorizon?: boolean;
+  } = {},
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const opened = options.opened ?? openCorq(env, subscriptions);
   const { concurrency, consumerBudgetMs } = settings(env);
@@ -71,8 +80,31 @@ export async function advanceAndDispatch(
     };
     let ready: [string, number][];
     let slots: number[];
+    let waiting = false;
     if (options.coalesce) {
-      ({ advanced, ready, slots } = await opened.corq.kick({ eventNames: options.eventNames, slots: slotOptions }));
+      const kick = (eventNames: string[] | undefined, covered: number) =>
+        opened.corq.kick({ eventNames, slots: { ...slotOptions, want: concurrency - covered, covered } });
+      // a kick that met another in this isolate left its event names with it: nothing to do here
+      ({ advanced, ready, slots, waiting } = (await coalesceKicks(
+        env.DATABASE_URL ?? "",
+        options.eventNames,
+        () => kick(options.eventNames, 0),
+        async (names, first) => {
+          try {
+            const more = await kick(names, first.slots.length);
+            return {
+              advanced: added(first.advanced, more.advanced),
+              ready: more.ready,
+              slots: [...first.slots, ...more.slots],
+              waiting: more.waiting,
+            };
+          } catch (error) {
+            // the kicks left with this one are lost as a failed kick is (the cron advances); its own plan stands
+            console.error("corq: coalesced kick failed:", error);
+            return first;
+          }
+        },
+      )) ?? { advanced: {}, ready: [], slots: [], waiting: false });
     } else {
       advanced = await opened.corq.advance();
       ({ ready, slots } = await opened.corq.claimSlots(slotOptions));
@@ -81,6 +113,17 @@ export async function advanceAndDispatch(
     plan = roundRobin(ready, slots.length);
     for (const unused of slots.slice(plan.length)) await opened.corq.releaseSlot(unused);
     const started = plan.slice(1).map((name, i) => startConsumer(env, invoke, name, slots[i + 1]));
+    // events this kick could not advance yet (an older transaction still ran): one more invocation
+    // advances them once the horizon has passed, instead of the cron a minute later
+    if (waiting && options.coalesce && !options.afterHorizon) {
+      const retry = startHorizonRetry(env.DATABASE_URL ?? "", () =>
+        invoke("/dispatch", {
+          method: "POST",
+          headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-after-horizon": "1" },
+        }),
+      );
+      if (retry) started.push(retry);
+    }
     // the invocations started through SELF are subrequests of this one too
     if (plan.length > 0) {
       const here = await consumeInSlot(
@@ -91,7 +134,7 @@ export async function advanceAndDispatch(
         (name, slot) => {
           started.push(startConsumer(env, invoke, name, slot));
         },
-        plan.length - 1,
+        started.length,
       );
       consumedHere = here.batches;
     }
@@ -104,6 +147,12 @@ export async function advanceAndDispatch(
     else await result.value.body?.cancel();
   }
   return { advanced, dispatched: Math.max(0, plan.length - 1), consumedHere };
+}
+
+function added(a: Record<string, number>, b: Record<string, number>): Record<string, number> {
+  const sum = { ...a };
+  for (const [name, n] of Object.entries(b)) sum[name] = (sum[name] ?? 0) + n;
+  return sum;
 }
 
 /** Starts a consumer invocation in `slot` (it frees the slot, or hands it on, when done). */

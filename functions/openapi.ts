@@ -87,6 +87,15 @@ export const apiRoutes: ApiRoute[] = [
   },
   {
     method: "get",
+    path: "/events/tail",
+    summary: "The newest events of the log, newest first, paged backwards (for display: not the safe read order)",
+    tag: "log",
+    access: "read",
+    query: s.tailQuery,
+    answers: { 200: { description: "a page; `next` is the cursor to pass as `before`", schema: s.tailPage } },
+  },
+  {
+    method: "get",
     path: "/subscriptions",
     summary: "Every subscription with its stats",
     tag: "subscriptions",
@@ -137,7 +146,10 @@ export const apiRoutes: ApiRoute[] = [
     access: "read",
     params: s.nameParams,
     query: s.keysQuery,
-    answers: { 200: { description: "keys in key order after `after`", schema: s.keyList }, 404: unknownSubscription },
+    answers: {
+      200: { description: "keys in key order after `after`; `next` is the cursor to the next page", schema: s.keyList },
+      404: unknownSubscription,
+    },
   },
   ...(["pause", "resume"] as const).map(
     (action): ApiRoute => ({
@@ -236,7 +248,14 @@ export const apiRoutes: ApiRoute[] = [
     summary: "What the cron does: advance, then start consumer invocations",
     tag: "pipeline",
     access: "admin",
-    answers: { 200: { description: "what was advanced and dispatched", schema: s.dispatched } },
+    headers: s.dispatchHeaders,
+    answers: {
+      200: { description: "what was advanced and dispatched", schema: s.dispatched },
+      202: {
+        description: "with corq-after-horizon: the horizon passed (or the wait gave up); advance and dispatch follow",
+        schema: s.horizonRetry,
+      },
+    },
   },
   {
     method: "post",

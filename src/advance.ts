@@ -7,10 +7,10 @@ import {
   recordAdvanceError,
   waitForAdvancer,
   type AdvanceRow,
-} from "./sql/advanceSubscription.js";
-import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advanceByFunction.js";
-import { syncSubscriptions, type SubscriptionRow } from "./sql/syncSubscriptions.js";
-import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
+} from "./sql/advance/advanceSubscription.js";
+import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advance/advanceByFunction.js";
+import { syncSubscriptions, type SubscriptionRow } from "./sql/advance/syncSubscriptions.js";
+import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
 
 export interface AdvanceOptions {
   /** Events scanned per statement; a subscription is advanced in rounds until it is caught up. */
@@ -106,7 +106,11 @@ export async function advanceOnce(
             }));
           continue;
         }
-        const round = await advanceInSql(executor, row.id, options.batchSize, options.coalesce ?? false);
+        const round = await advanceInSql(executor, {
+          subscriptionId: row.id,
+          limit: options.batchSize,
+          coalesce: options.coalesce ?? false,
+        });
         advanced[row.name] = (advanced[row.name] ?? 0) + round.enqueued;
         if (round.held) held.push(row.id);
       } catch (thrown) {
@@ -135,9 +139,7 @@ export async function advanceOnce(
  */
 async function advanceInSql(
   executor: Executor,
-  subscriptionId: number,
-  limit: number,
-  coalesce: boolean,
+  { subscriptionId, limit, coalesce }: { subscriptionId: number; limit: number; coalesce: boolean },
 ): Promise<{ enqueued: number; held: boolean }> {
   let enqueued = 0;
   for (;;) {
@@ -172,12 +174,11 @@ async function advanceByFunction(
       .map((row) => ({ tx: row.tx, position: Number(row.position), ...keyOf(options.key, row) }));
     const last = rows[rows.length - 1];
     const [{ applied }] = await executor.run<{ applied: number }>(
-      writeAdvanceBatch(
-        subscriptionId,
-        { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
-        { tx: last.tx, position: Number(last.position) },
+      writeAdvanceBatch(subscriptionId, {
+        read: { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
+        last: { tx: last.tx, position: Number(last.position) },
         matched,
-      ),
+      }),
     );
     // lost the race to a concurrent advancer: read again from the watermark it left
     if (applied === 0) continue;

@@ -85,6 +85,8 @@ export interface CorqClient {
     options?: { from?: number; limit?: number },
   ): Promise<{ stream: string; events: StoredEvent[] }>;
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /** The newest events first, paged backwards: pass `next` as `before` (GET /events/tail). */
+  logTail(options?: { before?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
   subscriptions(): Promise<{ subscriptions: SubscriptionStats[] }>;
   subscription(name: string): Promise<SubscriptionStats>;
   /** The secret is in the answer only when the subscription is created. */
@@ -93,7 +95,7 @@ export interface CorqClient {
   keys(
     subscription: string,
     options?: { status?: KeyStatus; limit?: number; after?: string },
-  ): Promise<{ keys: KeyState[]; next?: string | null }>;
+  ): Promise<{ keys: KeyState[]; next: string | null }>;
   pause(subscription: string): Promise<SubscriptionStats>;
   resume(subscription: string): Promise<SubscriptionStats>;
   deadLetters(options?: { subscription?: string; limit?: number }): Promise<{ deadLetters: DeadLetter[] }>;
@@ -144,6 +146,7 @@ export function createClient(options: ClientOptions): CorqClient {
       }),
     readStream: (stream, readOptions = {}) => call("GET", `/streams/${segment(stream)}`, { query: readOptions }),
     readLog: (logOptions = {}) => call("GET", "/events", { query: logOptions }),
+    logTail: (tailOptions = {}) => call("GET", "/events/tail", { query: tailOptions }),
     subscriptions: () => call("GET", "/subscriptions"),
     subscription: (name) => call("GET", `/subscriptions/${segment(name)}`),
     putSubscription: (name, config) => call("PUT", `/subscriptions/${segment(name)}`, { body: config }),

@@ -29,8 +29,8 @@ const badText = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  */
 export function jsonProblem(value: unknown): string | null {
   const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length > 0) {
-    const [item, depth] = stack.pop()!;
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [item, depth] = next;
     if (item === null || typeof item === "boolean") continue;
     if (typeof item === "number") {
       if (!Number.isFinite(item)) return "numbers must be finite";

@@ -1,18 +1,18 @@
 import type { SQL } from "drizzle-orm";
 import { drizzleTransaction } from "./db/drizzleTransaction.js";
 import type { Executor } from "./db/executor.js";
-import { CorqError, toError } from "./errors.js";
+import { CorqError, present, toError } from "./errors.js";
 import type { Subscription } from "./config.js";
-import { claimBatch, settleAndClaim, type ClaimBy, type ClaimRow } from "./sql/claimBatch.js";
-import type { Settlement, SettledRow } from "./sql/settleKeys.js";
-import { ackBatch, type AckThrough, type Lease } from "./sql/ackBatch.js";
-import { failBatch } from "./sql/failBatch.js";
-import { releaseLease } from "./sql/releaseLease.js";
-import { recordBatches, type BatchRecordRow } from "./sql/activity.js";
-import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
+import { claimBatch, settleAndClaim, type ClaimBy, type ClaimRow } from "./sql/consume/claimBatch.js";
+import type { Settlement, SettledRow } from "./sql/consume/settleKeys.js";
+import { ackBatch, type AckThrough, type Lease } from "./sql/consume/ackBatch.js";
+import { failBatch } from "./sql/consume/failBatch.js";
+import { releaseLease } from "./sql/consume/releaseLease.js";
+import { recordBatches, type BatchRecordRow } from "./sql/activity/activity.js";
+import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
 import type { ConsumeResult, DeliveredEvent, Handler, HandlerContext } from "./types.js";
-import type { Corq } from "./corq.js";
+import type { Corq } from "./types.js";
 
 /** A code subscription (its handler runs here) or a push subscription (batches are POSTed). */
 export interface ConsumeTarget {
@@ -20,6 +20,13 @@ export interface ConsumeTarget {
   code?: Subscription;
   /** Who claims: recorded on each lease (the keys API shows it). */
   holder?: string;
+}
+
+/** Who consumes: the one door to the database, the subscription, and the Corq its handlers get. */
+export interface Consumer {
+  executor: Executor;
+  target: ConsumeTarget;
+  corq: Corq;
 }
 
 interface Claimed {
@@ -58,20 +65,21 @@ type Verdict =
  * `stop`; after `abort`, a handler that gives up has its lease released (1 statement) instead
  * of failed — the one outcome recorded while the handler no longer runs.
  */
-export async function consumeOne(executor: Executor, target: ConsumeTarget, corq: Corq): Promise<ConsumeResult | null> {
-  let claim = await claimOnce(executor, target, claimBatch(target.name, claimBy(target)));
+export async function consumeOne(consumer: Consumer): Promise<ConsumeResult | null> {
+  const { executor, target } = consumer;
+  let claim = await claimOnce(consumer, claimBatch(target.name, claimBy(target)));
   const expired = [...claim.expired];
   // Claimed, but every row the statement's snapshot saw had been acked by another consumer
   // while it waited (see claimBatch): the key was given back; claim afresh, a few times at most.
   for (let again = 0; claim.empty > 0 && again < 3; again++) {
-    claim = await claimOnce(executor, target, claimBatch(target.name, claimBy(target)));
+    claim = await claimOnce(consumer, claimBatch(target.name, claimBy(target)));
     expired.push(...claim.expired);
   }
   // rare: the claim took over an expired lease (1 more statement, for the dashboard's timeline)
   if (expired.length > 0) await executor.run(recordBatches(expired)).catch(() => undefined);
   const [claimed] = claim.claimed;
   if (!claimed) return claim.dead[0] ?? null;
-  const verdict = await handle(executor, target, claimed, corq);
+  const verdict = await handle(consumer, claimed);
   return finish(claimed, verdict, await record(executor, claimed, verdict));
 }
 
@@ -92,12 +100,8 @@ export interface DrainLimits {
  * nothing is ready, `deadline` (epoch ms) passes or `maxBatches` ran. Finished batches are
  * settled in the statement that claims the next keys.
  */
-export async function drainKeys(
-  executor: Executor,
-  target: ConsumeTarget,
-  corq: Corq,
-  limits: DrainLimits,
-): Promise<ConsumeResult[]> {
+export async function drainKeys(consumer: Consumer, limits: DrainLimits): Promise<ConsumeResult[]> {
+  const { executor } = consumer;
   // batches acked by settle+claim statements and expired leases taken over, recorded for the
   // dashboard every 500 or every second (telemetry: a failed write is dropped)
   const buffered: BatchRecordRow[] = [];
@@ -106,11 +110,14 @@ export async function drainKeys(
     if (buffered.length > 0) await executor.run(recordBatches(buffered.splice(0))).catch(() => undefined);
   };
   try {
-    return await drainLoop(executor, target, corq, limits, async (records) => {
-      if (records.length === 0) return;
-      if (buffered.length === 0) since = Date.now();
-      buffered.push(...records);
-      if (buffered.length >= 500 || Date.now() - since >= 1000) await flush();
+    return await drainLoop(consumer, {
+      ...limits,
+      onRecords: async (records) => {
+        if (records.length === 0) return;
+        if (buffered.length === 0) since = Date.now();
+        buffered.push(...records);
+        if (buffered.length >= 500 || Date.now() - since >= 1000) await flush();
+      },
     });
   } finally {
     await flush();
@@ -124,12 +131,11 @@ export async function drainKeys(
  * it (a slow key holds only its own slot: the others are claimed anew as they settle).
  */
 async function drainLoop(
-  executor: Executor,
-  target: ConsumeTarget,
-  corq: Corq,
-  limits: DrainLimits,
-  onRecords: (records: BatchRecordRow[]) => Promise<void>,
+  consumer: Consumer,
+  limits: DrainLimits & { onRecords: (records: BatchRecordRow[]) => Promise<void> },
 ): Promise<ConsumeResult[]> {
+  const { executor, target } = consumer;
+  const { onRecords } = limits;
   const results: ConsumeResult[] = [];
   const running = new Map<string, Promise<void>>();
   const finished: { claimed: Claimed; verdict: Verdict }[] = [];
@@ -152,7 +158,7 @@ async function drainLoop(
     const key = claimed.lease.key;
     running.set(
       key,
-      handle(executor, target, claimed, corq, limits.abort).then((verdict) => {
+      handle(consumer, claimed, { stopping: limits.abort }).then((verdict) => {
         running.delete(key);
         finished.push({ claimed, verdict });
         wake?.();
@@ -195,7 +201,7 @@ async function drainLoop(
               subscriptionId: settling[0].claimed.lease.subscriptionId,
               settlements: settling.map(({ claimed, verdict }) => settlement(claimed, verdict)),
             });
-      const claim = await claimOnce(executor, target, statement);
+      const claim = await claimOnce(consumer, statement);
       // what became of the settled batches
       const settled = new Map((claim.settled ?? []).map((row) => [row.key, row]));
       const acked: BatchRecordRow[] = [];
@@ -265,7 +271,7 @@ interface ClaimOutcome {
 }
 
 /** Runs a claim statement and reads its rows: the batches per key, and what it settled. */
-async function claimOnce(executor: Executor, target: ConsumeTarget, statement: SQL): Promise<ClaimOutcome> {
+async function claimOnce({ executor, target }: Consumer, statement: SQL): Promise<ClaimOutcome> {
   const rows = await executor.run<ClaimRow>(statement);
   if (rows.length === 0) {
     // defined in code, not registered yet: nothing to do
@@ -290,9 +296,12 @@ async function claimOnce(executor: Executor, target: ConsumeTarget, statement: S
     if (head.key === null) continue; // nothing claimed
     // the claim took over a lease that had expired: that batch goes in the record as "expired"
     if (head.expired_until !== null) {
-      const span = { startedAt: new Date(head.expired_from!), finishedAt: new Date(head.expired_until) };
+      const span = {
+        startedAt: new Date(present(head.expired_from, "expired_from")),
+        finishedAt: new Date(head.expired_until),
+      };
       outcome.expired.push({
-        subscriptionId: head.subscription_id!,
+        subscriptionId: present(head.subscription_id, "subscription_id"),
         key: head.key,
         ...span,
         events: 0,
@@ -303,7 +312,11 @@ async function claimOnce(executor: Executor, target: ConsumeTarget, statement: S
       outcome.dead.push({ key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" });
       continue;
     }
-    const lease: Lease = { subscriptionId: head.subscription_id!, key: head.key, token: head.lease_token! };
+    const lease: Lease = {
+      subscriptionId: present(head.subscription_id, "subscription_id"),
+      key: head.key,
+      token: present(head.lease_token, "lease_token"),
+    };
     if (head.position === null) {
       await executor.run(releaseLease(lease));
       outcome.empty++;
@@ -312,7 +325,7 @@ async function claimOnce(executor: Executor, target: ConsumeTarget, statement: S
     outcome.claimed.push({
       lease,
       claimedAt: at,
-      attempt: head.attempts! + 1,
+      attempt: present(head.attempts, "attempts") + 1,
       leaseMs: head.lease_ms,
       incarnation: head.incarnation,
       handle: target.code ? target.code.handle : pushHandler(head.deliver),
@@ -321,7 +334,7 @@ async function claimOnce(executor: Executor, target: ConsumeTarget, statement: S
         seq: Number(row.seq),
         replay: row.replay === true,
       })),
-      txs: batch.map((row) => row.tx!),
+      txs: batch.map((row) => present(row.tx, "tx")),
     });
   }
   return outcome;
@@ -338,11 +351,9 @@ class LeaseLost extends Error {
 }
 
 async function handle(
-  executor: Executor,
-  target: ConsumeTarget,
+  { executor, target, corq }: Consumer,
   claimed: Claimed,
-  corq: Corq,
-  stopping?: AbortSignal,
+  { stopping }: { stopping?: AbortSignal } = {},
 ): Promise<Verdict> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error("lease expired")), claimed.leaseMs);
@@ -400,7 +411,12 @@ async function handleInTransaction(
       });
       const through = ackedThroughIndex(claimed.events, result);
       const [row] = await tx.run<{ acked: number; pending: number | null }>(
-        ackBatch(claimed.lease, throughOf(claimed, through), through + 1, claimed.claimedAt, { durable: true }),
+        ackBatch(claimed.lease, {
+          through: throughOf(claimed, through),
+          count: through + 1,
+          claimedAt: claimed.claimedAt,
+          durable: true,
+        }),
       );
       if (row.acked !== 1) throw new LeaseLost(through);
       return { through, committed: { outcome: "acked" as const, pending: row.pending ?? 0 } };
@@ -415,17 +431,20 @@ async function record(executor: Executor, claimed: Claimed, verdict: Verdict): P
   if (settled) return settled.outcome;
   if ("through" in verdict) {
     const [row] = await executor.run<{ acked: number }>(
-      ackBatch(claimed.lease, throughOf(claimed, verdict.through), verdict.through + 1, claimed.claimedAt),
+      ackBatch(claimed.lease, {
+        through: throughOf(claimed, verdict.through),
+        count: verdict.through + 1,
+        claimedAt: claimed.claimedAt,
+      }),
     );
     return row.acked === 1 ? "acked" : "expired";
   }
-  const failed = failBatch(
-    claimed.lease,
-    verdict.error,
-    claimed.events[0].position,
-    claimed.events.length,
-    claimed.claimedAt,
-  );
+  const failed = failBatch(claimed.lease, {
+    error: verdict.error,
+    headPosition: claimed.events[0].position,
+    count: claimed.events.length,
+    claimedAt: claimed.claimedAt,
+  });
   const [row] = await executor.run<{ dead: boolean }>(failed);
   return row === undefined ? "expired" : row.dead ? "dead" : "retry";
 }

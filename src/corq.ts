@@ -1,14 +1,7 @@
 import { CorqError } from "./errors.js";
-import {
-  createExecutor,
-  lendsConnections,
-  type Connection,
-  type Executor,
-  type PoolLike,
-  type Session,
-} from "./db/executor.js";
+import { createExecutor, lendsConnections, type Connection, type Executor, type PoolLike } from "./db/executor.js";
 import { migrate } from "./db/migrate.js";
-import { applyAppMigrations, parseAppMigrations, type AppMigration } from "./db/appMigrations.js";
+import { applyAppMigrations, parseAppMigrations } from "./db/appMigrations.js";
 import {
   expectedVersion as expectedVersionSchema,
   parseEvents,
@@ -23,28 +16,40 @@ import { z } from "zod";
 import { advance, advanceOnce, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
-import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/appendEvents.js";
-import { notifyWake } from "./sql/notify.js";
-import { readStream } from "./sql/readStream.js";
-import { eventExists, readLog } from "./sql/readLog.js";
-import { toStoredEvent, type EventRow } from "./sql/eventColumns.js";
-import { logHead, logPosition, subscriptionStats } from "./sql/subscriptionStats.js";
-import { listBatchDurations, type BatchDurationRow } from "./sql/batchDurations.js";
-import type { MetricsSnapshot } from "./metrics.js";
-import { listKeys } from "./sql/listKeys.js";
-import { listDeadLetters } from "./sql/listDeadLetters.js";
-import { ackedPerBucket, logTail, pruneActivity, recentBatches } from "./sql/activity.js";
-import { releaseDeadKeys } from "./sql/releaseDeadKeys.js";
-import { rememberWebhookId } from "./sql/webhookIds.js";
-import { setPaused } from "./sql/setPaused.js";
-import { pauseKey, resumeKey } from "./sql/pauseKey.js";
-import { kicksPending } from "./sql/advanceSubscription.js";
+import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/log/appendEvents.js";
+import { notifyWake } from "./sql/log/notify.js";
+import { readStream } from "./sql/log/readStream.js";
+import { eventExists, readLog } from "./sql/log/readLog.js";
+import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
+import { logHead, logPosition, subscriptionStats } from "./sql/inspect/subscriptionStats.js";
+import { listBatchDurations, type BatchDurationRow } from "./sql/inspect/batchDurations.js";
+import { listKeys } from "./sql/inspect/listKeys.js";
+import { listDeadLetters } from "./sql/inspect/listDeadLetters.js";
+import {
+  ackedPerBucket,
+  batchCounts,
+  logTail,
+  pruneActivity,
+  recentBatches,
+  timelineBatches,
+} from "./sql/activity/activity.js";
+import { releaseDeadKeys } from "./sql/operate/releaseDeadKeys.js";
+import { rememberWebhookId } from "./sql/consume/webhookIds.js";
+import { setPaused } from "./sql/operate/setPaused.js";
+import { pauseKey, resumeKey } from "./sql/operate/pauseKey.js";
+import { kicksPending } from "./sql/advance/advanceSubscription.js";
 import { rewindSubscription } from "./rewind.js";
-import { readyKeys } from "./sql/readyKeys.js";
-import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consumerSlots.js";
-import { deleteSubscription, deleteSubscriptionRows, putSubscription, type PutRow } from "./sql/putSubscription.js";
-import { deleteToken, insertToken, listTokens, verifyToken, type TokenRow } from "./sql/tokens.js";
-import { looksLikeTokenSecret, newTokenSecret, tokenHash, tokenId, tokenInput, type TokenScope } from "./tokens.js";
+import { readyKeys } from "./sql/consume/readyKeys.js";
+import { eventsAboveHorizon } from "./sql/advance/eventsAboveHorizon.js";
+import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consume/consumerSlots.js";
+import {
+  deleteSubscription,
+  deleteSubscriptionRows,
+  putSubscription,
+  type PutRow,
+} from "./sql/operate/putSubscription.js";
+import { deleteToken, insertToken, listTokens, verifyToken, type TokenRow } from "./sql/operate/tokens.js";
+import { looksLikeTokenSecret, newTokenSecret, tokenHash, tokenId, tokenInput } from "./tokens.js";
 import {
   toBatchRecord,
   toDeadLetter,
@@ -56,206 +61,7 @@ import {
   type KeyRow,
   type StatsRow,
 } from "./rows.js";
-import type {
-  AppendResult,
-  BatchRecord,
-  ConsumeResult,
-  DeadLetter,
-  EventInput,
-  KeyState,
-  KeyStatus,
-  StoredEvent,
-  SubscriptionDefinition,
-  SubscriptionStats,
-  CreatedToken,
-  TokenInfo,
-} from "./types.js";
-
-export interface CorqOptions {
-  /** Postgres connection string; corq creates (and closes) a node-postgres pool. */
-  databaseUrl?: string;
-  /** Or an existing connection: a pg / Neon Pool or Client, or a drizzle database. */
-  db?: Connection | { $client: Connection };
-  subscriptions?: SubscriptionDefinition[];
-  /** The app's own schema (its tables), applied by migrate() after corq's, each once (db/appMigrations.ts). */
-  migrations?: AppMigration[];
-  /** Events scanned per advance statement (default 5,000). */
-  advanceBatchSize?: number;
-  /** Max connections of the pool corq creates from databaseUrl (default 10). */
-  poolSize?: number;
-  /**
-   * How corq reaches databaseUrl: "pg" (default: a node-postgres pool), or "neon-http" (Neon's
-   * HTTP query path: one HTTPS request per statement, no connection to open or hold — for
-   * serverless functions; interactive transactions such as migrate() then use a short-lived
-   * node-postgres connection).
-   */
-  driver?: "pg" | "neon-http";
-  /** With `db` set to a neon() HTTP query function: opens a pool for an interactive transaction. */
-  session?: Session;
-  /** Called with the text of every statement corq sends (round-trip accounting). */
-  onStatement?: (text: string) => void;
-  /**
-   * Let push subscriptions deliver to loopback, private, link-local and other non-public
-   * addresses (default: refused, against SSRF; in Node, `CORQ_PUSH_ALLOW_PRIVATE=true` sets it).
-   */
-  pushAllowPrivate?: boolean;
-  /**
-   * Who this instance's consumers are, recorded on every lease they take (the keys API and the
-   * dashboard show it). Default: "process <pid> …" in Node, "invocation …" elsewhere, with a
-   * random id per instance.
-   */
-  holder?: string;
-  /**
-   * NOTIFY after an append commits, so `npm run serve` processes on the same database wake at
-   * once instead of at their safety-net timer. An append in its own transaction NOTIFYs in a
-   * statement of its own right after its commit, coalesced (at most one in flight, one more
-   * after it for the appends that committed meanwhile); an append in the caller's transaction
-   * NOTIFYs inside it (delivered at that commit; Postgres folds repeats). Why not always inside:
-   * a transaction that NOTIFYs holds a global lock through its commit's WAL flush, so such
-   * commits run one at a time (measured in bench/RESULTS.md). Default false: on Workers nobody
-   * listens.
-   */
-  notify?: boolean;
-}
-
-export interface Corq {
-  migrate(): Promise<{ applied: string[] }>;
-  append(
-    stream: string,
-    events: EventInput[],
-    options?: { expectedVersion?: number; tx?: Connection },
-  ): Promise<AppendResult>;
-  readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
-  readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
-  /**
-   * Moves the log into the subscriptions' queues. When it returns, every event committed before
-   * it is enqueued (it waits for an advancer already at work). `{ coalesce: true }` is for
-   * wake-ups (after an append, a cron): where another advancer is at work it returns at once,
-   * and that one runs again for this call. `eventNames` (an append's kick) limits it to the
-   * subscriptions whose filter takes one of those names.
-   */
-  advance(options?: { coalesce?: boolean; eventNames?: string[] }): Promise<Record<string, number>>;
-  consume(subscription: string): Promise<ConsumeResult | null>;
-  /**
-   * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.
-   * Each statement claims up to `keysPerClaim` keys (default 16), each with its own lease and
-   * batch; their handlers run at once, and finished batches are acked (or failed) together in
-   * the statement that claims the next keys. Returns the first batch's result and the totals.
-   * For a graceful stop: once `stop` is aborted nothing more is claimed (the batches in hand
-   * finish and are acked or failed as usual); once `abort` is aborted the running handlers'
-   * `ctx.signal` aborts too, and a handler that then throws has its lease released at once
-   * (outcome "released": the key is ready again now, no attempt counted) — never while the
-   * handler still runs.
-   */
-  drain(
-    subscription: string,
-    options?: {
-      budgetMs?: number;
-      maxBatches?: number;
-      keysPerClaim?: number;
-      stop?: AbortSignal;
-      abort?: AbortSignal;
-    },
-  ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
-  /**
-   * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
-   * ones named in `codeSubscriptions`) and their count, up to `max`; and a consumer slot per
-   * ready key, up to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent
-   * dispatchers get different slots, so at most `max` consumers run. Start one consumer per
-   * slot returned; it calls releaseSlot(slot) when done.
-   */
-  claimSlots(options: {
-    max: number;
-    want: number;
-    holdMs: number;
-    codeSubscriptions: string[];
-  }): Promise<{ ready: [string, number][]; slots: number[] }>;
-  releaseSlot(slot: number): Promise<void>;
-  /**
-   * A dispatcher's wake-up (an append's kick, the cron): advance({ coalesce: true, eventNames })
-   * and then claimSlots(slots). The advance's re-check for the kicks others left meanwhile runs
-   * beside the slot claim (the caller's own events are enqueued before it), so an append's
-   * events reach a consumer one statement sooner; when the re-check enqueued more and slots
-   * are left, they are claimed too.
-   */
-  kick(options: {
-    eventNames?: string[];
-    slots: Parameters<Corq["claimSlots"]>[0];
-  }): Promise<{ advanced: Record<string, number>; ready: [string, number][]; slots: number[] }>;
-  /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
-  readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
-  stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
-  subscription(name: string): Promise<SubscriptionStats>;
-  keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
-  /** One key of a subscription (unknown_key when it has no row: no event of it was ever queued, nor was it paused). */
-  key(subscription: string, key: string): Promise<KeyState>;
-  /**
-   * Stops claiming one key (its events stay queued, in order; a batch in flight finishes), or
-   * lets it go on. Pausing a key that has no events yet makes its first events wait.
-   */
-  pauseKey(subscription: string, key: string): Promise<KeyState>;
-  resumeKey(subscription: string, key: string): Promise<KeyState>;
-  /**
-   * Queues events again, in log order, from the event at position `to` (inclusive) or from the
-   * beginning of the log — for the whole subscription, or one key (from that key's first event
-   * at or after `to`). Events are matched with the subscription's current filter and key; they
-   * get new, higher seqs and `replay: true`. See README, "Rewind and replay".
-   */
-  rewind(subscription: string, options: { to: number | "beginning"; key?: string }): Promise<{ requeued: number }>;
-  /** Dead keys, newest first; `withEvent` adds the event that failed (the dashboard shows it). */
-  deadLetters(options?: { subscription?: string; limit?: number; withEvent?: boolean }): Promise<DeadLetter[]>;
-  /** `webhookId`: refuse (conflict) a webhook id acted on in the last 10 minutes (replay protection). */
-  releaseDeadLetters(options: {
-    subscription: string;
-    key?: string;
-    mode?: "retry" | "skip";
-    webhookId?: string;
-  }): Promise<{ released: number }>;
-  /**
-   * Creates or updates a push subscription (docs/http-api.md, "Subscriptions"). The signing secret is
-   * returned only when the subscription is created.
-   */
-  putSubscription(
-    name: string,
-    input: unknown,
-  ): Promise<{ created: boolean; subscription: SubscriptionStats; secret?: string }>;
-  /**
-   * Deletes a push subscription with its queue and key rows; also a code subscription that
-   * this instance does not define (orphaned: its code is gone). One it defines is refused.
-   */
-  deleteSubscription(name: string): Promise<void>;
-  pause(subscription: string): Promise<void>;
-  resume(subscription: string): Promise<void>;
-  /** Batches that finished in the last `sinceMs` (default 5 min), newest first. */
-  activity(options?: { subscription?: string; sinceMs?: number; limit?: number }): Promise<BatchRecord[]>;
-  /**
-   * Events acked per second by each subscription, in `bucketMs` buckets (multiples of 10 s)
-   * over `windowMs`, oldest first; the newest is the last complete 10 seconds.
-   */
-  throughput(options?: { windowMs?: number; bucketMs?: number }): Promise<Record<string, number[]>>;
-  /** Forgets batch records older than `olderThanMs` (default 15 min); the Worker's cron calls it. */
-  pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
-  /** The newest events of the log, newest first (for display; readLog is the safe cursor read). */
-  logTail(options?: { limit?: number }): Promise<StoredEvent[]>;
-  /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
-  metrics(): Promise<MetricsSnapshot>;
-  /**
-   * Creates a scoped API token (docs/http-api.md, "Tokens"). The secret (`token`) is returned
-   * here only: the database keeps its SHA-256. `streamPrefix` limits appends (needs `append`,
-   * not with `admin`).
-   */
-  createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
-  /** Every token, oldest first, without secrets. */
-  listTokens(): Promise<TokenInfo[]>;
-  /** Revokes a token: refused from the next request on, and its dashboard sessions end. Unknown id → unknown_token. */
-  revokeToken(id: string): Promise<void>;
-  /**
-   * The token a secret belongs to, or null (unknown or revoked). One indexed read, no statement
-   * at all for a string that is not shaped like a token; moves lastUsedAt at most once a minute.
-   */
-  verifyToken(secret: string): Promise<TokenInfo | null>;
-  close(): Promise<void>;
-}
+import type { BatchRecord, Corq, CorqOptions, SubscriptionStats } from "./types.js";
 
 const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional() });
@@ -294,7 +100,23 @@ const throughputOptions = z
   })
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
 const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
-const logTailOptions = z.object({ limit: limit(1000, 50) });
+const logTailOptions = z.object({
+  before: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  limit: limit(1000, 50),
+});
+const timelineOptions = z.object({
+  subscription: subscriptionName.optional(),
+  sinceMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(24 * HOUR_MS)
+    .default(300_000),
+  maxKeys: z.number().int().min(1).max(200).default(40),
+});
+/** Bars of the timeline: at most this many slots across the window, and this many bars in all. */
+const TIMELINE_SLOTS = 300;
+const TIMELINE_BARS = 10_000;
 /** Keys a drain claims per statement when not told (bench/RESULTS.md, "Keys per claim"). */
 export const DEFAULT_KEYS_PER_CLAIM = 16;
 export const MAX_KEYS_PER_CLAIM = 256;
@@ -309,6 +131,7 @@ const slotOptions = z.object({
   want: z.number().int().min(0).max(1000),
   holdMs: z.number().int().min(1).max(3_600_000),
   codeSubscriptions: z.array(subscriptionName).max(1000),
+  covered: z.number().int().min(0).max(1000).optional(),
 });
 const rewindOptions = z.object({
   to: z.union([z.literal("beginning"), z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)]),
@@ -399,7 +222,7 @@ export function createCorq(options: CorqOptions): Corq {
       // is simply run again: a new transaction is newer than the append it waited for
       for (let attempt = 1; ; attempt++) {
         const [row] = await db.run<AppendRow>(
-          appendEvents(stream, input, expectedVersion, { notify: notify && appendOpts.tx !== undefined }),
+          appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
         );
         if (row.version !== null) {
           if (notify && !appendOpts.tx) wakeAfterCommit();
@@ -454,14 +277,15 @@ export function createCorq(options: CorqOptions): Corq {
 
     async consume(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
-      return consumeOne(await executor(), { name, code: code.get(name), holder }, corq);
+      return consumeOne({ executor: await executor(), target: { name, code: code.get(name), holder }, corq });
     },
 
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { stop, abort, ...limits } = drainOpts;
       const { budgetMs, maxBatches, keysPerClaim } = parseOrThrow(drainOptions, limits, "invalid_input", "options");
-      const results = await drainKeys(await executor(), { name, code: code.get(name), holder }, corq, {
+      const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq };
+      const results = await drainKeys(consumer, {
         deadline: Date.now() + budgetMs,
         maxBatches,
         keysPerClaim,
@@ -499,10 +323,24 @@ export function createCorq(options: CorqOptions): Corq {
       // the re-check enqueued others' events after the claim counted ready keys: slots for them
       const left = slotOpts.want - plan.slots.length;
       if (total() > enqueuedFirst && left > 0) {
-        const more = await claimSlots(db, { ...slotOpts, want: left, covered: plan.slots.length });
-        return { advanced: first.advanced, ready: more.ready, slots: [...plan.slots, ...more.slots] };
+        const more = await claimSlots(db, {
+          ...slotOpts,
+          want: left,
+          covered: (slotOpts.covered ?? 0) + plan.slots.length,
+        });
+        return {
+          advanced: first.advanced,
+          ready: more.ready,
+          slots: [...plan.slots, ...more.slots],
+          waiting: more.waiting,
+        };
       }
       return { advanced: first.advanced, ...plan };
+    },
+
+    async horizonWaiting() {
+      const [row] = await (await executor()).run<{ waiting: boolean }>(eventsAboveHorizon());
+      return row?.waiting === true;
     },
 
     async releaseSlot(slot) {
@@ -530,11 +368,17 @@ export function createCorq(options: CorqOptions): Corq {
     subscription: knownSubscription,
 
     async keys(name, keyOpts = {}) {
+      return (await corq.keyPage(name, keyOpts)).keys;
+    },
+
+    async keyPage(name, keyOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const parsed = parseOrThrow(keysOptions, keyOpts, "invalid_input", "options");
-      const rows = await (await executor()).run<KeyRow>(listKeys(name, parsed));
+      // one row more than the page: whether a next page exists, without an empty last page
+      const rows = await (await executor()).run<KeyRow>(listKeys(name, { ...parsed, limit: parsed.limit + 1 }));
       if (rows.length === 0) await knownSubscription(name); // empty page, or no such subscription?
-      return rows.map(toKeyState);
+      const keys = rows.slice(0, parsed.limit).map(toKeyState);
+      return { keys, next: rows.length > parsed.limit ? (keys.at(-1)?.key ?? null) : null };
     },
 
     async key(name, key) {
@@ -672,8 +516,30 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async logTail(tailOpts = {}) {
-      const { limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
-      return (await (await executor()).run<EventRow>(logTail(max))).map(toStoredEvent);
+      const { before, limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<EventRow>(logTail(max + 1, before));
+      const events = rows.slice(0, max).map(toStoredEvent);
+      return { events, next: rows.length > max ? (events.at(-1)?.position ?? null) : null };
+    },
+
+    async timeline(timelineOpts = {}) {
+      const { subscription, sinceMs, maxKeys } = parseOrThrow(
+        timelineOptions,
+        timelineOpts,
+        "invalid_input",
+        "options",
+      );
+      const db = await executor();
+      const slotMs = Math.max(1, Math.floor(sinceMs / TIMELINE_SLOTS));
+      const [bars, counted] = await Promise.all([
+        db.run<BatchRow & { batches: number }>(
+          timelineBatches({ subscription, sinceMs, maxKeys, slotMs, limit: TIMELINE_BARS }),
+        ),
+        db.run<{ outcome: BatchRecord["outcome"]; batches: number }>(batchCounts(subscription, sinceMs)),
+      ]);
+      const counts = { acked: 0, failed: 0, dead: 0, expired: 0 };
+      for (const row of counted) counts[row.outcome] = row.batches;
+      return { bars: bars.map((row) => ({ ...toBatchRecord(row), batches: row.batches })), counts };
     },
 
     async metrics() {
@@ -799,10 +665,11 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
 async function claimSlots(
   db: Executor,
   options: { max: number; want: number; holdMs: number; codeSubscriptions: string[]; covered?: number },
-): Promise<{ ready: [string, number][]; slots: number[] }> {
+): Promise<{ ready: [string, number][]; slots: number[]; waiting: boolean }> {
   const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options));
   return {
     ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
     slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
+    waiting: rows.some((row) => row.waiting === true),
   };
 }

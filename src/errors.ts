@@ -76,3 +76,13 @@ export function fromDriverError(thrown: unknown): unknown {
   if (thrown instanceof CorqError || !isDatabaseUnavailable(toError(thrown))) return thrown;
   return new CorqError("database_unavailable", "the database is unreachable; try again", { cause: thrown });
 }
+
+/**
+ * A column the statement guarantees is set in this row (e.g. a claimed key's lease token): the
+ * value, typed as present. A null here is a broken invariant of the SQL, not bad input: it
+ * throws rather than let a null travel on as if it were a value.
+ */
+export function present<T>(value: T | null | undefined, what: string): T {
+  if (value === null || value === undefined) throw new Error(`corq: ${what} is missing from a row that must have it`);
+  return value;
+}

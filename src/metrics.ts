@@ -1,7 +1,9 @@
 // GET /metrics: corq's figures in the Prometheus text format (version 0.0.4). Everything is
 // read from the database, so every runtime — a Worker invocation, any of several `serve`
 // processes — answers the same numbers.
-import type { SubscriptionStats } from "./types.js";
+import type { MetricsSnapshot, SubscriptionStats } from "./types.js";
+
+export type { BatchDurationCount, MetricsSnapshot } from "./types.js";
 
 /**
  * Upper bounds (seconds) of the batch-duration histogram's buckets. The trigger that counts
@@ -9,22 +11,6 @@ import type { SubscriptionStats } from "./types.js";
  * checks that they agree.
  */
 export const BATCH_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
-
-/** One (subscription, outcome, bucket) counter; `le` = Infinity for the last bucket. */
-export interface BatchDurationCount {
-  subscription: string;
-  outcome: string;
-  le: number;
-  batches: number;
-  events: number;
-  seconds: number;
-}
-
-export interface MetricsSnapshot {
-  subscriptions: SubscriptionStats[];
-  log: { head: number | null };
-  batchDurations: BatchDurationCount[];
-}
 
 const escapeLabel = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 const labels = (pairs: Record<string, string>) =>

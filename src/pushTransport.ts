@@ -10,7 +10,7 @@
 //            private one for the connection (DNS rebinding) gets nowhere. Literal IPs skip
 //            the lookup; the URL-text check covers them.
 import type { LookupAddress, LookupOptions } from "node:dns";
-import type { Corq } from "./corq.js";
+import type { Corq } from "./types.js";
 import { isPrivateAddress, privateHostProblem, PrivateDestinationError } from "./privateAddress.js";
 
 export interface PushTransport {

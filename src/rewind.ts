@@ -1,5 +1,5 @@
 // Rewind: queue a subscription's events again from a position (or the beginning), the whole
-// subscription or one key — see src/sql/rewind.ts for what happens to each key. One
+// subscription or one key — see src/sql/operate/rewind.ts for what happens to each key. One
 // transaction (an interactive one: on Workers it opens a WebSocket session for itself):
 //
 //   hold      the advancer's lock of the subscription (an advance in progress ends first);
@@ -16,8 +16,8 @@ import type { Executor } from "./db/executor.js";
 import { CorqError } from "./errors.js";
 import { keyOf } from "./advance.js";
 import type { KeyStrategy, Subscription } from "./config.js";
-import { holdAdvancer } from "./sql/advanceSubscription.js";
-import type { EventRow } from "./sql/eventColumns.js";
+import { holdAdvancer } from "./sql/advance/advanceSubscription.js";
+import type { EventRow } from "./sql/shared/eventColumns.js";
 import {
   createStage,
   matchedInSql,
@@ -29,7 +29,7 @@ import {
   type RequeueRow,
   type RewindRange,
   type RewindTargetRow,
-} from "./sql/rewind.js";
+} from "./sql/operate/rewind.js";
 
 /** Events read per round when a key function computes the keys. */
 const STAGE_ROUND = 5000;
@@ -61,7 +61,7 @@ export async function rewindSubscription(
     };
     const matched: SQL =
       target.key === "function"
-        ? await stageByFunction(tx, range, request.subscription, options.code)
+        ? await stageByFunction(tx, { range, subscription: request.subscription, code: options.code })
         : matchedInSql(range, target.key === "stream");
     const [row] = await tx.run<RequeueRow>(requeue(id, matched));
     return { requeued: row.requeued, keys: row.keys, subscriptionId: id };
@@ -74,9 +74,7 @@ export async function rewindSubscription(
  */
 async function stageByFunction(
   tx: Executor,
-  range: RewindRange,
-  subscription: string,
-  code: Subscription | undefined,
+  { range, subscription, code }: { range: RewindRange; subscription: string; code: Subscription | undefined },
 ): Promise<SQL> {
   const strategy = code?.key;
   if (strategy?.kind !== "function") {

@@ -9,7 +9,8 @@ import type {
   TokenInfo,
   TokenScope,
 } from "./types.js";
-import type { TokenRow } from "./sql/tokens.js";
+import type { TokenRow } from "./sql/operate/tokens.js";
+import { present } from "./errors.js";
 
 export interface StatsRow {
   name: string;
@@ -67,7 +68,7 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
     advanceError:
       row.advance_error === null
         ? null
-        : { message: row.advance_error, at: new Date(row.advance_error_at!).toISOString() },
+        : { message: row.advance_error, at: new Date(present(row.advance_error_at, "advance_error_at")).toISOString() },
     keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead, paused: row.paused_keys },
     incarnation: row.incarnation,
     oldestPendingAgeMs: row.oldest_pending_age_ms === null ? null : Math.max(0, Number(row.oldest_pending_age_ms)),
@@ -110,7 +111,7 @@ export function toKeyState(row: KeyRow): KeyState {
     lastError: row.last_error,
     lastPosition: row.last_position === null ? null : Number(row.last_position),
     seq: Number(row.seq),
-    ...(row.paused_at !== null ? { pausedSince: iso(row.paused_at)! } : {}),
+    ...(row.paused_at !== null ? { pausedSince: new Date(row.paused_at).toISOString() } : {}),
     ...(leased ? { holder: row.lease_holder, leasedSince: iso(row.leased_at), leasedUntil: iso(row.lease_until) } : {}),
     reason: reasonOf(row, leased),
   };
@@ -158,7 +159,9 @@ export function toDeadLetter(row: DeadLetterRow, withEvent: boolean): DeadLetter
     attempts: row.attempts,
     lastError: row.last_error,
     deadAt: new Date(row.dead_at).toISOString(),
-    ...(withEvent ? { event: row.name == null ? null : { stream: row.stream!, name: row.name, data: row.data } } : {}),
+    ...(withEvent
+      ? { event: row.name == null ? null : { stream: present(row.stream, "stream"), name: row.name, data: row.data } }
+      : {}),
   };
 }
 

@@ -3,15 +3,9 @@
 // authentication (functions/auth.ts) share this file.
 import { z } from "zod";
 import { streamName } from "./config.js";
+import { TOKEN_SCOPES, type TokenScope } from "./tokenScopes.js";
 
-/**
- * append  POST /streams/…/events (optionally only streams starting with streamPrefix)
- * read    every GET (the dashboard read-only)
- * operate read + pause/resume, retry/skip, rewind
- * admin   everything: subscriptions, tokens, /advance, /consume, /dispatch — and append anywhere
- */
-export const TOKEN_SCOPES = ["append", "read", "operate", "admin"] as const;
-export type TokenScope = (typeof TOKEN_SCOPES)[number];
+export { TOKEN_SCOPES, type TokenScope };
 
 /** The scopes each scope includes. */
 const includes: Record<TokenScope, readonly TokenScope[]> = {

@@ -1,7 +1,8 @@
 // The public shapes of the library (README, "The library").
 import type { SQL } from "drizzle-orm";
-import type { Corq } from "./corq.js";
-import type { TokenScope } from "./tokens.js";
+import type { Connection, Session } from "./db/executor.js";
+import type { AppMigration } from "./db/appMigrations.js";
+import type { TokenScope } from "./tokenScopes.js";
 import type { CorqTransaction } from "./db/drizzleTransaction.js";
 
 export type { TokenScope, CorqTransaction };
@@ -199,6 +200,16 @@ export interface BatchRecord {
   outcome: "acked" | "failed" | "dead" | "expired";
 }
 
+/**
+ * The dashboard's batch timeline (Corq.timeline): bars of the most recently active keys, each
+ * the batches of one key with one outcome that started in one time slot; the totals count
+ * every batch of the window.
+ */
+export interface TimelineData {
+  bars: (BatchRecord & { batches: number })[];
+  counts: Record<BatchRecord["outcome"], number>;
+}
+
 /** A scoped API token as listed (Corq.listTokens, GET /tokens): never its secret. */
 export interface TokenInfo {
   id: string;
@@ -214,4 +225,234 @@ export interface TokenInfo {
 /** What Corq.createToken returns: the secret, shown this once (only its hash is stored). */
 export interface CreatedToken extends TokenInfo {
   token: string;
+}
+
+/** One (subscription, outcome, bucket) counter; `le` = Infinity for the last bucket. */
+export interface BatchDurationCount {
+  subscription: string;
+  outcome: string;
+  le: number;
+  batches: number;
+  events: number;
+  seconds: number;
+}
+
+export interface MetricsSnapshot {
+  subscriptions: SubscriptionStats[];
+  log: { head: number | null };
+  batchDurations: BatchDurationCount[];
+}
+
+// The library object (createCorq in src/corq.ts implements it). It lives here, with the shapes it
+// takes and returns, so that modules needing only its type never import the implementation.
+export interface CorqOptions {
+  /** Postgres connection string; corq creates (and closes) a node-postgres pool. */
+  databaseUrl?: string;
+  /** Or an existing connection: a pg / Neon Pool or Client, or a drizzle database. */
+  db?: Connection | { $client: Connection };
+  subscriptions?: SubscriptionDefinition[];
+  /** The app's own schema (its tables), applied by migrate() after corq's, each once (db/appMigrations.ts). */
+  migrations?: AppMigration[];
+  /** Events scanned per advance statement (default 5,000). */
+  advanceBatchSize?: number;
+  /** Max connections of the pool corq creates from databaseUrl (default 10). */
+  poolSize?: number;
+  /**
+   * How corq reaches databaseUrl: "pg" (default: a node-postgres pool), or "neon-http" (Neon's
+   * HTTP query path: one HTTPS request per statement, no connection to open or hold — for
+   * serverless functions; interactive transactions such as migrate() then use a short-lived
+   * node-postgres connection).
+   */
+  driver?: "pg" | "neon-http";
+  /** With `db` set to a neon() HTTP query function: opens a pool for an interactive transaction. */
+  session?: Session;
+  /** Called with the text of every statement corq sends (round-trip accounting). */
+  onStatement?: (text: string) => void;
+  /**
+   * Let push subscriptions deliver to loopback, private, link-local and other non-public
+   * addresses (default: refused, against SSRF; in Node, `CORQ_PUSH_ALLOW_PRIVATE=true` sets it).
+   */
+  pushAllowPrivate?: boolean;
+  /**
+   * Who this instance's consumers are, recorded on every lease they take (the keys API and the
+   * dashboard show it). Default: "process <pid> …" in Node, "invocation …" elsewhere, with a
+   * random id per instance.
+   */
+  holder?: string;
+  /**
+   * NOTIFY after an append commits, so `npm run serve` processes on the same database wake at
+   * once instead of at their safety-net timer. An append in its own transaction NOTIFYs in a
+   * statement of its own right after its commit, coalesced (at most one in flight, one more
+   * after it for the appends that committed meanwhile); an append in the caller's transaction
+   * NOTIFYs inside it (delivered at that commit; Postgres folds repeats). Why not always inside:
+   * a transaction that NOTIFYs holds a global lock through its commit's WAL flush, so such
+   * commits run one at a time (measured in bench/RESULTS.md). Default false: on Workers nobody
+   * listens.
+   */
+  notify?: boolean;
+}
+
+export interface Corq {
+  migrate(): Promise<{ applied: string[] }>;
+  append(
+    stream: string,
+    events: EventInput[],
+    options?: { expectedVersion?: number; tx?: Connection },
+  ): Promise<AppendResult>;
+  readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
+  readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /**
+   * Moves the log into the subscriptions' queues. When it returns, every event committed before
+   * it is enqueued (it waits for an advancer already at work). `{ coalesce: true }` is for
+   * wake-ups (after an append, a cron): where another advancer is at work it returns at once,
+   * and that one runs again for this call. `eventNames` (an append's kick) limits it to the
+   * subscriptions whose filter takes one of those names.
+   */
+  advance(options?: { coalesce?: boolean; eventNames?: string[] }): Promise<Record<string, number>>;
+  consume(subscription: string): Promise<ConsumeResult | null>;
+  /**
+   * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.
+   * Each statement claims up to `keysPerClaim` keys (default 16), each with its own lease and
+   * batch; their handlers run at once, and finished batches are acked (or failed) together in
+   * the statement that claims the next keys. Returns the first batch's result and the totals.
+   * For a graceful stop: once `stop` is aborted nothing more is claimed (the batches in hand
+   * finish and are acked or failed as usual); once `abort` is aborted the running handlers'
+   * `ctx.signal` aborts too, and a handler that then throws has its lease released at once
+   * (outcome "released": the key is ready again now, no attempt counted) — never while the
+   * handler still runs.
+   */
+  drain(
+    subscription: string,
+    options?: {
+      budgetMs?: number;
+      maxBatches?: number;
+      keysPerClaim?: number;
+      stop?: AbortSignal;
+      abort?: AbortSignal;
+    },
+  ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
+  /**
+   * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
+   * ones named in `codeSubscriptions`) and their count, up to `max`; and a consumer slot per
+   * ready key, up to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent
+   * dispatchers get different slots, so at most `max` consumers run. Start one consumer per
+   * slot returned; it calls releaseSlot(slot) when done. `waiting`: committed events wait above
+   * the xmin horizon (an older transaction still runs), so no advance can take them yet — see
+   * horizonWaiting().
+   */
+  claimSlots(options: {
+    max: number;
+    want: number;
+    holdMs: number;
+    codeSubscriptions: string[];
+    /** ready keys the caller already holds slots for (a dispatcher's second look) */
+    covered?: number;
+  }): Promise<{ ready: [string, number][]; slots: number[]; waiting: boolean }>;
+  releaseSlot(slot: number): Promise<void>;
+  /**
+   * Whether committed events wait above the xmin horizon: an advance cannot take them until the
+   * older transactions still running end, and nothing wakes anyone when they do.
+   */
+  horizonWaiting(): Promise<boolean>;
+  /**
+   * A dispatcher's wake-up (an append's kick, the cron): advance({ coalesce: true, eventNames })
+   * and then claimSlots(slots). The advance's re-check for the kicks others left meanwhile runs
+   * beside the slot claim (the caller's own events are enqueued before it), so an append's
+   * events reach a consumer one statement sooner; when the re-check enqueued more and slots
+   * are left, they are claimed too.
+   */
+  kick(options: {
+    eventNames?: string[];
+    slots: Parameters<Corq["claimSlots"]>[0];
+  }): Promise<{ advanced: Record<string, number>; ready: [string, number][]; slots: number[]; waiting: boolean }>;
+  /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
+  readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
+  stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
+  subscription(name: string): Promise<SubscriptionStats>;
+  keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
+  /**
+   * The same page with its cursor: `next` is the key to pass as `after` for the page after
+   * this one, null when there is none (one row more is read to know).
+   */
+  keyPage(
+    subscription: string,
+    options?: { status?: KeyStatus; after?: string; limit?: number },
+  ): Promise<{ keys: KeyState[]; next: string | null }>;
+  /** One key of a subscription (unknown_key when it has no row: no event of it was ever queued, nor was it paused). */
+  key(subscription: string, key: string): Promise<KeyState>;
+  /**
+   * Stops claiming one key (its events stay queued, in order; a batch in flight finishes), or
+   * lets it go on. Pausing a key that has no events yet makes its first events wait.
+   */
+  pauseKey(subscription: string, key: string): Promise<KeyState>;
+  resumeKey(subscription: string, key: string): Promise<KeyState>;
+  /**
+   * Queues events again, in log order, from the event at position `to` (inclusive) or from the
+   * beginning of the log — for the whole subscription, or one key (from that key's first event
+   * at or after `to`). Events are matched with the subscription's current filter and key; they
+   * get new, higher seqs and `replay: true`. See README, "Rewind and replay".
+   */
+  rewind(subscription: string, options: { to: number | "beginning"; key?: string }): Promise<{ requeued: number }>;
+  /** Dead keys, newest first; `withEvent` adds the event that failed (the dashboard shows it). */
+  deadLetters(options?: { subscription?: string; limit?: number; withEvent?: boolean }): Promise<DeadLetter[]>;
+  /** `webhookId`: refuse (conflict) a webhook id acted on in the last 10 minutes (replay protection). */
+  releaseDeadLetters(options: {
+    subscription: string;
+    key?: string;
+    mode?: "retry" | "skip";
+    webhookId?: string;
+  }): Promise<{ released: number }>;
+  /**
+   * Creates or updates a push subscription (docs/http-api.md, "Subscriptions"). The signing secret is
+   * returned only when the subscription is created.
+   */
+  putSubscription(
+    name: string,
+    input: unknown,
+  ): Promise<{ created: boolean; subscription: SubscriptionStats; secret?: string }>;
+  /**
+   * Deletes a push subscription with its queue and key rows; also a code subscription that
+   * this instance does not define (orphaned: its code is gone). One it defines is refused.
+   */
+  deleteSubscription(name: string): Promise<void>;
+  pause(subscription: string): Promise<void>;
+  resume(subscription: string): Promise<void>;
+  /** Batches that finished in the last `sinceMs` (default 5 min), newest first. */
+  activity(options?: { subscription?: string; sinceMs?: number; limit?: number }): Promise<BatchRecord[]>;
+  /**
+   * Events acked per second by each subscription, in `bucketMs` buckets (multiples of 10 s)
+   * over `windowMs`, oldest first; the newest is the last complete 10 seconds.
+   */
+  throughput(options?: { windowMs?: number; bucketMs?: number }): Promise<Record<string, number[]>>;
+  /** Forgets batch records older than `olderThanMs` (default 15 min); the Worker's cron calls it. */
+  pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
+  /**
+   * The newest events of the log, newest first (for display; readLog is the safe cursor read),
+   * below position `before` when given; `next` is the `before` of the older page, null at the
+   * log's beginning.
+   */
+  logTail(options?: { before?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /**
+   * The batch timeline over the last `sinceMs` (default 5 min): the `maxKeys` (40) most
+   * recently active keys, their batches merged into `sinceMs / 300` slots, the whole window.
+   */
+  timeline(options?: { subscription?: string; sinceMs?: number; maxKeys?: number }): Promise<TimelineData>;
+  /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
+  metrics(): Promise<MetricsSnapshot>;
+  /**
+   * Creates a scoped API token (docs/http-api.md, "Tokens"). The secret (`token`) is returned
+   * here only: the database keeps its SHA-256. `streamPrefix` limits appends (needs `append`,
+   * not with `admin`).
+   */
+  createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
+  /** Every token, oldest first, without secrets. */
+  listTokens(): Promise<TokenInfo[]>;
+  /** Revokes a token: refused from the next request on, and its dashboard sessions end. Unknown id → unknown_token. */
+  revokeToken(id: string): Promise<void>;
+  /**
+   * The token a secret belongs to, or null (unknown or revoked). One indexed read, no statement
+   * at all for a string that is not shaped like a token; moves lastUsedAt at most once a minute.
+   */
+  verifyToken(secret: string): Promise<TokenInfo | null>;
+  close(): Promise<void>;
 }

@@ -85,6 +85,49 @@ describe("activity record (the dashboard's timeline and throughput)", () => {
     });
     expect((await corq.deadLetters({ subscription: "s" }))[0]).not.toHaveProperty("event");
     const tail = await corq.logTail({ limit: 2 });
-    expect(tail.map((e) => e.name)).toEqual(["Other", "Broken"]);
+    expect(tail.events.map((e) => e.name)).toEqual(["Other", "Broken"]);
+  });
+});
+
+describe("the dashboard's timeline", () => {
+  it("covers the whole window on a busy subscription: bars merged per slot, the most recently active keys, every batch counted", async () => {
+    const { corq, raw } = await open({ subscriptions: [{ name: "s", handle: async () => {} }] });
+    await corq.migrate();
+    // 6,000 batches of one key over the last 14.5 minutes (one every 145 ms: more than the 5,000
+    // newest batches the timeline used to read, which covered only the last 12 minutes; the
+    // oldest half a minute inside the window, so a slow machine does not lose them),
+    // and one batch each for 45 other keys, the older the higher their number
+    await raw.query(`
+      INSERT INTO corq.activity (subscription_id, key, started_at, finished_at, events, outcome)
+      SELECT (SELECT id FROM corq.subscriptions WHERE name = 's'), 'busy',
+        now() - (i * 145 + 540) * interval '1 millisecond', now() - (i * 145 + 500) * interval '1 millisecond', 2,
+        CASE WHEN i % 1000 = 999 THEN 'failed' ELSE 'acked' END
+      FROM generate_series(0, 5999) i`);
+    await raw.query(`
+      INSERT INTO corq.activity (subscription_id, key, started_at, finished_at, events, outcome)
+      SELECT (SELECT id FROM corq.subscriptions WHERE name = 's'), 'k-' || i,
+        now() - (i * 5 + 1) * interval '1 second', now() - i * 5 * interval '1 second', 1, 'acked'
+      FROM generate_series(1, 45) i`);
+    const { bars, counts } = await corq.timeline({ sinceMs: 15 * 60_000, maxKeys: 40 });
+    expect(counts).toEqual({ acked: 6039, failed: 6, dead: 0, expired: 0 });
+    const busy = bars.filter((b) => b.key === "busy");
+    // one bar per 3-second slot and outcome (15 min / 300 slots), not one per batch
+    expect(busy.length).toBeLessThanOrEqual(301 + 6);
+    expect(busy.reduce((sum, b) => sum + b.batches, 0)).toBe(6000);
+    expect(busy.reduce((sum, b) => sum + b.events, 0)).toBe(12_000);
+    expect(busy.filter((b) => b.outcome === "failed").map((b) => b.batches)).toEqual([1, 1, 1, 1, 1, 1]);
+    // the oldest bar is near the start of the window
+    const oldest = Math.min(...busy.map((b) => Date.parse(b.startedAt)));
+    expect(Date.now() - oldest).toBeGreaterThan(14.4 * 60_000);
+    // 40 rows: busy and the 39 most recent others
+    const keys = new Set(bars.map((b) => b.key));
+    expect(keys.size).toBe(40);
+    expect(keys.has("k-39") && !keys.has("k-40")).toBe(true);
+    // a subscription filter, and a shorter window
+    // (411 batches of busy and 11 others in the last minute, when no time has passed since the insert)
+    const lastMinute = (await corq.timeline({ subscription: "s", sinceMs: 60_000 })).counts.acked;
+    expect(lastMinute).toBeGreaterThan(380);
+    expect(lastMinute).toBeLessThanOrEqual(422);
+    await expect(corq.timeline({ subscription: "nope" })).resolves.toMatchObject({ bars: [], counts: { acked: 0 } });
   });
 });

@@ -3,10 +3,10 @@ import { describe, expect, it } from "vitest";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type { SQL } from "drizzle-orm";
 import { useCorq } from "./helpers/corq.js";
-import { claimBatch } from "../src/sql/claimBatch.js";
-import { advanceSubscription } from "../src/sql/advanceSubscription.js";
-import { appendEvents } from "../src/sql/appendEvents.js";
-import { releaseLease } from "../src/sql/releaseLease.js";
+import { claimBatch } from "../src/sql/consume/claimBatch.js";
+import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
+import { appendEvents } from "../src/sql/log/appendEvents.js";
+import { releaseLease } from "../src/sql/consume/releaseLease.js";
 import { createCorq } from "../src/index.js";
 import type pg from "pg";
 

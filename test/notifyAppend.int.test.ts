@@ -4,7 +4,7 @@
 // never for an append that wrote nothing.
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { WAKE_CHANNEL } from "../src/sql/notify.js";
+import { WAKE_CHANNEL } from "../src/sql/log/notify.js";
 import { useCorq, sleep } from "./helpers/corq.js";
 
 const open = useCorq();

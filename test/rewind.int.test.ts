@@ -4,8 +4,8 @@
 import { describe, expect, it } from "vitest";
 import type pg from "pg";
 import { PgDialect } from "drizzle-orm/pg-core";
-import { advanceSubscription } from "../src/sql/advanceSubscription.js";
-import { readAdvanceBatch, writeAdvanceBatch } from "../src/sql/advanceByFunction.js";
+import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
+import { readAdvanceBatch, writeAdvanceBatch } from "../src/sql/advance/advanceByFunction.js";
 import type { DeliveredEvent, HandlerContext, SubscriptionDefinition } from "../src/index.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
@@ -360,9 +360,11 @@ describe("rewind", () => {
       expect(rows).toHaveLength(1);
       const last = { tx: rows[0].tx, position: Number(rows[0].position) };
       const write = dialect.sqlToQuery(
-        writeAdvanceBatch(id, { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) }, last, [
-          { ...last, key: "a", invalid: null },
-        ]),
+        writeAdvanceBatch(id, {
+          read: { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
+          last,
+          matched: [{ ...last, key: "a", invalid: null }],
+        }),
       );
       await advancer.query("BEGIN");
       expect((await advancer.query(write.sql, write.params)).rows[0]).toMatchObject({ applied: 1 });

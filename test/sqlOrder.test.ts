@@ -43,7 +43,7 @@ const settlements = [
 
 /** Sample calls of every export of src/sql that builds SQL: each variant its builder can produce. */
 const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
-  ackBatch: (f) => [f(lease, through, 2, at)],
+  ackBatch: (f) => [f(lease, { through, count: 2, claimedAt: at })],
   fencedKey: (f) => [f(lease)],
   ackCtes: (f) => [f(lease, through, 2)],
   recentBatches: (f) => [f(undefined, 1000, 10), f("s", 1000, 10)],
@@ -51,17 +51,24 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ackedPerBucket: (f) => [f(60_000, 10_000)],
   recordBatches: (f) => [f([batchRecord])],
   pruneActivity: (f) => [f(1000)],
-  logTail: (f) => [f(10)],
+  logTail: (f) => [f(10), f(10, 500)],
+  timelineBatches: (f) => [
+    f({ sinceMs: 60_000, maxKeys: 40, slotMs: 200, limit: 100 }),
+    f({ subscription: "s", sinceMs: 60_000, maxKeys: 40, slotMs: 200, limit: 100 }),
+  ],
+  batchCounts: (f) => [f(undefined, 60_000), f("s", 60_000)],
   readAdvanceBatch: (f) => [f(1, ["*"], 100), f(1, ["A", "B"], 100)],
-  writeAdvanceBatch: (f) => [f(1, through, through, [{ tx: "10", position: 5, key: "k", invalid: null }])],
+  writeAdvanceBatch: (f) => [
+    f(1, { read: through, last: through, matched: [{ tx: "10", position: 5, key: "k", invalid: null }] }),
+  ],
   advanceSubscription: (f) => [f(1, 100)],
   enqueueAndMove: (f) => [f(sql`1`, { tx: sql`'1'::xid8`, position: sql`1` }, sql`true`)],
   recordAdvanceError: (f) => [f(1, "Error: x")],
   appendEvents: (f) => [
     f("s", [event, event]),
-    f("s", [event], -1),
-    f("s", [event], 3),
-    f("s", [event], undefined, { notify: true }),
+    f("s", [event], { expectedVersion: -1 }),
+    f("s", [event], { expectedVersion: 3 }),
+    f("s", [event], { notify: true }),
   ],
   streamHead: (f) => [f("s")],
   claimBatch: (f) => [f("s"), f("s", { kind: "push", holder: "h" }), f("s", { limit: 8 })],
@@ -70,7 +77,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
     f("s", { kind: "push", limit: 0, holder: "h" }, { subscriptionId: 1, settlements }),
   ],
   settleCtes: (f) => [f(1, settlements)],
-  failBatch: (f) => [f(lease, "Error: x", 5, 2, at)],
+  failBatch: (f) => [f(lease, { error: "Error: x", headPosition: 5, count: 2, claimedAt: at })],
   listDeadLetters: (f) => [f(undefined, 10), f("s", 10, true)],
   listKeys: (f) => [
     f("s", { limit: 10 }),
@@ -250,9 +257,12 @@ async function renderAll(): Promise<{ builder: string; text: string }[]> {
   const dir = new URL("../src/sql/", import.meta.url);
   const rendered: { builder: string; text: string }[] = [];
   const unknown: string[] = [];
-  for (const file of readdirSync(dir)
+  // src/sql is in folders by pipeline stage (log/, advance/, consume/, …): walk them all.
+  const files = readdirSync(dir, { recursive: true, encoding: "utf8" })
     .filter((f) => f.endsWith(".ts"))
-    .sort()) {
+    .sort();
+  expect(files.length, "no SQL modules found under src/sql").toBeGreaterThan(20);
+  for (const file of files) {
     const module: Record<string, unknown> = await import(new URL(file, dir).href);
     for (const [name, value] of Object.entries(module)) {
       if (value instanceof SQL) rendered.push({ builder: name, text: dialect.sqlToQuery(value).sql });

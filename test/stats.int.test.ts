@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { PgDialect } from "drizzle-orm/pg-core";
-import { listKeys } from "../src/sql/listKeys.js";
+import { listKeys } from "../src/sql/inspect/listKeys.js";
 import { sleep, useCorq } from "./helpers/corq.js";
 
 const dialect = new PgDialect();

@@ -1,4 +1,4 @@
-// Scoped tokens in the library (src/tokens.ts, src/sql/tokens.ts) on real Postgres: stored as
+// Scoped tokens in the library (src/tokens.ts, src/sql/operate/tokens.ts) on real Postgres: stored as
 // hashes, shown once, found by one indexed read, last use written at most once a minute.
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";

@@ -24,14 +24,15 @@ table { border-collapse: collapse; width: 100%; background: var(--card); }
 th, td { text-align: left; padding: .35rem .55rem; border-bottom: 1px solid var(--line); vertical-align: top; white-space: nowrap; }
 th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: var(--muted); }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.wrap { white-space: normal; max-width: 28rem; word-break: break-word; }
+td.wrap { white-space: normal; max-width: 28rem; overflow-wrap: break-word; }
 td.why { min-width: 12rem; word-break: normal; overflow-wrap: anywhere; }
 td.holder { min-width: 7.5rem; max-width: 11rem; word-break: normal; }
 td.actions { white-space: normal; }
 div.actions { min-width: 14.5rem; }
 div.actions form.inline { display: inline-block; margin-bottom: .2rem; white-space: nowrap; }
 code, pre { font: .85rem/1.35 ui-monospace, SFMono-Regular, Menlo, monospace; }
-pre { margin: 0; white-space: pre-wrap; word-break: break-word; max-width: 28rem; }
+pre { margin: 0; white-space: pre-wrap; overflow-wrap: break-word; max-width: 28rem; }
+.nb { display: inline-block; max-width: 100%; overflow-wrap: anywhere; }
 .badge { display: inline-block; padding: 0 .45rem; border-radius: 999px; font-size: .8rem; background: #e8ecf2; }
 .badge.dead { background: #fbe3e0; color: var(--dead); } .badge.ready { background: #e3f3ea; color: var(--ok); }
 .badge.leased { background: #e3ebfb; color: var(--leased); } .badge.backoff { background: #fdf1dc; color: #9a6200; }
@@ -60,6 +61,20 @@ svg.timeline { width: 100%; height: auto; background: var(--card); border: 1px s
   main { padding: .6rem; }
   th, td { padding: .3rem .35rem; }
   .figure b { font-size: 1.15rem; }
+  /* tables of rows become a stack of cards: each cell on its own line under its column's
+     name (data-label), the row's actions on the card, nothing to scroll sideways */
+  table.cards, table.cards tbody, table.cards tr, table.cards td { display: block; width: 100%; }
+  table.cards { background: none; }
+  table.cards thead { display: none; }
+  table.cards tr { background: var(--card); border: 1px solid var(--line); border-radius: 6px; margin-bottom: .6rem; padding: .3rem 0; }
+  table.cards td { position: relative; border: 0; padding: .2rem .6rem .2rem 8.6rem; min-height: 1.6rem; white-space: normal; max-width: none; min-width: 0; text-align: left; overflow-wrap: anywhere; }
+  table.cards td::before { content: attr(data-label); position: absolute; left: .6rem; width: 7.6rem; color: var(--muted); font-size: .8rem; line-height: 1.8; }
+  table.cards td.actions { padding-left: .6rem; }
+  table.cards td.actions[data-label] { padding-left: 8.6rem; }
+  table.cards td.actions:not([data-label])::before { content: none; }
+  table.cards pre { max-width: none; }
+  div.actions { min-width: 0; }
+  div.actions form.inline { margin: 0 .3rem .3rem 0; }
 }
 `;
 
@@ -81,7 +96,8 @@ export const script = `
       const next = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("live");
       if (next) live.replaceWith(next);
       const stamp = document.getElementById("refreshed");
-      if (stamp) stamp.textContent = new Date().toLocaleTimeString();
+      // in UTC and saying so, like every time on the pages
+      if (stamp) stamp.textContent = new Date().toISOString().slice(11, 19) + " UTC";
     } catch {}
   };
   setInterval(refresh, 2000);

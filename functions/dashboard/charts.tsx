@@ -33,14 +33,27 @@ const LABEL_WIDTH = 230;
 const ROW = 18;
 const AXIS = 22;
 
+/** Keys in natural order: "v-2" before "v-10" (digits compare as numbers). */
+export const naturalOrder = new Intl.Collator("en", { numeric: true }).compare;
+
+/** Failures drawn last, over the acked bars of the same slot. */
+const drawOrder: Record<BatchRecord["outcome"], number> = { acked: 0, expired: 1, failed: 2, dead: 3 };
+
 /**
  * Recent batches drawn per key (rows) over time (x), coloured by outcome: one key's batches
- * never overlap (one lease at a time), different keys' batches run side by side.
+ * never overlap (one lease at a time), different keys' batches run side by side. The axis is
+ * the whole window, `from` to `to`, however few batches there are.
  */
-export function Timeline(props: { batches: BatchRecord[]; from: number; to: number; maxKeys: number; width?: number }) {
+export function Timeline(props: {
+  batches: (BatchRecord & { batches?: number })[];
+  from: number;
+  to: number;
+  maxKeys: number;
+  width?: number;
+}) {
   const width = props.width ?? 1100;
   const plot = width - LABEL_WIDTH - 10;
-  // rows: the keys with the latest batches, each row in order of its first batch in the window
+  // rows: the keys with the latest batches, in natural key order
   const keyOf = (b: BatchRecord) => `${b.subscription} · ${b.key}`;
   const latest = new Map<string, number>();
   for (const b of props.batches) latest.set(keyOf(b), Math.max(latest.get(keyOf(b)) ?? 0, Date.parse(b.finishedAt)));
@@ -48,11 +61,10 @@ export function Timeline(props: { batches: BatchRecord[]; from: number; to: numb
     .sort((a, b) => b[1] - a[1])
     .slice(0, props.maxKeys)
     .map(([key]) => key)
-    .sort();
+    .sort(naturalOrder);
   const rowOf = new Map(rows.map((key, i) => [key, i]));
-  // zoom in on the batches there are (the window is the most it shows)
-  const earliest = Math.min(...props.batches.map((b) => Date.parse(b.startedAt)));
-  const from = Number.isFinite(earliest) ? Math.max(props.from, earliest - (props.to - earliest) * 0.05) : props.from;
+  // the whole window: zooming in on the batches there were made "15 min" show the last ~95 s
+  const from = props.from;
   const span = Math.max(1, props.to - from);
   const x = (t: number) => LABEL_WIDTH + Math.max(0, Math.min(1, (t - from) / span)) * plot;
   const height = AXIS + rows.length * ROW + 6;
@@ -80,25 +92,29 @@ export function Timeline(props: { batches: BatchRecord[]; from: number; to: numb
           {key.length > 36 ? `…${key.slice(-35)}` : key}
         </text>
       ))}
-      {props.batches.map((b) => {
-        const row = rowOf.get(keyOf(b));
-        if (row === undefined) return null;
-        const start = x(Date.parse(b.startedAt));
-        const barWidth = Math.max(2, x(Date.parse(b.finishedAt)) - start);
-        const ms = Date.parse(b.finishedAt) - Date.parse(b.startedAt);
-        return (
-          <rect
-            class={b.outcome}
-            x={start.toFixed(1)}
-            y={AXIS + row * ROW + 3}
-            width={barWidth.toFixed(1)}
-            height={ROW - 6}
-            rx="2"
-          >
-            <title>{`${keyOf(b)}: ${b.outcome}, ${b.events} events, ${age(ms)}`}</title>
-          </rect>
-        );
-      })}
+      {[...props.batches]
+        .sort((a, b) => drawOrder[a.outcome] - drawOrder[b.outcome])
+        .map((b) => {
+          const row = rowOf.get(keyOf(b));
+          if (row === undefined) return null;
+          const start = x(Date.parse(b.startedAt));
+          const barWidth = Math.max(2, x(Date.parse(b.finishedAt)) - start);
+          const ms = Date.parse(b.finishedAt) - Date.parse(b.startedAt);
+          return (
+            <rect
+              class={b.outcome}
+              x={start.toFixed(1)}
+              y={AXIS + row * ROW + 3}
+              width={barWidth.toFixed(1)}
+              height={ROW - 6}
+              rx="2"
+            >
+              <title>
+                {`${keyOf(b)}: ${b.batches === undefined || b.batches === 1 ? "" : `${b.batches} batches, `}${b.outcome}, ${b.events} events, ${age(ms)}`}
+              </title>
+            </rect>
+          );
+        })}
     </svg>
   );
 }

@@ -1,6 +1,6 @@
 // GET /ui/dead-letters — dead keys with the event that failed; retry or skip one key or all.
 import type { DeadLetter, SubscriptionStats } from "../../src/index.js";
-import { ActionButton, Page, num, preview } from "./layout.js";
+import { ActionButton, ErrorText, JsonText, Page, When, num } from "./layout.js";
 
 export function DeadLetters(props: {
   deadLetters: DeadLetter[];
@@ -20,7 +20,10 @@ export function DeadLetters(props: {
           <div class="card">
             {withDead.map((s) => (
               <p class="toolbar">
-                <b>{s.name}</b> <span>{num(s.keys.dead)} dead keys</span>
+                <b>{s.name}</b>{" "}
+                <span>
+                  {num(s.keys.dead)} dead {s.keys.dead === 1 ? "key" : "keys"}
+                </span>
                 <ActionButton
                   action="retry"
                   subscription={s.name}
@@ -41,7 +44,7 @@ export function DeadLetters(props: {
           </div>
         )}
         <div class="scroll">
-          <table aria-label="Dead letters">
+          <table class="cards" aria-label="Dead letters">
             <thead>
               <tr>
                 <th>Subscription</th>
@@ -58,21 +61,27 @@ export function DeadLetters(props: {
             <tbody>
               {props.deadLetters.map((d) => (
                 <tr data-key={d.key} data-subscription={d.subscription}>
-                  <td>{d.subscription}</td>
-                  <td>{d.key}</td>
-                  <td>
+                  <td data-label="Subscription">{d.subscription}</td>
+                  <td data-label="Key">{d.key}</td>
+                  <td data-label="Event">
                     {d.event ? <a href={`/ui/streams/${encodeURIComponent(d.event.stream)}`}>{d.event.name}</a> : "–"}
                   </td>
-                  <td class="num">{num(d.position)}</td>
-                  <td class="wrap">
-                    <pre>{d.event ? preview(d.event.data) : ""}</pre>
+                  <td class="num" data-label="Position">
+                    {num(d.position)}
                   </td>
-                  <td class="wrap">{d.lastError ?? ""}</td>
-                  <td class="num">{num(d.attempts)}</td>
-                  <td>
-                    <time datetime={d.deadAt}>{d.deadAt.replace("T", " ").slice(0, 19)}</time>
+                  <td class="wrap" data-label="Data">
+                    {d.event && <JsonText value={d.event.data} />}
                   </td>
-                  <td>
+                  <td class="wrap" data-label="Error">
+                    <ErrorText text={d.lastError ?? ""} />
+                  </td>
+                  <td class="num" data-label="Attempts">
+                    {num(d.attempts)}
+                  </td>
+                  <td data-label="Dead since">
+                    <When at={d.deadAt} />
+                  </td>
+                  <td class="actions">
                     <ActionButton
                       action="retry"
                       subscription={d.subscription}

@@ -1,6 +1,6 @@
 // GET /ui/subscriptions/:name — the keys of one subscription, filtered by status, keyset-paged.
 import type { KeyState, KeyStatus, SubscriptionStats } from "../../src/index.js";
-import { ActionButton, Badge, Page, RewindForm, age, num } from "./layout.js";
+import { ActionButton, Badge, KeepTimes, Page, Relative, RewindForm, age, num } from "./layout.js";
 
 const statuses: KeyStatus[] = ["ready", "leased", "backoff", "dead", "paused", "idle"];
 
@@ -9,7 +9,8 @@ export function Keys(props: {
   keys: KeyState[];
   status?: KeyStatus;
   after?: string;
-  limit: number;
+  /** The cursor of the next page (Corq.keyPage), null on the last. */
+  next: string | null;
   back: string;
   notice?: string;
 }) {
@@ -17,7 +18,6 @@ export function Keys(props: {
   const base = `/ui/subscriptions/${encodeURIComponent(s.name)}`;
   const query = (after?: string) =>
     `${base}?${new URLSearchParams({ ...(props.status ? { status: props.status } : {}), ...(after ? { after } : {}) })}`;
-  const last = props.keys.at(-1);
   const now = Date.now();
   return (
     <Page title={s.name} section="overview" notice={props.notice}>
@@ -96,7 +96,7 @@ export function Keys(props: {
         />
       </div>
       <div class="scroll">
-        <table aria-label={`Keys of ${s.name}`}>
+        <table class="cards" aria-label={`Keys of ${s.name}`}>
           <thead>
             <tr>
               <th>Key</th>
@@ -113,34 +113,44 @@ export function Keys(props: {
           <tbody>
             {props.keys.map((k) => (
               <tr data-key={k.key}>
-                <td>{s.key === "stream" ? <a href={`/ui/streams/${encodeURIComponent(k.key)}`}>{k.key}</a> : k.key}</td>
-                <td>
+                <td data-label="Key">
+                  {s.key === "stream" ? <a href={`/ui/streams/${encodeURIComponent(k.key)}`}>{k.key}</a> : k.key}
+                </td>
+                <td data-label="Status">
                   <Badge kind={k.status}>{k.status}</Badge>
                 </td>
-                <td class="num">{num(k.pending)}</td>
-                <td class="num">{num(k.attempts)}</td>
-                <td>
+                <td class="num" data-label="Pending">
+                  {num(k.pending)}
+                </td>
+                <td class="num" data-label="Attempts">
+                  {num(k.attempts)}
+                </td>
+                <td data-label="Next attempt">
                   {k.availableAt === null || k.status === "paused" || k.status === "dead" ? (
                     "–"
                   ) : (
-                    <time datetime={k.availableAt}>{nextAttempt(Date.parse(k.availableAt) - now)}</time>
+                    <Relative at={k.availableAt}>{nextAttempt(Date.parse(k.availableAt) - now)}</Relative>
                   )}
                 </td>
-                <td class="num">{num(k.lastPosition)}</td>
-                <td class="wrap holder">
+                <td class="num" data-label="Last position">
+                  {num(k.lastPosition)}
+                </td>
+                <td class="wrap holder" data-label="Holder">
                   {k.holder != null && (
                     <>
                       {k.holder}
                       {k.leasedSince && (
                         <span class="muted">
                           {" "}
-                          since <time datetime={k.leasedSince}>{age(now - Date.parse(k.leasedSince))}</time> ago
+                          since <Relative at={k.leasedSince}>{age(now - Date.parse(k.leasedSince))}</Relative> ago
                         </span>
                       )}
                     </>
                   )}
                 </td>
-                <td class="wrap why">{k.reason}</td>
+                <td class="wrap why" data-label="Why">
+                  <KeepTimes text={k.reason} />
+                </td>
                 <td class="actions">
                   <div class="actions">
                     {k.status === "dead" && (
@@ -187,8 +197,8 @@ export function Keys(props: {
       )}
       <p class="toolbar">
         {props.after !== undefined && <a href={query()}>First page</a>}
-        {last && props.keys.length === props.limit && (
-          <a href={query(last.key)} rel="next">
+        {props.next !== null && (
+          <a href={query(props.next)} rel="next">
             Next page
           </a>
         )}

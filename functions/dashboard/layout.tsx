@@ -162,8 +162,125 @@ export function age(ms: number | null): string {
   return `${Math.round(ms / 3_600_000)} h`;
 }
 
-/** JSON cut to `max` characters for a table cell. */
+/**
+ * JSON cut to `max` characters for a table cell, with a space after every `,` and `:` between
+ * members (compact JSON has no place to wrap at all, so a narrow cell broke it anywhere).
+ */
 export function preview(value: unknown, max = 160): string {
-  const text = JSON.stringify(value) ?? "";
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  return cut(spacedJson(value), max);
+}
+
+const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
+/** JSON.stringify on one line with `, ` and `: ` between members (strings untouched). */
+export function spacedJson(value: unknown): string {
+  return jsonParts(value).join(" ");
+}
+
+/**
+ * Compact JSON cut at the `,` and `:` between members (each part keeps its punctuation):
+ * `{"a":`, `1,`, `"b":`, `[1,`, `2]}`. Strings and their escapes are untouched.
+ */
+export function jsonParts(value: unknown): string[] {
+  const compact = value === undefined ? undefined : JSON.stringify(value);
+  if (compact === undefined) return [];
+  const parts: string[] = [];
+  let part = "";
+  let inString = false;
+  for (let i = 0; i < compact.length; i++) {
+    const ch = compact[i];
+    part += ch;
+    if (inString) {
+      if (ch === "\\") part += compact[++i] ?? "";
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') inString = true;
+    else if (ch === "," || ch === ":") {
+      parts.push(part);
+      part = "";
+    }
+  }
+  if (part !== "") parts.push(part);
+  return parts;
+}
+
+/**
+ * JSON in a cell (a `<pre>`): each part of jsonParts an unbreakable unit (`span.nb`) with a
+ * space between, so a line wraps between members — after `"order-0001",`, not after its
+ * hyphen nor inside a name; a part wider than the cell still wraps inside itself.
+ */
+export function JsonText(props: { value: unknown; max?: number; prefix?: string }) {
+  let budget = (props.max ?? 160) - (props.prefix?.length ?? 0);
+  const shown: string[] = [];
+  for (const part of jsonParts(props.value)) {
+    if (budget <= 0) break;
+    shown.push(part.length + 1 > budget ? `${part.slice(0, Math.max(0, budget - 1))}…` : part);
+    budget -= part.length + 1;
+  }
+  return (
+    <pre class="json">
+      {props.prefix}
+      {shown.map((part, i) => (
+        <>
+          {i > 0 && " "}
+          <span class="nb">{part}</span>
+        </>
+      ))}
+    </pre>
+  );
+}
+
+/**
+ * An error text for a cell: JSON in it (a receiver's answer, often after a prefix such as
+ * "HTTP 503: ") shown like JsonText; other text as it is.
+ */
+export function errorText(text: string, max = 600): string {
+  const json = jsonIn(text);
+  return cut(json ? json.prefix + spacedJson(json.value) : text, max);
+}
+
+export function ErrorText(props: { text: string; max?: number }) {
+  const json = jsonIn(props.text);
+  if (!json) return <pre>{cut(props.text, props.max ?? 600)}</pre>;
+  return <JsonText value={json.value} prefix={json.prefix} max={props.max ?? 600} />;
+}
+
+/** The JSON document that ends `text` (after a prefix), if it does. */
+function jsonIn(text: string): { prefix: string; value: unknown } | undefined {
+  const start = text.search(/[[{]/);
+  if (start < 0) return undefined;
+  try {
+    return { prefix: text.slice(0, start), value: JSON.parse(text.slice(start)) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Text with its ISO times (UTC, "…Z") kept whole: a narrow cell wrapped them after a hyphen. */
+export function KeepTimes(props: { text: string }) {
+  return (
+    <>
+      {props.text
+        .split(/(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)/)
+        .map((piece, i) => (i % 2 === 1 ? <span class="nb">{piece}</span> : piece))}
+    </>
+  );
+}
+
+/** An ISO time as the dashboard shows every time: "2026-11-30 12:00:05 UTC" (`ms`: with milliseconds). */
+export function utc(iso: string, ms = false): string {
+  return `${iso.replace("T", " ").slice(0, ms ? 23 : 19)} UTC`;
+}
+
+/** A point in time, in UTC and saying so. */
+export function When(props: { at: string; ms?: boolean }) {
+  return <time datetime={props.at}>{utc(props.at, props.ms)}</time>;
+}
+
+/** A time relative to now ("in 3 s", "5 min"), with its UTC time as the tooltip. */
+export function Relative(props: { at: string; children: Child }) {
+  return (
+    <time datetime={props.at} title={utc(props.at)}>
+      {props.children}
+    </time>
+  );
 }

@@ -45,7 +45,7 @@ export function Overview(props: {
           </div>
         </section>
         <div class="scroll">
-          <table aria-label="Subscriptions">
+          <table class="cards" aria-label="Subscriptions">
             <thead>
               <tr>
                 <th>Subscription</th>
@@ -64,34 +64,42 @@ export function Overview(props: {
             <tbody>
               {props.subscriptions.map((s) => (
                 <tr data-subscription={s.name}>
-                  <td>
+                  <td data-label="Subscription">
                     <a href={`/ui/subscriptions/${encodeURIComponent(s.name)}`}>{s.name}</a>
                   </td>
-                  <td>{s.kind}</td>
-                  <td class="num" data-testid="lag">
+                  <td data-label="Kind">{s.kind}</td>
+                  <td class="num" data-label="Lag" data-testid="lag">
                     {num(s.lag)}
                   </td>
-                  <td class="num" data-testid="pending">
+                  <td class="num" data-label="Pending" data-testid="pending">
                     {num(s.pending)}
                   </td>
-                  <td class="num">{num(s.keys.ready)}</td>
-                  <td class="num">{num(s.keys.leased)}</td>
-                  <td class="num">{num(s.keys.backoff)}</td>
-                  <td class="num" data-testid="dead">
+                  <td class="num" data-label="Ready">
+                    {num(s.keys.ready)}
+                  </td>
+                  <td class="num" data-label="Leased">
+                    {num(s.keys.leased)}
+                  </td>
+                  <td class="num" data-label="Backoff">
+                    {num(s.keys.backoff)}
+                  </td>
+                  <td class="num" data-label="Dead" data-testid="dead">
                     {s.keys.dead > 0 ? (
                       <a href={`/ui/dead-letters?subscription=${encodeURIComponent(s.name)}`}>{num(s.keys.dead)}</a>
                     ) : (
                       "0"
                     )}
                   </td>
-                  <td class="num">{age(s.oldestPendingAgeMs)}</td>
-                  <td>
+                  <td class="num" data-label="Oldest pending">
+                    {age(s.oldestPendingAgeMs)}
+                  </td>
+                  <td data-label="Events/s (5 min)">
                     <Sparkline
                       values={props.throughput[s.name] ?? []}
                       label={`${s.name}: events acked per second over the last 5 minutes`}
                     />
                   </td>
-                  <td>
+                  <td class="actions" data-label="State">
                     {s.paused ? <Badge kind="paused">paused</Badge> : <Badge kind="ready">running</Badge>}{" "}
                     <ActionButton
                       action={s.paused ? "resume" : "pause"}

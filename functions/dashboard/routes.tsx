@@ -21,7 +21,7 @@ import { Overview } from "./overview.js";
 import { securityHeaders } from "./securityHeaders.js";
 import { endSession, hasSession, sessionPrincipal, startSession } from "./session.js";
 import { LogTail, Stream } from "./streams.js";
-import { TimelinePage, windows } from "./timeline.js";
+import { TIMELINE_KEYS, TimelinePage, windows } from "./timeline.js";
 
 type DashboardContext = Context<AppEnv>;
 
@@ -44,6 +44,15 @@ const timelineQuery = z.object({
     .enum(windows.map(String) as [string, ...string[]])
     .transform(Number)
     .default(1),
+});
+const tailQuery = z.object({
+  stream: z.string().optional(),
+  // the position the page before ended at: a cursor made by the page itself
+  before: z
+    .string()
+    .regex(/^[1-9]\d{0,15}$/, "must be a position")
+    .transform(Number)
+    .optional(),
 });
 const streamQuery = z.object({
   from: z
@@ -213,14 +222,14 @@ export function dashboard(options: {
       const name = parseOrThrow(subscriptionName, c.req.param("name"), "invalid_input", "name");
       const { status, after } = parseOrThrow(keysQuery, c.req.query(), "invalid_input", "query");
       const subscription = await corq.subscription(name);
-      const keys = await corq.keys(name, { status, after, limit: KEYS_PER_PAGE });
+      const { keys, next } = await corq.keyPage(name, { status, after, limit: KEYS_PER_PAGE });
       return (
         <Keys
           subscription={subscription}
           keys={keys}
           status={status}
           after={after}
-          limit={KEYS_PER_PAGE}
+          next={next}
           back={here(c)}
           notice={noticeOf(c)}
         />
@@ -251,10 +260,10 @@ export function dashboard(options: {
     render(c, async (corq) => {
       const { subscription, minutes } = parseOrThrow(timelineQuery, c.req.query(), "invalid_input", "query");
       const { subscriptions } = await corq.stats();
-      const batches = await corq.activity({ subscription, sinceMs: minutes * 60_000, limit: 5000 });
+      const timeline = await corq.timeline({ subscription, sinceMs: minutes * 60_000, maxKeys: TIMELINE_KEYS });
       return (
         <TimelinePage
-          batches={batches}
+          timeline={timeline}
           subscriptions={subscriptions}
           subscription={subscription}
           minutes={minutes}
@@ -267,7 +276,11 @@ export function dashboard(options: {
   app.get("/ui/streams", scope("read"), (c) => {
     const stream = c.req.query("stream");
     if (stream) return c.redirect(`/ui/streams/${encodeURIComponent(stream)}`, 303);
-    return render(c, async (corq) => <LogTail events={await corq.logTail({ limit: EVENTS_PER_PAGE })} />);
+    return render(c, async (corq) => {
+      const { before } = parseOrThrow(tailQuery, c.req.query(), "invalid_input", "query");
+      const { events, next } = await corq.logTail({ before, limit: EVENTS_PER_PAGE });
+      return <LogTail events={events} before={before} next={next} />;
+    });
   });
 
   app.get("/ui/streams/:stream", scope("read"), (c) =>

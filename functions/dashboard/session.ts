@@ -11,7 +11,7 @@ import {
   endDashboardSession,
   startDashboardSession,
   type SessionRow,
-} from "../../src/sql/dashboardSessions.js";
+} from "../../src/sql/operate/dashboardSessions.js";
 import type { TokenScope } from "../../src/tokens.js";
 import { constantTimeEqual } from "../../src/webhookSignature.js";
 import { adminTokenRefusal, BOOTSTRAP_ADMIN, type Principal } from "../auth.js";

@@ -1,11 +1,11 @@
 // GET /ui/streams — the log tail; GET /ui/streams/:stream — one stream's events.
 import type { StoredEvent } from "../../src/index.js";
-import { Page, num, preview } from "./layout.js";
+import { JsonText, Page, When, num } from "./layout.js";
 
 function Events(props: { events: StoredEvent[]; label: string; showStream: boolean }) {
   return (
     <div class="scroll">
-      <table aria-label={props.label}>
+      <table class="cards" aria-label={props.label}>
         <thead>
           <tr>
             <th class="num">Position</th>
@@ -19,19 +19,23 @@ function Events(props: { events: StoredEvent[]; label: string; showStream: boole
         <tbody>
           {props.events.map((e) => (
             <tr>
-              <td class="num">{num(e.position)}</td>
+              <td class="num" data-label="Position">
+                {num(e.position)}
+              </td>
               {props.showStream && (
-                <td>
+                <td data-label="Stream">
                   <a href={`/ui/streams/${encodeURIComponent(e.stream)}`}>{e.stream}</a>
                 </td>
               )}
-              <td class="num">{num(e.version)}</td>
-              <td>{e.name}</td>
-              <td class="wrap">
-                <pre>{preview(e.data, 240)}</pre>
+              <td class="num" data-label="Version">
+                {num(e.version)}
               </td>
-              <td>
-                <time datetime={e.createdAt}>{e.createdAt.replace("T", " ").slice(0, 23)}</time>
+              <td data-label="Name">{e.name}</td>
+              <td class="wrap" data-label="Data">
+                <JsonText value={e.data} max={240} />
+              </td>
+              <td data-label="Appended">
+                <When at={e.createdAt} ms />
               </td>
             </tr>
           ))}
@@ -58,7 +62,7 @@ function StreamForm(props: { value?: string }) {
   );
 }
 
-export function LogTail(props: { events: StoredEvent[]; notice?: string }) {
+export function LogTail(props: { events: StoredEvent[]; before?: number; next: number | null; notice?: string }) {
   return (
     <Page title="Streams" section="streams" notice={props.notice}>
       <h1>Streams</h1>
@@ -66,8 +70,18 @@ export function LogTail(props: { events: StoredEvent[]; notice?: string }) {
       <h2>Log tail (newest first)</h2>
       <div id="live">
         <Events events={props.events} label="Log tail" showStream />
-        {props.events.length === 0 && <p class="muted">The log is empty.</p>}
+        {props.events.length === 0 && (
+          <p class="muted">{props.before === undefined ? "The log is empty." : "No older events."}</p>
+        )}
       </div>
+      <p class="toolbar">
+        {props.before !== undefined && <a href="/ui/streams">Newest</a>}
+        {props.next !== null && (
+          <a href={`/ui/streams?before=${props.next}`} rel="next">
+            Older events
+          </a>
+        )}
+      </p>
     </Page>
   );
 }

@@ -1,19 +1,21 @@
 // GET /ui/timeline — recent batches per key over time.
-import type { BatchRecord, SubscriptionStats } from "../../src/index.js";
+import type { SubscriptionStats, TimelineData } from "../../src/index.js";
 import { Legend, Timeline } from "./charts.js";
-import { Page, num } from "./layout.js";
+import { Page, num, utc } from "./layout.js";
 
 export const windows = [1, 5, 15] as const;
+export const TIMELINE_KEYS = 40;
 
 export function TimelinePage(props: {
-  batches: BatchRecord[];
+  timeline: TimelineData;
   subscriptions: SubscriptionStats[];
   subscription?: string;
   minutes: number;
   now: number;
 }) {
-  const counts = { acked: 0, failed: 0, dead: 0, expired: 0 };
-  for (const b of props.batches) counts[b.outcome]++;
+  const { counts, bars } = props.timeline;
+  const total = counts.acked + counts.failed + counts.dead + counts.expired;
+  const from = props.now - props.minutes * 60_000;
   return (
     <Page title="Timeline" section="timeline">
       <h1>Timeline</h1>
@@ -37,12 +39,17 @@ export function TimelinePage(props: {
       </form>
       <div id="live">
         <p class="muted">
-          {num(props.batches.length)} batches: {num(counts.acked)} acked, {num(counts.failed)} failed,{" "}
-          {num(counts.dead)} dead, {num(counts.expired)} lease expired. One row per key (the 40 most recently active); a
-          key's batches never overlap, different keys run side by side.
+          {num(total)} batches: {num(counts.acked)} acked, {num(counts.failed)} failed, {num(counts.dead)} dead,{" "}
+          {num(counts.expired)} lease expired, from{" "}
+          <time datetime={new Date(from).toISOString()}>{utc(new Date(from).toISOString())}</time> to{" "}
+          <time datetime={new Date(props.now).toISOString()}>{utc(new Date(props.now).toISOString())}</time> (now). One
+          row per key (the {TIMELINE_KEYS} most recently active, in key order); a key's batches never overlap, different
+          keys run side by side; close batches of a key share one bar.
         </p>
         <Legend />
-        <Timeline batches={props.batches} from={props.now - props.minutes * 60_000} to={props.now} maxKeys={40} />
+        <div class="scroll">
+          <Timeline batches={bars} from={from} to={props.now} maxKeys={TIMELINE_KEYS} />
+        </div>
       </div>
     </Page>
   );

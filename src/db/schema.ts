@@ -258,7 +258,7 @@ export const dashboardSessions = corqSchema.table(
  * Scoped API tokens (functions/auth.ts). Only the SHA-256 of the secret is stored; a request's
  * token is found by that hash through the unique index (one indexed read; nothing compares the
  * secret itself). Revoking deletes the row. last_used_at is moved by the lookup itself, at most
- * once a minute per token (src/sql/tokens.ts).
+ * once a minute per token (src/sql/operate/tokens.ts).
  */
 export const tokens = corqSchema.table(
   "tokens",

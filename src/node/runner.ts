@@ -2,12 +2,12 @@
 // (wakeListener.ts) instead of polling. Claims, acks and leases are the library's (Corq.drain):
 // several processes on one database share the work through SKIP LOCKED and leases, with no
 // coordinator.
-import type { Corq } from "../corq.js";
+import type { Corq } from "../types.js";
 import type { Executor } from "../db/executor.js";
 import { CorqError, isDatabaseUnavailable, toError } from "../errors.js";
-import { eventsAboveHorizon } from "../sql/eventsAboveHorizon.js";
-import { nextDue } from "../sql/nextDue.js";
-import { notifyWake, type WakePayload } from "../sql/notify.js";
+import { eventsAboveHorizon } from "../sql/advance/eventsAboveHorizon.js";
+import { nextDue } from "../sql/consume/nextDue.js";
+import { notifyWake, type WakePayload } from "../sql/log/notify.js";
 import { roundRobin } from "../roundRobin.js";
 
 export interface RunnerOptions {

@@ -18,7 +18,7 @@ import type { OpenCorq } from "../../functions/database.js";
 import { settings, type Env } from "../../functions/env.js";
 import { createCorq } from "../corq.js";
 import { createExecutor } from "../db/executor.js";
-import { notifyWake } from "../sql/notify.js";
+import { notifyWake } from "../sql/log/notify.js";
 import type { SubscriptionDefinition } from "../types.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
@@ -119,7 +119,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const ownPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
     ownPool.on("error", () => undefined);
     closers.push(() => ownPool.end());
-    const db = createExecutor(ownPool as never);
+    const db = createExecutor(ownPool);
 
     const runner = createRunner({
       corq,

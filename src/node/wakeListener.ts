@@ -1,11 +1,11 @@
-// One dedicated connection that LISTENs on the wake channel (src/sql/notify.ts) for the whole
+// One dedicated connection that LISTENs on the wake channel (src/sql/log/notify.ts) for the whole
 // process. A notification is only a hint (DESIGN.md): Postgres drops it for a listener that is
 // not connected, so every (re)connect is followed by a full re-check (`onConnected`), and a
 // connection that died quietly (a network partition sends no FIN) is found by `check()`,
 // which the safety-net timer calls. Poolers in transaction mode (PgBouncer, Neon's pooled
 // host) silently drop LISTEN: point DATABASE_URL at a direct connection.
 import pg from "pg";
-import { WAKE_CHANNEL, type WakePayload } from "../sql/notify.js";
+import { WAKE_CHANNEL, type WakePayload } from "../sql/log/notify.js";
 
 export interface WakeListener {
   /** Whether LISTEN is in place right now. */

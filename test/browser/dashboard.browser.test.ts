@@ -132,7 +132,7 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await page.getByRole("link", { name: "Dead letters" }).click();
     const dead = page.locator('tr[data-key="ping-a"]');
     expect(await dead.textContent()).toContain("Ping");
-    expect(await dead.textContent()).toContain('{"n":1}');
+    expect(await dead.textContent()).toContain('{"n": 1}');
     expect(await dead.textContent()).toContain("503");
 
     accepting = true;
@@ -407,6 +407,111 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     expect(await unknown.text()).toContain("no subscription named &quot;nope&quot;");
     await context.close();
   });
+
+  it("at 390 px: rows are cards with their actions on screen, nothing scrolls sideways, JSON wraps between members", async () => {
+    expect(
+      (
+        await api("PUT", "/subscriptions/browser-narrow", {
+          body: {
+            events: ["Order"],
+            key: "stream",
+            from: "now",
+            maxAttempts: 1,
+            deliver: { url: receiver.url, timeoutMs: 2000 },
+          },
+        })
+      ).status,
+    ).toBe(201);
+    receiver.behave((d) => (d.subscription === "browser-narrow" ? { status: 503 } : undefined));
+    // JSON without a space of its own: compact, a narrow cell could only break it inside a token
+    const data = {
+      ids: Array.from({ length: 12 }, (_, i) => `order-${String(i + 1).padStart(4, "0")}`),
+      customer: { id: "c-12345", region: "eu-west-1" },
+    };
+    await api("POST", "/streams/narrow-1/events", { body: { events: [{ name: "Order", data }] } });
+    await eventually(
+      async () => {
+        await api("POST", "/dispatch");
+        expect((await api("GET", "/subscriptions/browser-narrow")).json.keys.dead).toBe(1);
+      },
+      { timeoutMs: 30_000, intervalMs: 300 },
+    );
+
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const page = await context.newPage();
+    await logIn(page, state.stack.adminToken);
+    await page.waitForURL(url("/"));
+
+    /** Nothing scrolls sideways: not the page, not a table's scroll box. */
+    const sideways = () =>
+      page.evaluate(() => [
+        document.documentElement.scrollWidth - window.innerWidth,
+        ...Array.from(document.querySelectorAll(".scroll")).map((box) => box.scrollWidth - box.clientWidth),
+      ]);
+    /** The element lies inside the viewport's width. */
+    const onScreen = async (locator: ReturnType<Page["locator"]>) => {
+      const box = await locator.boundingBox();
+      expect(box).not.toBeNull();
+      expect(box!.x).toBeGreaterThanOrEqual(0);
+      expect(box!.x + box!.width).toBeLessThanOrEqual(390);
+    };
+
+    for (const path of ["/", "/ui/dead-letters", "/ui/timeline", "/ui/subscriptions/browser-narrow", "/ui/streams"]) {
+      await page.goto(url(path));
+      for (const overflow of await sideways()) expect(overflow, path).toBeLessThanOrEqual(0);
+    }
+
+    await page.goto(url("/"));
+    await onScreen(
+      page.locator('tr[data-subscription="browser-narrow"]').getByRole("button", { name: "Pause browser-narrow" }),
+    );
+
+    await page.goto(url("/ui/dead-letters?subscription=browser-narrow"));
+    await page.getByRole("checkbox", { name: "Refresh live" }).uncheck();
+    const row = page.locator('tr[data-key="narrow-1"]');
+    await onScreen(row.getByRole("button", { name: "Retry narrow-1" }));
+    await onScreen(row.getByRole("button", { name: "Skip the failed event of narrow-1" }));
+    // each cell says what it is (the column's name, as the table's header did)
+    expect(await row.locator('td[data-label="Error"]').count()).toBe(1);
+    // where the event's JSON wraps: after a space between members, never inside a token
+    const breaks = await row.locator('td[data-label="Data"] pre').evaluate((pre) => {
+      // every character of the cell in order (the text is split over several nodes), and where a new line starts
+      const chars: { text: Text; at: number }[] = [];
+      const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const text = node as Text;
+        for (let at = 0; at < text.length; at++) chars.push({ text, at });
+      }
+      const all = chars.map((c) => c.text.data[c.at]).join("");
+      const found: string[] = [];
+      let top: number | null = null;
+      chars.forEach(({ text, at }, i) => {
+        const range = document.createRange();
+        range.setStart(text, at);
+        range.setEnd(text, at + 1);
+        const rect = range.getClientRects()[0];
+        if (!rect) return;
+        if (top !== null && rect.top > top + 2)
+          found.push(`${all.slice(Math.max(0, i - 6), i)}|${all.slice(i, i + 6)}`);
+        top = rect.top;
+      });
+      return found;
+    });
+    expect(breaks.length).toBeGreaterThan(1);
+    for (const at of breaks) expect(at, breaks.join("  ")).toMatch(/[,:] \|/);
+
+    await page.goto(url("/ui/subscriptions/browser-narrow"));
+    await page.getByRole("checkbox", { name: "Refresh live" }).uncheck();
+    const key = page.locator('tr[data-key="narrow-1"]');
+    await onScreen(key.getByRole("button", { name: "Retry narrow-1" }));
+    await onScreen(key.getByRole("button", { name: "Pause key narrow-1" }));
+    await onScreen(key.getByRole("button", { name: "Rewind key narrow-1" }));
+    if (process.env.CORQ_SCREENSHOTS) {
+      await page.goto(url("/ui/dead-letters"));
+      await page.screenshot({ path: "docs/narrow.png", fullPage: true });
+    }
+    await context.close();
+  }, 90_000);
 
   /** Visitors of the example app, so the other subscriptions have work and the charts have data. */
   async function exampleTraffic() {

@@ -26,7 +26,7 @@ export const mutants: Mutant[] = [
   {
     name: "advance: ignores xmin horizon",
     edits: one(
-      "src/sql/advanceSubscription.ts",
+      "src/sql/advance/advanceSubscription.ts",
       "WHERE (e.tx, e.position) > ((SELECT watermark_tx FROM sub), (SELECT watermark_position FROM sub))\n        AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
       "WHERE (e.tx, e.position) > ((SELECT watermark_tx FROM sub), (SELECT watermark_position FROM sub))",
     ),
@@ -35,7 +35,7 @@ export const mutants: Mutant[] = [
   {
     name: "advance by function: ignores xmin horizon",
     edits: one(
-      "src/sql/advanceByFunction.ts",
+      "src/sql/advance/advanceByFunction.ts",
       "AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)\n      AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
       "AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)",
     ),
@@ -44,7 +44,7 @@ export const mutants: Mutant[] = [
   {
     name: "advance: null keys enqueued",
     edits: one(
-      "src/sql/advanceSubscription.ts",
+      "src/sql/advance/advanceSubscription.ts",
       "CASE WHEN invalid IS NULL THEN key END AS key",
       "CASE WHEN invalid IS NULL THEN coalesce(key, 'null') END AS key",
     ),
@@ -52,7 +52,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "advance: keys that break the key rule enqueued",
-    edits: one("src/sql/advanceSubscription.ts", "CASE WHEN invalid IS NULL THEN key END AS key", "key"),
+    edits: one("src/sql/advance/advanceSubscription.ts", "CASE WHEN invalid IS NULL THEN key END AS key", "key"),
     tests: ["test/advanceEdges.int.test.ts"],
   },
   // No mutant for "advance: subscription row not locked": since advancers are coalesced by a
@@ -62,7 +62,7 @@ export const mutants: Mutant[] = [
   {
     name: "advance: not coalesced (a second advancer waits for the first)",
     edits: one(
-      "src/sql/advanceSubscription.ts",
+      "src/sql/advance/advanceSubscription.ts",
       "AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)\n      FOR UPDATE",
       "FOR UPDATE",
     ),
@@ -75,13 +75,13 @@ export const mutants: Mutant[] = [
   },
   {
     name: "dispatch: consumer slots not bounded by CORQ_CONCURRENCY",
-    edits: one("src/sql/consumerSlots.ts", "WHERE slot <= ${max} AND", "WHERE"),
+    edits: one("src/sql/consume/consumerSlots.ts", "WHERE slot <= ${max} AND", "WHERE"),
     tests: ["test/worker/dispatchSlots.worker.test.ts"],
   },
   {
     name: "advance by function: write ignores the watermark it read (no compare-and-set)",
     edits: one(
-      "src/sql/advanceByFunction.ts",
+      "src/sql/advance/advanceByFunction.ts",
       "sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position} AND ${asyncCommit}`",
       "sql`${asyncCommit}`",
     ),
@@ -91,7 +91,7 @@ export const mutants: Mutant[] = [
   {
     name: "append: input order ignored",
     edits: one(
-      "src/sql/appendEvents.ts",
+      "src/sql/log/appendEvents.ts",
       "      FROM claim, input\n      ORDER BY input.ord\n",
       "      FROM claim, input\n",
     ),
@@ -100,7 +100,7 @@ export const mutants: Mutant[] = [
   {
     name: "append: expectedVersion ignored",
     edits: one(
-      "src/sql/appendEvents.ts",
+      "src/sql/log/appendEvents.ts",
       "WHERE stream = ${stream} AND version = ${expectedVersion} AND",
       "WHERE stream = ${stream} AND",
     ),
@@ -109,7 +109,7 @@ export const mutants: Mutant[] = [
   {
     name: "append: older transaction may append (per-stream order)",
     edits: one(
-      "src/sql/appendEvents.ts",
+      "src/sql/log/appendEvents.ts",
       "sql`(${lastTx} IS NULL OR ${lastTx} <= pg_current_xact_id())`",
       "sql`(${lastTx} IS NULL OR true)`",
     ),
@@ -118,7 +118,7 @@ export const mutants: Mutant[] = [
   {
     name: "readLog: ignores xmin horizon",
     edits: one(
-      "src/sql/readLog.ts",
+      "src/sql/log/readLog.ts",
       "WHERE ${cursor} AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
       "WHERE ${cursor}",
     ),
@@ -127,18 +127,22 @@ export const mutants: Mutant[] = [
   // --- claim -----------------------------------------------------------------------------
   {
     name: "claim: no SKIP LOCKED",
-    edits: one("src/sql/claimBatch.ts", "FOR UPDATE OF k SKIP LOCKED", "FOR UPDATE OF k"),
+    edits: one("src/sql/consume/claimBatch.ts", "FOR UPDATE OF k SKIP LOCKED", "FOR UPDATE OF k"),
     tests: ["test/lockWaits.int.test.ts", "test/consumers.int.test.ts"],
   },
   {
     name: "claim: batch read unordered",
-    edits: one("src/sql/claimBatch.ts", "      ORDER BY q.seq\n      LIMIT c.batch_limit", "      LIMIT c.batch_limit"),
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "      ORDER BY q.seq\n      LIMIT c.batch_limit",
+      "      LIMIT c.batch_limit",
+    ),
     tests: ["test/forcedPlans.int.test.ts", "test/sqlOrder.test.ts"],
   },
   {
     name: "claim: batch rows returned unsorted",
     edits: one(
-      "src/sql/claimBatch.ts",
+      "src/sql/consume/claimBatch.ts",
       "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY c.key, q.seq`;",
       "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY c.key`;",
     ),
@@ -147,7 +151,7 @@ export const mutants: Mutant[] = [
   {
     name: "claim: ack cursor ignored",
     edits: one(
-      "src/sql/claimBatch.ts",
+      "src/sql/consume/claimBatch.ts",
       "AND NOT c.dies\n        -- the snapshot may predate another consumer's ack of this key (or a rewind): skip\n        -- what the cursor says is done\n        AND q.seq > c.last_seq",
       "AND NOT c.dies",
     ),
@@ -155,18 +159,18 @@ export const mutants: Mutant[] = [
   },
   {
     name: "claim: paused subscription claimed",
-    edits: one("src/sql/claimBatch.ts", " AND NOT (SELECT paused FROM sub)", ""),
+    edits: one("src/sql/consume/claimBatch.ts", " AND NOT (SELECT paused FROM sub)", ""),
     tests: ["test/consumers.int.test.ts"],
   },
   {
     name: "claim: lease from statement start (now())",
-    edits: one("src/sql/claimBatch.ts", "${lockedNow} AS locked_at", "now() AS locked_at"),
+    edits: one("src/sql/consume/claimBatch.ts", "${lockedNow} AS locked_at", "now() AS locked_at"),
     tests: ["test/lockWaits.int.test.ts"],
   },
   {
     name: "claim: longest-waiting key not first",
     edits: one(
-      "src/sql/claimBatch.ts",
+      "src/sql/consume/claimBatch.ts",
       "ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key",
       "ORDER BY (k.last_seq < k.replay_seq), k.key",
     ),
@@ -174,14 +178,14 @@ export const mutants: Mutant[] = [
   },
   {
     name: "claim: expired lease not counted as an attempt",
-    edits: one("src/sql/claimBatch.ts", "attempts = k.attempts + pick.expired::int,", "attempts = k.attempts,"),
+    edits: one("src/sql/consume/claimBatch.ts", "attempts = k.attempts + pick.expired::int,", "attempts = k.attempts,"),
     tests: ["test/consumers.int.test.ts", "test/activity.int.test.ts"],
   },
   // --- ack and fail ----------------------------------------------------------------------
   {
     name: "ack: fence ignores lease expiry",
     edits: one(
-      "src/sql/ackBatch.ts",
+      "src/sql/consume/ackBatch.ts",
       "WHERE lease_token = ${lease.token}::uuid AND lease_until > ${lockedNow}",
       "WHERE lease_token = ${lease.token}::uuid",
     ),
@@ -190,7 +194,7 @@ export const mutants: Mutant[] = [
   {
     name: "ack: fence ignores lease token",
     edits: one(
-      "src/sql/ackBatch.ts",
+      "src/sql/consume/ackBatch.ts",
       "WHERE lease_token = ${lease.token}::uuid AND lease_until > ${lockedNow}",
       "WHERE l.lease_until > ${lockedNow}",
     ),
@@ -198,13 +202,13 @@ export const mutants: Mutant[] = [
   },
   {
     name: "ack: pending count not decremented",
-    edits: one("src/sql/ackBatch.ts", "pending = k.pending - ${count},", "pending = k.pending,"),
+    edits: one("src/sql/consume/ackBatch.ts", "pending = k.pending - ${count},", "pending = k.pending,"),
     tests: ["test/pipeline.int.test.ts"],
   },
   {
     name: "ack: a prefix ack deletes the whole queue of the key",
     edits: one(
-      "src/sql/ackBatch.ts",
+      "src/sql/consume/ackBatch.ts",
       "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key\n        AND q.seq <= ${through.seq}",
       "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key",
     ),
@@ -232,13 +236,15 @@ export const mutants: Mutant[] = [
   },
   {
     name: "fail: never dead",
-    edits: [{ file: "src/sql/failBatch.ts", search: "k.attempts + 1 >= s.max_attempts", replace: "false", all: true }],
+    edits: [
+      { file: "src/sql/consume/failBatch.ts", search: "k.attempts + 1 >= s.max_attempts", replace: "false", all: true },
+    ],
     tests: ["test/consumers.int.test.ts"],
   },
   {
     name: "fail: backoff not capped at maxMs",
     edits: one(
-      "src/sql/failBatch.ts",
+      "src/sql/consume/failBatch.ts",
       "least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
       "(s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
     ),
@@ -248,7 +254,7 @@ export const mutants: Mutant[] = [
   {
     name: "advance: seqs against log order",
     edits: one(
-      "src/sql/advanceSubscription.ts",
+      "src/sql/advance/advanceSubscription.ts",
       "row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position)",
       "row_number() OVER (PARTITION BY m.key ORDER BY m.tx DESC, m.position DESC)",
     ),
@@ -256,18 +262,18 @@ export const mutants: Mutant[] = [
   },
   {
     name: "advance: the key's seq counter not moved (seqs given twice)",
-    edits: one("src/sql/advanceSubscription.ts", "seq = k.seq + excluded.seq,", ""),
+    edits: one("src/sql/advance/advanceSubscription.ts", "seq = k.seq + excluded.seq,", ""),
     tests: ["test/seq.int.test.ts"],
   },
   {
     name: "claim: a paused key is claimed",
-    edits: one("src/sql/claimBatch.ts", "\n        AND k.paused_at IS NULL", ""),
+    edits: one("src/sql/consume/claimBatch.ts", "\n        AND k.paused_at IS NULL", ""),
     tests: ["test/keyControl.int.test.ts"],
   },
   {
     name: "claim: replaying keys not after live ones (a replay starves live traffic)",
     edits: one(
-      "src/sql/claimBatch.ts",
+      "src/sql/consume/claimBatch.ts",
       "ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key",
       "ORDER BY k.available_at, k.key",
     ),
@@ -276,7 +282,7 @@ export const mutants: Mutant[] = [
   {
     name: "dispatch: paused keys counted as ready",
     edits: one(
-      "src/sql/readyKeys.ts",
+      "src/sql/consume/readyKeys.ts",
       "k.available_at <= now() AND k.paused_at IS NULL LIMIT",
       "k.available_at <= now() LIMIT",
     ),
@@ -285,7 +291,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: requeued events numbered against log order (a rewind that reorders)",
     edits: one(
-      "src/sql/rewind.ts",
+      "src/sql/operate/rewind.ts",
       "row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),\n        m.tx, m.position, true",
       "row_number() OVER (PARTITION BY m.key ORDER BY m.tx DESC, m.position DESC),\n        m.tx, m.position, true",
     ),
@@ -293,13 +299,17 @@ export const mutants: Mutant[] = [
   },
   {
     name: "rewind: a leased key's queue replaced under its holder",
-    edits: one("src/sql/rewind.ts", "WHEN l.lease_until > ${lockedNow} THEN 'append'", "WHEN false THEN 'append'"),
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "WHEN l.lease_until > ${lockedNow} THEN 'append'",
+      "WHEN false THEN 'append'",
+    ),
     tests: ["test/rewind.int.test.ts"],
   },
   {
     name: "rewind: a key whose queue reaches back before the position is replaced (its earlier events lost)",
     edits: one(
-      "src/sql/rewind.ts",
+      "src/sql/operate/rewind.ts",
       "WHEN head.position IS NOT NULL AND (head.tx, head.position) < (l.first_tx, l.first_position) THEN 'covered'",
       "WHEN false THEN 'covered'",
     ),
@@ -308,7 +318,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: replaced rows not passed by the ack cursor (a stale claim hands them out)",
     edits: one(
-      "src/sql/rewind.ts",
+      "src/sql/operate/rewind.ts",
       "last_seq = CASE WHEN d.mode = 'replace' THEN d.seq ELSE k.last_seq END,",
       "last_seq = k.last_seq,",
     ),
@@ -328,13 +338,13 @@ export const mutants: Mutant[] = [
         search: 'import type { SQL } from "drizzle-orm";',
         replace: 'import { sql, type SQL } from "drizzle-orm";',
       },
-      { file: "src/sql/rewind.ts", search: "\n    FOR UPDATE OF s`;", replace: "`;" },
+      { file: "src/sql/operate/rewind.ts", search: "\n    FOR UPDATE OF s`;", replace: "`;" },
     ],
     tests: ["test/rewind.int.test.ts"],
   },
   {
     name: "rewind: the subscription row not locked (a function-key advance writes during the rewind)",
-    edits: one("src/sql/rewind.ts", "\n    FOR UPDATE OF s`;", "`;"),
+    edits: one("src/sql/operate/rewind.ts", "\n    FOR UPDATE OF s`;", "`;"),
     tests: ["test/rewind.int.test.ts"],
   },
   // No mutant for "rewind: the advancer's lock not taken" alone: the subscription row lock it
@@ -354,7 +364,7 @@ export const mutants: Mutant[] = [
   {
     name: "settle: fence ignores lease token (a key taken over is acked by its stale holder)",
     edits: one(
-      "src/sql/settleKeys.ts",
+      "src/sql/consume/settleKeys.ts",
       "WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
       "WHERE l.lease_until > ${lockedNow}",
     ),
@@ -363,7 +373,7 @@ export const mutants: Mutant[] = [
   {
     name: "settle: fence ignores lease expiry",
     edits: one(
-      "src/sql/settleKeys.ts",
+      "src/sql/consume/settleKeys.ts",
       "WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
       "WHERE l.lease_token = i.token",
     ),
@@ -372,7 +382,7 @@ export const mutants: Mutant[] = [
   {
     name: "settle: fence against the statement's start (now()), not each key's lock",
     edits: one(
-      "src/sql/settleKeys.ts",
+      "src/sql/consume/settleKeys.ts",
       "i.head_position, ${lockedNow} AS at\n      FROM locked l JOIN settle i ON i.key = l.key\n      WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
       "i.head_position, now() AS at\n      FROM locked l JOIN settle i ON i.key = l.key\n      WHERE l.lease_token = i.token AND l.lease_until > now()",
     ),
@@ -380,13 +390,13 @@ export const mutants: Mutant[] = [
   },
   {
     name: "settle: fence read before the key rows are locked (no FOR UPDATE)",
-    edits: one("src/sql/settleKeys.ts", "      ORDER BY k.key\n      FOR UPDATE\n", "      ORDER BY k.key\n"),
+    edits: one("src/sql/consume/settleKeys.ts", "      ORDER BY k.key\n      FOR UPDATE\n", "      ORDER BY k.key\n"),
     tests: ["test/lockWaits.int.test.ts"],
   },
   {
     name: "settle: one key's live lease admits every key of the statement",
     edits: one(
-      "src/sql/settleKeys.ts",
+      "src/sql/consume/settleKeys.ts",
       "WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
       "WHERE EXISTS (SELECT 1 FROM locked x JOIN settle y ON y.key = x.key WHERE x.lease_token = y.token AND x.lease_until > ${lockedNow})",
     ),
@@ -394,13 +404,17 @@ export const mutants: Mutant[] = [
   },
   {
     name: "settle: a failed key is acked with the others (its events dropped)",
-    edits: one("src/sql/settleKeys.ts", "WHERE f.error IS NULL AND k.subscription_id", "WHERE k.subscription_id"),
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "WHERE f.error IS NULL AND k.subscription_id",
+      "WHERE k.subscription_id",
+    ),
     tests: ["test/multiKeyClaims.int.test.ts"],
   },
   {
     name: "settle: an ack deletes other keys' queue rows up to its cursor",
     edits: one(
-      "src/sql/settleKeys.ts",
+      "src/sql/consume/settleKeys.ts",
       "WHERE q.subscription_id = a.subscription_id AND q.key = a.key",
       "WHERE q.subscription_id = a.subscription_id",
     ),
@@ -424,7 +438,7 @@ export const mutants: Mutant[] = [
   {
     name: "release skip: acts on every dead key",
     edits: one(
-      "src/sql/releaseDeadKeys.ts",
+      "src/sql/operate/releaseDeadKeys.ts",
       "SELECT k.subscription_id, k.key, k.last_seq FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE ${which}",
       "SELECT k.subscription_id, k.key, k.last_seq FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE k.dead_at IS NOT NULL",
     ),
@@ -433,7 +447,7 @@ export const mutants: Mutant[] = [
   {
     name: "webhook ids: a replayed id is accepted",
     edits: one(
-      "src/sql/webhookIds.ts",
+      "src/sql/consume/webhookIds.ts",
       "ON CONFLICT (id) DO NOTHING RETURNING id",
       "ON CONFLICT (id) DO UPDATE SET seen_at = now() RETURNING id",
     ),
@@ -485,7 +499,7 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/webhookSignature.test.ts"],
   },
-  // --- scopes and tokens (functions/auth.ts, src/tokens.ts, src/sql/tokens.ts) -------------
+  // --- scopes and tokens (functions/auth.ts, src/tokens.ts, src/sql/operate/tokens.ts) -------------
   {
     name: "scopes: operate may do admin's work",
     edits: one("src/tokens.ts", 'operate: ["operate", "read"],', "operate: TOKEN_SCOPES,"),
@@ -530,7 +544,7 @@ export const mutants: Mutant[] = [
   {
     name: "tokens: revocation keeps the token working",
     edits: one(
-      "src/sql/tokens.ts",
+      "src/sql/operate/tokens.ts",
       "DELETE FROM ${tokens} WHERE id = ${id}::uuid RETURNING id",
       "UPDATE ${tokens} SET name = name WHERE id = ${id}::uuid RETURNING id",
     ),
@@ -539,7 +553,7 @@ export const mutants: Mutant[] = [
   {
     name: "tokens: every concurrent lookup writes the last use",
     edits: one(
-      "src/sql/tokens.ts",
+      "src/sql/operate/tokens.ts",
       "AND (t.last_used_at IS NULL OR t.last_used_at < now()",
       "AND (found.last_used_at IS NULL OR found.last_used_at < now()",
     ),
@@ -548,7 +562,7 @@ export const mutants: Mutant[] = [
   {
     name: "tokens: every lookup writes the last use",
     edits: one(
-      "src/sql/tokens.ts",
+      "src/sql/operate/tokens.ts",
       "AND (t.last_used_at IS NULL OR t.last_used_at < now() - ${LAST_USED_RESOLUTION_S} * interval '1 second')",
       "",
     ),

@@ -19,8 +19,13 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const setup = new pg.Client({ connectionString: env.DATABASE_URL });
 await setup.connect();
+// several processes start at once, and CREATE TABLE IF NOT EXISTS is not safe against itself
+// (two can both find the table missing: a duplicate key in pg_type): one at a time
+await setup.query("BEGIN");
+await setup.query("SELECT pg_advisory_xact_lock(hashtext('serve_handled'))");
 await setup.query(`CREATE TABLE IF NOT EXISTS public.serve_handled (id bigserial PRIMARY KEY, pid int NOT NULL,
   key text NOT NULL, position bigint NOT NULL, started_at timestamptz NOT NULL, finished_at timestamptz)`);
+await setup.query("COMMIT");
 await setup.end();
 
 const subscriptions: SubscriptionDefinition[] = [

@@ -206,6 +206,84 @@ describe("metrics", () => {
   });
 });
 
+describe("paging: keys and the log tail, by cursor", () => {
+  it("pages a subscription's keys with `next`, with and without a status filter, to the last page", async () => {
+    // a paused push subscription: its keys stay queued while the test pages them
+    const put = await api("PUT", "/subscriptions/paging", {
+      body: { events: ["Paged"], key: "data.k", from: "now", deliver: { url: "http://127.0.0.1:9/" } },
+    });
+    expect(put.status).toBe(201);
+    await setPaused("paging", true);
+    const keys = ["p-1", "p-2", "p-3", "p-4", "p-5", "p-6", "p-7"];
+    for (const k of keys) await appendQuietly(`paging-${k}`, { name: "Paged", data: { k } });
+    await api("POST", "/advance");
+    for (const k of ["p-2", "p-5"])
+      expect((await api("POST", `/subscriptions/paging/keys/${k}/pause`)).status).toBe(200);
+
+    /** Every page from the first, following `next`: the keys of each page. */
+    async function pages(query: string) {
+      const seen: string[][] = [];
+      let next: string | null = null;
+      do {
+        const cursor: string = next === null ? "" : `&after=${encodeURIComponent(next)}`;
+        const page = await api("GET", `/subscriptions/paging/keys?${query}${cursor}`);
+        expect(page.status).toBe(200);
+        seen.push(page.json.keys.map((k: { key: string }) => k.key));
+        next = page.json.next;
+        if (next !== null) expect(next).toBe(seen.at(-1)?.at(-1));
+      } while (next !== null && seen.length < 20);
+      return seen;
+    }
+    expect(await pages("limit=3")).toEqual([["p-1", "p-2", "p-3"], ["p-4", "p-5", "p-6"], ["p-7"]]);
+    // a full last page says there is no next one (no empty page after it)
+    expect(await pages("limit=7")).toEqual([keys]);
+    expect(await pages("status=ready&limit=2")).toEqual([["p-1", "p-3"], ["p-4", "p-6"], ["p-7"]]);
+    expect(await pages("status=paused&limit=1")).toEqual([["p-2"], ["p-5"]]);
+    expect(await pages("status=dead&limit=5")).toEqual([[]]);
+    expect((await api("DELETE", "/subscriptions/paging")).status).toBe(204);
+  });
+
+  it("pages the log tail newest first with `next` as `before`, to the beginning of the log", async () => {
+    for (let i = 0; i < 5; i++) await appendQuietly("paging-tail", { name: "Tailed", data: { i } });
+    const { rows } = await state.db.query("SELECT position FROM corq.events ORDER BY position DESC");
+    const all = rows.map((r: { position: string }) => Number(r.position));
+    expect(all.length).toBeGreaterThan(8);
+    const seen: number[] = [];
+    let next: number | null = null;
+    let requests = 0;
+    do {
+      const page = await api("GET", `/events/tail?limit=4${next === null ? "" : `&before=${next}`}`);
+      expect(page.status).toBe(200);
+      const positions = page.json.events.map((e: { position: number }) => e.position);
+      expect(positions.length).toBeLessThanOrEqual(4);
+      seen.push(...positions);
+      next = page.json.next;
+      if (next !== null) expect(next).toBe(positions.at(-1));
+    } while (next !== null && ++requests < 100);
+    expect(seen).toEqual(all);
+    const newest = await api("GET", "/events/tail?limit=1");
+    expect(newest.json.events[0]).toMatchObject({ stream: "paging-tail", name: "Tailed", data: { i: 4 } });
+  });
+
+  it("a bad cursor or limit is a 400 problem, never a 500", async () => {
+    for (const path of [
+      "/events/tail?before=abc",
+      "/events/tail?before=0",
+      "/events/tail?before=-5",
+      "/events/tail?before=1e3",
+      "/events/tail?limit=0",
+      "/events/tail?limit=100000",
+      `/subscriptions/greeter/keys?after=${"x".repeat(1001)}`,
+      "/subscriptions/greeter/keys?limit=0",
+      "/subscriptions/greeter/keys?limit=abc",
+    ]) {
+      expectProblem(await api("GET", path), 400);
+    }
+    // a cursor past the end is an empty last page
+    expect((await api("GET", "/events/tail?before=1")).json).toEqual({ events: [], next: null });
+  });
+});
+
 describe("subscriptions, driving and dead letters", () => {
   it("lists subscriptions with stats, pauses and resumes, pages keys", async () => {
     const list = await api("GET", "/subscriptions");

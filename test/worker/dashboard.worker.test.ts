@@ -155,3 +155,93 @@ describe("local stack (CORQ_LOCAL=true): DNS rebinding", () => {
     }
   });
 });
+
+describe("dashboard pages: paging and times", () => {
+  /** The page's HTML with a session (a redirect is not followed). */
+  async function html(path: string, cookie: string) {
+    const response = await fetch(`${state.stack.url}${path}`, { headers: { cookie }, redirect: "manual" });
+    return { status: response.status, body: await response.text() };
+  }
+  const fromAttribute = (href: string) => href.replaceAll("&amp;", "&");
+  const nextLink = (body: string, text: string) =>
+    new RegExp(`<a href="([^"]+)" rel="next">${text}</a>`).exec(body)?.[1];
+
+  it("pages the keys (50 a page) and the log tail (100 a page) by cursor, to the last page; a bad cursor is a 400 page", async () => {
+    const cookie = await logIn();
+    // a paused push subscription with 55 keys; 120 events in the log
+    const put = await api("PUT", "/subscriptions/many-keys", {
+      body: { events: ["Many"], key: "data.k", from: "now", deliver: { url: "http://127.0.0.1:9/" } },
+    });
+    expect(put.status).toBe(201);
+    await api("POST", "/subscriptions/many-keys/pause");
+    const events = Array.from({ length: 120 }, (_, i) => ({ name: "Many", data: { k: `k-${i % 55}` } }));
+    expect((await api("POST", "/streams/many/events", { body: { events } })).status).toBe(201);
+    await api("POST", "/advance");
+
+    const keysSeen: string[] = [];
+    const pageSizes: number[] = [];
+    let path: string | undefined = "/ui/subscriptions/many-keys?status=ready";
+    while (path !== undefined && pageSizes.length < 5) {
+      const page = await html(path, cookie);
+      expect(page.status, path).toBe(200);
+      const keys = [...page.body.matchAll(/<tr data-key="([^"]+)"/g)].map((m) => m[1] ?? "");
+      keysSeen.push(...keys);
+      pageSizes.push(keys.length);
+      const next = nextLink(page.body, "Next page");
+      if (next !== undefined) expect(fromAttribute(next)).toContain("status=ready");
+      path = next === undefined ? undefined : fromAttribute(next);
+    }
+    expect(pageSizes).toEqual([50, 5]);
+    expect(new Set(keysSeen).size).toBe(55);
+
+    const total = Number((await state.db.query("SELECT count(*) FROM corq.events")).rows[0].count);
+    expect(total).toBeGreaterThan(100);
+    const positions: number[] = [];
+    path = "/ui/streams";
+    while (path !== undefined && positions.length <= total) {
+      const page = await html(path, cookie);
+      expect(page.status, path).toBe(200);
+      positions.push(
+        ...[...page.body.matchAll(/data-label="Position">([\d,]+)</g)].map((m) => Number(m[1]?.replaceAll(",", ""))),
+      );
+      const next = nextLink(page.body, "Older events");
+      path = next === undefined ? undefined : fromAttribute(next);
+    }
+    const { rows } = await state.db.query("SELECT position FROM corq.events ORDER BY position DESC");
+    expect(positions).toEqual(rows.map((r: { position: string }) => Number(r.position)));
+
+    for (const bad of [
+      "/ui/streams?before=abc",
+      "/ui/streams?before=0",
+      `/ui/subscriptions/many-keys?after=${"x".repeat(1001)}`,
+    ]) {
+      const page = await html(bad, cookie);
+      expect(page.status, bad).toBe(400);
+      expect(page.body).toContain('role="alert"');
+    }
+  });
+
+  it("says the zone of every time it shows (UTC), absolute or as a tooltip", async () => {
+    const cookie = await logIn();
+    await api("POST", "/streams/zoned/events", { body: { events: [{ name: "Zoned", data: {} }] } });
+    await state.db.query(
+      `INSERT INTO corq.keys (subscription_id, key, pending, attempts, dead_at, last_error, failed_position)
+       SELECT id, 'zoned-dead', 0, 5, now(), 'HTTP 503: {"error":"down"}', (SELECT max(position) FROM corq.events)
+       FROM corq.subscriptions WHERE name = 'many-keys'
+       ON CONFLICT DO NOTHING`,
+    );
+    for (const path of ["/ui/streams", "/ui/streams/zoned", "/ui/dead-letters", "/ui/timeline?minutes=15"]) {
+      const { status, body } = await html(path, cookie);
+      expect(status, path).toBe(200);
+      const times = [...body.matchAll(/<time datetime="([^"]+)"([^>]*)>([^<]*)<\/time>/g)];
+      expect(times.length, path).toBeGreaterThan(0);
+      for (const [, datetime, attributes, text] of times) {
+        expect(datetime, path).toMatch(/Z$/);
+        expect(`${text}${attributes}`, path).toMatch(/\d\d:\d\d:\d\d(\.\d{3})? UTC/);
+      }
+    }
+    const dead = await html("/ui/dead-letters", cookie);
+    // the receiver's JSON answer, spaced between members (the units of JsonText)
+    expect(dead.body.replace(/<[^>]+>/g, "")).toContain("HTTP 503: {&quot;error&quot;: &quot;down&quot;}");
+  });
+});

@@ -61,4 +61,58 @@ describe("consumer slots", () => {
     );
     expect(rows[0].busy).toBeLessThanOrEqual(CONCURRENCY);
   });
+
+  it("kicks that meet in one isolate lose no event name: 40 concurrent appends of 4 names, each taken by its own subscription", async () => {
+    const names = ["Red", "Green", "Blue", "Gray"];
+    for (const name of names) {
+      const created = await api("PUT", `/subscriptions/colour-${name.toLowerCase()}`, {
+        body: { events: [name], batchSize: 10, deliver: { url: hook.receiver.url } },
+      });
+      expect(created.status).toBe(201);
+    }
+    hook.receiver.behave(() => ({}));
+    const appends = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        api("POST", `/streams/colour-${i}/events`, { body: { events: [{ name: names[i % 4], data: { i } }] } }),
+      ),
+    );
+    expect(appends.every((a) => a.status === 201)).toBe(true);
+    // no cron: a name dropped by the coalescing would leave its subscription's events queued forever
+    await eventually(
+      async () => {
+        const delivered = new Set(
+          hook.receiver.deliveries
+            .filter((d) => d.subscription.startsWith("colour-"))
+            .flatMap((d) => d.events.map((e) => `${e.name}:${(e.data as { i: number }).i}`)),
+        );
+        expect(delivered.size).toBe(40);
+      },
+      { timeoutMs: 30_000 },
+    );
+  });
+});
+
+describe("events that commit while an older transaction runs", () => {
+  it("are delivered once it ends, without a cron: the kick saw them above the horizon and retried", async () => {
+    const created = await api("PUT", "/subscriptions/late-comers", {
+      body: { events: ["Late"], deliver: { url: hook.receiver.url } },
+    });
+    expect(created.status).toBe(201);
+    const delivered = () => hook.receiver.deliveries.filter((d) => d.subscription === "late-comers").length;
+    // an older transaction with an id of its own holds the xmin horizon (in any database of the cluster)
+    const older = await state.db.connect();
+    try {
+      await older.query("BEGIN");
+      await older.query("SELECT pg_current_xact_id()");
+      const appended = await api("POST", "/streams/late-1/events", { body: { events: [{ name: "Late", data: {} }] } });
+      expect(appended.status).toBe(201);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      // the append's kick could not advance it past the horizon
+      expect(delivered()).toBe(0);
+      await older.query("COMMIT");
+    } finally {
+      older.release();
+    }
+    await eventually(async () => expect(delivered()).toBe(1), { timeoutMs: 10_000 });
+  });
 });

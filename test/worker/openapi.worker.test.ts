@@ -80,6 +80,8 @@ describe("answers against the OpenAPI document", () => {
     ).toBe(415);
     expect((await call("GET", "/streams/visitor-ola?from=0&limit=10")).status).toBe(200);
     expect((await call("GET", "/events?after=0&limit=5")).status).toBe(200);
+    expect((await call("GET", "/events/tail?limit=2")).status).toBe(200);
+    expect((await call("GET", "/events/tail?before=0")).status).toBe(400);
     expect((await call("GET", "/subscriptions")).status).toBe(200);
     const body = { events: ["Nothing"], from: "now", deliver: { url: "http://127.0.0.1:9/hook" } };
     expect((await call("PUT", "/subscriptions/feed", { body })).status).toBe(201);

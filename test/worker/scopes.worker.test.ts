@@ -116,6 +116,7 @@ const endpoints: Endpoint[] = [
   },
   { route: "GET /streams/:stream", scope: "read", path: () => "/streams/matrix-s", allowed: [200] },
   { route: "GET /events", scope: "read", path: () => "/events?limit=5", allowed: [200] },
+  { route: "GET /events/tail", scope: "read", path: () => "/events/tail?limit=5", allowed: [200] },
   { route: "GET /subscriptions", scope: "read", path: () => "/subscriptions", allowed: [200] },
   { route: "GET /subscriptions/:name", scope: "read", path: () => "/subscriptions/matrix", allowed: [200] },
   {

@@ -1,0 +1,54 @@
+// Appends' kicks coalesced within one isolate. A Workers isolate serves many requests at once;
+// at 200 appends/s each kick (register, advance, re-check, slot claim: 4–5 statements) would
+// queue behind the others' at the database and hold up the consumers' own statements. The
+// database already coalesces kicks across isolates (advance_kicks); this saves the statements
+// of kicks that meet in one isolate.
+//
+// While a kick runs here, later kicks leave their event names with it and return at once. When
+// its first round is done, the running kick takes what was left and — in the same synchronous
+// step — stops collecting, then runs one more round for it. A kick that comes after that runs
+// on its own. So every kick either runs, or its names are taken by a round that starts after
+// its append committed; nothing waits behind more than one round. A round that fails loses its
+// names like a failed kick does: the cron advances every subscription.
+
+/** Event names left for the running kick; `all` when one caller named none (a rewind's dispatch). */
+export type Left = Set<string> | "all";
+
+const running = new Map<string, { left: Left | undefined }>();
+
+/**
+ * Runs `first` unless a kick for `scope` (one database) is already running in this isolate, in
+ * which case `eventNames` are left with it and `undefined` is returned. Otherwise, after `first`,
+ * runs `again` once with the names left meanwhile (if any) and returns both results.
+ */
+export async function coalesceKicks<T>(
+  scope: string,
+  eventNames: string[] | undefined,
+  first: () => Promise<T>,
+  again: (names: string[] | undefined, firstResult: T) => Promise<T>,
+): Promise<T | undefined> {
+  const current = running.get(scope);
+  if (current) {
+    current.left = merge(current.left, eventNames);
+    return undefined;
+  }
+  const entry: { left: Left | undefined } = { left: undefined };
+  running.set(scope, entry);
+  let result: T;
+  try {
+    result = await first();
+  } finally {
+    // taken and closed in one synchronous step: a kick after this runs on its own
+    running.delete(scope);
+  }
+  const left = entry.left;
+  if (left === undefined) return result;
+  return again(left === "all" ? undefined : [...left], result);
+}
+
+function merge(left: Left | undefined, names: string[] | undefined): Left {
+  if (names === undefined || left === "all") return "all";
+  const set = left ?? new Set<string>();
+  for (const name of names) set.add(name);
+  return set;
+}

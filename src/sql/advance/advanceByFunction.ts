@@ -1,0 +1,56 @@
+import { sql, type SQL } from "drizzle-orm";
+import { events, subscriptions } from "../../db/schema.js";
+import { eventColumns } from "../shared/eventColumns.js";
+import { enqueueAndMove } from "./advanceSubscription.js";
+import { asyncCommit } from "../shared/asyncCommit.js";
+
+/**
+ * Read half of advancing a subscription whose key is a JS function: the next `limit` events
+ * past the watermark and below the xmin horizon, with the watermark they were read from
+ * (the write half only applies if it is unchanged). Events the filter does not match come
+ * back without data (`matches` false), only to move the watermark past them.
+ */
+export function readAdvanceBatch(subscriptionId: number, names: string[], limit: number): SQL {
+  const matches = names.includes("*") ? sql`true` : sql`e.name = ANY(${sql.param(names)}::text[])`;
+  return sql`
+    SELECT ${eventColumns}, ${matches} AS matches,
+           s.watermark_tx::text AS watermark_tx, s.watermark_position
+    FROM ${subscriptions} s, ${events} e
+    WHERE s.id = ${subscriptionId}
+      AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)
+      AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY e.tx, e.position
+    LIMIT ${limit}`;
+}
+
+export interface KeyedEvent {
+  tx: string;
+  position: number;
+  key: string | null; // null: the key function returned nothing, or an invalid key; counted as skipped
+  invalid: string | null; // why the key was refused (the key rule, or the function threw)
+}
+
+/**
+ * Write half: a compare-and-set on the watermark read by `readAdvanceBatch`. If another
+ * advancer moved it meanwhile, the UPDATE matches nothing and nothing is enqueued.
+ */
+export function writeAdvanceBatch(
+  subscriptionId: number,
+  {
+    read,
+    last,
+    matched,
+  }: { read: { tx: string; position: number }; last: { tx: string; position: number }; matched: KeyedEvent[] },
+): SQL {
+  return sql`
+    WITH matched AS (
+      SELECT t.tx::xid8 AS tx, t.position, t.key, t.invalid
+      FROM jsonb_to_recordset(${JSON.stringify(matched)}::jsonb) AS t(tx text, position bigint, key text, invalid text)
+    ),
+    ${enqueueAndMove(
+      sql`${subscriptionId}::int`,
+      { tx: sql`${last.tx}::xid8`, position: sql`${last.position}::bigint` },
+      sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position} AND ${asyncCommit}`,
+    )}
+    SELECT (SELECT count(*) FROM moved)::int AS applied`;
+}

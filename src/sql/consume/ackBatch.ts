@@ -1,0 +1,91 @@
+import { sql, type SQL } from "drizzle-orm";
+import { activity, keys, queue } from "../../db/schema.js";
+import { asyncCommit } from "../shared/asyncCommit.js";
+import { countAcked } from "../activity/activity.js";
+import { lockedNow } from "../shared/clock.js";
+
+export interface Lease {
+  subscriptionId: number;
+  key: string;
+  token: string;
+}
+
+/** The last event of an acked prefix: its queue seq (the cursor) and its place in the log (for display). */
+export interface AckThrough {
+  tx: string;
+  position: number;
+  seq: number;
+}
+
+/**
+ * Acks the prefix of a claimed batch through queue row `through.seq`, `count` events, in ONE
+ * statement: only while the lease is ours and unexpired when the row is locked (fencing; a
+ * stale ack changes nothing and returns no row). The key row's pending counter is the truth about remaining
+ * work: an advance that commits while we ack bumps it under the same row lock, so a key is
+ * never left idle with events queued. The batch is recorded in the activity table (the
+ * dashboard's timeline); ackAndClaim leaves that to the drain loop (recordBatches).
+ */
+export function ackBatch(
+  lease: Lease,
+  {
+    through,
+    count,
+    claimedAt,
+    durable = false,
+  }: { through: AckThrough; count: number; claimedAt: Date; durable?: boolean },
+): SQL {
+  return sql`
+    WITH ${ackCtes(lease, through, count, { durable })},
+    recorded AS (
+      INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
+      SELECT subscription_id, key, ${claimedAt.toISOString()}::timestamptz, ${count}, 'acked' FROM acked
+    ),
+    counted AS (${countAcked(sql`acked`, sql`now()`, sql`${count}::int`)})
+    SELECT count(*)::int AS acked, (SELECT pending FROM acked) AS pending FROM acked`;
+}
+
+/**
+ * The CTEs `locked` and `fenced`: the lease's key row, locked, and kept only if the lease is
+ * still ours and unexpired at the moment the lock was granted; `fenced.at` is that moment.
+ * The lock comes first on purpose: an UPDATE evaluates its WHERE and SET before it waits for
+ * a row that another session merely locked (no new row version, no re-check), so a fence or a
+ * time computed there is as old as the statement (see clock.ts).
+ */
+export function fencedKey(lease: Lease): SQL {
+  return sql`
+    locked AS (
+      SELECT subscription_id, key, lease_token, lease_until FROM ${keys}
+      WHERE subscription_id = ${lease.subscriptionId} AND key = ${lease.key}
+      FOR UPDATE
+    ),
+    fenced AS (
+      SELECT subscription_id, key, ${lockedNow} AS at FROM locked
+      WHERE lease_token = ${lease.token}::uuid AND lease_until > ${lockedNow}
+    )`;
+}
+
+/**
+ * The CTEs `acked` (the key row, when the lease held) and `removed` (its queue rows); see ackBatch.
+ * `durable`: the ack of a transactional handler's batch, last statement of the transaction that
+ * holds the handler's writes — those are the app's data, committed synchronously (no asyncCommit).
+ */
+export function ackCtes(lease: Lease, through: AckThrough, count: number, options: { durable?: boolean } = {}): SQL {
+  return sql`
+    ${fencedKey(lease)},
+    acked AS (
+      UPDATE ${keys} k SET
+        pending = k.pending - ${count},
+        available_at = CASE WHEN k.pending - ${count} > 0 THEN f.at END,
+        lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
+        last_seq = ${through.seq}, last_tx = ${through.tx}::xid8, last_position = ${through.position},
+        acked = k.acked + ${count}
+      FROM fenced f
+      WHERE k.subscription_id = f.subscription_id AND k.key = f.key ${options.durable ? sql`` : sql`AND ${asyncCommit}`}
+      RETURNING k.subscription_id, k.key, k.pending
+    ),
+    removed AS (
+      DELETE FROM ${queue} q USING acked
+      WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key
+        AND q.seq <= ${through.seq}
+    )`;
+}

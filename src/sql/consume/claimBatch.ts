@@ -1,0 +1,159 @@
+import { sql, type SQL } from "drizzle-orm";
+import { events, keys, queue, subscriptions } from "../../db/schema.js";
+import { eventColumns, type EventRow } from "../shared/eventColumns.js";
+import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
+import { asyncCommit } from "../shared/asyncCommit.js";
+import { lockedNow } from "../shared/clock.js";
+
+export interface ClaimRow extends Partial<EventRow> {
+  kind: "code" | "push";
+  deliver: unknown;
+  lease_ms: number;
+  incarnation: string;
+  // the queue row's seq and whether a rewind queued it (null without an event)
+  seq: string | number | null;
+  replay: boolean | null;
+  // null when the subscription exists but no key was claimed (nothing ready, or paused)
+  subscription_id: number | null;
+  key: string | null;
+  lease_token: string | null;
+  attempts: number | null;
+  dies: boolean | null;
+  // with settleAndClaim, on one row of the result: what became of each settlement whose
+  // lease held (a settlement missing here found its lease gone)
+  settled: SettledRow[] | null;
+  // the database clock: when this claim (and the ack before it) happened
+  now: Date;
+  // when the claim took over an expired lease: that lease's span (for the activity record)
+  expired_from: Date | null;
+  expired_until: Date | null;
+}
+
+/**
+ * Claims up to `limit` ready keys of a subscription and returns their next batches with the
+ * event data, in ONE statement (docs/architecture.md, invariants 2 and 3):
+ *   pick     the keys that have waited longest (partial index on available_at), each locked
+ *            with FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
+ *            ties (keys made ready by one advance) go by key, so the order is total; live
+ *            keys go before replaying ones (a replay takes what live traffic leaves) and a paused
+ *            key is never picked;
+ *   claimed  for each key its own fresh lease token, and available_at = lease_until, so the
+ *            key is claimable again exactly when its lease expires (a crashed consumer loses
+ *            nothing); the lease records its holder and when it began. Each lease starts when
+ *            ITS key was locked (lockedNow, read per row as
+ *            the pick returns it), not when the statement began: with settlements the
+ *            statement may first have waited for the settled keys' rows.
+ *            Taking over an expired lease counts as a failed attempt; if that was the last
+ *            one the key is dead-lettered here instead of handed out (a batch that crashes
+ *            its consumer every time still ends in the dead letters). The lost lease's span
+ *            is returned for the activity record;
+ *   batch    each key's oldest queued events in seq order (log order, replays after what was
+ *            queued before the rewind): batchSize of them, or only the head after a failure,
+ *            so the event that keeps failing is pinned down. Read with the statement's
+ *            snapshot, so only rows past the key row's ack cursor last_seq (its latest, locked
+ *            version) count: a consumer that claimed, handled and acked this key while this
+ *            statement waited is never repeated, nor are rows a rewind replaced.
+ * Rows: per claimed key, one row per event (key, then seq order); one row with null event
+ * columns for a key that died here; one row with a null key when nothing was claimed; no row
+ * when there is no such subscription (of `kind`).
+ */
+export function claimBatch(subscription: string, by: ClaimBy = {}): SQL {
+  return claim(subscription, by);
+}
+
+/**
+ * Which subscriptions a claim may take (`kind: "push"`: push ones only), how many keys
+ * (`limit`, default 1) and who claims (recorded on each lease as its holder).
+ */
+export interface ClaimBy {
+  kind?: "push";
+  limit?: number;
+  holder?: string;
+}
+
+/**
+ * Settles the batches just handled (acks and failures, each fenced by its own key's lease:
+ * settleCtes) AND claims up to `limit` next keys, in ONE statement: a draining consumer pays
+ * one round trip per claim of several keys instead of two per key. A settled key cannot be
+ * picked again here (the statement's snapshot still sees it leased): `settled` tells the
+ * caller which have more, to claim with the next statement. `limit` 0 only settles.
+ * Lock order: the pick refers to `settled`, so the settled keys' row locks are taken (and
+ * waited for) BEFORE the pick locks the next keys. The other way round an advancer holding a
+ * settled key and waiting for a picked one deadlocks with us (seen in the benchmark).
+ */
+export function settleAndClaim(
+  subscription: string,
+  by: ClaimBy,
+  settle: { subscriptionId: number; settlements: Settlement[] },
+): SQL {
+  return claim(subscription, by, settle);
+}
+
+function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: number; settlements: Settlement[] }): SQL {
+  const { kind, limit = 1, holder } = by;
+  return sql`
+    WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
+    sub AS (
+      SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation FROM ${subscriptions}
+      WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
+    ),
+    pick AS (
+      SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
+             (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies,
+             k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from
+      FROM ${keys} k, sub
+      -- scalar subqueries, not a join: the planner then walks the partial index in
+      -- available_at order and stops at the first unlocked rows (a join sorted every ready key)
+      WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
+        AND k.paused_at IS NULL
+        ${settle ? sql`AND (SELECT count(*) FROM settled) >= 0` : sql``}
+      ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key
+      LIMIT ${limit}
+      FOR UPDATE OF k SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE ${keys} k SET
+        attempts = k.attempts + pick.expired::int,
+        last_error = CASE WHEN pick.expired THEN 'lease expired before the batch was acked' ELSE k.last_error END,
+        lease_token = CASE WHEN pick.dies THEN NULL ELSE gen_random_uuid() END,
+        lease_until = CASE WHEN pick.dies THEN NULL ELSE pick.locked_at + sub.lease_ms * interval '1 millisecond' END,
+        available_at = CASE WHEN pick.dies THEN NULL ELSE pick.locked_at + sub.lease_ms * interval '1 millisecond' END,
+        dead_at = CASE WHEN pick.dies THEN pick.locked_at END,
+        failed_position = CASE WHEN pick.dies THEN (
+          SELECT q.position FROM ${queue} q WHERE q.subscription_id = k.subscription_id AND q.key = k.key
+            AND q.seq > k.last_seq
+          ORDER BY q.seq LIMIT 1) ELSE k.failed_position END,
+        lease_holder = CASE WHEN NOT pick.dies THEN ${holder ?? null}::text END, leased_at = pick.locked_at
+      FROM pick, sub
+      WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
+        -- the picked rows by primary key: a join alone may be planned as a scan of every key row
+        AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM pick ORDER BY key))
+      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq,
+                CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
+                CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
+                CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
+    )
+    SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts,
+      c.dies, now() AS now,
+      c.expired_from, c.expired_until,
+      -- what was settled, once (on one row: not repeated on every event row)
+      ${
+        settle
+          ? sql`CASE WHEN row_number() OVER () = 1 THEN (SELECT json_agg(settled ORDER BY key) FROM settled) END`
+          : sql`NULL::json`
+      } AS settled,
+      q.seq, q.replay, ${eventColumns}
+    FROM sub
+    LEFT JOIN claimed c ON true
+    LEFT JOIN LATERAL (
+      SELECT q.seq, q.replay, q.position FROM ${queue} q
+      WHERE q.subscription_id = c.subscription_id AND q.key = c.key AND NOT c.dies
+        -- the snapshot may predate another consumer's ack of this key (or a rewind): skip
+        -- what the cursor says is done
+        AND q.seq > c.last_seq
+      ORDER BY q.seq
+      LIMIT c.batch_limit
+    ) q ON true
+    LEFT JOIN ${events} e ON e.position = q.position
+    ORDER BY c.key, q.seq`;
+}

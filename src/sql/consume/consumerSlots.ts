@@ -1,0 +1,62 @@
+import { sql, type SQL } from "drizzle-orm";
+import { consumerSlots, keys, subscriptions } from "../../db/schema.js";
+import { lockedNow } from "../shared/clock.js";
+import { statusFilter } from "../inspect/listKeys.js";
+import { waitingAboveHorizon } from "../advance/eventsAboveHorizon.js";
+
+export interface ConsumerPlanRow {
+  /** a subscription with ready keys (and `ready`, their count up to `max`), or null */
+  name: string | null;
+  ready: number | null;
+  /** a consumer slot claimed, or null */
+  slot: number | null;
+  /** true on a row of its own when committed events wait above the xmin horizon (no advance can take them yet) */
+  waiting: boolean | null;
+}
+
+/**
+ * What a dispatcher needs, in ONE statement: per consumable subscription (unpaused; push, or
+ * code defined in `codeSubscriptions`) its ready keys — a paused key is never claimed, so it
+ * does not count — counted up to `max` by a range scan of the ready index that stops there; and a consumer slot for each ready key, up to `want`, among the first
+ * `max` slots (CORQ_CONCURRENCY) that are free, each busy for `holdMs` — less the `covered`
+ * ready keys the caller already holds slots for. Concurrent
+ * dispatchers take different slots (SKIP LOCKED), so together they never start more than
+ * `max` consumers. A slot is free when released or when its holder's time is over (a
+ * consumer that crashed).
+ */
+export function claimConsumerSlots(options: {
+  max: number;
+  want: number;
+  holdMs: number;
+  codeSubscriptions: string[];
+  covered?: number;
+}): SQL {
+  const { max, want, holdMs, codeSubscriptions, covered = 0 } = options;
+  return sql`
+    WITH ready AS (
+      SELECT s.name, (SELECT count(*) FROM (
+          SELECT 1 FROM ${keys} k WHERE k.subscription_id = s.id AND ${statusFilter.ready} LIMIT ${max}
+        ) r)::int AS ready
+      FROM ${subscriptions} s
+      WHERE NOT s.paused AND (s.kind = 'push' OR s.name = ANY(${sql.param(codeSubscriptions)}::text[]))
+    ),
+    free AS (
+      SELECT slot FROM ${consumerSlots}
+      WHERE slot <= ${max} AND (busy_until IS NULL OR busy_until <= ${lockedNow})
+      ORDER BY slot LIMIT (SELECT greatest(0, least(${want}, coalesce(sum(ready), 0) - ${covered})) FROM ready)
+      FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE ${consumerSlots} c SET busy_until = ${lockedNow} + ${holdMs} * interval '1 millisecond'
+      FROM free WHERE c.slot = free.slot
+      RETURNING c.slot
+    )
+    SELECT name, ready, NULL::int AS slot, NULL::boolean AS waiting FROM ready WHERE ready > 0
+    UNION ALL SELECT NULL, NULL, slot, NULL FROM claimed
+    UNION ALL SELECT NULL, NULL, NULL, true WHERE ${waitingAboveHorizon}`;
+}
+
+/** Frees a slot whose consumer is done. */
+export function releaseConsumerSlot(slot: number): SQL {
+  return sql`UPDATE ${consumerSlots} SET busy_until = NULL WHERE slot = ${slot}`;
+}

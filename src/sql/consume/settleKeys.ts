@@ -1,0 +1,118 @@
+import { sql, type SQL } from "drizzle-orm";
+import { activity, keys, queue, subscriptions } from "../../db/schema.js";
+import { asyncCommit } from "../shared/asyncCommit.js";
+import { lockedNow } from "../shared/clock.js";
+import type { AckThrough } from "./ackBatch.js";
+
+/**
+ * The outcome of one claimed batch, to be written with others in ONE statement: an ack through
+ * a queue row (its seq, and its event's (tx, position) for display), or a failure with its error. Every settlement is fenced by its own
+ * key's lease token: one key's lost lease never touches another key's settlement.
+ */
+export interface Settlement {
+  key: string;
+  token: string;
+  /** The database clock at the claim: the batch's start in the activity record. */
+  claimedAt: Date;
+  /** Events acked (ack), or in the failed batch (fail). */
+  count: number;
+  outcome: { through: AckThrough } | { error: string; headPosition: number };
+}
+
+/** What the statement did with one settlement: `expired` (no row) when the lease was gone. */
+export interface SettledRow {
+  key: string;
+  outcome: "acked" | "retry" | "dead";
+  /** acked: events still queued for the key (the same statement cannot claim it again) */
+  pending: number | null;
+  /** the database clock when the key row was locked: the batch's end in the activity record */
+  at: string;
+}
+
+/**
+ * The CTEs that settle many claimed batches of one subscription in ONE statement, ending in
+ * `settled` (one row per settlement whose lease held: SettledRow):
+ *   settle   the settlements, one row each (unnest of parallel arrays);
+ *   locked   their key rows, locked in key order (the advancer's lock order: no deadlock with it);
+ *   fenced   those whose lease is still theirs and unexpired when THEIR row was locked, with
+ *            that moment (`at`). The same pattern as fencedKey (ackBatch.ts), per key: the lock
+ *            comes first, in a CTE of its own, because an UPDATE evaluates its WHERE and SET
+ *            before it waits for a row another session merely locked (see clock.ts). A CTE's
+ *            rows are produced one by one, so each key's clock is read after its own lock;
+ *   acked    acks: pending − count, ready again at `at` if more is queued, the ack cursor
+ *            (last_seq) moved;
+ *   removed  the acked prefix of each key's queue rows, by seq (that key's only);
+ *   failed   failures: attempts + 1, backoff from `at` or dead after maxAttempts (as failBatch);
+ *   failures the failed batches in the activity record (acks are buffered by the drain loop).
+ */
+export function settleCtes(subscriptionId: number, settlements: Settlement[]): SQL {
+  const ack = (s: Settlement) => ("through" in s.outcome ? s.outcome : undefined);
+  const fail = (s: Settlement) => ("error" in s.outcome ? s.outcome : undefined);
+  const column = <T>(values: T[]) => sql.param(values);
+  return sql`
+    settle AS (
+      SELECT * FROM unnest(
+        ${column(settlements.map((s) => s.key))}::text[], ${column(settlements.map((s) => s.token))}::uuid[],
+        ${column(settlements.map((s) => s.claimedAt.toISOString()))}::timestamptz[],
+        ${column(settlements.map((s) => s.count))}::int[],
+        ${column(settlements.map((s) => ack(s)?.through.tx ?? null))}::xid8[],
+        ${column(settlements.map((s) => ack(s)?.through.position ?? null))}::bigint[],
+        ${column(settlements.map((s) => ack(s)?.through.seq ?? null))}::bigint[],
+        ${column(settlements.map((s) => fail(s)?.error ?? null))}::text[],
+        ${column(settlements.map((s) => fail(s)?.headPosition ?? null))}::bigint[]
+      ) AS i(key, token, claimed_at, count, through_tx, through_position, through_seq, error, head_position)
+    ),
+    locked AS (
+      -- by primary key (= ANY): a join with settle may be planned as a scan of every key row
+      SELECT k.subscription_id, k.key, k.lease_token, k.lease_until FROM ${keys} k
+      WHERE k.subscription_id = ${subscriptionId} AND k.key = ANY(${column(settlements.map((s) => s.key))}::text[])
+      ORDER BY k.key
+      FOR UPDATE
+    ),
+    fenced AS (
+      SELECT l.subscription_id, l.key, i.token, i.claimed_at, i.count, i.through_tx, i.through_position,
+             i.through_seq, i.error, i.head_position, ${lockedNow} AS at
+      FROM locked l JOIN settle i ON i.key = l.key
+      WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}
+    ),
+    acked AS (
+      UPDATE ${keys} k SET
+        pending = k.pending - f.count,
+        available_at = CASE WHEN k.pending - f.count > 0 THEN f.at END,
+        lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
+        last_seq = f.through_seq, last_tx = f.through_tx, last_position = f.through_position,
+        acked = k.acked + f.count
+      FROM fenced f
+      WHERE f.error IS NULL AND k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
+      RETURNING k.subscription_id, k.key, k.pending, k.last_seq, f.at
+    ),
+    removed AS (
+      DELETE FROM ${queue} q USING acked a
+      WHERE q.subscription_id = a.subscription_id AND q.key = a.key AND q.seq <= a.last_seq
+    ),
+    failed AS (
+      UPDATE ${keys} k SET
+        attempts = k.attempts + 1,
+        last_error = f.error,
+        failed_position = f.head_position,
+        lease_token = NULL, lease_until = NULL,
+        dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN f.at END,
+        available_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN NULL
+          ELSE f.at + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
+                       * interval '1 millisecond' END
+      FROM fenced f, ${subscriptions} s
+      WHERE f.error IS NOT NULL AND k.subscription_id = f.subscription_id AND k.key = f.key
+        AND s.id = k.subscription_id AND ${asyncCommit}
+      RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead, f.at, f.claimed_at, f.count
+    ),
+    failures AS (
+      INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
+      SELECT subscription_id, key, claimed_at, count, CASE WHEN dead THEN 'dead' ELSE 'failed' END
+      FROM failed ORDER BY key
+    ),
+    settled AS (
+      SELECT key, 'acked' AS outcome, pending, at FROM acked
+      UNION ALL
+      SELECT key, CASE WHEN dead THEN 'dead' ELSE 'retry' END, NULL, at FROM failed
+    )`;
+}

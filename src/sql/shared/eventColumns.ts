@@ -1,0 +1,30 @@
+import { sql } from "drizzle-orm";
+import type { StoredEvent } from "../../types.js";
+
+/** The columns of an event as `toStoredEvent` reads them; `e` is the events alias. */
+export const eventColumns = sql.raw(
+  "e.position, e.stream, e.version, e.name, e.data, e.meta, e.created_at, e.tx::text AS tx",
+);
+
+export interface EventRow {
+  position: string | number;
+  stream: string;
+  version: number;
+  name: string;
+  data: unknown;
+  meta: unknown;
+  created_at: Date | string;
+  tx: string;
+}
+
+export function toStoredEvent(row: EventRow): StoredEvent {
+  return {
+    position: Number(row.position),
+    stream: row.stream,
+    version: row.version,
+    name: row.name,
+    data: row.data as StoredEvent["data"],
+    meta: row.meta as StoredEvent["meta"],
+    createdAt: new Date(row.created_at).toISOString(),
+  };
+}

@@ -6,8 +6,13 @@
 //              requeued) until the replay has caught up — replaying keys are claimed after
 //              live ones (a live key with events in the rewound range is replaying too: its
 //              samples are left out);
+//   no share   the same, with each consumer free to fill every key of its claims with replaying
+//              keys (replayKeys = keysPerClaim: the lane alone, what the share is compared
+//              against); the phases alternate share / no share, so a machine whose load
+//              changes meanwhile shows in both;
 //   no lane    the same rewind with every key's replay mark cleared right after it, so the
 //              claim takes keys by waiting time alone (what the lane is compared against).
+import { loadavg } from "node:os";
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
 import { benchClient } from "./database.js";
 import { appendWorkload } from "./systems/corq.js";
@@ -24,12 +29,24 @@ export interface ReplayOptions {
   baselineSeconds: number;
   /** The replay phases end when the replay is done or after this long. */
   maxSeconds: number;
+  /** Keys each consumer claims per statement (the library's default: 16). */
+  keysPerClaim?: number;
+  /** The replay phases, in this order (default: share, noShare, noLane). */
+  phases?: ReplayPhase[];
 }
+
+/** share: the drain's default replayKeys; noShare: replayKeys = keysPerClaim; noLane: no replay marks. */
+export type ReplayPhase = "share" | "noShare" | "noLane";
 
 export interface PhaseResult {
   liveP50Ms: number;
   liveP99Ms: number;
   liveSamples: number;
+  /**
+   * Of the live events appended after the rewind call returned, the p50: what the claims do
+   * (the rewind call holds the subscription's advance: events appended during it wait for it).
+   */
+  afterRewindP50Ms: number;
   /** Of the live latency, the append itself (its commit waits for the WAL flush). */
   appendP50Ms: number;
   /** Replayed events handled per second while live traffic ran (0 for the baseline). */
@@ -38,6 +55,8 @@ export interface PhaseResult {
   rewindMs: number;
   /** Whether the replay finished within maxSeconds. */
   complete: boolean;
+  /** The machine's 1-minute load average at the phase's end (it is shared). */
+  load: number;
 }
 
 export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
@@ -52,7 +71,8 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
   await settle.query("VACUUM (ANALYZE) corq.events");
   await settle.end();
 
-  const live: { key: string; ms: number }[] = [];
+  const live: { key: string; ms: number; t0: number }[] = [];
+  let rewindEnded = Number.POSITIVE_INFINITY; // epoch ms the phase's rewind call returned
   // live keys that had events before a rewind read the log are replayed too (they are in the
   // range): their latency is a replaying key's, not a live one's, and is left out
   const rewoundLive = new Set<string>();
@@ -70,7 +90,7 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
         if (e.replay) {
           replayed++;
           if (data.live) rewoundLive.add(data.key);
-        } else if (data.live) live.push({ key: data.key, ms: now - (data.t0 ?? now) });
+        } else if (data.live) live.push({ key: data.key, ms: now - (data.t0 ?? now), t0: data.t0 ?? now });
       }
     },
   };
@@ -80,6 +100,8 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
     createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }),
   );
   const admin = await benchClient(databaseUrl);
+  const keysPerClaim = o.keysPerClaim ?? 16;
+  let replayKeys: number | undefined; // undefined: the library's default share
   const appended = new Wakeup();
   const enqueued = new Wakeup();
   let stop = false;
@@ -92,7 +114,10 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
       }
     })(),
     ...consumers.map(async (c) => {
-      while (!stop) if ((await c.drain("bench", { budgetMs: 1000 })).batches === 0) await enqueued.wait(50);
+      while (!stop) {
+        const drained = await c.drain("bench", { budgetMs: 1000, keysPerClaim, replayKeys });
+        if (drained.batches === 0) await enqueued.wait(50);
+      }
     }),
   ]);
 
@@ -123,13 +148,17 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
     await Promise.all(appends);
     const deadline = Date.now() + 30_000;
     while (live.length < appends.length && Date.now() < deadline) await sleep(10);
-    const samples = live.filter((l) => !rewoundLive.has(l.key)).map((l) => l.ms);
-    return { samples, appendMs, seconds: (Date.now() - started) / 1000 };
+    const counted = live.filter((l) => !rewoundLive.has(l.key));
+    const samples = counted.map((l) => l.ms);
+    const afterRewind = counted.filter((l) => l.t0 >= rewindEnded).map((l) => l.ms);
+    return { samples, afterRewind, appendMs, seconds: (Date.now() - started) / 1000 };
   };
   const summary = (
-    run: { samples: number[]; appendMs: number[] },
-    extra: Omit<PhaseResult, "liveP50Ms" | "liveP99Ms" | "liveSamples" | "appendP50Ms">,
+    run: { samples: number[]; afterRewind: number[]; appendMs: number[] },
+    extra: Omit<PhaseResult, "liveP50Ms" | "liveP99Ms" | "liveSamples" | "appendP50Ms" | "load" | "afterRewindP50Ms">,
   ) => ({
+    afterRewindP50Ms: run.afterRewind.length > 0 ? percentile(run.afterRewind, 50) : Number.NaN,
+    load: loadavg()[0],
     liveP50Ms: percentile(run.samples, 50),
     liveP99Ms: percentile(run.samples, 99),
     liveSamples: run.samples.length,
@@ -137,12 +166,18 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
     ...extra,
   });
 
-  const results: Record<"baseline" | "replay" | "noLane", PhaseResult> = {} as never;
+  const results: { baseline: PhaseResult; phases: { name: ReplayPhase; result: PhaseResult }[] } = {
+    baseline: undefined as never,
+    phases: [],
+  };
   try {
     const base = await liveTraffic(o.baselineSeconds, () => false);
     results.baseline = summary(base, { replayEps: 0, rewindMs: 0, complete: true });
-    for (const name of ["replay", "noLane"] as const) {
+    for (const name of o.phases ?? (["share", "noShare", "noLane"] as const)) {
+      replayKeys = name === "noShare" ? keysPerClaim : undefined;
+      await sleep(1100); // every drain under way (budget 1 s) has ended: the next ones take it
       replayed = 0;
+      rewindEnded = Number.POSITIVE_INFINITY;
       let requeued = Number.POSITIVE_INFINITY;
       let rewindMs = 0;
       let startedAt = 0;
@@ -152,6 +187,7 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
         const t0 = performance.now();
         requeued = (await corq.rewind("bench", { to: "beginning" })).requeued;
         rewindMs = performance.now() - t0;
+        rewindEnded = Date.now();
         // the comparison: no key is marked replaying, so claims go by waiting time alone
         // (the rows locked in key order, as every writer of key rows does: consumers settle meanwhile)
         if (name === "noLane")
@@ -168,7 +204,7 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
       const drainUntil = performance.now() + o.maxSeconds * 1000;
       while (replayed < requeued && performance.now() < drainUntil) await sleep(20);
       const seconds = (performance.now() - startedAt) / 1000;
-      results[name] = summary(run, { replayEps: replayed / seconds, rewindMs, complete });
+      results.phases.push({ name, result: summary(run, { replayEps: replayed / seconds, rewindMs, complete }) });
     }
   } finally {
     stop = true;

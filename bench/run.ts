@@ -1,4 +1,5 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay | --skip connections]`: corq
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay | --skip connections]
+// [-- --replay-events n]`: corq
 // against graphile-worker and pg-boss on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
 // connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full
@@ -18,7 +19,7 @@ import { serveSection } from "./serveSection.js";
 import { connectionLines, connectionsJson, measureConnections } from "./workersConnections.js";
 import { lineChart } from "./charts.js";
 import { median, percentile, spreadPercent } from "./stats.js";
-import { replayUnderLive } from "./replay.js";
+import { replayUnderLive, type PhaseResult, type ReplayPhase } from "./replay.js";
 
 const quick = process.argv.includes("--quick");
 const sections = ["connections", "serve", "advance", "replay"];
@@ -334,37 +335,64 @@ try {
     await endOnly(start);
   }
 
-  // issue 15: live append→handler latency while a rewind of the whole subscription catches up
+  // issue 15: live append→handler latency while a rewind of the whole subscription catches up,
+  // with the replay's share of each consumer (replayKeys) and without it, alternated in one run
   if (!only || only === "replay") {
-    const replay = { events: quick ? 50_000 : 200_000, keys: 1000, consumers: 8, rate: 100 };
+    const events = process.argv.includes("--replay-events")
+      ? Number(process.argv[process.argv.indexOf("--replay-events") + 1])
+      : quick
+        ? 50_000
+        : 200_000;
+    const replay = { events, keys: 1000, consumers: 8, rate: 100 };
     const start = sectionOf(
       `Live traffic during a replay: ${fmt(replay.events)} events over ${fmt(replay.keys)} keys rewound to the beginning, ${replay.rate} live appends/s on other keys, ${replay.consumers} consumers`,
       "replay",
     );
-    const r = await onFreshDatabase("replay", (url) =>
-      replayUnderLive(url, { ...replay, baselineSeconds: quick ? 5 : 10, maxSeconds: quick ? 60 : 120 }),
+    say(
+      "A rewind of the whole subscription per phase; the phases alternate with and without the replay's share (replayKeys: of each consumer's keys in hand at most a quarter replaying; without it, all of them may be). The column “after the rewind call” counts only the live events appended once the rewind call returned (during the call the subscription's advance waits for it). `load` is the machine's 1-minute load average at the phase's end (2 cores, shared).\n",
     );
     say(
-      "| phase | live p50 ms | live p99 ms | of which the append, p50 ms | live events | replayed events/s | rewind call ms |\n|---|---|---|---|---|---|---|",
+      "| keys per claim | phase | live p50 ms | live p99 ms | live p50 ms after the rewind call | of which the append, p50 ms | live events | replayed events/s | rewind call ms | load |\n|---|---|---|---|---|---|---|---|---|---|",
     );
-    const row = (name: string, p: typeof r.baseline) =>
-      say(
-        `| ${name} | ${p.liveP50Ms.toFixed(1)} | ${p.liveP99Ms.toFixed(1)} | ${p.appendP50Ms.toFixed(1)} | ${p.liveSamples} | ${p.replayEps ? fmt(p.replayEps) : "–"}${p.complete ? "" : " (not done in time)"} | ${p.rewindMs ? fmt(p.rewindMs) : "–"} |`,
-      );
-    row("no replay (baseline)", r.baseline);
-    row("replay, live keys first (corq)", r.replay);
-    row("replay, claims by waiting time alone (no lane)", r.noLane);
-    say(
-      `\nlive p50 during the replay / baseline: **${(r.replay.liveP50Ms / r.baseline.liveP50Ms).toFixed(1)}×**; without the lane: ${(r.noLane.liveP50Ms / r.baseline.liveP50Ms).toFixed(1)}×`,
-    );
-    results.replay = {
-      baseline_p50_ms: r.baseline.liveP50Ms,
-      replay_p50_ms: r.replay.liveP50Ms,
-      replay_p99_ms: r.replay.liveP99Ms,
-      no_lane_p50_ms: r.noLane.liveP50Ms,
-      replay_eps: Math.round(r.replay.replayEps),
-      rewind_ms: Math.round(r.replay.rewindMs),
+    const names = {
+      share: "replay, with the share (corq)",
+      noShare: "replay, no share (lane only)",
+      noLane: "replay, no lane",
     };
+    const row = (kpc: number, name: string, p: PhaseResult) =>
+      say(
+        `| ${kpc} | ${name} | ${p.liveP50Ms.toFixed(1)} | ${p.liveP99Ms.toFixed(1)} | ${Number.isNaN(p.afterRewindP50Ms) ? "–" : p.afterRewindP50Ms.toFixed(1)} | ${p.appendP50Ms.toFixed(1)} | ${p.liveSamples} | ${p.replayEps ? fmt(p.replayEps) : "–"}${p.complete ? "" : " (not done in time)"} | ${p.rewindMs ? fmt(p.rewindMs) : "–"} | ${p.load.toFixed(1)} |`,
+      );
+    const replayResults: Record<string, unknown> = {};
+    // one key per claim: the share is that one key (the two phases are the same: run-to-run spread)
+    for (const [keysPerClaim, phases] of [
+      [16, ["share", "noShare", "share", "noShare"]],
+      [1, ["share", "noShare"]],
+    ] as [number, ReplayPhase[]][]) {
+      const r = await onFreshDatabase("replay", (url) =>
+        replayUnderLive(url, {
+          ...replay,
+          keysPerClaim,
+          phases,
+          baselineSeconds: quick ? 5 : 10,
+          maxSeconds: quick ? 60 : 120,
+        }),
+      );
+      row(keysPerClaim, "no replay (baseline)", r.baseline);
+      for (const { name, result } of r.phases) row(keysPerClaim, names[name], result);
+      replayResults[`kpc${keysPerClaim}`] = {
+        baseline_p50_ms: r.baseline.liveP50Ms,
+        phases: r.phases.map(({ name, result }) => ({
+          name,
+          p50_ms: result.liveP50Ms,
+          p99_ms: result.liveP99Ms,
+          after_rewind_p50_ms: result.afterRewindP50Ms,
+          eps: Math.round(result.replayEps),
+          load: result.load,
+        })),
+      };
+    }
+    results.replay = replayResults;
     if (only) await endOnly(start);
   }
 

@@ -40,8 +40,12 @@ Commands (over the HTTP API):
   dead-letters [<subscription>]       dead keys, newest first
   retry <subscription> [<key>]        release dead keys: run the failed event again
   skip <subscription> [<key>]         release dead keys: skip the failed event
-  pause <subscription>                stop handing out its keys
-  resume <subscription>               hand them out again
+  pause <subscription> [--key k]      stop handing out its keys (--key: that one key; its
+                                      events stay queued, in order)
+  resume <subscription> [--key k]     hand them out again
+  rewind <subscription> --to <p>      deliver again, in order, from position p (inclusive)
+         [--key k]                    or "beginning": the whole subscription or one key;
+                                      replays get new seqs and "replay": true
   tail [--follow] [--limit n]         the last n (20) events of the global log, in safe read
        [--after position]             order; --follow: then new ones as they come (polls
        [--interval ms]                every --interval, 1000 ms); --after: from there
@@ -69,6 +73,9 @@ Exit codes: 0 done, 1 refused or failed, 2 usage, 3 server unreachable,
 4 unauthorized (401/403), 5 not found (404), 6 conflict (409).
 `;
 
+/** The commands that take --key (and rewind's --to): anywhere else they are refused, not ignored. */
+const keyCommands = new Set(["pause", "resume", "rewind", "retry", "skip"]);
+
 const options = {
   url: { type: "string" },
   token: { type: "string" },
@@ -82,6 +89,8 @@ const options = {
   "expected-version": { type: "string" },
   scopes: { type: "string" },
   "stream-prefix": { type: "string" },
+  key: { type: "string" },
+  to: { type: "string" },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>["values"];
@@ -177,6 +186,22 @@ const commands: Record<string, (ctx: Context) => Promise<void>> = {
           d.lastError ?? "",
         ]),
       ),
+    );
+  },
+
+  async rewind(ctx) {
+    const subscription = positional(ctx, 0, "subscription");
+    noMore(ctx, 1);
+    const to = ctx.values.to;
+    if (to === undefined) throw new UsageError('--to is required: a position, or "beginning"');
+    if (to !== "beginning" && !/^\d+$/.test(to))
+      throw new UsageError('--to must be a position (an integer ≥ 0) or "beginning"');
+    const key = keyOption(ctx);
+    const result = await ctx.client.rewind(subscription, { to: to === "beginning" ? to : Number(to), key });
+    ctx.print(
+      result,
+      () =>
+        `${subscription}${key === undefined ? "" : ` key ${key}`}: ${result.requeued} event(s) queued again from ${to === "beginning" ? "the beginning" : `position ${to}`}`,
     );
   },
 
@@ -315,10 +340,21 @@ async function nearHead(client: CorqClient, count: number): Promise<number> {
   return 0;
 }
 
+/** --key: one key (the rule of docs/http-api.md is the server's; "." and ".." cannot be a path segment). */
+function keyOption(ctx: Context): string | undefined {
+  const key = ctx.values.key;
+  if (key === "" || key === "." || key === "..") throw new UsageError(`--key: not a key: ${JSON.stringify(key)}`);
+  return key;
+}
+
 async function release(ctx: Context, mode: "retry" | "skip") {
   const subscription = positional(ctx, 0, "subscription");
-  const key = positional(ctx, 1, "key", true);
+  const given = positional(ctx, 1, "key", true);
   noMore(ctx, 2);
+  const option = keyOption(ctx);
+  if (given !== undefined && option !== undefined && given !== option)
+    throw new UsageError("give the key once: <key> or --key");
+  const key = given ?? option;
   const result = await ctx.client.releaseDeadLetters({ subscription, key, mode });
   ctx.print(result, () => `${mode === "retry" ? "retried" : "skipped"}: ${result.released} dead key(s)`);
 }
@@ -326,6 +362,15 @@ async function release(ctx: Context, mode: "retry" | "skip") {
 async function setPaused(ctx: Context, action: "pause" | "resume") {
   const subscription = positional(ctx, 0, "subscription");
   noMore(ctx, 1);
+  const key = keyOption(ctx);
+  if (key !== undefined) {
+    const state = await ctx.client[action === "pause" ? "pauseKey" : "resumeKey"](subscription, key);
+    ctx.print(
+      state,
+      () => `${subscription} key ${state.key} ${state.status === "paused" ? "paused" : `resumed (${state.reason})`}`,
+    );
+    return;
+  }
   const stats = await ctx.client[action](subscription);
   ctx.print(stats, () => `${stats.name} ${stats.paused ? "paused" : "running"}`);
 }
@@ -376,6 +421,13 @@ export async function run(argv: string[], io: Io): Promise<number> {
   if (!command) {
     io.err.write(`${name === undefined ? "" : `corq: unknown command: ${name}\n\n`}${usage}`);
     return exitCodes.usage;
+  }
+  // a --key another command would ignore could widen what it does (skip every dead key): refused
+  for (const option of ["key", "to"] as const) {
+    if (values[option] !== undefined && !(keyCommands.has(name as string) && (option === "key" || name === "rewind"))) {
+      io.err.write(`corq: ${name} takes no --${option}\n`);
+      return exitCodes.usage;
+    }
   }
   const url = values.url ?? io.env.CORQ_URL ?? "http://127.0.0.1:8787";
   const token = values.token ?? io.env.CORQ_TOKEN ?? io.env.CORQ_ADMIN_TOKEN;

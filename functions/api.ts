@@ -211,6 +211,8 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     app.post(`/subscriptions/:name/${action}`, requireScope("operate"), async (c) => {
       const name = param(c, "name", subscriptionName);
       await c.var.corq()[action](name);
+      // what waited while it was paused, without waiting for the cron
+      if (action === "resume") dispatchInBackground(c, subscriptions, "a resume");
       return c.json(await c.var.corq().subscription(name));
     });
     // the key percent-encoded in the path (a key may hold "/", "?", "#", spaces …)

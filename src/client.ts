@@ -98,6 +98,11 @@ export interface CorqClient {
   ): Promise<{ keys: KeyState[]; next: string | null }>;
   pause(subscription: string): Promise<SubscriptionStats>;
   resume(subscription: string): Promise<SubscriptionStats>;
+  /** One key: never claimed while paused (its events stay queued, in order). */
+  pauseKey(subscription: string, key: string): Promise<KeyState>;
+  resumeKey(subscription: string, key: string): Promise<KeyState>;
+  /** Queue the events again from `to` (inclusive; "beginning"), the whole subscription or one key. */
+  rewind(subscription: string, options: { to: number | "beginning"; key?: string }): Promise<{ requeued: number }>;
   deadLetters(options?: { subscription?: string; limit?: number }): Promise<{ deadLetters: DeadLetter[] }>;
   /** Without `key`: every dead key of the subscription. */
   releaseDeadLetters(options: {
@@ -155,6 +160,11 @@ export function createClient(options: ClientOptions): CorqClient {
       call("GET", `/subscriptions/${segment(subscription)}/keys`, { query: keyOptions }),
     pause: (subscription) => call("POST", `/subscriptions/${segment(subscription)}/pause`),
     resume: (subscription) => call("POST", `/subscriptions/${segment(subscription)}/resume`),
+    pauseKey: (subscription, key) => call("POST", `/subscriptions/${segment(subscription)}/keys/${segment(key)}/pause`),
+    resumeKey: (subscription, key) =>
+      call("POST", `/subscriptions/${segment(subscription)}/keys/${segment(key)}/resume`),
+    rewind: (subscription, rewindOptions) =>
+      call("POST", `/subscriptions/${segment(subscription)}/rewind`, { body: rewindOptions }),
     deadLetters: (deadOptions = {}) => call("GET", "/dead-letters", { query: deadOptions }),
     releaseDeadLetters: (release) => call("POST", "/dead-letters/retry", { body: release }),
     stats: () => call("GET", "/stats"),

@@ -39,6 +39,8 @@ interface Claimed {
   handle: Handler;
   events: DeliveredEvent[];
   txs: string[];
+  /** Claimed as a replaying key (counts against the drain's replayKeys). */
+  replaying: boolean;
 }
 
 /**
@@ -89,6 +91,11 @@ export interface DrainLimits {
   maxBatches: number;
   /** keys claimed per statement, and so handlers running at once, at most */
   keysPerClaim: number;
+  /**
+   * Of those, replaying keys at once, at most (the replay's share of this consumer; default
+   * replayKeysFor(keysPerClaim)): the rest stays free for live keys while a replay runs.
+   */
+  replayKeys?: number;
   /** Claim nothing more once aborted; the batches in hand finish as usual. */
   stop?: AbortSignal;
   /** Aborts the running handlers' signal; a handler that then throws has its lease released. */
@@ -138,6 +145,9 @@ async function drainLoop(
   const { onRecords } = limits;
   const results: ConsumeResult[] = [];
   const running = new Map<string, Promise<void>>();
+  // the running keys that are replaying: a claim takes at most replayKeys minus these
+  const replaying = new Set<string>();
+  const replayKeys = limits.replayKeys ?? replayKeysFor(limits.keysPerClaim);
   const finished: { claimed: Claimed; verdict: Verdict }[] = [];
   let wake: (() => void) | undefined;
   // whether to claim without settling anything: not after a claim that found fewer keys than
@@ -156,10 +166,12 @@ async function drainLoop(
         );
   const start = (claimed: Claimed) => {
     const key = claimed.lease.key;
+    if (claimed.replaying) replaying.add(key);
     running.set(
       key,
       handle(consumer, claimed, { stopping: limits.abort }).then((verdict) => {
         running.delete(key);
+        replaying.delete(key);
         finished.push({ claimed, verdict });
         wake?.();
       }),
@@ -194,10 +206,11 @@ async function drainLoop(
       }
       const settling = done.filter((d) => !isReleased(d.verdict) && !committed(d.verdict));
       if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
+      const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size) };
       const statement =
         settling.length === 0
-          ? claimBatch(target.name, claimBy(target, want))
-          : settleAndClaim(target.name, claimBy(target, want), {
+          ? claimBatch(target.name, by)
+          : settleAndClaim(target.name, by, {
               subscriptionId: settling[0].claimed.lease.subscriptionId,
               settlements: settling.map(({ claimed, verdict }) => settlement(claimed, verdict)),
             });
@@ -236,6 +249,12 @@ async function drainLoop(
     await Promise.allSettled(running.values());
   }
 }
+
+/**
+ * A consumer's share for replaying keys when not told: a quarter of its keys per claim, at
+ * least one (one key per claim: the replay still goes after live keys, claim by claim).
+ */
+export const replayKeysFor = (keysPerClaim: number) => Math.max(1, Math.floor(keysPerClaim / 4));
 
 const nextTurn = () =>
   new Promise<void>((resolve) => (typeof setImmediate === "function" ? setImmediate(resolve) : setTimeout(resolve, 0)));
@@ -335,6 +354,7 @@ async function claimOnce({ executor, target }: Consumer, statement: SQL): Promis
         replay: row.replay === true,
       })),
       txs: batch.map((row) => present(row.tx, "tx")),
+      replaying: head.replaying === true,
     });
   }
   return outcome;

@@ -124,6 +124,8 @@ const drainOptions = z.object({
   budgetMs: z.number().int().min(0).max(900_000).default(10_000),
   maxBatches: z.number().int().min(1).default(1_000_000),
   keysPerClaim: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).default(DEFAULT_KEYS_PER_CLAIM),
+  // at least one: a consumer that never takes a replaying key would leave a replay to others
+  replayKeys: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).optional(),
 });
 const slotNumber = z.number().int().min(1).max(1000);
 const slotOptions = z.object({
@@ -283,12 +285,18 @@ export function createCorq(options: CorqOptions): Corq {
     async drain(name, drainOpts = {}) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { stop, abort, ...limits } = drainOpts;
-      const { budgetMs, maxBatches, keysPerClaim } = parseOrThrow(drainOptions, limits, "invalid_input", "options");
+      const { budgetMs, maxBatches, keysPerClaim, replayKeys } = parseOrThrow(
+        drainOptions,
+        limits,
+        "invalid_input",
+        "options",
+      );
       const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq };
       const results = await drainKeys(consumer, {
         deadline: Date.now() + budgetMs,
         maxBatches,
         keysPerClaim,
+        replayKeys,
         stop,
         abort,
       });

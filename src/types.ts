@@ -320,6 +320,9 @@ export interface Corq {
    * `ctx.signal` aborts too, and a handler that then throws has its lease released at once
    * (outcome "released": the key is ready again now, no attempt counted) — never while the
    * handler still runs.
+   * A replay's share: of the keysPerClaim keys in hand, at most `replayKeys` are replaying
+   * (working through events a rewind queued; default a quarter of keysPerClaim, at least 1),
+   * and a claim takes live keys first — so a large replay leaves the rest to live traffic.
    */
   drain(
     subscription: string,
@@ -327,6 +330,7 @@ export interface Corq {
       budgetMs?: number;
       maxBatches?: number;
       keysPerClaim?: number;
+      replayKeys?: number;
       stop?: AbortSignal;
       abort?: AbortSignal;
     },

@@ -304,8 +304,10 @@ export function dashboard(options: {
         if (path === null) throw new CorqError("invalid_input", "back: must be a path on this site");
         const corq = c.var.corq();
         let count = 0;
-        if (action === "pause" || action === "resume") await corq[action](subscription);
-        else if (action === "pause-key" || action === "resume-key") {
+        if (action === "pause" || action === "resume") {
+          await corq[action](subscription);
+          if (action === "resume") dispatchInBackground(c, options.subscriptions ?? [], "a resume");
+        } else if (action === "pause-key" || action === "resume-key") {
           if (key === undefined) throw new CorqError("invalid_input", "key: required");
           await corq[action === "pause-key" ? "pauseKey" : "resumeKey"](subscription, key);
           if (action === "resume-key") dispatchInBackground(c, options.subscriptions ?? [], "a resume");

@@ -48,6 +48,8 @@ describe("corq CLI", () => {
     expect(help).toMatchObject({ code: 0, err: "" });
     expect(help.out).toMatch(/usage: corq <command>/);
     expect(help.out).toMatch(/dead-letters/);
+    expect(help.out).toMatch(/rewind <subscription> --to <p>/);
+    expect(help.out).toMatch(/pause <subscription> \[--key k\]/);
     for (const args of [[], ["nope"], ["stats", "--colour"], ["keys"], ["keys", "greeter", "--status", "asleep"]]) {
       const refused = await corq(args);
       expect({ args, code: refused.code }).toEqual({ args, code: 2 });
@@ -135,6 +137,74 @@ describe("corq CLI", () => {
     expect((await corq(["retry", "visitor-directory", "visitor-dead-1"])).out).toBe("retried: 1 dead key(s)\n");
     expect((await corq(["skip", "visitor-directory", "--json"])).json()).toEqual({ released: 1 });
     expect((await corq(["dead-letters"])).out).toBe("(none)\n");
+  });
+
+  it("rewind, and pause / resume of one key (--key): text, --json, exit codes", async () => {
+    const keyRow = async () =>
+      (
+        await state.db.query(
+          `SELECT k.pending, k.seq::int, k.paused_at IS NOT NULL AS paused FROM corq.keys k
+           JOIN corq.subscriptions s ON s.id = k.subscription_id WHERE s.name = 'visitor-directory' AND k.key = 'visitor-rw'`,
+        )
+      ).rows[0];
+    const appended = await corq([
+      "append",
+      "visitor-rw",
+      '[{"name":"Registered","data":{"name":"Rae"}},{"name":"Arrived","data":{"roomId":"9"}}]',
+      "--json",
+    ]);
+    const positions: number[] = appended.json().positions;
+    await eventually(async () => expect(await keyRow()).toEqual({ pending: 0, seq: 2, paused: false }));
+
+    const paused = await corq(["pause", "visitor-directory", "--key", "visitor-rw"]);
+    expect(paused).toMatchObject({ code: 0, out: "visitor-directory key visitor-rw paused\n", err: "" });
+    expect((await corq(["pause", "visitor-directory", "--key", "visitor-rw", "--json"])).json()).toMatchObject({
+      key: "visitor-rw",
+      status: "paused",
+    });
+    const rewound = await corq(["rewind", "visitor-directory", "--to", "beginning", "--key", "visitor-rw", "--json"]);
+    expect(rewound).toMatchObject({ code: 0, err: "" });
+    expect(rewound.json()).toEqual({ requeued: 2 });
+    expect(await keyRow()).toEqual({ pending: 2, seq: 4, paused: true }); // queued again, new seqs, still paused
+
+    const resumed = await corq(["resume", "visitor-directory", "--key", "visitor-rw"]);
+    expect(resumed.code).toBe(0);
+    expect(resumed.out).toMatch(/^visitor-directory key visitor-rw resumed \(.+\)\n$/);
+    await eventually(async () => expect(await keyRow()).toEqual({ pending: 0, seq: 4, paused: false }));
+
+    // from a position, inclusive: the key's second event only
+    const fromSecond = await corq(["rewind", "visitor-directory", "--to", String(positions[1]), "--key", "visitor-rw"]);
+    expect(fromSecond).toMatchObject({
+      code: 0,
+      out: `visitor-directory key visitor-rw: 1 event(s) queued again from position ${positions[1]}\n`,
+    });
+    await eventually(async () => expect(await keyRow()).toEqual({ pending: 0, seq: 5, paused: false }));
+    // a whole subscription (greeter: from the last event on, whatever it takes of it)
+    const whole = await corq(["rewind", "greeter", "--to", String(positions[1])]);
+    expect(whole.code).toBe(0);
+    expect(whole.out).toMatch(new RegExp(`^greeter: \\d+ event\\(s\\) queued again from position ${positions[1]}\n$`));
+
+    // refused: the command line (2), the API (400: 1, 404: 5)
+    for (const args of [
+      ["rewind", "visitor-directory"],
+      ["rewind", "visitor-directory", "--to", "soon"],
+      ["rewind", "visitor-directory", "--to", "-1"],
+      ["rewind", "visitor-directory", "--to", "beginning", "extra"],
+      ["pause", "visitor-directory", "--key", ".."],
+      ["pause", "visitor-directory", "--to", "3"],
+      ["stats", "--key", "visitor-rw"],
+      ["skip", "visitor-directory", "visitor-a", "--key", "visitor-b"],
+    ]) {
+      const refused = await corq(args);
+      expect({ args, code: refused.code }).toEqual({ args, code: 2 });
+      expect(refused.err).not.toBe("");
+    }
+    const noEvent = await corq(["rewind", "visitor-directory", "--to", "999999999"]);
+    expect(noEvent.code).toBe(1);
+    expect(noEvent.err).toMatch(/^corq: 400 /);
+    expect((await corq(["rewind", "no-such-subscription", "--to", "beginning"])).code).toBe(5);
+    expect((await corq(["pause", "no-such-subscription", "--key", "a"])).code).toBe(5);
+    expect((await corq(["resume", "visitor-directory", "--key", "nobody-here"])).code).toBe(5);
   });
 
   it("tails the log: the last n events, then new ones with --follow", async () => {

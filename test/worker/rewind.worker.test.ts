@@ -2,6 +2,7 @@
 // HTTP delivers again with new seqs (and new webhook ids) without waiting for the cron; one key
 // is paused and resumed by a percent-encoded path; the dashboard does both with a form.
 import { describe, expect, it } from "vitest";
+import { createCorq } from "../../src/index.js";
 import { useReceiver } from "../helpers/receiver.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
@@ -194,5 +195,39 @@ describe("the dashboard's key actions", () => {
     const refused = await post("/ui/actions/rewind", { subscription: "rooms", to: "soon", back }, cookie);
     expect(refused.status).toBe(400);
     expect((await post("/ui/actions/rewind", { subscription: "rooms", to: "beginning", back })).status).toBe(401);
+  });
+
+  it("resuming the whole subscription from the dashboard delivers what waited at once (no cron)", async () => {
+    const login = await post("/login", { token: state.stack.adminToken });
+    const cookie = login.headers.get("set-cookie")!.split(";")[0];
+    const back = "/ui/subscriptions/rooms";
+    // the consumers the tests above started have delivered everything and ended (else one that
+    // looks for ready keys once more after the resume below would deliver what this test awaits)
+    await eventually(async () => {
+      const { keys } = (await api("GET", "/subscriptions/rooms/keys")).json;
+      expect(keys.filter((k: { pending: number; status: string }) => k.pending > 0 || k.status === "leased")).toEqual(
+        [],
+      );
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect((await post("/ui/actions/pause", { subscription: "rooms", back }, cookie)).status).toBe(303);
+    // appended behind the API's back: an append over HTTP kicks a dispatch of its own, which could
+    // still be at work when the subscription is resumed
+    const corq = createCorq({ databaseUrl: state.stack.databaseUrl });
+    const { positions } = await corq
+      .append(
+        "visitor-quiet",
+        [0, 1].map((i) => ({ name: "Arrived", data: { room: "hall-2", i } })),
+      )
+      .finally(() => corq.close());
+    await api("POST", "/advance");
+    expect((await api("GET", "/subscriptions/rooms/keys")).json.keys).toContainEqual(
+      expect.objectContaining({ key: "hall-2", pending: 2 }),
+    );
+    // consumers still at work from before the pause have looked for ready keys a last time and ended
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(delivered("hall-2")).toEqual([]);
+    expect((await post("/ui/actions/resume", { subscription: "rooms", back }, cookie)).status).toBe(303);
+    await eventually(async () => expect(delivered("hall-2")).toEqual(positions.map((p, i) => [p, i + 1, false])));
   });
 });

@@ -19,6 +19,8 @@ export interface ClaimRow extends Partial<EventRow> {
   lease_token: string | null;
   attempts: number | null;
   dies: boolean | null;
+  // the key was picked as replaying (working through events a rewind queued)
+  replaying: boolean | null;
   // with settleAndClaim, on one row of the result: what became of each settlement whose
   // lease held (a settlement missing here found its lease gone)
   settled: SettledRow[] | null;
@@ -35,8 +37,8 @@ export interface ClaimRow extends Partial<EventRow> {
  *   pick     the keys that have waited longest (partial index on available_at), each locked
  *            with FOR UPDATE SKIP LOCKED so concurrent consumers take different keys;
  *            ties (keys made ready by one advance) go by key, so the order is total; live
- *            keys go before replaying ones (a replay takes what live traffic leaves) and a paused
- *            key is never picked;
+ *            keys go before replaying ones (a replay takes what live traffic leaves), at most
+ *            `replayLimit` replaying ones are taken (pickKeys), and a paused key is never picked;
  *   claimed  for each key its own fresh lease token, and available_at = lease_until, so the
  *            key is claimable again exactly when its lease expires (a crashed consumer loses
  *            nothing); the lease records its holder and when it began. Each lease starts when
@@ -69,6 +71,12 @@ export interface ClaimBy {
   kind?: "push";
   limit?: number;
   holder?: string;
+  /**
+   * Of the `limit` keys, at most this many replaying ones (default: `limit`, no cap); live
+   * keys are taken first either way. The drain passes what its replay share leaves
+   * (src/consume.ts), so a large replay never fills a consumer while live keys wait.
+   */
+  replayLimit?: number;
 }
 
 /**
@@ -90,27 +98,14 @@ export function settleAndClaim(
 }
 
 function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: number; settlements: Settlement[] }): SQL {
-  const { kind, limit = 1, holder } = by;
+  const { kind, limit = 1, holder, replayLimit = limit } = by;
   return sql`
     WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
     sub AS (
       SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation FROM ${subscriptions}
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
-    pick AS (
-      SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
-             (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies,
-             k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from
-      FROM ${keys} k, sub
-      -- scalar subqueries, not a join: the planner then walks the partial index in
-      -- available_at order and stops at the first unlocked rows (a join sorted every ready key)
-      WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
-        AND k.paused_at IS NULL
-        ${settle ? sql`AND (SELECT count(*) FROM settled) >= 0` : sql``}
-      ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key
-      LIMIT ${limit}
-      FOR UPDATE OF k SKIP LOCKED
-    ),
+    ${pickKeys(limit, replayLimit, settle !== undefined)},
     claimed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + pick.expired::int,
@@ -128,13 +123,13 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
         -- the picked rows by primary key: a join alone may be planned as a scan of every key row
         AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM pick ORDER BY key))
-      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq,
+      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq, pick.replaying,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
                 CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
                 CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
     )
     SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts,
-      c.dies, now() AS now,
+      c.dies, c.replaying, now() AS now,
       c.expired_from, c.expired_until,
       -- what was settled, once (on one row: not repeated on every event row)
       ${
@@ -156,4 +151,33 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     ) q ON true
     LEFT JOIN ${events} e ON e.position = q.position
     ORDER BY c.key, q.seq`;
+}
+
+/**
+ * The pick: up to `limit` ready keys, live ones first, then at most `replayLimit` replaying
+ * ones (a key is replaying while last_seq < replay_seq), each part walking the partial ready
+ * index (subscription, replaying, available_at, key) in order of waiting time, ties by key.
+ * Two locking scans, not one sorted by "replaying" first: the second's LIMIT is what the first
+ * left of `limit`, capped — so a claim never locks a replaying key it will not take.
+ */
+function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQL {
+  const part = (replaying: boolean, take: SQL) => sql`
+      SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
+             (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies,
+             k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from,
+             ${sql.raw(String(replaying))} AS replaying
+      FROM ${keys} k, sub
+      -- scalar subqueries, not a join: the planner then walks the partial index in
+      -- available_at order and stops at the first unlocked rows (a join sorted every ready key)
+      WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
+        AND k.paused_at IS NULL AND ${replaying ? sql`(k.last_seq < k.replay_seq)` : sql`NOT (k.last_seq < k.replay_seq)`}
+        ${afterSettled ? sql`AND (SELECT count(*) FROM settled) >= 0` : sql``}
+      ORDER BY k.available_at, k.key
+      LIMIT ${take}
+      FOR UPDATE OF k SKIP LOCKED`;
+  const replayTake = Math.max(0, Math.min(replayLimit, limit));
+  return sql`
+    pick_live AS (${part(false, sql`${limit}`)}),
+    pick_replaying AS (${part(true, sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`)}),
+    pick AS (SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
 }

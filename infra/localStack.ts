@@ -4,7 +4,8 @@
 import { fileURLToPath } from "node:url";
 import { unstable_startWorker } from "wrangler";
 import { createCorq } from "../src/index.js";
-import { app } from "../functions/app.js";
+import { app as exampleApp } from "../functions/app.js";
+import type { WorkerApp } from "../functions/createWorker.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
 import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
@@ -28,6 +29,11 @@ export interface LocalStackOptions {
   /** Extra vars for the Worker (CORQ_CONCURRENCY, …). */
   vars?: Record<string, string>;
   log?: (line: string) => void;
+  /**
+   * Another Worker module than wrangler.toml's main (a test's app: createWorker(app)), with
+   * its app, whose subscriptions are registered and migrations applied here first.
+   */
+  worker?: { entrypoint: string; app: WorkerApp };
   /** wrangler's log level; "log" shows the Worker's console output. */
   logLevel?: "none" | "error" | "warn" | "info" | "log" | "debug";
 }
@@ -68,7 +74,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
     // Registers the Worker's code subscriptions too, so they are listed before the first advance,
     // and applies the app's own migrations (the example's table) that the Worker would apply itself.
-    const corq = createCorq({ databaseUrl, ...app });
+    const corq = createCorq({ databaseUrl, ...(options.worker?.app ?? exampleApp) });
     const { applied } = await corq.migrate();
     await corq.close();
     log(`migrations: ${applied.length ? applied.join(", ") : "up to date"}`);
@@ -94,6 +100,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const secret = (value: string) => ({ type: "secret_text" as const, value });
     const worker = await unstable_startWorker({
       config: configPath,
+      ...(options.worker ? { entrypoint: options.worker.entrypoint } : {}),
       bindings: {
         DATABASE_URL: secret(databaseUrl),
         CORQ_ADMIN_TOKEN: secret(adminToken),

@@ -201,6 +201,8 @@ export interface Subscription {
   maxAttempts: number;
   leaseMs: number;
   backoff: { initialMs: number; maxMs: number; factor: number };
+  /** The handler's writes commit with the ack (SubscriptionDefinition.transactional). */
+  transactional: boolean;
   handle: Handler;
 }
 
@@ -211,11 +213,23 @@ export function parseSubscriptions(definitions: SubscriptionDefinition[]): Map<s
     if (typeof definition.handle !== "function") {
       throw new CorqError("invalid_config", `subscriptions[${index}].handle must be a function`);
     }
+    const transactional = parseOrThrow(
+      z.boolean().default(false),
+      definition.transactional,
+      "invalid_config",
+      `subscriptions[${index}].transactional`,
+    );
     if (parsed.has(settings.name)) {
       throw new CorqError("invalid_config", `subscription "${settings.name}" is defined twice`);
     }
     const events = settings.events.includes("*") ? ["*"] : [...new Set(settings.events)];
-    parsed.set(settings.name, { ...settings, events, key: parseKey(settings.key), handle: definition.handle });
+    parsed.set(settings.name, {
+      ...settings,
+      events,
+      key: parseKey(settings.key),
+      transactional,
+      handle: definition.handle,
+    });
   }
   return parsed;
 }

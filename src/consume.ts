@@ -1,4 +1,5 @@
 import type { SQL } from "drizzle-orm";
+import { drizzleTransaction } from "./db/drizzleTransaction.js";
 import type { Executor } from "./db/executor.js";
 import { CorqError, present, toError } from "./errors.js";
 import type { Subscription } from "./config.js";
@@ -10,7 +11,7 @@ import { releaseLease } from "./sql/consume/releaseLease.js";
 import { recordBatches, type BatchRecordRow } from "./sql/activity/activity.js";
 import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
-import type { ConsumeResult, DeliveredEvent, Handler } from "./types.js";
+import type { ConsumeResult, DeliveredEvent, Handler, HandlerContext } from "./types.js";
 import type { Corq } from "./types.js";
 
 /** A code subscription (its handler runs here) or a push subscription (batches are POSTed). */
@@ -45,8 +46,12 @@ interface Claimed {
 /**
  * What a handler run decided: ack through an index of the batch, fail with an error, or give
  * the batch back (the drain was aborted and the handler threw: a graceful stop, not a failure).
+ * A transactional handler's ack is already settled (`committed`) in the transaction of its
+ * writes — or that transaction was rolled back because the lease was lost ("expired").
  */
-type Verdict = { through: number } | { error: string; released?: boolean };
+type Verdict =
+  | { through: number; committed?: { outcome: "acked" | "expired"; pending: number } }
+  | { error: string; released?: boolean };
 
 /**
  * The consumer loop's invariant: once a key is claimed we MUST record an outcome for it —
@@ -192,7 +197,14 @@ async function drainLoop(
         const released = await executor.run(releaseLease(claimed.lease));
         results.push(finish(claimed, verdict, released.length === 1 ? "released" : "expired"));
       }
-      const settling = done.filter((d) => !isReleased(d.verdict));
+      // batches a transactional handler acked in its own transaction (or lost): settled already
+      for (const { claimed, verdict } of done) {
+        const outcome = committed(verdict);
+        if (!outcome) continue;
+        results.push(finish(claimed, verdict, outcome.outcome));
+        if (outcome.pending > 0) lookAgain = true;
+      }
+      const settling = done.filter((d) => !isReleased(d.verdict) && !committed(d.verdict));
       if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
       const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size) };
       const statement =
@@ -349,6 +361,14 @@ async function claimOnce({ executor, target }: Consumer, statement: SQL): Promis
 }
 
 const isReleased = (verdict: Verdict) => "error" in verdict && verdict.released === true;
+const committed = (verdict: Verdict) => ("committed" in verdict ? verdict.committed : undefined);
+
+/** The lease was gone when the transactional handler's ack ran: its transaction is rolled back. */
+class LeaseLost extends Error {
+  constructor(readonly through: number) {
+    super("the lease was lost before the batch was acked");
+  }
+}
 
 async function handle(
   { executor, target, corq }: Consumer,
@@ -360,18 +380,21 @@ async function handle(
   const onStop = () => abort.abort(new Error("the consumer is stopping"));
   if (stopping?.aborted) onStop();
   else stopping?.addEventListener("abort", onStop, { once: true });
+  const context = {
+    subscription: target.name,
+    incarnation: claimed.incarnation,
+    key: claimed.lease.key,
+    attempt: claimed.attempt,
+    signal: abort.signal,
+    corq,
+    run: executor.run,
+  };
   try {
-    const result = await claimed.handle(claimed.events, {
-      subscription: target.name,
-      incarnation: claimed.incarnation,
-      key: claimed.lease.key,
-      attempt: claimed.attempt,
-      signal: abort.signal,
-      corq,
-      run: executor.run,
-    });
+    if (target.code?.transactional) return await handleInTransaction(executor, claimed, context);
+    const result = await claimed.handle(claimed.events, context);
     return { through: ackedThroughIndex(claimed.events, result) };
   } catch (thrown) {
+    if (thrown instanceof LeaseLost) return { through: thrown.through, committed: { outcome: "expired", pending: 0 } };
     // a handler that gave up because the drain was aborted has not failed: its batch goes back
     return { error: describe(thrown), released: stopping?.aborted === true };
   } finally {
@@ -380,8 +403,52 @@ async function handle(
   }
 }
 
+/**
+ * A transactional handler's run: BEGIN on a connection of its own (on Workers and with
+ * driver "neon-http", a session opened for this batch only) → the handler, writing through
+ * `ctx.tx` / `ctx.run` → the ack, fenced by the lease, as the transaction's last statement →
+ * COMMIT. So its writes and the ack commit together or not at all:
+ *   - the handler throws (or its answer is not understood): ROLLBACK, and the failure is
+ *     recorded outside the transaction, as for any handler (attempts, backoff, dead letter);
+ *   - the lease was lost (expired, or the key taken over by another consumer): the fenced ack
+ *     changes nothing, so ROLLBACK: no effect of this run remains ("expired", as today);
+ *   - the process dies anywhere before COMMIT: Postgres rolls back; the batch comes again.
+ * The ack locks the key row only at the end (a lock held across the handler would stall the
+ * advance of that key); from then to COMMIT no one else can claim the key, so a lease that
+ * holds at the ack holds at the commit.
+ */
+async function handleInTransaction(
+  executor: Executor,
+  claimed: Claimed,
+  context: Omit<HandlerContext, "tx">,
+): Promise<Verdict> {
+  return executor.transaction(
+    async (tx) => {
+      const result = await claimed.handle(claimed.events, {
+        ...context,
+        run: tx.run,
+        tx: drizzleTransaction(tx),
+      });
+      const through = ackedThroughIndex(claimed.events, result);
+      const [row] = await tx.run<{ acked: number; pending: number | null }>(
+        ackBatch(claimed.lease, {
+          through: throughOf(claimed, through),
+          count: through + 1,
+          claimedAt: claimed.claimedAt,
+          durable: true,
+        }),
+      );
+      if (row.acked !== 1) throw new LeaseLost(through);
+      return { through, committed: { outcome: "acked" as const, pending: row.pending ?? 0 } };
+    },
+    { dedicated: true },
+  );
+}
+
 /** Records a verdict on its own: 1 statement (ack, or fail with backoff / dead). */
 async function record(executor: Executor, claimed: Claimed, verdict: Verdict): Promise<ConsumeResult["outcome"]> {
+  const settled = committed(verdict);
+  if (settled) return settled.outcome;
   if ("through" in verdict) {
     const [row] = await executor.run<{ acked: number }>(
       ackBatch(claimed.lease, {

@@ -1,5 +1,5 @@
 import { CorqError } from "./errors.js";
-import { createExecutor, type Connection, type Executor, type PoolLike } from "./db/executor.js";
+import { createExecutor, lendsConnections, type Connection, type Executor, type PoolLike } from "./db/executor.js";
 import { migrate } from "./db/migrate.js";
 import { applyAppMigrations, parseAppMigrations } from "./db/appMigrations.js";
 import {
@@ -631,6 +631,13 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
   const statementOptions = { onStatement: options.onStatement };
   if (options.db) {
     const db = options.db as Connection & { $client?: Connection };
+    const transactional = (options.subscriptions ?? []).filter((s) => s.transactional === true);
+    if (transactional.length > 0 && !lendsConnections(db.$client ?? db, options.session))
+      throw new CorqError(
+        "invalid_config",
+        `subscription "${transactional[0].name}" is transactional: its batches need connections of their own — ` +
+          "pass a pool (databaseUrl, a pg or Neon Pool, a drizzle database over one) or a neon() function with a session",
+      );
     const executor = createExecutor(db.$client ?? db, { ...statementOptions, session: options.session });
     return { executor: async () => executor, end: async () => undefined };
   }
@@ -649,11 +656,15 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
     executor: () =>
       (opened ??=
         options.driver === "neon-http"
-          ? Promise.all([import("@neondatabase/serverless"), nodePostgres(1)]).then(([{ neon }, session]) => {
-              // one idle-until-needed connection for the rare interactive transaction
-              pool = session;
-              return createExecutor(neon(databaseUrl), { ...statementOptions, session: (use) => use(session) });
-            })
+          ? Promise.all([import("@neondatabase/serverless"), nodePostgres(options.poolSize ?? 10)]).then(
+              ([{ neon }, session]) => {
+                // connections opened only when needed (pg opens them lazily and closes them after
+                // 10 s idle): for the rare interactive transaction, and one per batch of a
+                // transactional handler running at that moment
+                pool = session;
+                return createExecutor(neon(databaseUrl), { ...statementOptions, session: (use) => use(session) });
+              },
+            )
           : nodePostgres(options.poolSize ?? 10).then((created) => {
               pool = created;
               return createExecutor(created, { ...statementOptions, prepare: true });

@@ -3,8 +3,9 @@ import type { SQL } from "drizzle-orm";
 import type { Connection, Session } from "./db/executor.js";
 import type { AppMigration } from "./db/appMigrations.js";
 import type { TokenScope } from "./tokenScopes.js";
+import type { CorqTransaction } from "./db/drizzleTransaction.js";
 
-export type { TokenScope };
+export type { TokenScope, CorqTransaction };
 
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 
@@ -49,8 +50,23 @@ export interface HandlerContext {
   signal: AbortSignal;
   /** The corq instance that claimed the batch: policies and process managers append with it. */
   corq: Corq;
-  /** Runs one statement (drizzle `sql` template) on corq's connection: projections write with it. */
+  /**
+   * Runs one statement (drizzle `sql` template) on corq's connection: projections write with it.
+   * In a transactional subscription it runs in the batch's transaction, as `tx` does.
+   */
   run<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
+  /**
+   * Only in a `transactional: true` subscription (always there): the batch's transaction, a
+   * drizzle transaction. What the handler writes with it commits in the same transaction as the
+   * ack of the batch, fenced by the lease — or not at all: a handler that throws, or a lease lost
+   * meanwhile, rolls it back (README, "Transactional handlers").
+   */
+  tx?: CorqTransaction;
+}
+
+/** The context of a transactional handler: `tx` is always there (annotate `ctx` with it, or write `ctx.tx!`). */
+export interface TransactionalHandlerContext extends HandlerContext {
+  tx: CorqTransaction;
 }
 
 /**
@@ -73,6 +89,13 @@ export interface SubscriptionDefinition {
   maxAttempts?: number;
   leaseMs?: number;
   backoff?: { initialMs?: number; maxMs?: number; factor?: number };
+  /**
+   * The handler's writes through `ctx.tx` (and `ctx.run`) commit in the same transaction as the
+   * ack of its batch: effects exactly once. Each such batch holds one connection (on Workers and
+   * with driver "neon-http": a session opened for it) from the handler's start to its commit.
+   * Default false: the handler runs outside any transaction and corq holds nothing open.
+   */
+  transactional?: boolean;
   handle: Handler;
 }
 

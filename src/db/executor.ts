@@ -29,7 +29,7 @@ export interface DrizzleLike {
  * deleteSubscription, a caller's outbox) needs a session (ExecutorOptions.session).
  */
 export interface HttpQueryFunction {
-  query(text: string, params?: unknown[]): Promise<unknown>;
+  query(text: string, params?: unknown[], options?: { arrayMode?: boolean }): Promise<unknown>;
   transaction(...args: never[]): unknown;
 }
 
@@ -38,8 +38,19 @@ export type Connection = Queryable | DrizzleLike | HttpQueryFunction;
 export interface Executor {
   /** Runs one statement and returns its rows. */
   run<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
-  /** Runs `fn` in a transaction on a dedicated connection (the pool itself if it cannot lend one). */
-  transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
+  /**
+   * Runs one statement given as text (drizzle's query builders, through a transactional
+   * handler's `ctx.tx`): rows as objects, or as arrays (`arrayMode`) with dates left as text,
+   * as drizzle's own drivers read them.
+   */
+  query(text: string, params: unknown[], arrayMode: boolean): Promise<unknown[]>;
+  /**
+   * Runs `fn` in a transaction on a dedicated connection (the pool itself if it cannot lend one).
+   * `{ dedicated: true }`: refused unless the connection can lend one (a pool, or a session over
+   * HTTP) — a transaction on a shared single connection would take in every statement sent
+   * beside it (a drain's other keys).
+   */
+  transaction<T>(fn: (tx: Executor) => Promise<T>, options?: { dedicated?: boolean }): Promise<T>;
 }
 
 const dialect = new PgDialect();
@@ -86,7 +97,39 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
     return Array.isArray(result) ? result : (result.rows ?? []);
   };
 
-  const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
+  const query = (text: string, params: unknown[], arrayMode: boolean): Promise<unknown[]> =>
+    sendText(text, params, arrayMode).catch((error: unknown) => {
+      throw fromDriverError(error);
+    });
+  const sendText = async (text: string, params: unknown[], arrayMode: boolean): Promise<unknown[]> => {
+    options.onStatement?.(text);
+    if (isHttp(connection)) return (await connection.query(text, params, { arrayMode })) as unknown[];
+    if (!isQueryable(connection))
+      throw new CorqError("invalid_config", "drizzle queries need a pg or Neon pool or client as the connection");
+    const client = isPool(connection) ? await connectWithRetry(connection) : undefined;
+    const target = client ?? connection;
+    try {
+      const result = await target.query({
+        text,
+        values: params,
+        ...(arrayMode ? { rowMode: "array" } : {}),
+        types: textDates(target),
+      } as { text: string; values: unknown[] });
+      client?.release();
+      return result.rows;
+    } catch (error) {
+      client?.release(error);
+      throw error;
+    }
+  };
+
+  const transaction = async <T>(fn: (tx: Executor) => Promise<T>, txOptions?: { dedicated?: boolean }): Promise<T> => {
+    if (txOptions?.dedicated && !isHttp(connection) && !isPool(connection))
+      throw new CorqError(
+        "invalid_config",
+        "a transactional handler needs a connection that can lend one to it: a pool (databaseUrl, a pg or Neon Pool) " +
+          "or a neon() HTTP function with a session",
+      );
     if (isHttp(connection)) {
       if (!options.session)
         throw new CorqError(
@@ -106,7 +149,21 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
     }
   };
 
-  return { run, transaction };
+  return { run, query, transaction };
+}
+
+// What drizzle's pg drivers read as text (they map it themselves): timestamptz, timestamp, date,
+// interval and their arrays. Everything else as the client parses it.
+const TEXT_TYPES = new Set([1184, 1114, 1082, 1186, 1185, 1115, 1182, 1187, 1231]);
+function textDates(
+  client: object,
+): { getTypeParser(oid: number, format?: string): (value: string) => unknown } | undefined {
+  const parse = (client as { getTypeParser?: (oid: number, format?: string) => (value: string) => unknown })
+    .getTypeParser;
+  if (typeof parse !== "function") return undefined;
+  return {
+    getTypeParser: (oid, format) => (TEXT_TYPES.has(oid) ? (value: string) => value : parse.call(client, oid, format)),
+  };
 }
 
 /**
@@ -155,6 +212,14 @@ async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>):
     await tx.run(sql`ROLLBACK`).catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * Whether transactions on `connection` get a connection of their own (a pool, or an HTTP query
+ * function with a session): what a transactional handler needs beside a drain's other statements.
+ */
+export function lendsConnections(connection: Connection, session?: Session): boolean {
+  return isHttp(connection) ? session !== undefined : isPool(connection);
 }
 
 // neon() returns a function (a tagged template) that also has .query and .transaction

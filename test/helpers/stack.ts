@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, inject } from "vitest";
 import pg from "pg";
 import { localVars } from "../../infra/localDatabase.js";
-import { startLocalStack, type LocalStack } from "../../infra/localStack.js";
+import { startLocalStack, type LocalStack, type LocalStackOptions } from "../../infra/localStack.js";
 import { createTestDatabase } from "./database.js";
 import { startServeProcess } from "./serveProcess.js";
 
@@ -22,7 +22,9 @@ export type Stack = LocalStack;
  * endpoint (and the WebSocket proxy for interactive transactions); with CORQ_TEST_RUNTIME=serve
  * `npm run serve` as a child process with the same variables.
  */
-export function useStack(options: { vars?: Record<string, string>; httpPoolSize?: number } = {}) {
+export function useStack(
+  options: { vars?: Record<string, string>; httpPoolSize?: number; worker?: LocalStackOptions["worker"] } = {},
+) {
   const state = {} as { stack: Stack; db: pg.Pool; drop: () => Promise<void> };
   beforeAll(async () => {
     const database = await createTestDatabase(inject("postgresUrl"));
@@ -34,6 +36,7 @@ export function useStack(options: { vars?: Record<string, string>; httpPoolSize?
         : await startLocalStack({
             databaseUrl: database.url,
             httpPoolSize: options.httpPoolSize,
+            worker: options.worker,
             vars: { CORQ_LOCAL: "true", ...options.vars },
           });
     state.db = new pg.Pool({ connectionString: database.url, max: 4 });

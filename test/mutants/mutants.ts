@@ -214,6 +214,26 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/consumers.int.test.ts"],
   },
+  // --- transactional handlers -------------------------------------------------------------
+  {
+    name: "transactional: the ack outside the handler's transaction",
+    edits: one(
+      "src/consume.ts",
+      "const [row] = await tx.run<{ acked: number; pending: number | null }>(",
+      "const [row] = await executor.run<{ acked: number; pending: number | null }>(",
+    ),
+    tests: ["test/transactional.int.test.ts"],
+  },
+  {
+    name: "transactional: a lost lease's transaction committed anyway",
+    edits: one("src/consume.ts", "if (row.acked !== 1) throw new LeaseLost(through);", ""),
+    tests: ["test/transactional.int.test.ts"],
+  },
+  {
+    name: "transactional: ctx.run outside the handler's transaction",
+    edits: one("src/consume.ts", "        run: tx.run,\n", ""),
+    tests: ["test/transactional.int.test.ts"],
+  },
   {
     name: "fail: never dead",
     edits: [

@@ -27,16 +27,21 @@ export interface AckThrough {
  */
 export function ackBatch(
   lease: Lease,
-  { through, count, claimedAt }: { through: AckThrough; count: number; claimedAt: Date },
+  {
+    through,
+    count,
+    claimedAt,
+    durable = false,
+  }: { through: AckThrough; count: number; claimedAt: Date; durable?: boolean },
 ): SQL {
   return sql`
-    WITH ${ackCtes(lease, through, count)},
+    WITH ${ackCtes(lease, through, count, { durable })},
     recorded AS (
       INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
       SELECT subscription_id, key, ${claimedAt.toISOString()}::timestamptz, ${count}, 'acked' FROM acked
     ),
     counted AS (${countAcked(sql`acked`, sql`now()`, sql`${count}::int`)})
-    SELECT count(*)::int AS acked FROM acked`;
+    SELECT count(*)::int AS acked, (SELECT pending FROM acked) AS pending FROM acked`;
 }
 
 /**
@@ -59,8 +64,12 @@ export function fencedKey(lease: Lease): SQL {
     )`;
 }
 
-/** The CTEs `acked` (the key row, when the lease held) and `removed` (its queue rows); see ackBatch. */
-export function ackCtes(lease: Lease, through: AckThrough, count: number): SQL {
+/**
+ * The CTEs `acked` (the key row, when the lease held) and `removed` (its queue rows); see ackBatch.
+ * `durable`: the ack of a transactional handler's batch, last statement of the transaction that
+ * holds the handler's writes — those are the app's data, committed synchronously (no asyncCommit).
+ */
+export function ackCtes(lease: Lease, through: AckThrough, count: number, options: { durable?: boolean } = {}): SQL {
   return sql`
     ${fencedKey(lease)},
     acked AS (
@@ -71,7 +80,7 @@ export function ackCtes(lease: Lease, through: AckThrough, count: number): SQL {
         last_seq = ${through.seq}, last_tx = ${through.tx}::xid8, last_position = ${through.position},
         acked = k.acked + ${count}
       FROM fenced f
-      WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
+      WHERE k.subscription_id = f.subscription_id AND k.key = f.key ${options.durable ? sql`` : sql`AND ${asyncCommit}`}
       RETURNING k.subscription_id, k.key, k.pending
     ),
     removed AS (

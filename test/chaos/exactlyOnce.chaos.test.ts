@@ -1,0 +1,150 @@
+// Scenario: effects exactly once. Consumer processes of a transactional projection are
+// SIGKILLed mid-handler (by this test, at random) and mid-commit (by themselves, before the
+// COMMIT is sent or right after: transactionalProcess.ts) while events are appended. Delivery
+// stays at least once — batches come again after a kill — but the projection's effects, written
+// through ctx.tx and committed with the ack, must be applied exactly once: at the end every
+// event has exactly one effect row and each key's counter equals its events in the log.
+// Prints: exactly-once: batches=<n> kills=<n> effect_dups=0 lost=0
+import { spawn, type ChildProcess } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { useCorq, sleep } from "../helpers/corq.js";
+import { reportScenario } from "../helpers/chaos.js";
+import { eventually } from "../helpers/stack.js";
+
+const open = useCorq();
+const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
+const EVENTS = 500 * scale;
+const KILLS = 6 * scale; // by the test, at random: mostly mid-handler
+const COMMIT_KILLS = 6 * scale; // by the consumers themselves, at a COMMIT
+const CONSUMERS = 3;
+const LEASE_MS = 1000;
+const KEYS_PER_CLAIM = [1, 4];
+
+describe("exactly-once effects", () => {
+  it(
+    "SIGKILLed transactional consumers (mid-handler, mid-commit) leave each event's effect exactly once",
+    async () => {
+      const { corq, url, raw } = await open({
+        subscriptions: [
+          { name: "projection", transactional: true, batchSize: 5, leaseMs: LEASE_MS, handle: () => undefined },
+        ],
+      });
+      await corq.advance(); // registers the subscription
+      await raw.query(`CREATE TABLE projection_applied (key text NOT NULL, position bigint NOT NULL);
+        CREATE TABLE projection (key text PRIMARY KEY, events int NOT NULL, batches int NOT NULL)`);
+
+      const children = new Set<ChildProcess>();
+      const killedByTest = new Set<number>();
+      let selfKills = 0;
+      let started = 0;
+      let stopping = false;
+      const startConsumer = () => {
+        const n = started++;
+        // a consumer may be told to kill itself at its k-th commit, before or after sending it
+        const killAt = selfKills < COMMIT_KILLS && n > 0 ? 1 + (n % 3) : 0;
+        const child = spawn(process.execPath, ["--import", "tsx", "test/chaos/transactionalProcess.ts"], {
+          env: {
+            ...process.env,
+            DATABASE_URL: url,
+            CORQ_CHAOS_LEASE_MS: String(LEASE_MS),
+            CORQ_CHAOS_KEYS_PER_CLAIM: String(KEYS_PER_CLAIM[n % KEYS_PER_CLAIM.length]),
+            CORQ_CHAOS_KILL_AT_COMMIT: String(killAt),
+            CORQ_CHAOS_KILL_WHEN: n % 2 === 1 ? "before" : "after",
+          },
+          stdio: ["ignore", "inherit", "inherit"],
+        });
+        children.add(child);
+        child.once("exit", (_code, signal) => {
+          children.delete(child);
+          if (signal === "SIGKILL" && !killedByTest.has(child.pid!)) {
+            selfKills++;
+            if (!stopping) startConsumer();
+          }
+        });
+      };
+
+      let appended = 0;
+      let killsOver = false;
+      try {
+        for (let i = 0; i < CONSUMERS; i++) startConsumer();
+        const appending = (async () => {
+          while (appended < EVENTS || !killsOver) {
+            const count = 1 + Math.floor(Math.random() * 5);
+            const stream = `account-${Math.floor(Math.random() * 25)}`;
+            await corq.append(
+              stream,
+              Array.from({ length: count }, (_, i) => ({ name: "Posted", data: { i: appended + i } })),
+            );
+            appended += count;
+            await sleep(Math.random() * 8);
+          }
+        })();
+        await sleep(1500); // the first consumers are up and working
+        for (let kill = 0; kill < KILLS; kill++) {
+          const victims = [...children].filter((c) => c.pid !== undefined && c.exitCode === null);
+          const victim = victims[Math.floor(Math.random() * victims.length)];
+          if (victim) {
+            killedByTest.add(victim.pid!);
+            victim.kill("SIGKILL");
+            startConsumer();
+          }
+          await sleep(250 + Math.random() * 250);
+        }
+        // and the consumers' own kills at a commit, while appending goes on
+        await eventually(async () => expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS), {
+          timeoutMs: 30_000,
+          intervalMs: 100,
+        });
+        killsOver = true;
+        await appending;
+
+        // the survivors (and the replacements) finish everything, the killed leases included
+        await eventually(
+          async () => {
+            const { rows } = await raw.query("SELECT count(DISTINCT position)::int AS n FROM projection_applied");
+            expect(rows[0].n).toBe(appended);
+            expect(await corq.subscription("projection")).toMatchObject({ pending: 0 });
+          },
+          { timeoutMs: 60_000, intervalMs: 250 },
+        );
+      } finally {
+        stopping = true;
+        for (const child of children) child.kill("SIGKILL");
+      }
+
+      // the truth: the log. Effects: one row per event applied, and the per-key counters
+      const { rows: logged } = await raw.query(
+        "SELECT stream AS key, count(*)::int AS events FROM corq.events GROUP BY stream ORDER BY stream",
+      );
+      const { rows: counters } = await raw.query("SELECT key, events, batches FROM projection ORDER BY key");
+      const [{ dups, lost, events }] = (
+        await raw.query(`SELECT
+          (SELECT coalesce(sum(n - 1), 0)::int FROM
+            (SELECT count(*) AS n FROM projection_applied GROUP BY key, position) d) AS dups,
+          (SELECT count(*)::int FROM corq.events e
+            WHERE NOT EXISTS (SELECT 1 FROM projection_applied a WHERE a.position = e.position)) AS lost,
+          (SELECT count(*)::int FROM corq.events) AS events`)
+      ).rows;
+      const batches = counters.reduce((sum, c) => sum + c.batches, 0);
+      const kills = killedByTest.size + selfKills;
+      console.log(`exactly-once: batches=${batches} kills=${kills} effect_dups=${dups} lost=${lost}`);
+      reportScenario({
+        scenario: "exactly-once effects (SIGKILL mid-handler and mid-commit)",
+        events,
+        lost,
+        order: 0,
+        doubleClaims: 0,
+        dup: 0, // deliveries are not recorded here (an outside write would break the point): effects are
+        notes: { batches, kills_mid_handler: killedByTest.size, kills_at_commit: selfKills, effect_dups: dups },
+      });
+      expect(dups).toBe(0);
+      expect(lost).toBe(0);
+      expect(events).toBe(appended);
+      // the projection equals the log exactly, key by key
+      expect(counters.map((c) => ({ key: c.key, events: c.events }))).toEqual(logged);
+      expect(killedByTest.size).toBe(KILLS);
+      expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS);
+    },
+    120_000 * scale,
+  );
+});

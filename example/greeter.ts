@@ -14,7 +14,8 @@ export const greeter: SubscriptionDefinition = {
   key: "stream",
   async handle(events, { corq }) {
     // every event of the batch is this visitor's; one welcome per visitor, for the first Registered
-    const first = events[0];
+    const [first] = events;
+    if (first === undefined) return; // corq never hands over an empty batch
     const data = first.data as { name?: unknown };
     const welcome = {
       name: "Welcomed",

@@ -100,6 +100,7 @@ async function readRoom(
       (SELECT coalesce(json_agg(json_build_object('visitor', visitor, 'version', version, 'inside', inside)), '[]')
          FROM example.room_visitors
         WHERE room = ${room} AND visitor IN (SELECT jsonb_array_elements_text(${streams}::jsonb))) AS visitors`);
+  if (row === undefined) throw new Error("example: the room query returns one row");
   const state = (json(row.room) as RoomState | null) ?? { occupants: 0, timesFull: 0, revision: 0 };
   const rows = json(row.visitors) as ({ visitor: string } & VisitorState)[];
   return { state, visitors: new Map(rows.map((v) => [v.visitor, { version: v.version, inside: v.inside }])) };

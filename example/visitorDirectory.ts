@@ -30,7 +30,9 @@ interface Folded {
 
 function fold(events: StoredEvent[]): Folded {
   const newer = (a: StoredEvent | undefined, b: StoredEvent) => (a === undefined || b.version > a.version ? b : a);
-  const folded: Folded = { stream: events[0].stream, last: events[0] };
+  const [first] = events;
+  if (first === undefined) throw new Error("example: a batch has at least one event");
+  const folded: Folded = { stream: first.stream, last: first };
   for (const event of events) {
     folded.last = newer(folded.last, event);
     if (event.name === "Registered") folded.registered = newer(folded.registered, event);

@@ -107,8 +107,8 @@ async function authenticateBearer(c: AuthContext): Promise<Principal> {
   const throttle = c.var.throttle;
   throttle.guard(c);
   const authorization = c.req.header("authorization");
-  const match = /^Bearer (.+)$/.exec(authorization ?? "");
-  const principal = match ? await principalOf(c, match[1], { cache: c.env.CORQ_NODE?.tokens }) : null;
+  const [, bearer] = /^Bearer (.+)$/.exec(authorization ?? "") ?? [];
+  const principal = bearer !== undefined ? await principalOf(c, bearer, { cache: c.env.CORQ_NODE?.tokens }) : null;
   if (principal) return principal;
   if (authorization !== undefined) await throttle.failed(c);
   throw new ProblemError(401, "unauthorized", "missing or wrong bearer token");

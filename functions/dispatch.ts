@@ -112,7 +112,8 @@ export async function advanceAndDispatch(
     if (options.pruneActivity) await opened.corq.pruneActivity();
     plan = roundRobin(ready, slots.length);
     for (const unused of slots.slice(plan.length)) await opened.corq.releaseSlot(unused);
-    const started = plan.slice(1).map((name, i) => startConsumer(env, invoke, name, slots[i + 1]));
+    const [here, ...elsewhere] = inSlots(plan, slots);
+    const started = elsewhere.map(({ name, slot }) => startConsumer(env, invoke, name, slot));
     // events this kick could not advance yet (an older transaction still ran): one more invocation
     // advances them once the horizon has passed, instead of the cron a minute later
     if (waiting && options.coalesce && !options.afterHorizon) {
@@ -125,18 +126,18 @@ export async function advanceAndDispatch(
       if (retry) started.push(retry);
     }
     // the invocations started through SELF are subrequests of this one too
-    if (plan.length > 0) {
-      const here = await consumeInSlot(
+    if (here !== undefined) {
+      const consumed = await consumeInSlot(
         env,
         subscriptions,
         opened,
-        { name: plan[0], slot: slots[0] },
+        here,
         (name, slot) => {
           started.push(startConsumer(env, invoke, name, slot));
         },
         started.length,
       );
-      consumedHere = here.batches;
+      consumedHere = consumed.batches;
     }
     others = Promise.allSettled(started);
   } finally {
@@ -147,6 +148,14 @@ export async function advanceAndDispatch(
     else await result.value.body?.cancel();
   }
   return { advanced, dispatched: Math.max(0, plan.length - 1), consumedHere };
+}
+
+/** roundRobin plans at most one subscription per slot: each planned name with its slot, in plan order. */
+function inSlots(plan: string[], slots: number[]): { name: string; slot: number }[] {
+  return plan.flatMap((name, i) => {
+    const slot = slots[i];
+    return slot === undefined ? [] : [{ name, slot }];
+  });
 }
 
 function added(a: Record<string, number>, b: Record<string, number>): Record<string, number> {

@@ -1,5 +1,5 @@
 import type { Executor } from "./db/executor.js";
-import { CorqError, isDatabaseUnavailable, toError } from "./errors.js";
+import { CorqError, isDatabaseUnavailable, present, toError } from "./errors.js";
 import { keyProblem, keyText, type KeyStrategy, type Subscription } from "./config.js";
 import {
   advanceSubscription,
@@ -143,7 +143,8 @@ async function advanceInSql(
 ): Promise<{ enqueued: number; held: boolean }> {
   let enqueued = 0;
   for (;;) {
-    const [round] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit));
+    const [row] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit));
+    const round = present(row, "the advance round's row");
     if (round.held === 0) {
       if (coalesce) return { enqueued, held: enqueued > 0 };
       await executor.run(waitForAdvancer(subscriptionId));
@@ -168,20 +169,21 @@ async function advanceByFunction(
     const rows = await executor.run<EventRow & { matches: boolean; watermark_tx: string; watermark_position: string }>(
       readAdvanceBatch(subscriptionId, options.events, options.limit),
     );
-    if (rows.length === 0) return enqueued;
+    const [first] = rows;
+    const last = rows.at(-1);
+    if (!first || !last) return enqueued;
     const matched: KeyedEvent[] = rows
       .filter((row) => row.matches)
       .map((row) => ({ tx: row.tx, position: Number(row.position), ...keyOf(options.key, row) }));
-    const last = rows[rows.length - 1];
-    const [{ applied }] = await executor.run<{ applied: number }>(
+    const [written] = await executor.run<{ applied: number }>(
       writeAdvanceBatch(subscriptionId, {
-        read: { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
+        read: { tx: first.watermark_tx, position: Number(first.watermark_position) },
         last: { tx: last.tx, position: Number(last.position) },
         matched,
       }),
     );
     // lost the race to a concurrent advancer: read again from the watermark it left
-    if (applied === 0) continue;
+    if (present(written, "the advance batch's write result").applied === 0) continue;
     enqueued += matched.filter((m) => m.key !== null).length;
     if (rows.length < options.limit) return enqueued;
   }

@@ -207,11 +207,12 @@ async function drainLoop(
       const settling = done.filter((d) => !isReleased(d.verdict) && !committed(d.verdict));
       if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
       const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size) };
+      const [firstSettling] = settling;
       const statement =
-        settling.length === 0
+        firstSettling === undefined
           ? claimBatch(target.name, by)
           : settleAndClaim(target.name, by, {
-              subscriptionId: settling[0].claimed.lease.subscriptionId,
+              subscriptionId: firstSettling.claimed.lease.subscriptionId,
               settlements: settling.map(({ claimed, verdict }) => settlement(claimed, verdict)),
             });
       const claim = await claimOnce(consumer, statement);
@@ -273,7 +274,7 @@ function settlement(claimed: Claimed, verdict: Verdict): Settlement {
   return {
     ...base,
     count: claimed.events.length,
-    outcome: { error: verdict.error, headPosition: claimed.events[0].position },
+    outcome: { error: verdict.error, headPosition: headPosition(claimed) },
   };
 }
 
@@ -292,7 +293,8 @@ interface ClaimOutcome {
 /** Runs a claim statement and reads its rows: the batches per key, and what it settled. */
 async function claimOnce({ executor, target }: Consumer, statement: SQL): Promise<ClaimOutcome> {
   const rows = await executor.run<ClaimRow>(statement);
-  if (rows.length === 0) {
+  const [first] = rows;
+  if (first === undefined) {
     // defined in code, not registered yet: nothing to do
     if (target.code) return { claimed: [], dead: [], empty: 0, expired: [] };
     throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
@@ -304,14 +306,8 @@ async function claimOnce({ executor, target }: Consumer, statement: SQL): Promis
     settled: rows.find((row) => row.settled !== null)?.settled ?? undefined,
     expired: [],
   };
-  const at = new Date(rows[0].now);
-  // rows come grouped by key, each key's events in seq order
-  for (let i = 0; i < rows.length; ) {
-    const head = rows[i];
-    let end = i + 1;
-    while (end < rows.length && rows[end].key === head.key) end++;
-    const batch = rows.slice(i, end);
-    i = end;
+  const at = new Date(first.now);
+  for (const { head, batch } of runsByKey(rows)) {
     if (head.key === null) continue; // nothing claimed
     // the claim took over a lease that had expired: that batch goes in the record as "expired"
     if (head.expired_until !== null) {
@@ -358,6 +354,17 @@ async function claimOnce({ executor, target }: Consumer, statement: SQL): Promis
     });
   }
   return outcome;
+}
+
+/** The claim's rows come grouped by key, each key's events in seq order: one run per key, never empty. */
+function runsByKey(rows: ClaimRow[]): { head: ClaimRow; batch: ClaimRow[] }[] {
+  const runs: { head: ClaimRow; batch: ClaimRow[] }[] = [];
+  for (const row of rows) {
+    const current = runs.at(-1);
+    if (current !== undefined && current.head.key === row.key) current.batch.push(row);
+    else runs.push({ head: row, batch: [row] });
+  }
+  return runs;
 }
 
 const isReleased = (verdict: Verdict) => "error" in verdict && verdict.released === true;
@@ -438,8 +445,9 @@ async function handleInTransaction(
           durable: true,
         }),
       );
-      if (row.acked !== 1) throw new LeaseLost(through);
-      return { through, committed: { outcome: "acked" as const, pending: row.pending ?? 0 } };
+      const { acked, pending } = present(row, "the ack's count row");
+      if (acked !== 1) throw new LeaseLost(through);
+      return { through, committed: { outcome: "acked" as const, pending: pending ?? 0 } };
     },
     { dedicated: true },
   );
@@ -457,11 +465,11 @@ async function record(executor: Executor, claimed: Claimed, verdict: Verdict): P
         claimedAt: claimed.claimedAt,
       }),
     );
-    return row.acked === 1 ? "acked" : "expired";
+    return present(row, "the ack's count row").acked === 1 ? "acked" : "expired";
   }
   const failed = failBatch(claimed.lease, {
     error: verdict.error,
-    headPosition: claimed.events[0].position,
+    headPosition: headPosition(claimed),
     count: claimed.events.length,
     claimedAt: claimed.claimedAt,
   });
@@ -478,11 +486,14 @@ function finish(claimed: Claimed, verdict: Verdict, outcome: ConsumeResult["outc
   };
 }
 
-const throughOf = (claimed: Claimed, index: number): AckThrough => ({
-  tx: claimed.txs[index],
-  position: claimed.events[index].position,
-  seq: claimed.events[index].seq,
-});
+/** `index` is a place in the batch (ackedThroughIndex checked it), so both lookups find it. */
+function throughOf(claimed: Claimed, index: number): AckThrough {
+  const event = present(claimed.events[index], "the acked-through event");
+  return { tx: present(claimed.txs[index], "the acked-through event's tx"), position: event.position, seq: event.seq };
+}
+
+/** A batch is claimed only when its key has an event, so it has a first one. */
+const headPosition = (claimed: Claimed): number => present(claimed.events[0], "the batch's first event").position;
 
 /**
  * Index of the last acked event: the whole batch when there is no `ackedThrough`, else through

@@ -1,4 +1,4 @@
-import { CorqError } from "./errors.js";
+import { CorqError, present } from "./errors.js";
 import { createExecutor, lendsConnections, type Connection, type Executor, type PoolLike } from "./db/executor.js";
 import { migrate } from "./db/migrate.js";
 import { applyAppMigrations, parseAppMigrations } from "./db/appMigrations.js";
@@ -231,9 +231,10 @@ export function createCorq(options: CorqOptions): Corq {
       // an append in a transaction of our own that was refused for order (see appendEvents)
       // is simply run again: a new transaction is newer than the append it waited for
       for (let attempt = 1; ; attempt++) {
-        const [row] = await db.run<AppendRow>(
+        const [appended] = await db.run<AppendRow>(
           appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
         );
+        const row = present(appended, "the append's result row");
         if (row.version !== null) {
           if (notify && !appendOpts.tx) wakeAfterCommit();
           return { stream, version: row.version, positions: row.positions.map(Number) };
@@ -274,7 +275,7 @@ export function createCorq(options: CorqOptions): Corq {
         throw new CorqError("invalid_input", `after: no event at position ${after}`);
       }
       const events = rows.map(toStoredEvent);
-      return { events, next: events.length > 0 ? events[events.length - 1].position : null };
+      return { events, next: events.at(-1)?.position ?? null };
     },
 
     async advance(advanceOpts = {}) {
@@ -374,7 +375,8 @@ export function createCorq(options: CorqOptions): Corq {
     async stats() {
       const db = await executor();
       const rows = await db.run<StatsRow>(subscriptionStats());
-      const [head] = await db.run<{ head: string | null; events: string }>(logHead());
+      const [headRow] = await db.run<{ head: string | null; events: string }>(logHead());
+      const head = present(headRow, "the log head row");
       return {
         subscriptions: rows.map(described),
         log: { head: head.head === null ? null : Number(head.head), events: Number(head.events) },
@@ -518,9 +520,10 @@ export function createCorq(options: CorqOptions): Corq {
       );
       const series: Record<string, number[]> = {};
       for (const r of rows) {
-        series[r.subscription] ??= new Array(buckets).fill(0);
+        const perSecond = series[r.subscription] ?? new Array(buckets).fill(0);
+        series[r.subscription] = perSecond;
         if (r.bucket !== null && r.bucket < buckets)
-          series[r.subscription][buckets - 1 - r.bucket] = (Number(r.events) * 1000) / bucketMs;
+          perSecond[buckets - 1 - r.bucket] = (Number(r.events) * 1000) / bucketMs;
       }
       return series;
     },
@@ -528,7 +531,7 @@ export function createCorq(options: CorqOptions): Corq {
     async pruneActivity(pruneOpts = {}) {
       const { olderThanMs } = parseOrThrow(pruneOptions, pruneOpts, "invalid_input", "options");
       const [row] = await (await executor()).run<{ pruned: number }>(pruneActivity(olderThanMs));
-      return row;
+      return present(row, "the prune count row");
     },
 
     async logTail(tailOpts = {}) {
@@ -560,14 +563,15 @@ export function createCorq(options: CorqOptions): Corq {
 
     async metrics() {
       const db = await executor();
-      const [stats, [head], durations] = await Promise.all([
+      const [stats, [headRow], durations] = await Promise.all([
         db.run<StatsRow>(subscriptionStats()),
         db.run<{ head: string | null }>(logPosition()),
         db.run<BatchDurationRow>(listBatchDurations()),
       ]);
+      const { head } = present(headRow, "the log position row");
       return {
         subscriptions: stats.map(described),
-        log: { head: head.head === null ? null : Number(head.head) },
+        log: { head: head === null ? null : Number(head) },
         batchDurations: durations.map((r) => ({
           subscription: r.subscription,
           outcome: r.outcome,
@@ -585,7 +589,7 @@ export function createCorq(options: CorqOptions): Corq {
       const [row] = await (await executor()).run<TokenRow>(
         insertToken({ name, scopes, streamPrefix, hash: await tokenHash(secret) }),
       );
-      return { ...toTokenInfo(row), token: secret };
+      return { ...toTokenInfo(present(row, "the inserted token row")), token: secret };
     },
 
     async listTokens() {
@@ -631,11 +635,11 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
   const statementOptions = { onStatement: options.onStatement };
   if (options.db) {
     const db = options.db as Connection & { $client?: Connection };
-    const transactional = (options.subscriptions ?? []).filter((s) => s.transactional === true);
-    if (transactional.length > 0 && !lendsConnections(db.$client ?? db, options.session))
+    const transactional = (options.subscriptions ?? []).find((s) => s.transactional === true);
+    if (transactional !== undefined && !lendsConnections(db.$client ?? db, options.session))
       throw new CorqError(
         "invalid_config",
-        `subscription "${transactional[0].name}" is transactional: its batches need connections of their own — ` +
+        `subscription "${transactional.name}" is transactional: its batches need connections of their own — ` +
           "pass a pool (databaseUrl, a pg or Neon Pool, a drizzle database over one) or a neon() function with a session",
       );
     const executor = createExecutor(db.$client ?? db, { ...statementOptions, session: options.session });

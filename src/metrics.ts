@@ -118,7 +118,7 @@ export function toPrometheus(snapshot: MetricsSnapshot): string {
       let cumulative = 0;
       const samples = bounds.map((le, i) => {
         // counted at a bound this list lacks (a bucket list of another release): the next bound up
-        const below = i === 0 ? Number.NEGATIVE_INFINITY : bounds[i - 1];
+        const below = bounds[i - 1] ?? Number.NEGATIVE_INFINITY; // the first bound has none below it
         for (const [at, n] of s.counts) if (at > below && at <= le) cumulative += n;
         return `corq_batch_duration_seconds_bucket${labels({ subscription: s.subscription, outcome: s.outcome, le: number(le) })} ${cumulative}`;
       });

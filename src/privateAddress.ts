@@ -29,7 +29,8 @@ function parseV4(text: string): number | null {
   if (!match) return null;
   const parts = match.slice(1).map(Number);
   if (parts.some((p) => p > 255)) return null;
-  return ((parts[0] << 24) | (parts[1] << 16) | (parts[2] << 8) | parts[3]) >>> 0;
+  // the four octets, most significant first
+  return parts.reduce((address, octet) => (address << 8) | octet, 0) >>> 0;
 }
 
 const inV4 = (address: number, [first, bits]: [number, number]) =>
@@ -37,40 +38,45 @@ const inV4 = (address: number, [first, bits]: [number, number]) =>
 
 const isPrivateV4 = (address: number) => privateV4.some((range) => inV4(address, range));
 
+type Words = [number, number, number, number, number, number, number, number];
+const eightWords = (w: number[]): w is Words => w.length === 8;
+
 /** The eight 16-bit words of an IPv6 address (zone and brackets dropped), or null. */
-function parseV6(text: string): number[] | null {
+function parseV6(text: string): Words | null {
   let rest = text
     .replace(/^\[|\]$/g, "")
     .replace(/%.*$/, "")
     .toLowerCase();
   const tail: number[] = [];
-  const v4 = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(rest);
-  if (v4) {
-    const address = parseV4(v4[2]);
+  const [, prefix, dotted] = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(rest) ?? [];
+  if (prefix !== undefined && dotted !== undefined) {
+    const address = parseV4(dotted);
     if (address === null) return null;
     tail.push(address >>> 16, address & 0xffff);
-    rest = v4[1].endsWith("::") ? v4[1] : v4[1].slice(0, -1);
+    rest = prefix.endsWith("::") ? prefix : prefix.slice(0, -1);
   }
-  const halves = rest.split("::");
-  if (halves.length > 2) return null;
+  // split always gives a first half; a second only around a "::"
+  const [before, afterGap, ...more] = rest.split("::");
+  if (before === undefined || more.length > 0) return null;
   const words = (half: string) => (half === "" ? [] : half.split(":"));
-  const head = words(halves[0]);
-  const after = halves.length === 2 ? words(halves[1]) : [];
+  const head = words(before);
+  const after = afterGap === undefined ? [] : words(afterGap);
   if ([...head, ...after].some((w) => !/^[0-9a-f]{1,4}$/.test(w))) return null;
   const given = head.length + after.length + tail.length;
-  if (halves.length === 1 ? given !== 8 : given > 7) return null;
+  if (afterGap === undefined ? given !== 8 : given > 7) return null;
   const zeros = new Array(8 - given).fill(0);
-  return [...head.map((w) => parseInt(w, 16)), ...zeros, ...after.map((w) => parseInt(w, 16)), ...tail];
+  const all = [...head.map((w) => parseInt(w, 16)), ...zeros, ...after.map((w) => parseInt(w, 16)), ...tail];
+  return eightWords(all) ? all : null;
 }
 
-function isPrivateV6(w: number[]): boolean {
-  const v4At = (i: number) => ((w[i] << 16) | w[i + 1]) >>> 0;
+function isPrivateV6(w: Words): boolean {
+  const v4Of = (high: number, low: number) => ((high << 16) | low) >>> 0;
   if (w.slice(0, 6).every((x) => x === 0)) return true; // ::/96: unspecified, loopback, IPv4-compatible
   if (w.slice(0, 5).every((x) => x === 0) && w[5] === 0xffff) return true; // ::ffff:0:0/96 IPv4-mapped
   if (w.slice(0, 4).every((x) => x === 0) && w[4] === 0xffff && w[5] === 0) return true; // ::ffff:0:0:0/96 IPv4-translated
   if (w[0] === 0x64 && w[1] === 0xff9b && w[2] === 1) return true; // 64:ff9b:1::/48 local-use NAT64
-  if (w[0] === 0x64 && w[1] === 0xff9b && w.slice(2, 6).every((x) => x === 0)) return isPrivateV4(v4At(6)); // NAT64
-  if (w[0] === 0x2002) return isPrivateV4(v4At(1)); // 6to4 carries an IPv4 address
+  if (w[0] === 0x64 && w[1] === 0xff9b && w.slice(2, 6).every((x) => x === 0)) return isPrivateV4(v4Of(w[6], w[7])); // NAT64
+  if (w[0] === 0x2002) return isPrivateV4(v4Of(w[1], w[2])); // 6to4 carries an IPv4 address
   if ((w[0] & 0xfe00) === 0xfc00) return true; // fc00::/7 unique local
   if ((w[0] & 0xffc0) === 0xfe80) return true; // fe80::/10 link-local
   if ((w[0] & 0xffc0) === 0xfec0) return true; // fec0::/10 site-local (deprecated)

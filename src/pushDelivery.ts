@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { sign, signingSecretProblem } from "./webhookSignature.js";
 import { PrivateDestinationError } from "./privateAddress.js";
+import { present } from "./errors.js";
 import { pushTransportOf } from "./pushTransport.js";
 import type { DeliveredEvent, Handler } from "./types.js";
 
@@ -56,7 +57,13 @@ export async function webhookId(
   key: string,
   events: DeliveredEvent[],
 ): Promise<string> {
-  const identity = [subscription.name, subscription.incarnation, key, events[0].seq].join("\u0000");
+  // a delivered batch is never empty: its first seq names it
+  const identity = [
+    subscription.name,
+    subscription.incarnation,
+    key,
+    present(events[0], "the batch's first event").seq,
+  ].join("\u0000");
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity)));
   return `msg_${[...digest.slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
 }

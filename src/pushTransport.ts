@@ -67,11 +67,12 @@ export function publicOnlyLookup(dns: Pick<typeof import("node:dns"), "lookup">)
   return (hostname: string, options: LookupOptions, callback: LookupCallback) => {
     dns.lookup(hostname, { ...options, all: true }, (error, addresses) => {
       if (error) return callback(error, "");
-      if (addresses.length === 0 || addresses.some((a) => isPrivateAddress(a.address))) {
+      const [first] = addresses;
+      if (first === undefined || addresses.some((a) => isPrivateAddress(a.address))) {
         return callback(new PrivateDestinationError(`${hostname} resolves to an address that is not public`), "");
       }
       if (options.all) return callback(null, addresses);
-      callback(null, addresses[0].address, addresses[0].family);
+      callback(null, first.address, first.family);
     });
   };
 }

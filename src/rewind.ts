@@ -13,7 +13,7 @@
 // lock taken and left a kick: the caller advances once after (kicksPending).
 import type { SQL } from "drizzle-orm";
 import type { Executor } from "./db/executor.js";
-import { CorqError } from "./errors.js";
+import { CorqError, present } from "./errors.js";
 import { keyOf } from "./advance.js";
 import type { KeyStrategy, Subscription } from "./config.js";
 import { holdAdvancer } from "./sql/advance/advanceSubscription.js";
@@ -64,7 +64,8 @@ export async function rewindSubscription(
         ? await stageByFunction(tx, { range, subscription: request.subscription, code: options.code })
         : matchedInSql(range, target.key === "stream");
     const [row] = await tx.run<RequeueRow>(requeue(id, matched));
-    return { requeued: row.requeued, keys: row.keys, subscriptionId: id };
+    const { requeued, keys } = present(row, "the requeue's count row");
+    return { requeued, keys, subscriptionId: id };
   });
 }
 
@@ -98,8 +99,8 @@ async function stage(tx: Executor, range: RewindRange, strategy: Extract<KeyStra
       .filter((row): row is { tx: string; position: number; key: string } => row.key !== null)
       .filter((row) => range.key === undefined || row.key === range.key);
     if (keyed.length > 0) await tx.run(stageKeys(keyed));
-    if (rows.length < STAGE_ROUND) return;
-    const last: EventRow = rows[rows.length - 1];
+    const last = rows.at(-1);
+    if (rows.length < STAGE_ROUND || last === undefined) return;
     after = { tx: last.tx, position: Number(last.position) };
   }
 }

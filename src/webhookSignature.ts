@@ -44,7 +44,8 @@ export async function sign(secret: string, message: { id: string; timestamp: num
 export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
+  // b[i] exists: the lengths are equal (and `^` would read a missing byte as 0 anyway)
+  for (const [i, byte] of a.entries()) diff |= byte ^ (b[i] ?? 0);
   return diff === 0;
 }
 

@@ -140,7 +140,7 @@ export function ActionButton(props: {
         aria-label={props.label}
         data-confirm={props.confirm}
       >
-        {props.text ?? props.action[0].toUpperCase() + props.action.slice(1)}
+        {props.text ?? props.action.charAt(0).toUpperCase() + props.action.slice(1)}
       </button>
     </form>
   );

@@ -14,7 +14,7 @@ export function Login(props: { error?: string; disabled?: string }) {
           </p>
         )}
         {props.disabled ? (
-          <p role="alert">{props.disabled[0].toUpperCase() + props.disabled.slice(1)}.</p>
+          <p role="alert">{props.disabled.charAt(0).toUpperCase() + props.disabled.slice(1)}.</p>
         ) : (
           <form method="post" action="/login">
             <label for="token">Token</label>

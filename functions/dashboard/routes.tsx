@@ -172,6 +172,8 @@ export function dashboard(options: {
     } catch (error) {
       if (!(error instanceof ProblemError) || error.status !== 429) throw error;
       const retryAfter = error.headers["retry-after"];
+      // the throttle's 429 always says when to come back; one that does not goes out as a problem
+      if (retryAfter === undefined) throw error;
       return c.html(<Login error={`Too many failed logins from here; try again in ${retryAfter} s.`} />, 429, {
         "retry-after": retryAfter,
       });

@@ -48,9 +48,10 @@ async function signedSessionId(c: SessionContext): Promise<string | null> {
   const token = c.env.CORQ_ADMIN_TOKEN;
   const value = getCookie(c, SESSION_COOKIE);
   if (!token || !value || adminTokenRefusal(c.env)) return null;
-  const match = /^([\w-]{22})\.([\w-]{43})$/.exec(value);
-  if (!match || !constantTimeEqual(encode(match[2]), encode(await mac(token, match[1])))) return null;
-  return match[1];
+  const [, id, signature] = /^([\w-]{22})\.([\w-]{43})$/.exec(value) ?? [];
+  if (id === undefined || signature === undefined) return null;
+  if (!constantTimeEqual(encode(signature), encode(await mac(token, id)))) return null;
+  return id;
 }
 
 /** Who the request's session cookie acts as, or null without a live session. */

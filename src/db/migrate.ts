@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Executor } from "./executor.js";
 import { migrations } from "./migrations.js";
-import { CorqError } from "../errors.js";
+import { CorqError, present } from "../errors.js";
 
 // Any fixed 64-bit number: the advisory lock that serialises concurrent migrate() calls (and
 // the app's own migrations, appMigrations.ts).
@@ -17,9 +17,8 @@ export const MIGRATION_LOCK = 7_364_201_983;
 export async function migrate(executor: Executor): Promise<string[]> {
   return executor.transaction(async (tx) => {
     await tx.run(sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
-    const [{ exists }] = await tx.run<{ exists: boolean }>(
-      sql`SELECT to_regclass('corq.migrations') IS NOT NULL AS exists`,
-    );
+    const [row] = await tx.run<{ exists: boolean }>(sql`SELECT to_regclass('corq.migrations') IS NOT NULL AS exists`);
+    const { exists } = present(row, "the migrations table check");
     const applied = new Set(
       exists ? (await tx.run<{ tag: string }>(sql`SELECT tag FROM corq.migrations`)).map((r) => r.tag) : [],
     );

@@ -4,7 +4,7 @@
 // coordinator.
 import type { Corq } from "../types.js";
 import type { Executor } from "../db/executor.js";
-import { CorqError, isDatabaseUnavailable, toError } from "../errors.js";
+import { CorqError, isDatabaseUnavailable, present, toError } from "../errors.js";
 import { eventsAboveHorizon } from "../sql/advance/eventsAboveHorizon.js";
 import { nextDue } from "../sql/consume/nextDue.js";
 import { notifyWake, type WakePayload } from "../sql/log/notify.js";
@@ -118,7 +118,8 @@ export function createRunner(options: RunnerOptions): Runner {
         if (enqueued.length > 0) consumeEnqueued(enqueued);
         // under load the next run is already wanted and takes what waited at the horizon along
         if (advanceWanted) continue;
-        const [{ waiting }] = await db.run<{ waiting: boolean }>(eventsAboveHorizon());
+        const [row] = await db.run<{ waiting: boolean }>(eventsAboveHorizon());
+        const { waiting } = present(row, "the horizon check");
         if (waiting) {
           if (!horizonTimer) {
             horizonTimer = setTimeout(() => {

@@ -9,6 +9,7 @@ import {
   appendBody,
   count,
   deadLettersQuery,
+  dispatchHeaders,
   keysQuery,
   logQuery,
   releaseBody,
@@ -248,11 +249,23 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   // committed event waits above the xmin horizon, answer 202, then advance and dispatch.
   app.post("/dispatch", requireScope("admin"), async (c) => {
     const invoke = selfInvoker(c.env, new URL(c.req.url).origin);
-    if (c.req.header("corq-after-horizon") === undefined)
-      return c.json(await advanceAndDispatch(c.env, subscriptions, invoke));
-    const passed = await waitForHorizon(c.var.corq());
+    const after = c.req.header("corq-after-horizon");
+    const tx =
+      after === undefined
+        ? undefined
+        : parseOrThrow(dispatchHeaders.shape["corq-after-horizon"], after, "invalid_input", "corq-after-horizon");
+    if (tx === undefined) return c.json(await advanceAndDispatch(c.env, subscriptions, invoke));
+    // its own handle: the polls count against this invocation's subrequests like the drain's statements
+    const opened = openCorq(c.env, subscriptions);
+    let passed: boolean;
+    try {
+      passed = await waitForHorizon(opened.corq, tx);
+    } catch (error) {
+      c.executionCtx.waitUntil(opened.end());
+      throw error;
+    }
     c.executionCtx.waitUntil(
-      advanceAndDispatch(c.env, subscriptions, invoke, { coalesce: true, afterHorizon: true }).catch((error) =>
+      advanceAndDispatch(c.env, subscriptions, invoke, { opened, coalesce: true, afterHorizon: true }).catch((error) =>
         console.error("corq: dispatch after the horizon failed:", error),
       ),
     );

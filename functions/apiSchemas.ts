@@ -44,7 +44,12 @@ export const keyStatus = z.enum(["ready", "leased", "backoff", "dead", "paused",
 export const keysQuery = z.object({
   status: keyStatus.optional(),
   limit: count.optional(),
-  after: z.string().max(1000).optional().describe("the `next` of the page before (a key: keys after it, in key order)"),
+  after: z
+    .string()
+    .max(1000)
+    .refine((key) => !key.includes("\u0000"), "must not contain U+0000")
+    .optional()
+    .describe("the `next` of the page before (a key: keys after it, in key order)"),
 });
 export const deadLettersQuery = z.object({ subscription: subscriptionName.optional(), limit: count.optional() });
 /** POST /subscriptions/:name/rewind */
@@ -70,9 +75,10 @@ export const consumeHeaders = z.object({
 export const dispatchHeaders = z.object({
   "corq-after-horizon": z
     .string()
+    .regex(/^\d{1,20}$/, "a transaction id")
     .optional()
     .describe(
-      "internal: a kick's retry — wait (a few seconds at most) until no committed event waits above the xmin horizon, answer 202, then advance and dispatch",
+      "internal: a kick's retry — wait (a few seconds at most) until the xmin horizon has passed this transaction id, answer 202, then advance and dispatch",
     ),
 });
 /** POST /dispatch with corq-after-horizon */

@@ -18,6 +18,10 @@ export function dispatchInBackground(
   subscriptions: SubscriptionDefinition[],
   after: string,
 ): void {
+  // On Node the process wakes its own consumers after every write (src/node/serve.ts) — and a
+  // self-invocation there would go to the origin the client named in its Host header, carrying
+  // the admin token.
+  if (c.env.CORQ_NODE) return;
   c.executionCtx.waitUntil(
     advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
       opened: openCorq(c.env, subscriptions),
@@ -80,7 +84,7 @@ export async function advanceAndDispatch(
     };
     let ready: [string, number][];
     let slots: number[];
-    let waiting = false;
+    let waiting: string | null = null;
     if (options.coalesce) {
       const kick = (eventNames: string[] | undefined, covered: number) =>
         opened.corq.kick({ eventNames, slots: { ...slotOptions, want: concurrency - covered, covered } });
@@ -104,7 +108,7 @@ export async function advanceAndDispatch(
             return first;
           }
         },
-      )) ?? { advanced: {}, ready: [], slots: [], waiting: false });
+      )) ?? { advanced: {}, ready: [], slots: [], waiting: null });
     } else {
       advanced = await opened.corq.advance();
       ({ ready, slots } = await opened.corq.claimSlots(slotOptions));
@@ -116,11 +120,11 @@ export async function advanceAndDispatch(
     const started = elsewhere.map(({ name, slot }) => startConsumer(env, invoke, name, slot));
     // events this kick could not advance yet (an older transaction still ran): one more invocation
     // advances them once the horizon has passed, instead of the cron a minute later
-    if (waiting && options.coalesce && !options.afterHorizon) {
+    if (waiting !== null && options.coalesce && !options.afterHorizon) {
       const retry = startHorizonRetry(env.DATABASE_URL ?? "", () =>
         invoke("/dispatch", {
           method: "POST",
-          headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-after-horizon": "1" },
+          headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-after-horizon": waiting },
         }),
       );
       if (retry) started.push(retry);

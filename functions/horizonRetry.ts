@@ -4,9 +4,10 @@
 // 1), and nothing wakes anyone when that transaction ends: on Node the runner retries; here only
 // the cron would, up to a minute later. So a kick whose slot claim saw events waiting above the
 // horizon starts one more invocation of this Worker (one subrequest), which waits for the
-// horizon to pass — polling with backoff, a few seconds at most — and kicks again. One at a time
-// per isolate, and a retry starts no retry of its own: a transaction held open for minutes costs
-// one such invocation per isolate, then the cron takes over.
+// horizon to pass THAT kick's newest waiting transaction — polling with backoff, a few seconds at
+// most — and kicks again. One at a time per isolate, and a retry starts no retry of its own.
+// Under steady appends a kick often sees events of concurrent appends waiting: their retry ends
+// as soon as those transactions do (milliseconds), and the next kick may start another.
 import type { Corq } from "../src/index.js";
 
 /** Polls after these delays (ms): about 3 s in all. */
@@ -21,17 +22,24 @@ const inFlight = new Set<string>();
 export function startHorizonRetry(scope: string, start: () => Promise<Response>): Promise<Response> | undefined {
   if (inFlight.has(scope)) return undefined;
   inFlight.add(scope);
-  return start().finally(() => inFlight.delete(scope));
+  // (a start that throws at once must not leave the scope taken)
+  return Promise.resolve()
+    .then(start)
+    .finally(() => inFlight.delete(scope));
 }
 
-/** Waits until no committed event waits above the horizon; false when it still does after the last poll. */
+/**
+ * Waits until the horizon has passed transaction `tx` (the newest event the kick saw waiting:
+ * newer appends do not hold this back); false when it still has not after the last poll.
+ */
 export async function waitForHorizon(
   corq: Pick<Corq, "horizonWaiting">,
+  tx: string,
   sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms)),
 ): Promise<boolean> {
   for (const delay of DELAYS_MS) {
     await sleep(delay);
-    if (!(await corq.horizonWaiting())) return true;
+    if (!(await corq.horizonWaiting(tx))) return true;
   }
   return false;
 }

@@ -14,7 +14,11 @@
 /** Event names left for the running kick; `all` when one caller named none (a rewind's dispatch). */
 export type Left = Set<string> | "all";
 
-const running = new Map<string, { left: Left | undefined }>();
+const running = new Map<string, { left: Left | undefined; startedAt: number }>();
+// A kick still running after this long is taken for hung (a fetch that never answers, a
+// waitUntil the runtime cancelled): later kicks run on their own instead of leaving their names
+// with it forever.
+const STALE_MS = 30_000;
 
 /**
  * Runs `first` unless a kick for `scope` (one database) is already running in this isolate, in
@@ -28,18 +32,19 @@ export async function coalesceKicks<T>(
   again: (names: string[] | undefined, firstResult: T) => Promise<T>,
 ): Promise<T | undefined> {
   const current = running.get(scope);
-  if (current) {
+  if (current && Date.now() - current.startedAt < STALE_MS) {
     current.left = merge(current.left, eventNames);
     return undefined;
   }
-  const entry: { left: Left | undefined } = { left: undefined };
+  const entry = { left: undefined as Left | undefined, startedAt: Date.now() };
   running.set(scope, entry);
   let result: T;
   try {
     result = await first();
   } finally {
-    // taken and closed in one synchronous step: a kick after this runs on its own
-    running.delete(scope);
+    // taken and closed in one synchronous step: a kick after this runs on its own (unless a
+    // later kick already replaced this one as hung)
+    if (running.get(scope) === entry) running.delete(scope);
   }
   const left = entry.left;
   if (left === undefined) return result;

@@ -40,7 +40,7 @@ import { pauseKey, resumeKey } from "./sql/operate/pauseKey.js";
 import { kicksPending } from "./sql/advance/advanceSubscription.js";
 import { rewindSubscription } from "./rewind.js";
 import { readyKeys } from "./sql/consume/readyKeys.js";
-import { eventsAboveHorizon } from "./sql/advance/eventsAboveHorizon.js";
+import { eventsAboveHorizon, horizonPassed } from "./sql/advance/eventsAboveHorizon.js";
 import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "./sql/consume/consumerSlots.js";
 import {
   deleteSubscription,
@@ -129,6 +129,8 @@ const drainOptions = z.object({
   replayKeys: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).optional(),
 });
 const slotNumber = z.number().int().min(1).max(1000);
+/** a transaction id (xid8) as text */
+const xid = z.string().regex(/^\d{1,20}$/);
 const slotOptions = z.object({
   max: slotNumber,
   want: z.number().int().min(0).max(1000),
@@ -333,10 +335,12 @@ export function createCorq(options: CorqOptions): Corq {
       const [claimed, rechecked] = await Promise.allSettled([claimSlots(db, slotOpts), first.recheck()]);
       if (claimed.status === "rejected") throw claimed.reason;
       const plan = claimed.value;
-      if (rechecked.status === "rejected") {
+      // a failure after the claim gives its slots back (they would be held for holdMs)
+      const giveBack = async (reason: unknown) => {
         for (const slot of plan.slots) await db.run(releaseConsumerSlot(slot)).catch(() => undefined);
-        throw rechecked.reason;
-      }
+        throw reason;
+      };
+      if (rechecked.status === "rejected") return giveBack(rechecked.reason);
       // the re-check enqueued others' events after the claim counted ready keys: slots for them
       const left = slotOpts.want - plan.slots.length;
       if (total() > enqueuedFirst && left > 0) {
@@ -344,7 +348,7 @@ export function createCorq(options: CorqOptions): Corq {
           ...slotOpts,
           want: left,
           covered: (slotOpts.covered ?? 0) + plan.slots.length,
-        });
+        }).catch(giveBack);
         return {
           advanced: first.advanced,
           ready: more.ready,
@@ -355,9 +359,14 @@ export function createCorq(options: CorqOptions): Corq {
       return { advanced: first.advanced, ...plan };
     },
 
-    async horizonWaiting() {
-      const [row] = await (await executor()).run<{ waiting: boolean }>(eventsAboveHorizon());
-      return row?.waiting === true;
+    async horizonWaiting(tx) {
+      const db = await executor();
+      if (tx === undefined) {
+        const [row] = await db.run<{ waiting: boolean }>(eventsAboveHorizon());
+        return row?.waiting === true;
+      }
+      const [row] = await db.run<{ passed: boolean }>(horizonPassed(parseOrThrow(xid, tx, "invalid_input", "tx")));
+      return row?.passed !== true;
     },
 
     async releaseSlot(slot) {
@@ -685,11 +694,11 @@ function connect(options: CorqOptions): { executor: () => Promise<Executor>; end
 async function claimSlots(
   db: Executor,
   options: { max: number; want: number; holdMs: number; codeSubscriptions: string[]; covered?: number },
-): Promise<{ ready: [string, number][]; slots: number[]; waiting: boolean }> {
+): Promise<{ ready: [string, number][]; slots: number[]; waiting: string | null }> {
   const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options));
   return {
     ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
     slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
-    waiting: rows.some((row) => row.waiting === true),
+    waiting: rows.find((row) => row.waiting !== null)?.waiting ?? null,
   };
 }

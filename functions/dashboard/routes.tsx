@@ -33,7 +33,12 @@ const keysQuery = z.object({
     .enum(["ready", "leased", "backoff", "dead", "paused", "idle"])
     .or(z.literal("").transform(() => undefined))
     .optional(),
-  after: z.string().min(1).max(1000).optional(),
+  after: z
+    .string()
+    .min(1)
+    .max(1000)
+    .refine((key) => !key.includes("\u0000"), "must not contain U+0000")
+    .optional(),
 });
 const subscriptionFilter = z.object({
   subscription: subscriptionName.or(z.literal("").transform(() => undefined)).optional(),

@@ -16,6 +16,11 @@ export interface RunnerOptions {
   db: Executor;
   /** Code subscriptions this process defines: it consumes those and every push subscription. */
   codeSubscriptions: string[];
+  /**
+   * Those of them that are transactional: drained one key per claim, because each batch in flight
+   * holds a pool connection for its handler's transaction (the pool is sized per consumer).
+   */
+  transactionalSubscriptions?: string[];
   /** Consumers (drains running at once) in this process: CORQ_CONCURRENCY. */
   concurrency: number;
   /** How long one drain keeps its slot before the slot looks across subscriptions again. */
@@ -76,6 +81,7 @@ const LOG_EVERY_MS = 10_000;
 export function createRunner(options: RunnerOptions): Runner {
   const { corq, db, concurrency, budgetMs } = options;
   const codeNames = new Set(options.codeSubscriptions);
+  const transactional = new Set(options.transactionalSubscriptions ?? []);
   // what advance() returns is already this process's: its code subscriptions and push subscriptions
   const consumable = (name: string, kind?: "code" | "push") =>
     kind === undefined || kind === "push" || codeNames.has(name);
@@ -196,7 +202,12 @@ export function createRunner(options: RunnerOptions): Runner {
   const startDrain = (name: string) => {
     const started = Date.now();
     const drain: Promise<void> = corq
-      .drain(name, { budgetMs, stop: stopClaiming.signal, abort: abortHandlers.signal })
+      .drain(name, {
+        budgetMs,
+        stop: stopClaiming.signal,
+        abort: abortHandlers.signal,
+        ...(transactional.has(name) ? { keysPerClaim: 1 } : {}),
+      })
       .then(
         () => undefined,
         (error: unknown) => {

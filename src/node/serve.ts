@@ -163,6 +163,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           corq,
           db,
           codeSubscriptions: options.subscriptions.map((s) => s.name),
+          transactionalSubscriptions: options.subscriptions.filter((s) => s.transactional).map((s) => s.name),
           concurrency: knobs.concurrency,
           budgetMs: knobs.consumerBudgetMs,
           safetyNetMs: knobs.safetyNetMs,

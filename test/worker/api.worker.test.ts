@@ -274,6 +274,7 @@ describe("paging: keys and the log tail, by cursor", () => {
       "/events/tail?limit=0",
       "/events/tail?limit=100000",
       `/subscriptions/greeter/keys?after=${"x".repeat(1001)}`,
+      "/subscriptions/greeter/keys?after=a%00b",
       "/subscriptions/greeter/keys?limit=0",
       "/subscriptions/greeter/keys?limit=abc",
     ]) {

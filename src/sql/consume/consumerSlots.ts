@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { consumerSlots, keys, subscriptions } from "../../db/schema.js";
 import { lockedNow } from "../shared/clock.js";
 import { statusFilter } from "../inspect/listKeys.js";
-import { waitingAboveHorizon } from "../advance/eventsAboveHorizon.js";
+import { newestAboveHorizon } from "../advance/eventsAboveHorizon.js";
 
 export interface ConsumerPlanRow {
   /** a subscription with ready keys (and `ready`, their count up to `max`), or null */
@@ -10,8 +10,11 @@ export interface ConsumerPlanRow {
   ready: number | null;
   /** a consumer slot claimed, or null */
   slot: number | null;
-  /** true on a row of its own when committed events wait above the xmin horizon (no advance can take them yet) */
-  waiting: boolean | null;
+  /**
+   * On a row of its own when committed events wait above the xmin horizon (no advance can take
+   * them yet): the transaction of the newest of them, as text
+   */
+  waiting: string | null;
 }
 
 /**
@@ -51,9 +54,9 @@ export function claimConsumerSlots(options: {
       FROM free WHERE c.slot = free.slot
       RETURNING c.slot
     )
-    SELECT name, ready, NULL::int AS slot, NULL::boolean AS waiting FROM ready WHERE ready > 0
+    SELECT name, ready, NULL::int AS slot, NULL::text AS waiting FROM ready WHERE ready > 0
     UNION ALL SELECT NULL, NULL, slot, NULL FROM claimed
-    UNION ALL SELECT NULL, NULL, NULL, true WHERE ${waitingAboveHorizon}`;
+    UNION ALL SELECT NULL, NULL, NULL, w.tx FROM (SELECT ${newestAboveHorizon} AS tx) w WHERE w.tx IS NOT NULL`;
 }
 
 /** Frees a slot whose consumer is done. */

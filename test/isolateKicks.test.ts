@@ -1,6 +1,6 @@
 // Kicks coalesced within one isolate (functions/isolateKicks.ts): every kick's event names are
 // advanced by a round that starts after the kick, and nothing waits behind more than one round.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { coalesceKicks } from "../functions/isolateKicks.js";
 
 function deferred() {
@@ -120,5 +120,52 @@ describe("coalesceKicks", () => {
         async () => 0,
       ),
     ).toBe(7);
+  });
+});
+
+describe("coalesceKicks, a kick that hangs", () => {
+  it("is taken for hung after 30 s: a later kick runs on its own, and the hung one's end does not close the new one", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      const hung = deferred();
+      const first = coalesceKicks(
+        "hung-db",
+        ["A"],
+        () => hung.promise.then(() => "first"),
+        async () => "again",
+      );
+      // within 30 s a kick leaves its names with it
+      expect(
+        await coalesceKicks(
+          "hung-db",
+          ["B"],
+          async () => "own",
+          async () => "again",
+        ),
+      ).toBeUndefined();
+      vi.setSystemTime(Date.now() + 31_000);
+      const gate = deferred();
+      const second = coalesceKicks(
+        "hung-db",
+        ["C"],
+        () => gate.promise.then(() => "second"),
+        async () => "second again",
+      );
+      hung.resolve();
+      expect(await first).toBe("again"); // it still runs its round for B
+      // the second is still the running one: a kick now leaves its names with it
+      expect(
+        await coalesceKicks(
+          "hung-db",
+          ["D"],
+          async () => "own",
+          async () => "again",
+        ),
+      ).toBeUndefined();
+      gate.resolve();
+      expect(await second).toBe("second again");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -281,14 +281,18 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     if (slotHeader !== undefined) {
       const slot = parseOrThrow(count, slotHeader, "invalid_input", "corq-slot");
       const invoke = selfInvoker(c.env, new URL(c.req.url).origin);
-      const consumed = await consumeInSlot(c.env, subscriptions, c.var.opened(), { name, slot }, (next, nextSlot) =>
-        c.executionCtx.waitUntil(
-          startConsumer(c.env, invoke, next, nextSlot).then(
-            (r) => r.body?.cancel(),
-            (error) => console.error("corq: consumer invocation failed:", error),
+      const consumed = await consumeInSlot(c.env, {
+        subscriptions,
+        opened: c.var.opened(),
+        first: { name, slot },
+        continueIn: (next) =>
+          c.executionCtx.waitUntil(
+            startConsumer(c.env, invoke, next).then(
+              (r) => r.body?.cancel(),
+              (error) => console.error("corq: consumer invocation failed:", error),
+            ),
           ),
-        ),
-      );
+      });
       return c.json(consumed);
     }
     const { first, batches, events } = await c.var

@@ -117,7 +117,7 @@ export async function advanceAndDispatch(
     plan = roundRobin(ready, slots.length);
     for (const unused of slots.slice(plan.length)) await opened.corq.releaseSlot(unused);
     const [here, ...elsewhere] = inSlots(plan, slots);
-    const started = elsewhere.map(({ name, slot }) => startConsumer(env, invoke, name, slot));
+    const started = elsewhere.map((consumer) => startConsumer(env, invoke, consumer));
     // events this kick could not advance yet (an older transaction still ran): one more invocation
     // advances them once the horizon has passed, instead of the cron a minute later
     if (waiting !== null && options.coalesce && !options.afterHorizon) {
@@ -131,16 +131,15 @@ export async function advanceAndDispatch(
     }
     // the invocations started through SELF are subrequests of this one too
     if (here !== undefined) {
-      const consumed = await consumeInSlot(
-        env,
+      const consumed = await consumeInSlot(env, {
         subscriptions,
         opened,
-        here,
-        (name, slot) => {
-          started.push(startConsumer(env, invoke, name, slot));
+        first: here,
+        continueIn: (next) => {
+          started.push(startConsumer(env, invoke, next));
         },
-        started.length,
-      );
+        otherSubrequests: started.length,
+      });
       consumedHere = consumed.batches;
     }
     others = Promise.allSettled(started);
@@ -169,7 +168,11 @@ function added(a: Record<string, number>, b: Record<string, number>): Record<str
 }
 
 /** Starts a consumer invocation in `slot` (it frees the slot, or hands it on, when done). */
-export function startConsumer(env: Env, invoke: Invoke, name: string, slot: number): Promise<Response> {
+export function startConsumer(
+  env: Env,
+  invoke: Invoke,
+  { name, slot }: { name: string; slot: number },
+): Promise<Response> {
   const { consumerBudgetMs } = settings(env);
   return invoke(`/consume/${encodeURIComponent(name)}`, {
     method: "POST",
@@ -198,12 +201,17 @@ export function selfInvoker(env: Env, origin: string): Invoke {
  */
 export async function consumeInSlot(
   env: Env,
-  subscriptions: SubscriptionDefinition[],
-  opened: OpenCorq,
-  first: { name: string; slot: number },
-  continueIn: (name: string, slot: number) => void,
-  otherSubrequests = 0,
+  consumer: {
+    subscriptions: SubscriptionDefinition[];
+    opened: OpenCorq;
+    first: { name: string; slot: number };
+    /** hands a slot on to a new invocation when this one's budget is spent */
+    continueIn: (next: { name: string; slot: number }) => void;
+    /** subrequests this invocation spent already (the invocations it started) */
+    otherSubrequests?: number;
+  },
 ): Promise<{ batches: number; subrequests: number }> {
+  const { subscriptions, opened, first, continueIn, otherSubrequests = 0 } = consumer;
   const { concurrency, consumerBudgetMs, maxSubrequests, keysPerClaim } = settings(env);
   const { corq } = opened;
   const deadline = Date.now() + consumerBudgetMs;
@@ -238,7 +246,7 @@ export async function consumeInSlot(
     // nothing ready, or every slot at work (they will look again too)
     if (next === undefined || slot === undefined) return { batches, subrequests: spent() };
     if (spentAll) {
-      continueIn(next[0], slot);
+      continueIn({ name: next[0], slot });
       return { batches, subrequests: spent() + 1 };
     }
     current = { name: next[0], slot };

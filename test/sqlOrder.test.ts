@@ -139,6 +139,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   verifyToken: (f) => [f("ab")],
   listBatchDurations: (f) => [f()],
   eventsAboveHorizon: (f) => [f()],
+  horizonPassed: (f) => [f("123")],
   nextDue: (f) => [f([]), f(["a", "b"])],
   notifyWake: (f) => [f("append"), f("append", "ready")],
   logPosition: (f) => [f()],

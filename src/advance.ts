@@ -10,7 +10,7 @@ import {
 } from "./sql/advance/advanceSubscription.js";
 import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advance/advanceByFunction.js";
 import { syncSubscriptions, type SubscriptionRow } from "./sql/advance/syncSubscriptions.js";
-import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
+import { toStoredEvent, type EventRow } from "./sql/common/eventColumns.js";
 
 export interface AdvanceOptions {
   /** Events scanned per statement; a subscription is advanced in rounds until it is caught up. */

@@ -9,7 +9,7 @@ import { ackBatch, type AckThrough, type Lease } from "./sql/consume/ackBatch.js
 import { failBatch } from "./sql/consume/failBatch.js";
 import { releaseLease } from "./sql/consume/releaseLease.js";
 import { recordBatches, type BatchRecordRow } from "./sql/activity/activity.js";
-import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
+import { toStoredEvent, type EventRow } from "./sql/common/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
 import type { ConsumeResult, DeliveredEvent, Handler, HandlerContext } from "./types.js";
 import type { Corq } from "./types.js";

@@ -20,7 +20,7 @@ import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./
 import { notifyWake } from "./sql/log/notify.js";
 import { readStream } from "./sql/log/readStream.js";
 import { eventExists, readLog } from "./sql/log/readLog.js";
-import { toStoredEvent, type EventRow } from "./sql/shared/eventColumns.js";
+import { toStoredEvent, type EventRow } from "./sql/common/eventColumns.js";
 import { logHead, logPosition, subscriptionStats } from "./sql/inspect/subscriptionStats.js";
 import { listBatchDurations, type BatchDurationRow } from "./sql/inspect/batchDurations.js";
 import { listKeys } from "./sql/inspect/listKeys.js";

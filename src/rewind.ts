@@ -17,7 +17,7 @@ import { CorqError, present } from "./errors.js";
 import { keyOf } from "./advance.js";
 import type { KeyStrategy, Subscription } from "./config.js";
 import { holdAdvancer } from "./sql/advance/advanceSubscription.js";
-import type { EventRow } from "./sql/shared/eventColumns.js";
+import type { EventRow } from "./sql/common/eventColumns.js";
 import {
   createStage,
   matchedInSql,

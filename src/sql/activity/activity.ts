@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { activity, batchDurations, events, subscriptions, throughput } from "../../db/schema.js";
-import { eventColumns } from "../shared/eventColumns.js";
+import { eventColumns } from "../common/eventColumns.js";
 
 /** The batches that finished in the last `sinceMs`, newest first, one row each (Corq.activity; the dashboard draws timelineBatches). */
 export function recentBatches(subscription: string | undefined, sinceMs: number, limit: number): SQL {

@@ -1,8 +1,8 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, subscriptions } from "../../db/schema.js";
-import { eventColumns } from "../shared/eventColumns.js";
+import { eventColumns } from "../common/eventColumns.js";
 import { enqueueAndMove } from "./advanceSubscription.js";
-import { asyncCommit } from "../shared/asyncCommit.js";
+import { asyncCommit } from "../common/asyncCommit.js";
 
 /**
  * Read half of advancing a subscription whose key is a JS function: the next `limit` events

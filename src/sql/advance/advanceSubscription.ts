@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { advanceKicks, events, keys, queue, subscriptions } from "../../db/schema.js";
 import { MAX_KEY_BYTES, keyReasons } from "../../config.js";
-import { asyncCommit } from "../shared/asyncCommit.js";
+import { asyncCommit } from "../common/asyncCommit.js";
 
 export interface AdvanceRow {
   scanned: number;

@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { advanceKicks, subscriptions } from "../../db/schema.js";
-import { asyncCommit } from "../shared/asyncCommit.js";
+import { asyncCommit } from "../common/asyncCommit.js";
 
 export interface StoredSettings {
   name: string;

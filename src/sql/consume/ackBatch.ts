@@ -1,8 +1,8 @@
 import { sql, type SQL } from "drizzle-orm";
 import { activity, keys, queue } from "../../db/schema.js";
-import { asyncCommit } from "../shared/asyncCommit.js";
+import { asyncCommit } from "../common/asyncCommit.js";
 import { countAcked } from "../activity/activity.js";
-import { lockedNow } from "../shared/clock.js";
+import { lockedNow } from "../common/clock.js";
 
 export interface Lease {
   subscriptionId: number;

@@ -1,9 +1,9 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../../db/schema.js";
-import { eventColumns, type EventRow } from "../shared/eventColumns.js";
+import { eventColumns, type EventRow } from "../common/eventColumns.js";
 import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
-import { asyncCommit } from "../shared/asyncCommit.js";
-import { lockedNow } from "../shared/clock.js";
+import { asyncCommit } from "../common/asyncCommit.js";
+import { lockedNow } from "../common/clock.js";
 
 export interface ClaimRow extends Partial<EventRow> {
   kind: "code" | "push";

@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { consumerSlots, keys, subscriptions } from "../../db/schema.js";
-import { lockedNow } from "../shared/clock.js";
+import { lockedNow } from "../common/clock.js";
 import { statusFilter } from "../inspect/listKeys.js";
 import { newestAboveHorizon } from "../advance/eventsAboveHorizon.js";
 

@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { activity, keys, subscriptions } from "../../db/schema.js";
 import { fencedKey, type Lease } from "./ackBatch.js";
-import { asyncCommit } from "../shared/asyncCommit.js";
+import { asyncCommit } from "../common/asyncCommit.js";
 
 /**
  * Fails a claimed batch in ONE statement (fenced by the lease like ackBatch: fencedKey): attempts + 1,

@@ -1,8 +1,8 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys } from "../../db/schema.js";
 import type { Lease } from "./ackBatch.js";
-import { asyncCommit } from "../shared/asyncCommit.js";
-import { lockedNow } from "../shared/clock.js";
+import { asyncCommit } from "../common/asyncCommit.js";
+import { lockedNow } from "../common/clock.js";
 
 /**
  * Gives a claimed key back untouched (ready again now): for a claim whose batch came out

@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { activity, keys, queue, subscriptions } from "../../db/schema.js";
-import { asyncCommit } from "../shared/asyncCommit.js";
-import { lockedNow } from "../shared/clock.js";
+import { asyncCommit } from "../common/asyncCommit.js";
+import { lockedNow } from "../common/clock.js";
 import type { AckThrough } from "./ackBatch.js";
 
 /**

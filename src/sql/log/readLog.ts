@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events } from "../../db/schema.js";
-import { eventColumns } from "../shared/eventColumns.js";
+import { eventColumns } from "../common/eventColumns.js";
 
 /**
  * The global log in the safe read order (docs/architecture.md, invariant 1): only events whose

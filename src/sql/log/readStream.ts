@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events } from "../../db/schema.js";
-import { eventColumns } from "../shared/eventColumns.js";
+import { eventColumns } from "../common/eventColumns.js";
 
 /** The events of one stream from `fromVersion`, in version order. */
 export function readStream(stream: string, fromVersion: number, limit: number): SQL {

@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys, queue, subscriptions } from "../../db/schema.js";
-import { lockedNow } from "../shared/clock.js";
+import { lockedNow } from "../common/clock.js";
 
 /**
  * Releases dead keys of a subscription (one key, or all when `key` is undefined), in ONE

@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../../db/schema.js";
 import { keyExpression, keyProblem } from "../advance/advanceSubscription.js";
-import { lockedNow } from "../shared/clock.js";
+import { lockedNow } from "../common/clock.js";
 
 // A rewind runs in ONE transaction of a few statements (src/rewind.ts):
 //   holdAdvancing   the advancer's lock of this subscription, held to the end: no advance

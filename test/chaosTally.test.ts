@@ -1,6 +1,6 @@
 // The chaos suite's checker must be able to say no: loss, reordering and duplicates are counted.
 import { describe, expect, it } from "vitest";
-import { killFigures, tally } from "./helpers/chaos.js";
+import { killFigures, seededRandom, tally } from "./helpers/chaos.js";
 
 describe("chaos tally", () => {
   const expected = new Map([
@@ -43,5 +43,14 @@ describe("chaos tally", () => {
     expect(killFigures(handled, new Set([1]))).toEqual({ doubleClaims: 1, dupWithoutCrash: 1 });
     expect(killFigures(handled, new Set([1, 2]))).toEqual({ doubleClaims: 1, dupWithoutCrash: 0 });
     expect(killFigures(handled.slice(0, 3), new Set([1]))).toEqual({ doubleClaims: 0, dupWithoutCrash: 0 });
+  });
+});
+
+describe("seededRandom", () => {
+  it("draws the same sequence from one seed, another from another, all in [0, 1)", () => {
+    const draws = (seed: number) => Array.from({ length: 20 }, seededRandom(seed));
+    expect(draws(7)).toEqual(draws(7));
+    expect(draws(7)).not.toEqual(draws(8));
+    expect(draws(7).every((x) => x >= 0 && x < 1)).toBe(true);
   });
 });

@@ -10,7 +10,7 @@
 import { describe, expect, it } from "vitest";
 import type { Corq, DeliveredEvent, HandlerContext, SubscriptionDefinition } from "../src/index.js";
 import { sleep, useCorq } from "./helpers/corq.js";
-import { reportScenario } from "./helpers/chaos.js";
+import { reportScenario, seededRandom } from "./helpers/chaos.js";
 import { until } from "./helpers/until.js";
 
 const open = useCorq();
@@ -19,17 +19,6 @@ const KEYS = 12;
 const VERSIONS = 60 * scale; // events per key
 const CONSUMERS = 4;
 const REWINDS = 20;
-
-/** A small deterministic PRNG (mulberry32): the same rewinds every run. */
-function random(seed: number) {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Delivery {
   version: number;
@@ -82,7 +71,7 @@ describe("rewind under load", () => {
     const deliveries = new Map<string, Delivery[]>();
     const running = new Set<string>();
     let doubleClaims = 0;
-    const rand = random(20261130);
+    const rand = seededRandom(20261130);
     const subscription: SubscriptionDefinition = {
       name: "s",
       batchSize: 4,

@@ -3,8 +3,8 @@
 // again, in order. Duplicates are counted, and each must follow a crash.
 import { spawn, type ChildProcess } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { useCorq, sleep } from "../helpers/corq.js";
-import { killFigures, reportScenario, tally } from "../helpers/chaos.js";
+import { useCorq } from "../helpers/corq.js";
+import { appendWhileKilling, chaosSeed, killFigures, reportScenario, seededRandom, tally } from "../helpers/chaos.js";
 import { eventually } from "../helpers/stack.js";
 
 const open = useCorq();
@@ -28,7 +28,7 @@ describe("crash mid-batch", () => {
 
       const children = new Set<ChildProcess>();
       let appended = 0;
-      let killsOver = false;
+      const seed = chaosSeed(20261130);
       const killed = new Set<number>();
       let started = 0;
       const startConsumer = () => {
@@ -50,31 +50,20 @@ describe("crash mid-batch", () => {
         for (let i = 0; i < CONSUMERS; i++) startConsumer();
 
         // appends and kills at once: appending goes on (at least EVENTS) until the last kill
-        const appending = (async () => {
-          while (appended < EVENTS || !killsOver) {
-            const count = 1 + Math.floor(Math.random() * 5);
-            const stream = `order-${Math.floor(Math.random() * 40)}`;
-            await corq.append(
-              stream,
-              Array.from({ length: count }, (_, i) => ({ name: "Step", data: { i: appended + i } })),
-            );
-            appended += count;
-            await sleep(Math.random() * 8);
-          }
-        })();
-        await sleep(1500); // the first consumers are up and working
-        for (let kill = 0; kill < KILLS; kill++) {
-          const victims = [...children].filter((c) => c.pid !== undefined && c.exitCode === null);
-          const victim = victims[Math.floor(Math.random() * victims.length)];
-          if (victim) {
+        appended = await appendWhileKilling({
+          random: seededRandom(seed),
+          append: (stream, batch) => corq.append(stream, batch),
+          eventName: "Step",
+          streams: Array.from({ length: 40 }, (_, i) => `order-${i}`),
+          events: EVENTS,
+          kills: KILLS,
+          children,
+          kill: (victim) => {
             killed.add(victim.pid!);
             victim.kill("SIGKILL");
             startConsumer();
-          }
-          await sleep(250 + Math.random() * 250);
-        }
-        killsOver = true;
-        await appending;
+          },
+        });
 
         // the survivors (and the replacements) finish everything, the killed leases included
         await eventually(
@@ -109,6 +98,7 @@ describe("crash mid-batch", () => {
           consumers: CONSUMERS,
           keys_per_claim: KEYS_PER_CLAIM.join("/"),
           dup_without_crash: dupWithoutCrash,
+          seed,
         },
       });
       expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });

@@ -7,8 +7,8 @@
 // Prints: exactly-once: batches=<n> kills=<n> effect_dups=0 lost=0
 import { spawn, type ChildProcess } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { useCorq, sleep } from "../helpers/corq.js";
-import { reportScenario } from "../helpers/chaos.js";
+import { useCorq } from "../helpers/corq.js";
+import { appendWhileKilling, chaosSeed, reportScenario, seededRandom } from "../helpers/chaos.js";
 import { eventually } from "../helpers/stack.js";
 
 const open = useCorq();
@@ -64,39 +64,29 @@ describe("exactly-once effects", () => {
       };
 
       let appended = 0;
-      let killsOver = false;
+      const seed = chaosSeed(20261201);
       try {
         for (let i = 0; i < CONSUMERS; i++) startConsumer();
-        const appending = (async () => {
-          while (appended < EVENTS || !killsOver) {
-            const count = 1 + Math.floor(Math.random() * 5);
-            const stream = `account-${Math.floor(Math.random() * 25)}`;
-            await corq.append(
-              stream,
-              Array.from({ length: count }, (_, i) => ({ name: "Posted", data: { i: appended + i } })),
-            );
-            appended += count;
-            await sleep(Math.random() * 8);
-          }
-        })();
-        await sleep(1500); // the first consumers are up and working
-        for (let kill = 0; kill < KILLS; kill++) {
-          const victims = [...children].filter((c) => c.pid !== undefined && c.exitCode === null);
-          const victim = victims[Math.floor(Math.random() * victims.length)];
-          if (victim) {
+        appended = await appendWhileKilling({
+          random: seededRandom(seed),
+          append: (stream, batch) => corq.append(stream, batch),
+          eventName: "Posted",
+          streams: Array.from({ length: 25 }, (_, i) => `account-${i}`),
+          events: EVENTS,
+          kills: KILLS,
+          children,
+          kill: (victim) => {
             killedByTest.add(victim.pid!);
             victim.kill("SIGKILL");
             startConsumer();
-          }
-          await sleep(250 + Math.random() * 250);
-        }
-        // and the consumers' own kills at a commit, while appending goes on
-        await eventually(async () => expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS), {
-          timeoutMs: 30_000,
-          intervalMs: 100,
+          },
+          // and the consumers' own kills at a commit, while appending goes on
+          afterKills: () =>
+            eventually(async () => expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS), {
+              timeoutMs: 30_000,
+              intervalMs: 100,
+            }).then(() => undefined),
         });
-        killsOver = true;
-        await appending;
 
         // the survivors (and the replacements) finish everything, the killed leases included
         await eventually(
@@ -135,7 +125,7 @@ describe("exactly-once effects", () => {
         order: 0,
         doubleClaims: 0,
         dup: 0, // deliveries are not recorded here (an outside write would break the point): effects are
-        notes: { batches, kills_mid_handler: killedByTest.size, kills_at_commit: selfKills, effect_dups: dups },
+        notes: { batches, kills_mid_handler: killedByTest.size, kills_at_commit: selfKills, effect_dups: dups, seed },
       });
       expect(dups).toBe(0);
       expect(lost).toBe(0);

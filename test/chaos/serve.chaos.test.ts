@@ -6,7 +6,7 @@ import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { startEmbeddedPostgres } from "../../infra/embeddedPostgres.js";
 import { createCorq } from "../../src/index.js";
-import { killFigures, reportScenario, tally } from "../helpers/chaos.js";
+import { chaosSeed, killFigures, reportScenario, seededRandom, tally } from "../helpers/chaos.js";
 import { createTestDatabase } from "../helpers/database.js";
 import { sleep } from "../helpers/corq.js";
 import { startServeProcess, type ServeProcess } from "../helpers/serveProcess.js";
@@ -56,23 +56,25 @@ describe("serve under failure", () => {
 
       let appended = 0;
       let killsOver = false;
+      const seed = chaosSeed(20261202);
+      const random = seededRandom(seed);
       const killed = new Set<number>();
       const appending = (async () => {
         while (appended < EVENTS || !killsOver) {
-          const count = 1 + Math.floor(Math.random() * 5);
-          const stream = `order-${Math.floor(Math.random() * 40)}`;
+          const count = 1 + Math.floor(random() * 5);
+          const stream = `order-${Math.floor(random() * 40)}`;
           await corq.append(
             stream,
             Array.from({ length: count }, (_, i) => ({ name: "Step", data: { i: appended + i } })),
           );
           appended += count;
-          await sleep(Math.random() * 6);
+          await sleep(random() * 6);
         }
       })();
       for (let kill = 0; kill < KILLS; kill++) {
-        await sleep(1500 + Math.random() * 1000);
+        await sleep(1500 + random() * 1000);
         const victims = [...running];
-        const victim = victims[Math.floor(Math.random() * victims.length)];
+        const victim = victims[Math.floor(random() * victims.length)];
         killed.add(victim.child.pid!);
         await victim.stop("SIGKILL");
         await start();
@@ -101,7 +103,7 @@ describe("serve under failure", () => {
         scenario: "serve: 3 processes, SIGKILL",
         ...figures,
         doubleClaims,
-        notes: { kills: killed.size, processes: PROCESSES, dup_without_crash: dupWithoutCrash },
+        notes: { kills: killed.size, processes: PROCESSES, dup_without_crash: dupWithoutCrash, seed },
       });
       expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
       expect(doubleClaims).toBe(0);

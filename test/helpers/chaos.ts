@@ -1,7 +1,9 @@
 // Figures of one reliability scenario (issue: "each scenario prints its figures"); the global
 // setup (test/setup/chaos.ts) prints the totals after the run.
+import type { ChildProcess } from "node:child_process";
 import { appendFileSync } from "node:fs";
 import { inject } from "vitest";
+import { sleep } from "./corq.js";
 
 export interface ScenarioFigures {
   scenario: string;
@@ -94,4 +96,74 @@ export function killFigures(handled: HandledRow[], killed: Set<number>) {
     for (let i = 1; i < list.length; i++) if (list[i].start < list[i - 1].end) doubleClaims++;
   }
   return { doubleClaims, dupWithoutCrash };
+}
+
+/** A small deterministic PRNG (mulberry32): the same draws every run from one seed. */
+export function seededRandom(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * The seed of a kill scenario's choices (streams, batch sizes, victims, pauses): CORQ_CHAOS_SEED
+ * when set (to replay a run), a new one in the soak (CORQ_CHAOS_SCALE > 1), else a fixed one, so
+ * `npm test` draws the same every run. Scenarios print it.
+ */
+export function chaosSeed(fixed: number): number {
+  if (process.env.CORQ_CHAOS_SEED) return Number(process.env.CORQ_CHAOS_SEED);
+  return Number(process.env.CORQ_CHAOS_SCALE ?? 1) > 1 ? Math.floor(Math.random() * 2 ** 31) : fixed;
+}
+
+/**
+ * The kill scenarios' load: batches of 1–5 `eventName` events to random streams (`streams`
+ * names) until at least `events` are appended and the kills are over; meanwhile, after 1.5 s
+ * (the first consumers at work), `kills` times a live child picked at random is handed to
+ * `kill` (which SIGKILLs and replaces it), 250–500 ms apart. `afterKills` runs before appending
+ * may stop. Every draw comes from `random`. Returns how many events were appended.
+ */
+export async function appendWhileKilling(options: {
+  random: () => number;
+  append: (stream: string, events: { name: string; data: { i: number } }[]) => Promise<unknown>;
+  eventName: string;
+  streams: string[];
+  events: number;
+  kills: number;
+  children: Set<ChildProcess>;
+  kill: (victim: ChildProcess) => void;
+  afterKills?: () => Promise<void>;
+}): Promise<number> {
+  const { random, streams } = options;
+  const pick = <T>(list: T[]): T | undefined => list[Math.floor(random() * list.length)];
+  let appended = 0;
+  let killsOver = false;
+  const appending = (async () => {
+    while (appended < options.events || !killsOver) {
+      const count = 1 + Math.floor(random() * 5);
+      const stream = pick(streams) ?? "stream";
+      await options.append(
+        stream,
+        Array.from({ length: count }, (_, i) => ({ name: options.eventName, data: { i: appended + i } })),
+      );
+      appended += count;
+      await sleep(random() * 8);
+    }
+  })();
+  try {
+    await sleep(1500);
+    for (let kill = 0; kill < options.kills; kill++) {
+      const victim = pick([...options.children].filter((c) => c.pid !== undefined && c.exitCode === null));
+      if (victim) options.kill(victim);
+      await sleep(250 + random() * 250);
+    }
+    await options.afterKills?.();
+  } finally {
+    killsOver = true;
+  }
+  await appending;
+  return appended;
 }

@@ -1,6 +1,6 @@
 // GET /ui/dead-letters — dead keys with the event that failed; retry or skip one key or all.
 import type { DeadLetter, SubscriptionStats } from "../../src/index.js";
-import { ActionButton, ErrorText, JsonText, Page, When, num } from "./layout.js";
+import { ActionButton, DeadKeyActions, ErrorText, JsonText, Page, When, num } from "./layout.js";
 
 export function DeadLetters(props: {
   deadLetters: DeadLetter[];
@@ -82,22 +82,7 @@ export function DeadLetters(props: {
                     <When at={d.deadAt} />
                   </td>
                   <td class="actions">
-                    <ActionButton
-                      action="retry"
-                      subscription={d.subscription}
-                      deadKey={d.key}
-                      back={props.back}
-                      label={`Retry ${d.key}`}
-                      primary
-                    />
-                    <ActionButton
-                      action="skip"
-                      subscription={d.subscription}
-                      deadKey={d.key}
-                      back={props.back}
-                      label={`Skip the failed event of ${d.key}`}
-                      confirm={`Skip the failed event of ${d.key}? It will not be delivered.`}
-                    />
+                    <DeadKeyActions subscription={d.subscription} deadKey={d.key} back={props.back} />
                   </td>
                 </tr>
               ))}

@@ -1,6 +1,6 @@
 // GET /ui/subscriptions/:name — the keys of one subscription, filtered by status, keyset-paged.
 import type { KeyState, KeyStatus, SubscriptionStats } from "../../src/index.js";
-import { ActionButton, Badge, KeepTimes, Page, Relative, RewindForm, age, num } from "./layout.js";
+import { ActionButton, Badge, DeadKeyActions, KeepTimes, Page, Relative, RewindForm, age, num } from "./layout.js";
 
 const statuses: KeyStatus[] = ["ready", "leased", "backoff", "dead", "paused", "idle"];
 
@@ -153,26 +153,7 @@ export function Keys(props: {
                 </td>
                 <td class="actions">
                   <div class="actions">
-                    {k.status === "dead" && (
-                      <>
-                        <ActionButton
-                          action="retry"
-                          subscription={s.name}
-                          deadKey={k.key}
-                          back={props.back}
-                          label={`Retry ${k.key}`}
-                          primary
-                        />
-                        <ActionButton
-                          action="skip"
-                          subscription={s.name}
-                          deadKey={k.key}
-                          back={props.back}
-                          label={`Skip the failed event of ${k.key}`}
-                          confirm={`Skip the failed event of ${k.key}? It will not be delivered.`}
-                        />
-                      </>
-                    )}
+                    {k.status === "dead" && <DeadKeyActions subscription={s.name} deadKey={k.key} back={props.back} />}
                     <ActionButton
                       action={k.status === "paused" ? "resume-key" : "pause-key"}
                       subscription={s.name}

@@ -146,6 +146,31 @@ export function ActionButton(props: {
   );
 }
 
+/** Retry and Skip for one dead key (the keys page and the dead letters page). */
+export function DeadKeyActions(props: { subscription: string; deadKey: string; back: string }) {
+  const { subscription, deadKey, back } = props;
+  return (
+    <>
+      <ActionButton
+        action="retry"
+        subscription={subscription}
+        deadKey={deadKey}
+        back={back}
+        label={`Retry ${deadKey}`}
+        primary
+      />
+      <ActionButton
+        action="skip"
+        subscription={subscription}
+        deadKey={deadKey}
+        back={back}
+        label={`Skip the failed event of ${deadKey}`}
+        confirm={`Skip the failed event of ${deadKey}? It will not be delivered.`}
+      />
+    </>
+  );
+}
+
 export function Badge(props: { kind: string; children: Child }) {
   return <span class={`badge ${props.kind}`}>{props.children}</span>;
 }

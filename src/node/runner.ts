@@ -9,6 +9,7 @@ import { eventsAboveHorizon } from "../sql/advance/eventsAboveHorizon.js";
 import { nextDue } from "../sql/consume/nextDue.js";
 import { notifyWake, type WakePayload } from "../sql/log/notify.js";
 import { roundRobin } from "../roundRobin.js";
+import { DEFAULT_KEYS_PER_CLAIM } from "../corq.js";
 
 export interface RunnerOptions {
   corq: Corq;
@@ -60,13 +61,13 @@ const LOG_EVERY_MS = 10_000;
  * The runner's loop (woken, never polling):
  *   advancer   one at a time. Woken by "append" (an append's NOTIFY), the safety net, a
  *              reconnect; runs again when woken during a run. A run that enqueued for this
- *              process starts drains on those subscriptions at once (one per event, on the
+ *              process starts drains on those subscriptions at once (one per keysPerClaim events, on the
  *              free slots); what does not fit is `missed` and NOTIFYs "ready" so other
  *              processes' free consumers help. Before it goes idle it checks the horizon:
  *              committed events still above it → runs again after 1, 2, 4 … ms (nobody
  *              NOTIFYs when the old transaction in the way ends).
  *   check      one at a time ("ready", timers, a slot freed after `missed`): reads ready keys
- *              per subscription and starts one drain per ready key on the free slots,
+ *              per subscription and starts one drain per keysPerClaim ready keys on the free slots,
  *              subscriptions taking turns; more than fit leaves `missed`. A check never
  *              NOTIFYs (processes would wake each other forever), and with every slot busy it
  *              is not even run: `missed` is set.
@@ -142,6 +143,9 @@ export function createRunner(options: RunnerOptions): Runner {
   };
 
   // --- consumers ---
+  // drains worth starting for this many ready keys: one claims keysPerClaim of them in one statement
+  const drainsFor = (name: string, keys: number) =>
+    Math.ceil(keys / (transactional.has(name) ? 1 : DEFAULT_KEYS_PER_CLAIM));
   const drains = new Set<Promise<void>>();
   let checkWanted = false;
   let checking: Promise<void> | undefined;
@@ -172,7 +176,7 @@ export function createRunner(options: RunnerOptions): Runner {
         const ready = await corq.readyKeys(concurrency);
         const wanted = Object.entries(ready)
           .filter(([name, r]) => consumable(name, r.kind) && r.ready > 0)
-          .map(([name, r]) => [name, r.ready] as [string, number]);
+          .map(([name, r]) => [name, drainsFor(name, r.ready)] as [string, number]);
         const total = wanted.reduce((sum, [, n]) => sum + n, 0);
         const plan = roundRobin(wanted, concurrency - drains.size);
         for (const name of plan) startDrain(name);
@@ -184,16 +188,18 @@ export function createRunner(options: RunnerOptions): Runner {
   };
 
   /**
-   * After an advance: drains on the subscriptions it enqueued for, one per event enqueued as far
+   * After an advance: drains on the subscriptions it enqueued for, one per keysPerClaim events (a
+   * drain claims that many keys in one statement: more drains would only claim nothing) as far
    * as free slots go, without reading the ready keys first (a statement less per wake-up; a
    * drain that finds its keys taken ends after one claim). What does not fit is `missed`, and
    * the other processes are woken for it.
    */
   const consumeEnqueued = (enqueued: [string, number][]) => {
     if (stopping) return;
-    const plan = roundRobin(enqueued, concurrency - drains.size);
+    const wanted = enqueued.map(([name, n]) => [name, drainsFor(name, n)] as [string, number]);
+    const plan = roundRobin(wanted, concurrency - drains.size);
     for (const name of plan) startDrain(name);
-    if (enqueued.reduce((sum, [, n]) => sum + n, 0) > plan.length) {
+    if (wanted.reduce((sum, [, n]) => sum + n, 0) > plan.length) {
       missed = true;
       db.run(notifyWake("ready")).catch((error) => report("waking other processes", error));
     }

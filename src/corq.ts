@@ -31,8 +31,10 @@ import {
   logTail,
   pruneActivity,
   recentBatches,
+  recordBatches,
   timelineBatches,
 } from "./sql/activity/activity.js";
+import { createBatchRecorder } from "./batchRecorder.js";
 import { releaseDeadKeys } from "./sql/operate/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/consume/webhookIds.js";
 import { setPaused } from "./sql/operate/setPaused.js";
@@ -159,8 +161,17 @@ export function createCorq(options: CorqOptions): Corq {
     "advanceBatchSize",
   );
   const statementOptions = { onStatement: options.onStatement };
+  const activityFlushMs = parseOrThrow(
+    z.number().int().min(0).max(60_000).default(0),
+    options.activityFlushMs,
+    "invalid_config",
+    "activityFlushMs",
+  );
   const notify = options.notify === true;
   const { executor, end } = connect(options);
+  const recorder = createBatchRecorder(async (records) => (await executor()).run(recordBatches(records)), {
+    holdMs: activityFlushMs,
+  });
   // NOTIFY after an append's commit, coalesced: one in flight, one more after it (CorqOptions.notify)
   let waking: Promise<void> | undefined;
   let wakeAgain = false;
@@ -304,6 +315,7 @@ export function createCorq(options: CorqOptions): Corq {
       );
       const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq };
       const results = await drainKeys(consumer, {
+        recorder,
         deadline: Date.now() + budgetMs,
         maxBatches,
         keysPerClaim,
@@ -619,6 +631,7 @@ export function createCorq(options: CorqOptions): Corq {
 
     async close() {
       await waking;
+      await recorder.close();
       await end();
       await pushTransport.close();
     },

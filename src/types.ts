@@ -290,6 +290,14 @@ export interface CorqOptions {
    * listens.
    */
   notify?: boolean;
+  /**
+   * How long the batches this instance's drains acked may wait in memory before they are written
+   * to the activity record (the dashboard's timeline, the /metrics batch histogram), in ms. 0
+   * (default): by the time each drain returns — right for a function that ends with its drain.
+   * A long-lived process sets more (`npm run serve`: 1,000) and writes one statement per interval
+   * instead of one per drain; close() writes what waits, a crash loses at most that much.
+   */
+  activityFlushMs?: number;
 }
 
 export interface Corq {

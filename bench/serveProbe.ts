@@ -60,6 +60,7 @@ async function run(label: string, rate: number, env: Record<string, string>, idl
     console.log(
       `| ${label} | ${rate} | ${f(r.p50Ms)} / ${f(r.p99Ms)} | ${f(r.requestP50Ms)} / ${f(r.requestP99Ms)} | ${f(r.inDatabaseP50Ms)} / ${f(r.inDatabaseP99Ms)} | ${r.loadCpuPercent.toFixed(0)}% | ${r.idleCpuPercent === undefined ? "—" : `${r.idleCpuPercent.toFixed(2)}%`} | ${perAppend.toFixed(2)} | ${f(r.sentLateP50Ms)} / ${f(r.sentLateP99Ms)} | ${r.producerCpuPercent.toFixed(0)}% | ${r.failed} | ${loadBefore} → ${load()} |`,
     );
+    if (r.failure) console.log(`  first refusal: ${r.failure}`);
   } finally {
     await dropDatabase(serverUrl, url);
   }

@@ -241,36 +241,32 @@ export function createCorq(options: CorqOptions): Corq {
         "options",
       );
       const db = appendOpts.tx ? createExecutor(appendOpts.tx, statementOptions) : await executor();
-      // an append in a transaction of our own that was refused for order (see appendEvents)
-      // is simply run again: a new transaction is newer than the append it waited for
-      for (let attempt = 1; ; attempt++) {
-        const [appended] = await db.run<AppendRow>(
-          appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
-        );
-        const row = present(appended, "the append's result row");
-        if (row.version !== null) {
-          if (notify && !appendOpts.tx) wakeAfterCommit();
-          return { stream, version: row.version, positions: row.positions.map(Number) };
-        }
-        const [head] = await db.run<StreamHeadRow>(streamHead(stream));
-        const current = head?.version ?? null;
-        const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
-        if (!versionHeld) {
-          const actual = current === null ? "does not exist" : `is at version ${current}`;
-          throw new CorqError("version_conflict", `stream "${stream}" ${actual}, expected ${expectedVersion}`, {
-            details: { stream, expectedVersion, actualVersion: current ?? -1 },
-            extra: { currentVersion: current },
-          });
-        }
-        if (appendOpts.tx || attempt === 3) {
-          throw new CorqError(
-            "order_conflict",
-            `stream "${stream}" has an event from a newer transaction than this one; append again in a new transaction ` +
-              "(within a stream, events are delivered in version order)",
-            { details: { stream }, extra: { currentVersion: current } },
-          );
-        }
+      const [appended] = await db.run<AppendRow>(
+        appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
+      );
+      const row = present(appended, "the append's result row");
+      if (row.version !== null) {
+        if (notify && !appendOpts.tx) wakeAfterCommit();
+        return { stream, version: row.version, positions: row.positions.map(Number) };
       }
+      const [head] = await db.run<StreamHeadRow>(streamHead(stream));
+      const current = head?.version ?? null;
+      const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
+      if (!versionHeld) {
+        const actual = current === null ? "does not exist" : `is at version ${current}`;
+        throw new CorqError("version_conflict", `stream "${stream}" ${actual}, expected ${expectedVersion}`, {
+          details: { stream, expectedVersion, actualVersion: current ?? -1 },
+          extra: { currentVersion: current },
+        });
+      }
+      // refused for order: only a caller's transaction can be older than the stream's last
+      // append (appendEvents takes an append's own transaction id once the stream's turn came)
+      throw new CorqError(
+        "order_conflict",
+        `stream "${stream}" has an event from a newer transaction than this one; append again in a new transaction ` +
+          "(within a stream, events are delivered in version order)",
+        { details: { stream }, extra: { currentVersion: current } },
+      );
     },
 
     async readStream(stream, readOpts = {}) {

@@ -13,7 +13,7 @@ import {
   subscriptionName,
 } from "./config.js";
 import { z } from "zod";
-import { advance, advanceOnce, syncCodeSubscriptions } from "./advance.js";
+import { advanceOnce, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/log/appendEvents.js";
@@ -288,11 +288,13 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async advance(advanceOpts = {}) {
-      return advance(await executor(), code, {
+      const first = await advanceOnce(await executor(), code, {
         batchSize: advanceBatchSize,
         coalesce: advanceOpts.coalesce === true,
         eventNames: advanceOpts.eventNames,
       });
+      if (advanceOpts.coalesce !== true || (advanceOpts.recheckIf?.() ?? true)) await first.recheck();
+      return first.advanced;
     },
 
     async consume(name) {

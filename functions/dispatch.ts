@@ -214,7 +214,7 @@ export async function consumeInSlot(
   },
 ): Promise<{ batches: number; subrequests: number }> {
   const { subscriptions, opened, first, continueIn, otherSubrequests = 0 } = consumer;
-  const { concurrency, consumerBudgetMs, maxSubrequests, keysPerClaim } = settings(env);
+  const { concurrency, consumerBudgetMs, maxSubrequests, keysPerClaim, replayKeys } = settings(env);
   const { corq } = opened;
   const deadline = Date.now() + consumerBudgetMs;
   let batches = 0;
@@ -227,7 +227,7 @@ export async function consumeInSlot(
       const maxBatches = batchesLeft();
       if (maxBatches >= 1) {
         const budgetMs = Math.max(0, deadline - Date.now());
-        batches += (await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim })).batches;
+        batches += (await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim, replayKeys })).batches;
       }
     } catch (error) {
       // a subscription deleted since it was listed has nothing to do: not an error

@@ -124,6 +124,7 @@ export async function serveLatency(
     const started = now() + 50;
     const inFlight: Promise<void>[] = [];
     let failed = 0;
+    let failure: string | undefined; // the first refusal's reason
     for (let i = 0; i < total; i++) {
       const at = started + (i * 1000) / options.rate;
       const wait = at - now();
@@ -136,7 +137,10 @@ export async function serveLatency(
             due.set(position, at);
             answeredIn.set(position, now() - sent);
           },
-          () => void failed++,
+          (error: unknown) => {
+            failed++;
+            failure ??= String(error);
+          },
         ),
       );
     }
@@ -166,6 +170,7 @@ export async function serveLatency(
       rate: options.rate,
       appends: total,
       failed,
+      failure,
       lost,
       p50Ms: percentile(measured, 50),
       p99Ms: percentile(measured, 99),
@@ -215,7 +220,7 @@ function appender(url: string) {
           response.on("end", () =>
             response.statusCode === 201
               ? resolve((JSON.parse(text) as { positions: number[] }).positions[0])
-              : reject(new Error(`append answered ${response.statusCode}`)),
+              : reject(new Error(`append answered ${response.statusCode}: ${text.slice(0, 300)}`)),
           );
         },
       );

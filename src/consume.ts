@@ -9,6 +9,7 @@ import { ackBatch, ackInTransaction, type AckThrough, type Lease } from "./sql/c
 import { failBatch } from "./sql/consume/failBatch.js";
 import { releaseLease } from "./sql/consume/releaseLease.js";
 import { recordBatches, type BatchRecordRow } from "./sql/activity/activity.js";
+import type { BatchRecorder } from "./batchRecorder.js";
 import { toStoredEvent, type EventRow } from "./sql/common/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
 import type { ConsumeResult, DeliveredEvent, Handler, HandlerContext } from "./types.js";
@@ -63,7 +64,8 @@ type Verdict =
  *   drainKeys    claim up to keysPerClaim keys (1 statement) → their handlers run at once →
  *                as they finish, settle the finished ones (acks and failures, each fenced by
  *                its own lease) AND claim as many new keys in ONE statement → … → and the
- *                acked batches recorded for the dashboard (1 statement per 500 or per second)
+ *                acked batches recorded for the dashboard (batchRecorder.ts: 1 statement per
+ *                500 or per second, and at the drain's end unless the Corq holds them longer)
  * A graceful stop (DrainLimits.stop / abort) changes only what comes next: no new claim after
  * `stop`; after `abort`, a handler that gives up has its lease released (1 statement) instead
  * of failed — the one outcome recorded while the handler no longer runs.
@@ -106,29 +108,17 @@ export interface DrainLimits {
 /**
  * Consumes batches (up to keysPerClaim keys at a time, each its own lease and batch) until
  * nothing is ready, `deadline` (epoch ms) passes or `maxBatches` ran. Finished batches are
- * settled in the statement that claims the next keys.
+ * settled in the statement that claims the next keys; the acked ones go to `recorder`.
  */
-export async function drainKeys(consumer: Consumer, limits: DrainLimits): Promise<ConsumeResult[]> {
-  const { executor } = consumer;
-  // batches acked by settle+claim statements and expired leases taken over, recorded for the
-  // dashboard every 500 or every second (telemetry: a failed write is dropped)
-  const buffered: BatchRecordRow[] = [];
-  let since = 0;
-  const flush = async () => {
-    if (buffered.length > 0) await executor.run(recordBatches(buffered.splice(0))).catch(() => undefined);
-  };
+export async function drainKeys(
+  consumer: Consumer,
+  limits: DrainLimits & { recorder: BatchRecorder },
+): Promise<ConsumeResult[]> {
+  const { recorder } = limits;
   try {
-    return await drainLoop(consumer, {
-      ...limits,
-      onRecords: async (records) => {
-        if (records.length === 0) return;
-        if (buffered.length === 0) since = Date.now();
-        buffered.push(...records);
-        if (buffered.length >= 500 || Date.now() - since >= 1000) await flush();
-      },
-    });
+    return await drainLoop(consumer, limits);
   } finally {
-    await flush();
+    await recorder.drainEnded();
   }
 }
 
@@ -140,10 +130,10 @@ export async function drainKeys(consumer: Consumer, limits: DrainLimits): Promis
  */
 async function drainLoop(
   consumer: Consumer,
-  limits: DrainLimits & { onRecords: (records: BatchRecordRow[]) => Promise<void> },
+  limits: DrainLimits & { recorder: BatchRecorder },
 ): Promise<ConsumeResult[]> {
   const { executor, target } = consumer;
-  const { onRecords } = limits;
+  const { recorder } = limits;
   const results: ConsumeResult[] = [];
   const running = new Map<string, Promise<void>>();
   // the running keys that are replaying: a claim takes at most replayKeys minus these
@@ -244,7 +234,7 @@ async function drainLoop(
       // a claim that came out empty gave its key back: claim afresh, a few times in a row at most
       emptyClaims = claim.empty > 0 ? emptyClaims + 1 : 0;
       if (claim.empty > 0 && emptyClaims <= 3) lookAgain = true;
-      await onRecords([...acked, ...claim.expired]);
+      await recorder.add([...acked, ...claim.expired]);
     }
   } finally {
     // a statement failed: the batches still running finish (their leases will expire unsettled)

@@ -116,6 +116,15 @@ export const mutants: Mutant[] = [
     tests: ["test/streamOrder.int.test.ts"],
   },
   {
+    name: "append: takes its transaction id before its turn on the stream (refused for order under concurrency)",
+    edits: one(
+      "src/sql/log/appendEvents.ts",
+      "WITH locked AS (SELECT pg_advisory_xact_lock(${APPENDING}::int4, hashtext(${stream}))),",
+      "WITH locked AS (SELECT 1),",
+    ),
+    tests: ["test/streamOrder.int.test.ts"],
+  },
+  {
     name: "readLog: ignores xmin horizon",
     edits: one(
       "src/sql/log/readLog.ts",

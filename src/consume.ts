@@ -195,7 +195,7 @@ async function drainLoop(
         results.push(finish(claimed, verdict, outcome.outcome));
         if (outcome.pending > 0) lookAgain = true;
       }
-      await onRecords(done.flatMap(({ claimed, verdict }) => committedRecords(claimed, verdict)));
+      await recorder.add(done.flatMap(({ claimed, verdict }) => committedRecords(claimed, verdict)));
       const settling = done.filter((d) => !isReleased(d.verdict) && !committed(d.verdict));
       if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
       const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size) };

@@ -44,6 +44,7 @@ const settlements = [
 /** Sample calls of every export of src/sql that builds SQL: each variant its builder can produce. */
 const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ackBatch: (f) => [f(lease, { through, count: 2, claimedAt: at })],
+  ackInTransaction: (f) => [f(lease, { through, count: 2 })],
   fencedKey: (f) => [f(lease)],
   ackCtes: (f) => [f(lease, through, 2)],
   recentBatches: (f) => [f(undefined, 1000, 10), f("s", 1000, 10)],

@@ -238,8 +238,10 @@ async function drainLoop(
     }
   } finally {
     // a statement failed: the batches still running finish (their leases will expire unsettled)
-    // before the error goes up, so nothing runs on after the caller closes its connection
+    // before the error goes up, so nothing runs on after the caller closes its connection;
+    // those a transactional handler committed meanwhile are done, and recorded as such
     await Promise.allSettled(running.values());
+    await recorder.add(finished.flatMap(({ claimed, verdict }) => committedRecords(claimed, verdict)));
   }
 }
 

@@ -241,32 +241,39 @@ export function createCorq(options: CorqOptions): Corq {
         "options",
       );
       const db = appendOpts.tx ? createExecutor(appendOpts.tx, statementOptions) : await executor();
-      const [appended] = await db.run<AppendRow>(
-        appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
-      );
-      const row = present(appended, "the append's result row");
-      if (row.version !== null) {
-        if (notify && !appendOpts.tx) wakeAfterCommit();
-        return { stream, version: row.version, positions: row.positions.map(Number) };
+      // Twice at most, for an append in a transaction of its own with an expectedVersion: the
+      // statement's snapshot predates its wait for the stream, so an append that committed
+      // meanwhile can leave it comparing with a stale version — refused, though the version it
+      // waited for is the one expected. Run again, it sees the stream as it is now.
+      for (let attempt = 1; ; attempt++) {
+        const [appended] = await db.run<AppendRow>(
+          appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
+        );
+        const row = present(appended, "the append's result row");
+        if (row.version !== null) {
+          if (notify && !appendOpts.tx) wakeAfterCommit();
+          return { stream, version: row.version, positions: row.positions.map(Number) };
+        }
+        const [head] = await db.run<StreamHeadRow>(streamHead(stream));
+        const current = head?.version ?? null;
+        const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
+        if (!versionHeld) {
+          const actual = current === null ? "does not exist" : `is at version ${current}`;
+          throw new CorqError("version_conflict", `stream "${stream}" ${actual}, expected ${expectedVersion}`, {
+            details: { stream, expectedVersion, actualVersion: current ?? -1 },
+            extra: { currentVersion: current },
+          });
+        }
+        // refused for order: only a caller's transaction can be older than the stream's last
+        // append (appendEvents takes an append's own transaction id once the stream's turn came)
+        if (appendOpts.tx || attempt === 2)
+          throw new CorqError(
+            "order_conflict",
+            `stream "${stream}" has an event from a newer transaction than this one; append again in a new transaction ` +
+              "(within a stream, events are delivered in version order)",
+            { details: { stream }, extra: { currentVersion: current } },
+          );
       }
-      const [head] = await db.run<StreamHeadRow>(streamHead(stream));
-      const current = head?.version ?? null;
-      const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
-      if (!versionHeld) {
-        const actual = current === null ? "does not exist" : `is at version ${current}`;
-        throw new CorqError("version_conflict", `stream "${stream}" ${actual}, expected ${expectedVersion}`, {
-          details: { stream, expectedVersion, actualVersion: current ?? -1 },
-          extra: { currentVersion: current },
-        });
-      }
-      // refused for order: only a caller's transaction can be older than the stream's last
-      // append (appendEvents takes an append's own transaction id once the stream's turn came)
-      throw new CorqError(
-        "order_conflict",
-        `stream "${stream}" has an event from a newer transaction than this one; append again in a new transaction ` +
-          "(within a stream, events are delivered in version order)",
-        { details: { stream }, extra: { currentVersion: current } },
-      );
     },
 
     async readStream(stream, readOpts = {}) {

@@ -3,9 +3,10 @@
 import { describe, expect, it } from "vitest";
 import pg from "pg";
 import { createExecutor } from "../src/db/executor.js";
-import { appendEvents, type AppendRow } from "../src/sql/log/appendEvents.js";
+import { APPENDING, appendEvents, type AppendRow } from "../src/sql/log/appendEvents.js";
 import type { StoredEvent } from "../src/index.js";
 import { drain, useCorq } from "./helpers/corq.js";
+import { eventually } from "./helpers/stack.js";
 
 const open = useCorq();
 const ev = (name: string) => ({ name, data: {} });
@@ -71,8 +72,8 @@ describe("per-stream order through an outbox transaction", () => {
 });
 
 describe("appends in transactions of their own are never refused for order", () => {
-  // The append statement itself (corq.append would hide a refusal by trying again, up to 3
-  // times): 40 connections appending at once to 2 streams. Before the statement took its
+  // The append statement itself (corq.append runs it twice when the version it expected holds):
+  // 40 connections appending at once to 2 streams. Before the statement took its
   // transaction id only once the stream's turn came, about one append in five was refused.
   it("40 concurrent connections, 2 streams: no refusal, versions contiguous, delivered in version order", async () => {
     const handled = new Map<string, number[]>();
@@ -110,6 +111,42 @@ describe("appends in transactions of their own are never refused for order", () 
     await drain(corq, "order");
     for (const stream of ["s0", "s1"]) expect(handled.get(stream)).toEqual(Array.from({ length: 500 }, (_, v) => v));
   });
+});
+
+describe("an append waits for its turn on the stream before its transaction takes an id", () => {
+  // A caller's transaction appends to the stream and stays open (it holds the stream's turn);
+  // an append of each kind waits meanwhile — with no transaction id yet (one taken before the
+  // turn came would be older than the caller's, and refused for order) — and after the
+  // caller's commit gets the answer the committed stream deserves.
+  // "lock": the caller holds the stream's turn without appending (the expected version is then
+  // the one the waiting append's snapshot sees: the planner reads the stream's row first)
+  for (const [label, expectedVersion, turn, outcome] of [
+    ["any version", undefined, "append", { version: 2 }],
+    ["expectedVersion -1 (the caller created it)", -1, "append", { code: "version_conflict" }],
+    ["expectedVersion 1, the version the caller's append makes", 1, "append", { version: 2 }],
+    ["expectedVersion 0, the stream's version all along", 0, "lock", { version: 1 }],
+  ] as const) {
+    it(label, async () => {
+      const { corq, raw } = await open();
+      if (expectedVersion !== -1) await corq.append("turn", [ev("Opened")]);
+      const caller = await callerTransaction(raw);
+      if (turn === "append") await corq.append("turn", [ev("Caller")], { tx: caller });
+      else await caller.query("SELECT pg_advisory_xact_lock(hashtextextended('turn', $1))", [APPENDING]);
+      const waiting = corq.append("turn", [ev("Waiter")], { expectedVersion }).catch((error: unknown) => error);
+      const waiter = await eventually(async () => {
+        const { rows } = await raw.query(
+          `SELECT backend_xid::text AS xid FROM pg_stat_activity
+           WHERE datname = current_database() AND wait_event = 'advisory' AND query LIKE '%pg_advisory_xact_lock%'`,
+        );
+        expect(rows).toHaveLength(1);
+        return rows[0];
+      });
+      expect(waiter.xid).toBeNull();
+      await caller.query("COMMIT");
+      caller.release();
+      expect(await waiting).toMatchObject(outcome);
+    });
+  }
 });
 
 describe("a refused append reports the stream's version after the append it waited for", () => {

@@ -177,7 +177,9 @@ export function createRunner(options: RunnerOptions): Runner {
       checkWanted = false;
       missed = false;
       try {
-        const ready = await corq.readyKeys(concurrency);
+        // enough to fill every slot's claims (a count capped at `concurrency` would start one
+        // drain where a backlog wants concurrency of them)
+        const ready = await corq.readyKeys(Math.min(10_000, concurrency * options.keysPerClaim));
         const wanted = Object.entries(ready)
           .filter(([name, r]) => consumable(name, r.kind) && r.ready > 0)
           .map(([name, r]) => [name, drainsFor(name, r.ready)] as [string, number]);

@@ -18,7 +18,7 @@ import { createApi } from "../../functions/api.js";
 import type { OpenCorq } from "../../functions/database.js";
 import { settings, type Env } from "../../functions/env.js";
 import { createTokenCache } from "../../functions/tokenCache.js";
-import { createCorq, DEFAULT_KEYS_PER_CLAIM } from "../corq.js";
+import { createCorq, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM } from "../corq.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/log/notify.js";
 import type { Corq, SubscriptionDefinition } from "../types.js";
@@ -81,15 +81,13 @@ const nodeSettingsSchema = z.object({
   CORQ_TOKEN_CACHE_MS: int(0, 0, 60_000),
   /** What this process runs (ServeOptions.role). */
   CORQ_ROLE: z.enum(["all", "api", "worker"]).default("all"),
+  /** Keys a drain claims at once: the library's default here (the Worker's 4 is for its subrequest budget). */
+  CORQ_KEYS_PER_CLAIM: int(DEFAULT_KEYS_PER_CLAIM, 1, MAX_KEYS_PER_CLAIM),
 });
 
 export function nodeSettings(env: Record<string, string | undefined>) {
   const parsed = nodeSettingsSchema.parse(env);
-  // keys per claim: the library's default (16) unless set; the Worker's (4) is for its subrequest budget
-  const base = settings({
-    ...env,
-    CORQ_KEYS_PER_CLAIM: env.CORQ_KEYS_PER_CLAIM ?? String(DEFAULT_KEYS_PER_CLAIM),
-  } as Env);
+  const base = settings({ ...env, CORQ_KEYS_PER_CLAIM: String(parsed.CORQ_KEYS_PER_CLAIM) } as Env);
   return {
     concurrency: base.concurrency,
     keysPerClaim: base.keysPerClaim,
@@ -297,8 +295,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       http?.server.close();
       http?.server.closeIdleConnections();
       const { abandoned } = await runner.stop({ boundMs, graceMs: knobs.shutdownGraceMs });
-      // the keys this process gave back or left ready: other processes take them now
-      await db.run(notifyWake("ready")).catch(() => undefined);
+      // the keys this process gave back or left ready: other processes take them now; and they
+      // advance (a kick another process left with this one's advancer may wait for a run that the
+      // stop cut short: Runner's recheckIf)
+      await db.run(notifyWake("append", "ready")).catch(() => undefined);
       const left = Math.max(0, boundMs - (Date.now() - started));
       await Promise.race([
         Promise.all([http?.closed, ...background]),

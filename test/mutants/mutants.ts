@@ -101,8 +101,8 @@ export const mutants: Mutant[] = [
     name: "append: expectedVersion ignored",
     edits: one(
       "src/sql/log/appendEvents.ts",
-      "WHERE stream = ${stream} AND version = ${expectedVersion} AND",
-      "WHERE stream = ${stream} AND",
+      "WHERE stream = ${stream} AND version = ${expectedVersion}\n",
+      "WHERE stream = ${stream}\n",
     ),
     tests: ["test/append.int.test.ts"],
   },
@@ -110,7 +110,7 @@ export const mutants: Mutant[] = [
     name: "append: older transaction may append (per-stream order)",
     edits: one(
       "src/sql/log/appendEvents.ts",
-      "sql`(${lastTx} IS NULL OR ${lastTx} <= pg_current_xact_id())`",
+      "sql`(${lastTx} IS NULL OR ${lastTx} <= ${current})`",
       "sql`(${lastTx} IS NULL OR true)`",
     ),
     tests: ["test/streamOrder.int.test.ts"],
@@ -119,8 +119,17 @@ export const mutants: Mutant[] = [
     name: "append: takes its transaction id before its turn on the stream (refused for order under concurrency)",
     edits: one(
       "src/sql/log/appendEvents.ts",
-      "WITH locked AS (SELECT pg_advisory_xact_lock(${APPENDING}::int4, hashtext(${stream}))),",
+      "WITH locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),",
       "WITH locked AS (SELECT 1),",
+    ),
+    tests: ["test/streamOrder.int.test.ts"],
+  },
+  {
+    name: "append: an expectedVersion append takes its transaction id before its turn on the stream",
+    edits: one(
+      "src/sql/log/appendEvents.ts",
+      "${notOlder(sql`last_tx`, sql`(SELECT pg_current_xact_id() FROM locked)`)}",
+      "${notOlder(sql`last_tx`)}",
     ),
     tests: ["test/streamOrder.int.test.ts"],
   },

@@ -34,6 +34,9 @@ describe("serve: keys per claim", () => {
     expect(nodeSettings({})).toMatchObject({ keysPerClaim: 16, replayKeys: 4 });
     expect(nodeSettings({ CORQ_KEYS_PER_CLAIM: "8" })).toMatchObject({ keysPerClaim: 8, replayKeys: 2 });
     expect(nodeSettings({ CORQ_KEYS_PER_CLAIM: "8", CORQ_REPLAY_KEYS: "3" })).toMatchObject({ replayKeys: 3 });
+    // malformed or out of range: Node's default, not the Worker's 4
+    for (const bad of ["abc", "", "0", "999"])
+      expect(nodeSettings({ CORQ_KEYS_PER_CLAIM: bad })).toMatchObject({ keysPerClaim: 16, replayKeys: 4 });
   });
 
   it("one consumer with 2 keys per claim runs 2 handlers at once, never more", async () => {

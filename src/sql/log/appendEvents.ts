@@ -13,17 +13,18 @@ export interface AppendRow {
 // The appending transaction may not be older than the one of the stream's last event: the
 // log is read in (tx, position) order, so its events would sort before versions committed
 // earlier (an outbox transaction that took its id before another client appended).
-const notOlder = (lastTx: SQL) => sql`(${lastTx} IS NULL OR ${lastTx} <= pg_current_xact_id())`;
+const notOlder = (lastTx: SQL, current: SQL = sql`pg_current_xact_id()`) =>
+  sql`(${lastTx} IS NULL OR ${lastTx} <= ${current})`;
 
-// Advisory lock class of "appending to stream <hashtext(name)>" (any fixed number, not the
-// advancer's). An append takes it BEFORE its transaction takes an id (an advisory lock needs
+// Seed of the advisory lock "appending to stream <name>": a 64-bit hash of the name (one bigint
+// key: a space of its own beside the advancer's two-int4 locks). An append takes it BEFORE its transaction takes an id (an advisory lock needs
 // none; a row lock or a write does), so an append in a transaction of its own gets an id newer
 // than every earlier append to the stream: it is never refused for order. Without it, the id
 // was taken while the statement read its input, before it waited for the stream's row, and a
 // newer transaction could take the row first: 901 of 4,000 appends by 40 concurrent clients to
 // 2 streams were refused (order_conflict). An outbox transaction that took its id before still
-// can be (that is the check's job). Two streams with one hash share a queue: harmless.
-const APPENDING = 736_420_199;
+// can be (that is the check's job).
+export const APPENDING = 736_420_199;
 
 /**
  * One statement: move the stream's version (the row lock serialises appends to one stream,
@@ -55,11 +56,14 @@ export function appendEvents(
         ? sql`INSERT INTO ${streams} (stream, version, last_tx) SELECT ${stream}, ${n - 1}, pg_current_xact_id() FROM locked
               ON CONFLICT (stream) DO NOTHING
               RETURNING version`
-        : sql`UPDATE ${streams} SET version = version + ${n}, last_tx = pg_current_xact_id() FROM locked
-              WHERE stream = ${stream} AND version = ${expectedVersion} AND ${notOlder(sql`last_tx`)}
+        : // the id through `locked` in the WHERE too: the planner scans streams before the CTE,
+          // and a bare pg_current_xact_id() there would take the id before the lock
+          sql`UPDATE ${streams} SET version = version + ${n}, last_tx = pg_current_xact_id() FROM locked
+              WHERE stream = ${stream} AND version = ${expectedVersion}
+                AND ${notOlder(sql`last_tx`, sql`(SELECT pg_current_xact_id() FROM locked)`)}
               RETURNING version`;
   return sql`
-    WITH locked AS (SELECT pg_advisory_xact_lock(${APPENDING}::int4, hashtext(${stream}))),
+    WITH locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),
     claim AS (${claim}),
     input AS (
       SELECT e, ord FROM jsonb_array_elements(${JSON.stringify(input)}::jsonb) WITH ORDINALITY AS t(e, ord)

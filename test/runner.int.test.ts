@@ -1,0 +1,53 @@
+// serve's runner (src/node/runner.ts) in-process, on a real Corq and database: how many drains a
+// wake-up starts for a backlog of ready keys.
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import { createExecutor } from "../src/db/executor.js";
+import { createRunner } from "../src/node/runner.js";
+import { sleep, useCorq } from "./helpers/corq.js";
+import { eventually } from "./helpers/stack.js";
+
+const open = useCorq();
+
+describe("serve's runner", () => {
+  it("a 'ready' wake-up over a backlog fills every consumer's claim: 2 consumers × 2 keys = 4 handlers at once", async () => {
+    let running = 0;
+    let most = 0;
+    let handled = 0;
+    const { corq, url } = await open({
+      subscriptions: [
+        {
+          name: "slow",
+          handle: async () => {
+            most = Math.max(most, ++running);
+            await sleep(300);
+            running--;
+            handled++;
+          },
+        },
+      ],
+    });
+    for (let i = 0; i < 8; i++) await corq.append(`k${i}`, [{ name: "E", data: {} }]);
+    await corq.advance(); // 8 keys ready before the runner starts: its check finds them
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    const runner = createRunner({
+      corq,
+      db: createExecutor(pool),
+      codeSubscriptions: ["slow"],
+      concurrency: 2,
+      keysPerClaim: 2,
+      replayKeys: 1,
+      budgetMs: 10_000,
+      safetyNetMs: 3_600_000,
+      log: () => undefined,
+    });
+    try {
+      runner.wake("ready");
+      await eventually(async () => expect(handled).toBe(8), { timeoutMs: 10_000 });
+      expect(most).toBe(4);
+    } finally {
+      await runner.stop({ boundMs: 1000, graceMs: 100 });
+      await pool.end();
+    }
+  });
+});

@@ -133,6 +133,7 @@ export async function serveLatency(
     const started = now() + 50;
     const inFlight: Promise<void>[] = [];
     let failed = 0;
+    let failure: string | undefined; // the first refusal's reason
     for (let i = 0; i < total; i++) {
       const at = started + (i * 1000) / options.rate;
       const wait = at - now();
@@ -145,7 +146,10 @@ export async function serveLatency(
             due.set(position, at);
             answeredIn.set(position, now() - sent);
           },
-          () => void failed++,
+          (error: unknown) => {
+            failed++;
+            failure ??= String(error);
+          },
         ),
       );
     }
@@ -175,6 +179,7 @@ export async function serveLatency(
       rate: options.rate,
       appends: total,
       failed,
+      failure,
       lost,
       p50Ms: percentile(measured, 50),
       p99Ms: percentile(measured, 99),
@@ -224,7 +229,8 @@ function appender(url: string) {
           response.on("end", () => {
             const [position] =
               response.statusCode === 201 ? (JSON.parse(text) as { positions: number[] }).positions : [];
-            if (position === undefined) reject(new Error(`append answered ${response.statusCode} without a position`));
+            if (position === undefined)
+              reject(new Error(`append answered ${response.statusCode}: ${text.slice(0, 300)}`));
             else resolve(position);
           });
         },

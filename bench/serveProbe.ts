@@ -60,8 +60,9 @@ async function run(label: string, rate: number, env: Record<string, string>, idl
     });
     const perAppend = ((await commits()) - c0) / (r.appends + 200);
     console.log(
-      `| ${label} | ${rate} | ${f(r.p50Ms)} / ${f(r.p99Ms)} | ${f(r.requestP50Ms)} / ${f(r.requestP99Ms)} | ${f(r.inDatabaseP50Ms)} / ${f(r.inDatabaseP99Ms)} | ${r.loadCpuPercent.toFixed(0)}% | ${r.idleCpuPercent === undefined ? "—" : `${r.idleCpuPercent.toFixed(2)}%`} | ${perAppend.toFixed(2)} | ${r.failed} | ${loadBefore} → ${load()} |`,
+      `| ${label} | ${rate} | ${f(r.p50Ms)} / ${f(r.p99Ms)} | ${f(r.requestP50Ms)} / ${f(r.requestP99Ms)} | ${f(r.inDatabaseP50Ms)} / ${f(r.inDatabaseP99Ms)} | ${r.loadCpuPercent.toFixed(0)}% | ${r.idleCpuPercent === undefined ? "—" : `${r.idleCpuPercent.toFixed(2)}%`} | ${perAppend.toFixed(2)} | ${f(r.sentLateP50Ms)} / ${f(r.sentLateP99Ms)} | ${r.producerCpuPercent.toFixed(0)}% | ${r.failed} | ${loadBefore} → ${load()} |`,
     );
+    if (r.failure) console.log(`  first refusal: ${r.failure}`);
   } finally {
     await dropDatabase(serverUrl, url);
   }
@@ -69,7 +70,7 @@ async function run(label: string, rate: number, env: Record<string, string>, idl
 
 try {
   console.log(
-    "| code | appends/s | append→handler p50 / p99 ms | HTTP request p50 / p99 | in database p50 / p99 | serve CPU | idle CPU | commits per append | refused | load avg (1 min) before → after |\n|---|---|---|---|---|---|---|---|---|---|",
+    "| code | appends/s | append→handler p50 / p99 ms | HTTP request p50 / p99 | in database p50 / p99 | serve CPU | idle CPU | commits per append | sent late p50 / p99 | producer CPU | refused | load avg (1 min) before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|",
   );
   // --variants "after;pool32:CORQ_POOL_SIZE=32,…": more configurations of this checkout
   const variants: [string, Record<string, string>][] = value("--variants", "after")

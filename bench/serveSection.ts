@@ -37,7 +37,7 @@ export async function serveSection(options: {
     const lib = await onFreshDatabase("servel", (url) => serveLatency(url, { rate, seconds, via: "library" }));
     const loop = await onFreshDatabase("loop", (url) => corq.latency(url, { rate, seconds, consumers: 8 }));
     const lost = http.lost + lib.lost;
-    const refused = http.failed + lib.failed; // appends answered 409 order_conflict (8 busy streams) or an error
+    const refused = http.failed + lib.failed; // appends answered anything but 201, or not at all
     say(
       `| ${rate} | ${ms(http.p50Ms)} / ${ms(http.p99Ms)} | ${ms(http.inDatabaseP50Ms)} / ${ms(http.inDatabaseP99Ms)} | ${http.loadCpuPercent.toFixed(0)}% | ${ms(lib.p50Ms)} / ${ms(lib.p99Ms)} | ${lib.loadCpuPercent.toFixed(0)}% | ${ms(percentile(loop, 50))} / ${ms(percentile(loop, 99))} |${lost > 0 ? ` ${lost} lost!` : ""}${refused > 0 ? ` (${refused} appends refused)` : ""}`,
     );
@@ -49,10 +49,11 @@ export async function serveSection(options: {
         library_appends_p99_ms_1000: lib.p99Ms,
         library_loop_p50_ms_1000: percentile(loop, 50),
       });
-      const best = Math.min(http.p50Ms, lib.p50Ms);
-      const bestP99 = Math.min(http.p99Ms, lib.p99Ms);
+      // each path against the target on its own (the best of the two would hide a miss)
+      const verdict = (label: string, r: typeof http) =>
+        `${label} p50 ${ms(r.p50Ms)} ${r.p50Ms <= 5 ? "met" : "**missed**"}, p99 ${ms(r.p99Ms)} ${r.p99Ms <= 50 ? "met" : "**missed**"}`;
       say(
-        `\ntargets at 1,000/s: p50 ≤ 5 ms ${best <= 5 ? "met" : "**missed**"} (HTTP ${ms(http.p50Ms)}, library ${ms(lib.p50Ms)}), p99 ≤ 50 ms ${bestP99 <= 50 ? "met" : "**missed**"} (HTTP ${ms(http.p99Ms)}, library ${ms(lib.p99Ms)})`,
+        `\ntargets at 1,000/s (p50 ≤ 5 ms, p99 ≤ 50 ms): ${verdict("HTTP appends", http)}; ${verdict("library appends", lib)}`,
       );
     }
   }

@@ -4,7 +4,7 @@ import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { openCorq, type OpenCorq } from "./database.js";
 import { settings, type Env } from "./env.js";
 import { roundRobin } from "../src/roundRobin.js";
-import { coalesceKicks } from "./isolateKicks.js";
+import { coalesceKicks, scopeKey } from "./isolateKicks.js";
 import { startHorizonRetry } from "./horizonRetry.js";
 
 export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
@@ -73,6 +73,8 @@ export async function advanceAndDispatch(
   let plan: string[];
   let consumedHere = 0;
   let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
+  // this app on this database: kicks (and horizon retries) in this isolate meet only within it
+  const scope = { databaseUrl: env.DATABASE_URL ?? "", codeSubscriptions: subscriptions.map((s) => s.name) };
   try {
     // one consumer per ready key, as far as free slots go: decided in the database, so the
     // kicks of many concurrent appends together start at most CORQ_CONCURRENCY consumers
@@ -90,7 +92,7 @@ export async function advanceAndDispatch(
         opened.corq.kick({ eventNames, slots: { ...slotOptions, want: concurrency - covered, covered } });
       // a kick that met another in this isolate left its event names with it: nothing to do here
       ({ advanced, ready, slots, waiting } = (await coalesceKicks(
-        env.DATABASE_URL ?? "",
+        scope,
         options.eventNames,
         () => kick(options.eventNames, 0),
         async (names, first) => {
@@ -121,7 +123,7 @@ export async function advanceAndDispatch(
     // events this kick could not advance yet (an older transaction still ran): one more invocation
     // advances them once the horizon has passed, instead of the cron a minute later
     if (waiting !== null && options.coalesce && !options.afterHorizon) {
-      const retry = startHorizonRetry(env.DATABASE_URL ?? "", () =>
+      const retry = startHorizonRetry(scopeKey(scope), () =>
         invoke("/dispatch", {
           method: "POST",
           headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN ?? ""}`, "corq-after-horizon": waiting },
@@ -212,7 +214,7 @@ export async function consumeInSlot(
   },
 ): Promise<{ batches: number; subrequests: number }> {
   const { subscriptions, opened, first, continueIn, otherSubrequests = 0 } = consumer;
-  const { concurrency, consumerBudgetMs, maxSubrequests, keysPerClaim } = settings(env);
+  const { concurrency, consumerBudgetMs, maxSubrequests, keysPerClaim, replayKeys } = settings(env);
   const { corq } = opened;
   const deadline = Date.now() + consumerBudgetMs;
   let batches = 0;
@@ -225,7 +227,7 @@ export async function consumeInSlot(
       const maxBatches = batchesLeft();
       if (maxBatches >= 1) {
         const budgetMs = Math.max(0, deadline - Date.now());
-        batches += (await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim })).batches;
+        batches += (await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim, replayKeys })).batches;
       }
     } catch (error) {
       // a subscription deleted since it was listed has nothing to do: not an error

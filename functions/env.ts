@@ -4,6 +4,7 @@ import type { Corq } from "../src/index.js";
 import type { OpenCorq } from "./database.js";
 import type { Executor } from "../src/db/executor.js";
 import { signingSecretProblem } from "../src/webhookSignature.js";
+import { replayKeysFor } from "../src/consume.js";
 import { ProblemError } from "./problem.js";
 import type { AuthThrottle } from "./authThrottle.js";
 import type { Principal } from "./auth.js";
@@ -31,6 +32,12 @@ export interface Env {
    * may have open at once (more wait for a free one, and their leases run meanwhile).
    */
   CORQ_KEYS_PER_CLAIM?: string;
+  /**
+   * Of those, replaying keys (working through events a rewind queued) a consumer holds at once
+   * (default a quarter of CORQ_KEYS_PER_CLAIM, at least 1; at most CORQ_KEYS_PER_CLAIM): the
+   * rest stays free for live keys while a replay runs (drain's `replayKeys`).
+   */
+  CORQ_REPLAY_KEYS?: string;
   /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
@@ -75,6 +82,8 @@ const settingsSchema = z.object({
   CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
   CORQ_MAX_SUBREQUESTS: positiveInt(50, 10_000_000),
   CORQ_KEYS_PER_CLAIM: positiveInt(4, 256),
+  // no fixed default: a quarter of the keys per claim (settings())
+  CORQ_REPLAY_KEYS: z.coerce.number().int().min(1).max(256).optional().catch(undefined),
   CORQ_PUBLIC_APPEND: z.string().optional(),
   CORQ_LOCAL: z.string().optional(),
   CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
@@ -89,6 +98,8 @@ export interface Settings {
   consumerBudgetMs: number;
   maxSubrequests: number;
   keysPerClaim: number;
+  /** Replaying keys a consumer holds at once, 1–keysPerClaim. */
+  replayKeys: number;
   publicAppend: boolean;
   /** Running in the local stack (CORQ_LOCAL=true). */
   local: boolean;
@@ -121,6 +132,11 @@ export function settings(env: Env): Settings {
     consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
     maxSubrequests: parsed.CORQ_MAX_SUBREQUESTS,
     keysPerClaim: parsed.CORQ_KEYS_PER_CLAIM,
+    // more than keysPerClaim would mean no more than keysPerClaim: said as what it means
+    replayKeys: Math.min(
+      parsed.CORQ_REPLAY_KEYS ?? replayKeysFor(parsed.CORQ_KEYS_PER_CLAIM),
+      parsed.CORQ_KEYS_PER_CLAIM,
+    ),
     publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
     local: parsed.CORQ_LOCAL === "true",
     authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,

@@ -16,7 +16,7 @@ const DELAYS_MS = [25, 50, 100, 200, 400, 800, 1600];
 const inFlight = new Set<string>();
 
 /**
- * Starts the retry invocation unless one for `scope` (one database) is in flight in this
+ * Starts the retry invocation unless one for `scope` (one database and app: scopeKey) is in flight in this
  * isolate. Returns its response, or undefined when none was started.
  */
 export function startHorizonRetry(scope: string, start: () => Promise<Response>): Promise<Response> | undefined {

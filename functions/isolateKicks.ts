@@ -10,9 +10,25 @@
 // on its own. So every kick either runs, or its names are taken by a round that starts after
 // its append committed; nothing waits behind more than one round. A round that fails loses its
 // names like a failed kick does: the cron advances every subscription.
+//
+// Kicks meet only within one scope: one database AND one app's code subscriptions. A kick
+// advances and claims consumer slots for the subscriptions of the app that runs it (its Corq's
+// code subscriptions, slot options' codeSubscriptions): two Worker apps in one isolate on one
+// database, with different subscriptions, must not leave their event names with each other.
 
 /** Event names left for the running kick; `all` when one caller named none (a rewind's dispatch). */
 export type Left = Set<string> | "all";
+
+/** Who a kick works for: the database, and the app's code subscriptions (their names). */
+export interface KickScope {
+  databaseUrl: string;
+  codeSubscriptions: string[];
+}
+
+/** The scope as a map key: one per database and SET of code subscription names (order does not matter). */
+export function scopeKey({ databaseUrl, codeSubscriptions }: KickScope): string {
+  return JSON.stringify([databaseUrl, [...new Set(codeSubscriptions)].sort()]);
+}
 
 const running = new Map<string, { left: Left | undefined; startedAt: number }>();
 // A kick still running after this long is taken for hung (a fetch that never answers, a
@@ -21,16 +37,17 @@ const running = new Map<string, { left: Left | undefined; startedAt: number }>()
 const STALE_MS = 30_000;
 
 /**
- * Runs `first` unless a kick for `scope` (one database) is already running in this isolate, in
+ * Runs `first` unless a kick for `scope` (one database, one app) is already running in this isolate, in
  * which case `eventNames` are left with it and `undefined` is returned. Otherwise, after `first`,
  * runs `again` once with the names left meanwhile (if any) and returns both results.
  */
 export async function coalesceKicks<T>(
-  scope: string,
+  kickScope: KickScope,
   eventNames: string[] | undefined,
   first: () => Promise<T>,
   again: (names: string[] | undefined, firstResult: T) => Promise<T>,
 ): Promise<T | undefined> {
+  const scope = scopeKey(kickScope);
   const current = running.get(scope);
   if (current && Date.now() - current.startedAt < STALE_MS) {
     current.left = merge(current.left, eventNames);

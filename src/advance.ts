@@ -54,26 +54,14 @@ export async function syncCodeSubscriptions(
 
 /**
  * Moves the log into the queues of this instance's code subscriptions and of every push
- * subscription. Returns the number of events enqueued per subscription that advanced.
+ * subscription, in two steps: the first pass over the subscriptions (`advanced`: the events
+ * enqueued per subscription that advanced), then `recheck()` — where this call did the
+ * advancing, it runs again for the kicks that others left meanwhile, until none is pending
+ * (adding to `advanced`). The caller's own events are enqueued after the first step; the second
+ * only serves others' kicks, so a dispatcher can run it beside its next statement.
  * One subscription's failure (say, a key function that throws on every event's data, or a
  * statement the database refuses) is recorded on that subscription (stats show it) and does
  * not hold back the others, nor the caller's dispatch; only a database that is gone is thrown.
- */
-export async function advance(
-  executor: Executor,
-  code: Map<string, Subscription>,
-  options: AdvanceOptions,
-): Promise<Record<string, number>> {
-  const first = await advanceOnce(executor, code, options);
-  await first.recheck();
-  return first.advanced;
-}
-
-/**
- * advance() in two steps: the first pass over the subscriptions, then `recheck()` — where this
- * call did the advancing, it runs again for the kicks that others left meanwhile, until none
- * is pending (adding to `advanced`). The caller's own events are enqueued after the first step;
- * the second only serves others' kicks, so a dispatcher can run it beside its next statement.
  */
 export async function advanceOnce(
   executor: Executor,

@@ -5,10 +5,11 @@ import { CorqError, present, toError } from "./errors.js";
 import type { Subscription } from "./config.js";
 import { claimBatch, settleAndClaim, type ClaimBy, type ClaimRow } from "./sql/consume/claimBatch.js";
 import type { Settlement, SettledRow } from "./sql/consume/settleKeys.js";
-import { ackBatch, type AckThrough, type Lease } from "./sql/consume/ackBatch.js";
+import { ackBatch, ackInTransaction, type AckThrough, type Lease } from "./sql/consume/ackBatch.js";
 import { failBatch } from "./sql/consume/failBatch.js";
 import { releaseLease } from "./sql/consume/releaseLease.js";
 import { recordBatches, type BatchRecordRow } from "./sql/activity/activity.js";
+import type { BatchRecorder } from "./batchRecorder.js";
 import { toStoredEvent, type EventRow } from "./sql/common/eventColumns.js";
 import { pushHandler } from "./pushDelivery.js";
 import type { ConsumeResult, DeliveredEvent, Handler, HandlerContext } from "./types.js";
@@ -47,10 +48,11 @@ interface Claimed {
  * What a handler run decided: ack through an index of the batch, fail with an error, or give
  * the batch back (the drain was aborted and the handler threw: a graceful stop, not a failure).
  * A transactional handler's ack is already settled (`committed`) in the transaction of its
- * writes — or that transaction was rolled back because the lease was lost ("expired").
+ * writes — or that transaction was rolled back because the lease was lost ("expired"); `at`:
+ * when an acked one was done (its activity record, written after the COMMIT: committedRecords).
  */
 type Verdict =
-  | { through: number; committed?: { outcome: "acked" | "expired"; pending: number } }
+  | { through: number; committed?: { outcome: "acked" | "expired"; pending: number; at?: Date } }
   | { error: string; released?: boolean };
 
 /**
@@ -62,7 +64,8 @@ type Verdict =
  *   drainKeys    claim up to keysPerClaim keys (1 statement) → their handlers run at once →
  *                as they finish, settle the finished ones (acks and failures, each fenced by
  *                its own lease) AND claim as many new keys in ONE statement → … → and the
- *                acked batches recorded for the dashboard (1 statement per 500 or per second)
+ *                acked batches recorded for the dashboard (batchRecorder.ts: 1 statement per
+ *                500 or per second, and at the drain's end unless the Corq holds them longer)
  * A graceful stop (DrainLimits.stop / abort) changes only what comes next: no new claim after
  * `stop`; after `abort`, a handler that gives up has its lease released (1 statement) instead
  * of failed — the one outcome recorded while the handler no longer runs.
@@ -105,29 +108,17 @@ export interface DrainLimits {
 /**
  * Consumes batches (up to keysPerClaim keys at a time, each its own lease and batch) until
  * nothing is ready, `deadline` (epoch ms) passes or `maxBatches` ran. Finished batches are
- * settled in the statement that claims the next keys.
+ * settled in the statement that claims the next keys; the acked ones go to `recorder`.
  */
-export async function drainKeys(consumer: Consumer, limits: DrainLimits): Promise<ConsumeResult[]> {
-  const { executor } = consumer;
-  // batches acked by settle+claim statements and expired leases taken over, recorded for the
-  // dashboard every 500 or every second (telemetry: a failed write is dropped)
-  const buffered: BatchRecordRow[] = [];
-  let since = 0;
-  const flush = async () => {
-    if (buffered.length > 0) await executor.run(recordBatches(buffered.splice(0))).catch(() => undefined);
-  };
+export async function drainKeys(
+  consumer: Consumer,
+  limits: DrainLimits & { recorder: BatchRecorder },
+): Promise<ConsumeResult[]> {
+  const { recorder } = limits;
   try {
-    return await drainLoop(consumer, {
-      ...limits,
-      onRecords: async (records) => {
-        if (records.length === 0) return;
-        if (buffered.length === 0) since = Date.now();
-        buffered.push(...records);
-        if (buffered.length >= 500 || Date.now() - since >= 1000) await flush();
-      },
-    });
+    return await drainLoop(consumer, limits);
   } finally {
-    await flush();
+    await recorder.drainEnded();
   }
 }
 
@@ -139,10 +130,10 @@ export async function drainKeys(consumer: Consumer, limits: DrainLimits): Promis
  */
 async function drainLoop(
   consumer: Consumer,
-  limits: DrainLimits & { onRecords: (records: BatchRecordRow[]) => Promise<void> },
+  limits: DrainLimits & { recorder: BatchRecorder },
 ): Promise<ConsumeResult[]> {
   const { executor, target } = consumer;
-  const { onRecords } = limits;
+  const { recorder } = limits;
   const results: ConsumeResult[] = [];
   const running = new Map<string, Promise<void>>();
   // the running keys that are replaying: a claim takes at most replayKeys minus these
@@ -204,6 +195,7 @@ async function drainLoop(
         results.push(finish(claimed, verdict, outcome.outcome));
         if (outcome.pending > 0) lookAgain = true;
       }
+      await recorder.add(done.flatMap(({ claimed, verdict }) => committedRecords(claimed, verdict)));
       const settling = done.filter((d) => !isReleased(d.verdict) && !committed(d.verdict));
       if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
       const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size) };
@@ -242,7 +234,7 @@ async function drainLoop(
       // a claim that came out empty gave its key back: claim afresh, a few times in a row at most
       emptyClaims = claim.empty > 0 ? emptyClaims + 1 : 0;
       if (claim.empty > 0 && emptyClaims <= 3) lookAgain = true;
-      await onRecords([...acked, ...claim.expired]);
+      await recorder.add([...acked, ...claim.expired]);
     }
   } finally {
     // a statement failed: the batches still running finish (their leases will expire unsettled)
@@ -437,17 +429,13 @@ async function handleInTransaction(
         tx: drizzleTransaction(tx),
       });
       const through = ackedThroughIndex(claimed.events, result);
-      const [row] = await tx.run<{ acked: number; pending: number | null }>(
-        ackBatch(claimed.lease, {
-          through: throughOf(claimed, through),
-          count: through + 1,
-          claimedAt: claimed.claimedAt,
-          durable: true,
-        }),
+      const [row] = await tx.run<{ acked: number; pending: number | null; at: string | null }>(
+        ackInTransaction(claimed.lease, { through: throughOf(claimed, through), count: through + 1 }),
       );
-      const { acked, pending } = present(row, "the ack's count row");
+      const { acked, pending, at } = present(row, "the ack's count row");
       if (acked !== 1) throw new LeaseLost(through);
-      return { through, committed: { outcome: "acked" as const, pending: pending ?? 0 } };
+      const done = new Date(present(at, "the ack's time"));
+      return { through, committed: { outcome: "acked" as const, pending: pending ?? 0, at: done } };
     },
     { dedicated: true },
   );
@@ -456,7 +444,12 @@ async function handleInTransaction(
 /** Records a verdict on its own: 1 statement (ack, or fail with backoff / dead). */
 async function record(executor: Executor, claimed: Claimed, verdict: Verdict): Promise<ConsumeResult["outcome"]> {
   const settled = committed(verdict);
-  if (settled) return settled.outcome;
+  if (settled) {
+    // telemetry, after the transaction's COMMIT (see ackInTransaction): a failed write is dropped
+    const records = committedRecords(claimed, verdict);
+    if (records.length > 0) await executor.run(recordBatches(records)).catch(() => undefined);
+    return settled.outcome;
+  }
   if ("through" in verdict) {
     const [row] = await executor.run<{ acked: number }>(
       ackBatch(claimed.lease, {
@@ -475,6 +468,26 @@ async function record(executor: Executor, claimed: Claimed, verdict: Verdict): P
   });
   const [row] = await executor.run<{ dead: boolean }>(failed);
   return row === undefined ? "expired" : row.dead ? "dead" : "retry";
+}
+
+/**
+ * A transactional batch acked in its own transaction, as the activity record takes it: written
+ * after its COMMIT (with the drain's other records, or on its own by consumeOne), never in it.
+ */
+function committedRecords(claimed: Claimed, verdict: Verdict): BatchRecordRow[] {
+  const at = committed(verdict)?.at;
+  if (at === undefined || !("through" in verdict)) return [];
+  const { subscriptionId, key } = claimed.lease;
+  return [
+    {
+      subscriptionId,
+      key,
+      startedAt: claimed.claimedAt,
+      finishedAt: at,
+      events: verdict.through + 1,
+      outcome: "acked",
+    },
+  ];
 }
 
 function finish(claimed: Claimed, verdict: Verdict, outcome: ConsumeResult["outcome"]): ConsumeResult {

@@ -13,7 +13,7 @@ import {
   subscriptionName,
 } from "./config.js";
 import { z } from "zod";
-import { advance, advanceOnce, syncCodeSubscriptions } from "./advance.js";
+import { advanceOnce, syncCodeSubscriptions } from "./advance.js";
 import { consumeOne, drainKeys } from "./consume.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "./sql/log/appendEvents.js";
@@ -31,8 +31,10 @@ import {
   logTail,
   pruneActivity,
   recentBatches,
+  recordBatches,
   timelineBatches,
 } from "./sql/activity/activity.js";
+import { createBatchRecorder } from "./batchRecorder.js";
 import { releaseDeadKeys } from "./sql/operate/releaseDeadKeys.js";
 import { rememberWebhookId } from "./sql/consume/webhookIds.js";
 import { setPaused } from "./sql/operate/setPaused.js";
@@ -159,8 +161,17 @@ export function createCorq(options: CorqOptions): Corq {
     "advanceBatchSize",
   );
   const statementOptions = { onStatement: options.onStatement };
+  const activityFlushMs = parseOrThrow(
+    z.number().int().min(0).max(60_000).default(0),
+    options.activityFlushMs,
+    "invalid_config",
+    "activityFlushMs",
+  );
   const notify = options.notify === true;
   const { executor, end } = connect(options);
+  const recorder = createBatchRecorder(async (records) => (await executor()).run(recordBatches(records)), {
+    holdMs: activityFlushMs,
+  });
   // NOTIFY after an append's commit, coalesced: one in flight, one more after it (CorqOptions.notify)
   let waking: Promise<void> | undefined;
   let wakeAgain = false;
@@ -230,36 +241,32 @@ export function createCorq(options: CorqOptions): Corq {
         "options",
       );
       const db = appendOpts.tx ? createExecutor(appendOpts.tx, statementOptions) : await executor();
-      // an append in a transaction of our own that was refused for order (see appendEvents)
-      // is simply run again: a new transaction is newer than the append it waited for
-      for (let attempt = 1; ; attempt++) {
-        const [appended] = await db.run<AppendRow>(
-          appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
-        );
-        const row = present(appended, "the append's result row");
-        if (row.version !== null) {
-          if (notify && !appendOpts.tx) wakeAfterCommit();
-          return { stream, version: row.version, positions: row.positions.map(Number) };
-        }
-        const [head] = await db.run<StreamHeadRow>(streamHead(stream));
-        const current = head?.version ?? null;
-        const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
-        if (!versionHeld) {
-          const actual = current === null ? "does not exist" : `is at version ${current}`;
-          throw new CorqError("version_conflict", `stream "${stream}" ${actual}, expected ${expectedVersion}`, {
-            details: { stream, expectedVersion, actualVersion: current ?? -1 },
-            extra: { currentVersion: current },
-          });
-        }
-        if (appendOpts.tx || attempt === 3) {
-          throw new CorqError(
-            "order_conflict",
-            `stream "${stream}" has an event from a newer transaction than this one; append again in a new transaction ` +
-              "(within a stream, events are delivered in version order)",
-            { details: { stream }, extra: { currentVersion: current } },
-          );
-        }
+      const [appended] = await db.run<AppendRow>(
+        appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
+      );
+      const row = present(appended, "the append's result row");
+      if (row.version !== null) {
+        if (notify && !appendOpts.tx) wakeAfterCommit();
+        return { stream, version: row.version, positions: row.positions.map(Number) };
       }
+      const [head] = await db.run<StreamHeadRow>(streamHead(stream));
+      const current = head?.version ?? null;
+      const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
+      if (!versionHeld) {
+        const actual = current === null ? "does not exist" : `is at version ${current}`;
+        throw new CorqError("version_conflict", `stream "${stream}" ${actual}, expected ${expectedVersion}`, {
+          details: { stream, expectedVersion, actualVersion: current ?? -1 },
+          extra: { currentVersion: current },
+        });
+      }
+      // refused for order: only a caller's transaction can be older than the stream's last
+      // append (appendEvents takes an append's own transaction id once the stream's turn came)
+      throw new CorqError(
+        "order_conflict",
+        `stream "${stream}" has an event from a newer transaction than this one; append again in a new transaction ` +
+          "(within a stream, events are delivered in version order)",
+        { details: { stream }, extra: { currentVersion: current } },
+      );
     },
 
     async readStream(stream, readOpts = {}) {
@@ -281,11 +288,13 @@ export function createCorq(options: CorqOptions): Corq {
     },
 
     async advance(advanceOpts = {}) {
-      return advance(await executor(), code, {
+      const first = await advanceOnce(await executor(), code, {
         batchSize: advanceBatchSize,
         coalesce: advanceOpts.coalesce === true,
         eventNames: advanceOpts.eventNames,
       });
+      if (advanceOpts.coalesce !== true || (advanceOpts.recheckIf?.() ?? true)) await first.recheck();
+      return first.advanced;
     },
 
     async consume(name) {
@@ -304,6 +313,7 @@ export function createCorq(options: CorqOptions): Corq {
       );
       const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq };
       const results = await drainKeys(consumer, {
+        recorder,
         deadline: Date.now() + budgetMs,
         maxBatches,
         keysPerClaim,
@@ -619,6 +629,7 @@ export function createCorq(options: CorqOptions): Corq {
 
     async close() {
       await waking;
+      await recorder.close();
       await end();
       await pushTransport.close();
     },

@@ -290,6 +290,14 @@ export interface CorqOptions {
    * listens.
    */
   notify?: boolean;
+  /**
+   * How long the batches this instance's drains acked may wait in memory before they are written
+   * to the activity record (the dashboard's timeline, the /metrics batch histogram), in ms. 0
+   * (default): by the time each drain returns — right for a function that ends with its drain.
+   * A long-lived process sets more (`npm run serve`: 1,000) and writes one statement per interval
+   * instead of one per drain; close() writes what waits, a crash loses at most that much.
+   */
+  activityFlushMs?: number;
 }
 
 export interface Corq {
@@ -307,8 +315,16 @@ export interface Corq {
    * wake-ups (after an append, a cron): where another advancer is at work it returns at once,
    * and that one runs again for this call. `eventNames` (an append's kick) limits it to the
    * subscriptions whose filter takes one of those names.
+   * `recheckIf` (with coalesce): asked after the first pass over the subscriptions; false leaves
+   * the re-check for the kicks other advancers left meanwhile to the caller's NEXT advance, which
+   * must then follow at once (its rounds take what those kicks were for). For a loop that runs
+   * again when woken during a run (`npm run serve`): one statement less per run under load.
    */
-  advance(options?: { coalesce?: boolean; eventNames?: string[] }): Promise<Record<string, number>>;
+  advance(options?: {
+    coalesce?: boolean;
+    eventNames?: string[];
+    recheckIf?: () => boolean;
+  }): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**
    * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
+import { eventually } from "./helpers/stack.js";
+import { PgDialect } from "drizzle-orm/pg-core";
+import { recordBatches } from "../src/sql/activity/activity.js";
 
 const open = useCorq();
 
@@ -129,5 +132,52 @@ describe("the dashboard's timeline", () => {
     expect(lastMinute).toBeGreaterThan(380);
     expect(lastMinute).toBeLessThanOrEqual(422);
     await expect(corq.timeline({ subscription: "nope" })).resolves.toMatchObject({ bars: [], counts: { acked: 0 } });
+  });
+
+  it("activityFlushMs: acked batches of many drains wait in memory and go in one write per interval, and close() writes what waits", async () => {
+    const subscriptions = [{ name: "s", handle: async () => undefined }];
+    const { corq, another, raw } = await open({ subscriptions });
+    // the statement that writes the batches a drain acked (its text is the same for any rows)
+    const recordText = new PgDialect().sqlToQuery(recordBatches([])).sql;
+    let writes = 0;
+    const held = another({
+      subscriptions,
+      activityFlushMs: 1000,
+      onStatement: (text) => void (text === recordText && writes++),
+    });
+    const recorded = async () =>
+      (await raw.query("SELECT key FROM corq.activity ORDER BY key")).rows.map((row: { key: string }) => row.key);
+    const appendAndDrain = async (instance: typeof corq, streams: string[]) => {
+      for (const stream of streams) await instance.append(stream, [{ name: "E", data: {} }]);
+      await instance.advance();
+      expect((await instance.drain("s")).batches).toBe(streams.length);
+    };
+
+    // the default: written by the time the drain returns
+    await appendAndDrain(corq, ["a1", "a2"]);
+    expect(await recorded()).toEqual(["a1", "a2"]);
+
+    // held: two drains, nothing written yet; then one write after the interval
+    await appendAndDrain(held, ["b1", "b2"]);
+    await appendAndDrain(held, ["b3"]);
+    expect(await recorded()).toEqual(["a1", "a2"]);
+    await eventually(async () => expect(await recorded()).toEqual(["a1", "a2", "b1", "b2", "b3"]), {
+      timeoutMs: 5000,
+    });
+    expect(writes).toBe(1);
+    // …with the durations histogram counted from them (the trigger on activity)
+    const counted = await raw.query("SELECT sum(batches)::int AS n FROM corq.batch_durations");
+    expect(counted.rows[0].n).toBe(5);
+
+    // what waits when the instance closes is written then
+    await appendAndDrain(held, ["c1", "c2"]);
+    expect(await recorded()).not.toContain("c1");
+    await held.close();
+    expect(await recorded()).toEqual(["a1", "a2", "b1", "b2", "b3", "c1", "c2"]);
+    expect(writes).toBe(2);
+
+    await expect(async () => another({ subscriptions, activityFlushMs: -1 })).rejects.toMatchObject({
+      code: "invalid_config",
+    });
   });
 });

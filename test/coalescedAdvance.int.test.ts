@@ -43,6 +43,33 @@ describe("coalesced advance", () => {
     ]);
   });
 
+  it("recheckIf: a run told its next run follows leaves the others' kicks to that run, which takes their events", async () => {
+    const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    await corq.append("a", [ev]);
+    await corq.advance();
+    await slowEnqueueing(raw, "a");
+    await corq.append("a", [ev]);
+    const asked: boolean[] = [];
+    const first = corq.advance({
+      coalesce: true,
+      recheckIf: () => {
+        asked.push(true);
+        return false;
+      },
+    });
+    await sleep(300);
+    await corq.append("b", [ev]);
+    const other = another({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    expect(await other.advance({ coalesce: true })).toEqual({ s: 0 }); // left its kick with the one at work
+    expect(await first).toEqual({ s: 1 }); // no re-check: "b" is not queued yet
+    expect(asked).toEqual([true]);
+    const queued = async () => (await raw.query("SELECT key FROM corq.queue ORDER BY key")).rows.map((r) => r.key);
+    expect(await queued()).toEqual(["a", "a"]);
+    // the run that follows (as the caller promised) takes it
+    expect(await corq.advance({ coalesce: true, recheckIf: () => true })).toEqual({ s: 1 });
+    expect(await queued()).toEqual(["a", "a", "b"]);
+  });
+
   it("an advance that is not a kick waits for the one at work: when it returns, what came before it is enqueued", async () => {
     const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
     await corq.append("a", [ev]);

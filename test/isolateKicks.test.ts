@@ -1,7 +1,13 @@
 // Kicks coalesced within one isolate (functions/isolateKicks.ts): every kick's event names are
 // advanced by a round that starts after the kick, and nothing waits behind more than one round.
 import { describe, expect, it, vi } from "vitest";
-import { coalesceKicks } from "../functions/isolateKicks.js";
+import { coalesceKicks, type KickScope } from "../functions/isolateKicks.js";
+
+/** One app (its code subscriptions) on one database. */
+const app = (databaseUrl: string, codeSubscriptions = ["orders", "emails"]): KickScope => ({
+  databaseUrl,
+  codeSubscriptions,
+});
 
 function deferred() {
   let resolve!: () => void;
@@ -14,7 +20,7 @@ describe("coalesceKicks", () => {
     const gate = deferred();
     const rounds: (string[] | undefined)[] = [];
     const first = coalesceKicks(
-      "db",
+      app("db"),
       ["A"],
       async () => {
         rounds.push(["A"]);
@@ -30,8 +36,8 @@ describe("coalesceKicks", () => {
       throw new Error("a coalesced kick must not run");
     };
     const left = await Promise.all([
-      coalesceKicks("db", ["B"], never, never),
-      coalesceKicks("db", ["C", "B"], never, never),
+      coalesceKicks(app("db"), ["B"], never, never),
+      coalesceKicks(app("db"), ["C", "B"], never, never),
     ]);
     expect(left).toEqual([undefined, undefined]);
     gate.resolve();
@@ -43,7 +49,7 @@ describe("coalesceKicks", () => {
     const gate = deferred();
     let again: string[] | undefined | "not run" = "not run";
     const first = coalesceKicks(
-      "db",
+      app("db"),
       ["A"],
       () => gate.promise.then(() => 0),
       async (names) => {
@@ -52,13 +58,13 @@ describe("coalesceKicks", () => {
       },
     );
     await coalesceKicks(
-      "db",
+      app("db"),
       ["B"],
       async () => 0,
       async () => 0,
     );
     await coalesceKicks(
-      "db",
+      app("db"),
       undefined,
       async () => 0,
       async () => 0,
@@ -72,7 +78,7 @@ describe("coalesceKicks", () => {
     const gate = deferred();
     let seconds = 0;
     const first = coalesceKicks(
-      "db",
+      app("db"),
       ["A"],
       () => gate.promise.then(() => "first"),
       async () => {
@@ -82,7 +88,7 @@ describe("coalesceKicks", () => {
     );
     expect(
       await coalesceKicks(
-        "other-db",
+        app("other-db"),
         ["B"],
         async () => "other",
         async () => "again",
@@ -93,7 +99,7 @@ describe("coalesceKicks", () => {
     expect(seconds).toBe(0);
     expect(
       await coalesceKicks(
-        "db",
+        app("db"),
         ["C"],
         async () => "later",
         async () => "again",
@@ -101,10 +107,53 @@ describe("coalesceKicks", () => {
     ).toBe("later");
   });
 
+  it("meet only within one app: another set of code subscriptions on the same database runs on its own", async () => {
+    const gate = deferred();
+    const rounds: (string[] | undefined)[] = [];
+    const first = coalesceKicks(
+      app("db", ["orders", "emails"]),
+      ["A"],
+      () => gate.promise.then(() => "orders app"),
+      async (names) => {
+        rounds.push(names);
+        return "orders app again";
+      },
+    );
+    // another Worker app in this isolate, same database, other subscriptions: its own kick
+    expect(
+      await coalesceKicks(
+        app("db", ["invoices"]),
+        ["B"],
+        async () => "invoices app",
+        async () => "again",
+      ),
+    ).toBe("invoices app");
+    expect(
+      await coalesceKicks(
+        app("db", ["orders"]),
+        ["C"],
+        async () => "a subset",
+        async () => "again",
+      ),
+    ).toBe("a subset");
+    // the same app (its subscriptions listed in another order, once twice): left with the running kick
+    expect(
+      await coalesceKicks(
+        app("db", ["emails", "orders", "emails"]),
+        ["D"],
+        async () => "own",
+        async () => "again",
+      ),
+    ).toBeUndefined();
+    gate.resolve();
+    expect(await first).toBe("orders app again");
+    expect(rounds).toEqual([["D"]]);
+  });
+
   it("a first round that fails stops collecting: the next kick runs on its own", async () => {
     await expect(
       coalesceKicks(
-        "db",
+        app("db"),
         ["A"],
         async () => {
           throw new Error("database gone");
@@ -114,7 +163,7 @@ describe("coalesceKicks", () => {
     ).rejects.toThrow("database gone");
     expect(
       await coalesceKicks(
-        "db",
+        app("db"),
         ["B"],
         async () => 7,
         async () => 0,
@@ -129,7 +178,7 @@ describe("coalesceKicks, a kick that hangs", () => {
     try {
       const hung = deferred();
       const first = coalesceKicks(
-        "hung-db",
+        app("hung-db"),
         ["A"],
         () => hung.promise.then(() => "first"),
         async () => "again",
@@ -137,7 +186,7 @@ describe("coalesceKicks, a kick that hangs", () => {
       // within 30 s a kick leaves its names with it
       expect(
         await coalesceKicks(
-          "hung-db",
+          app("hung-db"),
           ["B"],
           async () => "own",
           async () => "again",
@@ -146,7 +195,7 @@ describe("coalesceKicks, a kick that hangs", () => {
       vi.setSystemTime(Date.now() + 31_000);
       const gate = deferred();
       const second = coalesceKicks(
-        "hung-db",
+        app("hung-db"),
         ["C"],
         () => gate.promise.then(() => "second"),
         async () => "second again",
@@ -156,7 +205,7 @@ describe("coalesceKicks, a kick that hangs", () => {
       // the second is still the running one: a kick now leaves its names with it
       expect(
         await coalesceKicks(
-          "hung-db",
+          app("hung-db"),
           ["D"],
           async () => "own",
           async () => "again",

@@ -8,7 +8,7 @@ import pg from "pg";
 import { createCorq, type Corq, type DeliveredEvent, type HandlerContext } from "../src/index.js";
 import { useCorq, sleep } from "./helpers/corq.js";
 import { until, within } from "./helpers/until.js";
-import { present } from "./helpers/present.js";
+import { present } from "../src/errors.js";
 
 const open = useCorq();
 
@@ -98,7 +98,7 @@ describe("transactional handlers", () => {
     expect(await corq.subscription("tally")).toMatchObject({ pending: 0 });
     expect((await corq.readStream("counted-a")).map((e) => e.data)).toEqual([{ n: 3 }]);
     expect((await corq.readStream("counted-b")).map((e) => e.data)).toEqual([{ n: 2 }]);
-    // the ack was recorded for the dashboard, in the same transaction
+    // the ack was recorded for the dashboard, after the transaction's COMMIT
     expect((await corq.activity({ subscription: "tally" })).map((r) => [r.key, r.outcome, r.events]).sort()).toEqual([
       ["a", "acked", 3],
       ["b", "acked", 2],
@@ -289,6 +289,108 @@ describe("transactional handlers", () => {
       { key: "fails", position: streams.fails[0], attempt: 2 },
       { key: "fails", position: streams.fails[1], attempt: 1 },
       ...prefix.map((position) => ({ key: "prefix", position, attempt: 1 })),
+    ]);
+  });
+
+  it("are recorded as long as they ran, from the claim to the ack (not to their transaction's BEGIN), by consume and drain", async () => {
+    const { corq, raw } = await open({
+      subscriptions: [
+        {
+          name: "tally",
+          transactional: true,
+          async handle(events, ctx) {
+            await applyEffects(events, ctx);
+            await sleep(50);
+          },
+        },
+      ],
+    });
+    await raw.query(createEffects);
+    await appendTo(corq, "a", 2);
+    await appendTo(corq, "b", 1);
+    await corq.advance();
+    expect(await corq.consume("tally")).toMatchObject({ outcome: "acked" });
+    expect(await corq.drain("tally")).toMatchObject({ batches: 1 });
+    const { rows } = await raw.query(
+      `SELECT key, events, extract(epoch FROM finished_at - started_at) * 1000 AS ms FROM corq.activity ORDER BY key`,
+    );
+    expect(rows.map((r) => [r.key, r.events, Number(r.ms) >= 50])).toEqual([
+      ["a", 2, true],
+      ["b", 1, true],
+    ]);
+    // and counted in the subscription's throughput
+    const [counted] = (await raw.query("SELECT sum(events)::int AS events FROM corq.throughput")).rows;
+    expect(counted.events).toBe(3);
+  });
+
+  it("of one subscription do not wait for each other's COMMIT: nothing shared is written in their transactions", async () => {
+    // a's COMMIT, after its ack, waits for an advisory lock the test holds (a deferred trigger);
+    // b acks meanwhile. Before: b's ack waited on the throughput row a's ack had locked.
+    let aInCommit!: () => Promise<number>;
+    const { corq, raw } = await open({
+      subscriptions: [
+        {
+          name: "tally",
+          transactional: true,
+          async handle(events, ctx) {
+            if (ctx.key === "b") await aInCommit();
+            await applyEffects(events, ctx);
+          },
+        },
+      ],
+    });
+    await raw.query(createEffects);
+    await raw.query(`
+      CREATE FUNCTION app.hold() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.key = 'a' THEN PERFORM pg_advisory_xact_lock(7); END IF; RETURN NULL; END $$;
+      CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON app.effects DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW EXECUTE FUNCTION app.hold()`);
+    const waitingOnAdvisoryLock = () =>
+      raw.query<{ pid: number }>(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+      );
+    aInCommit = async () => {
+      let pid: number | undefined;
+      await until(
+        async () => {
+          pid = (await waitingOnAdvisoryLock()).rows[0]?.pid;
+          return pid !== undefined;
+        },
+        { message: "a's COMMIT never waited on the advisory lock" },
+      );
+      return present(pid, "a's pid");
+    };
+    const holder = await raw.connect();
+    await holder.query("SELECT pg_advisory_lock(7)");
+    await appendTo(corq, "a", 2);
+    await appendTo(corq, "b", 2);
+    await corq.advance();
+    const drained = corq.drain("tally", { keysPerClaim: 2 });
+    let seen: string | undefined;
+    try {
+      const a = await aInCommit();
+      // one of the two happens: b's transaction commits, or b waits on a lock a's transaction holds
+      await until(
+        async () => {
+          const blocked = await raw.query(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND $1 = ANY(pg_blocking_pids(pid))",
+            [a],
+          );
+          if (blocked.rows.length > 0) seen = "b waits on a lock a's transaction holds";
+          else if ((await corq.key("tally", "b"))?.pending === 0) seen = "b committed";
+          return seen !== undefined;
+        },
+        { message: "b neither committed nor waited" },
+      );
+    } finally {
+      await holder.query("SELECT pg_advisory_unlock(7)");
+      holder.release();
+    }
+    expect(seen).toBe("b committed");
+    expect(await within(drained, { message: "the drain never ended" })).toMatchObject({ batches: 2, events: 4 });
+    expect((await corq.activity({ subscription: "tally" })).map((r) => [r.key, r.outcome, r.events]).sort()).toEqual([
+      ["a", "acked", 2],
+      ["b", "acked", 2],
     ]);
   });
 });

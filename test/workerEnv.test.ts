@@ -57,3 +57,27 @@ describe("CORQ_KEYS_PER_CLAIM", () => {
     expect(settings({ CORQ_KEYS_PER_CLAIM: value }).keysPerClaim).toBe(expected);
   });
 });
+
+describe("CORQ_REPLAY_KEYS", () => {
+  it.each([
+    [undefined, undefined, 1], // a quarter of the default 4, at least 1
+    [undefined, "16", 4],
+    [undefined, "2", 1],
+    ["2", undefined, 2],
+    ["4", undefined, 4],
+    ["12", "16", 12],
+    ["5", undefined, 4], // more than the keys per claim: all of them
+    ["256", "256", 256],
+    ["257", "16", 4],
+    ["0", "16", 4],
+    ["-1", undefined, 1],
+    ["2.5", undefined, 1],
+    ["", "16", 4],
+    ["some", "16", 4],
+  ])(
+    "%s with CORQ_KEYS_PER_CLAIM %s → %i replaying keys at once (malformed or out of range: the default)",
+    (value, keys, expected) => {
+      expect(settings({ CORQ_REPLAY_KEYS: value, CORQ_KEYS_PER_CLAIM: keys }).replayKeys).toBe(expected);
+    },
+  );
+});

@@ -11,6 +11,8 @@ describe("the Worker's knobs", () => {
       dbDriver: "http", // CORQ_DB_DRIVER
       consumerBudgetMs: 10_000, // CORQ_CONSUMER_BUDGET_MS
       maxSubrequests: 50, // CORQ_MAX_SUBREQUESTS: Cloudflare's Free plan
+      keysPerClaim: 4, // CORQ_KEYS_PER_CLAIM
+      replayKeys: 1, // CORQ_REPLAY_KEYS: a quarter of the keys per claim, at least 1
       publicAppend: false, // CORQ_PUBLIC_APPEND
       local: false, // CORQ_LOCAL
       authFailureLimit: 10, // CORQ_AUTH_FAILURE_LIMIT
@@ -27,6 +29,8 @@ describe("the Worker's knobs", () => {
         CORQ_DB_DRIVER: "websocket",
         CORQ_CONSUMER_BUDGET_MS: "2000",
         CORQ_MAX_SUBREQUESTS: "10000",
+        CORQ_KEYS_PER_CLAIM: "8",
+        CORQ_REPLAY_KEYS: "3",
         CORQ_PUBLIC_APPEND: "true",
         CORQ_LOCAL: "true",
         CORQ_AUTH_FAILURE_LIMIT: "3",
@@ -39,6 +43,8 @@ describe("the Worker's knobs", () => {
       dbDriver: "websocket",
       consumerBudgetMs: 2000,
       maxSubrequests: 10_000,
+      keysPerClaim: 8,
+      replayKeys: 3,
       publicAppend: true,
       local: true,
       authFailureLimit: 3,
@@ -51,6 +57,7 @@ describe("the Worker's knobs", () => {
     ["CORQ_CONCURRENCY", ["0", "1001", "-3", "2.5", "eight", ""], "concurrency", 8],
     ["CORQ_CONSUMER_BUDGET_MS", ["0", "900001", "soon"], "consumerBudgetMs", 10_000],
     ["CORQ_MAX_SUBREQUESTS", ["0", "1e9", "many"], "maxSubrequests", 50],
+    ["CORQ_REPLAY_KEYS", ["0", "257", "1.5", "two"], "replayKeys", 1],
     ["CORQ_MAX_BODY_BYTES", ["0", String(100 * 1_048_576 + 1), "1MB"], "maxBodyBytes", 1_048_576],
   ] as const)("falls back to the default for a malformed %s", (name, values, field, fallback) => {
     for (const value of values) expect(settings({ [name]: value })[field], `${name}=${value}`).toBe(fallback);

@@ -9,7 +9,6 @@ import { eventsAboveHorizon } from "../sql/advance/eventsAboveHorizon.js";
 import { nextDue } from "../sql/consume/nextDue.js";
 import { notifyWake, type WakePayload } from "../sql/log/notify.js";
 import { roundRobin } from "../roundRobin.js";
-import { DEFAULT_KEYS_PER_CLAIM } from "../corq.js";
 
 export interface RunnerOptions {
   corq: Corq;
@@ -24,6 +23,9 @@ export interface RunnerOptions {
   transactionalSubscriptions?: string[];
   /** Consumers (drains running at once) in this process: CORQ_CONCURRENCY. */
   concurrency: number;
+  /** Keys a drain claims per statement (CORQ_KEYS_PER_CLAIM), and of them replaying at most (CORQ_REPLAY_KEYS). */
+  keysPerClaim: number;
+  replayKeys: number;
   /** How long one drain keeps its slot before the slot looks across subscriptions again. */
   budgetMs: number;
   /** The safety net: advance and look for ready keys this often however quiet it is. */
@@ -120,7 +122,9 @@ export function createRunner(options: RunnerOptions): Runner {
     while (advanceWanted && !stopping) {
       advanceWanted = false;
       try {
-        const advanced = await corq.advance({ coalesce: true });
+        // woken during this run: the next run follows at once and takes what others' kicks were
+        // for, so this one skips the re-check for them (a statement less per run under load)
+        const advanced = await corq.advance({ coalesce: true, recheckIf: () => !advanceWanted || stopping });
         const enqueued = Object.entries(advanced).filter(([name, n]) => n > 0 && consumable(name));
         if (enqueued.length > 0) consumeEnqueued(enqueued);
         // under load the next run is already wanted and takes what waited at the horizon along
@@ -145,7 +149,7 @@ export function createRunner(options: RunnerOptions): Runner {
   // --- consumers ---
   // drains worth starting for this many ready keys: one claims keysPerClaim of them in one statement
   const drainsFor = (name: string, keys: number) =>
-    Math.ceil(keys / (transactional.has(name) ? 1 : DEFAULT_KEYS_PER_CLAIM));
+    Math.ceil(keys / (transactional.has(name) ? 1 : options.keysPerClaim));
   const drains = new Set<Promise<void>>();
   let checkWanted = false;
   let checking: Promise<void> | undefined;
@@ -212,7 +216,9 @@ export function createRunner(options: RunnerOptions): Runner {
         budgetMs,
         stop: stopClaiming.signal,
         abort: abortHandlers.signal,
-        ...(transactional.has(name) ? { keysPerClaim: 1 } : {}),
+        ...(transactional.has(name)
+          ? { keysPerClaim: 1, replayKeys: 1 }
+          : { keysPerClaim: options.keysPerClaim, replayKeys: options.replayKeys }),
       })
       .then(
         () => undefined,

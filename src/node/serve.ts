@@ -18,7 +18,7 @@ import { createApi } from "../../functions/api.js";
 import type { OpenCorq } from "../../functions/database.js";
 import { settings, type Env } from "../../functions/env.js";
 import { createTokenCache } from "../../functions/tokenCache.js";
-import { createCorq } from "../corq.js";
+import { createCorq, DEFAULT_KEYS_PER_CLAIM } from "../corq.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/log/notify.js";
 import type { Corq, SubscriptionDefinition } from "../types.js";
@@ -85,9 +85,15 @@ const nodeSettingsSchema = z.object({
 
 export function nodeSettings(env: Record<string, string | undefined>) {
   const parsed = nodeSettingsSchema.parse(env);
-  const base = settings(env as Env);
+  // keys per claim: the library's default (16) unless set; the Worker's (4) is for its subrequest budget
+  const base = settings({
+    ...env,
+    CORQ_KEYS_PER_CLAIM: env.CORQ_KEYS_PER_CLAIM ?? String(DEFAULT_KEYS_PER_CLAIM),
+  } as Env);
   return {
     concurrency: base.concurrency,
+    keysPerClaim: base.keysPerClaim,
+    replayKeys: base.replayKeys,
     consumerBudgetMs: base.consumerBudgetMs,
     safetyNetMs: parsed.CORQ_SAFETY_NET_MS,
     shutdownMs: parsed.CORQ_SHUTDOWN_MS,
@@ -130,6 +136,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         poolSize,
         notify,
         pushAllowPrivate: knobs.pushAllowPrivate,
+        // one activity write a second for all drains, not one per drain (drains here are many
+        // and short: at 1,000 appends/s that statement was a fifth of the database's work)
+        activityFlushMs: 1000,
       });
     // (an API process has no consumers, a worker no API: each opens only its own pool)
     const corq = role === "api" ? undefined : make(knobs.concurrency + 2, true);
@@ -165,6 +174,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           codeSubscriptions: options.subscriptions.map((s) => s.name),
           transactionalSubscriptions: options.subscriptions.filter((s) => s.transactional).map((s) => s.name),
           concurrency: knobs.concurrency,
+          keysPerClaim: knobs.keysPerClaim,
+          replayKeys: knobs.replayKeys,
           budgetMs: knobs.consumerBudgetMs,
           safetyNetMs: knobs.safetyNetMs,
           log,

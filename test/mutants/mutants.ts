@@ -116,6 +116,15 @@ export const mutants: Mutant[] = [
     tests: ["test/streamOrder.int.test.ts"],
   },
   {
+    name: "append: takes its transaction id before its turn on the stream (refused for order under concurrency)",
+    edits: one(
+      "src/sql/log/appendEvents.ts",
+      "WITH locked AS (SELECT pg_advisory_xact_lock(${APPENDING}::int4, hashtext(${stream}))),",
+      "WITH locked AS (SELECT 1),",
+    ),
+    tests: ["test/streamOrder.int.test.ts"],
+  },
+  {
     name: "readLog: ignores xmin horizon",
     edits: one(
       "src/sql/log/readLog.ts",
@@ -219,14 +228,14 @@ export const mutants: Mutant[] = [
     name: "transactional: the ack outside the handler's transaction",
     edits: one(
       "src/consume.ts",
-      "const [row] = await tx.run<{ acked: number; pending: number | null }>(",
-      "const [row] = await executor.run<{ acked: number; pending: number | null }>(",
+      "const [row] = await tx.run<{ acked: number; pending: number | null; at: string | null }>(",
+      "const [row] = await executor.run<{ acked: number; pending: number | null; at: string | null }>(",
     ),
     tests: ["test/transactional.int.test.ts"],
   },
   {
     name: "transactional: a lost lease's transaction committed anyway",
-    edits: one("src/consume.ts", "if (row.acked !== 1) throw new LeaseLost(through);", ""),
+    edits: one("src/consume.ts", "if (acked !== 1) throw new LeaseLost(through);", ""),
     tests: ["test/transactional.int.test.ts"],
   },
   {

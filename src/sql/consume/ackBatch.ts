@@ -27,21 +27,32 @@ export interface AckThrough {
  */
 export function ackBatch(
   lease: Lease,
-  {
-    through,
-    count,
-    claimedAt,
-    durable = false,
-  }: { through: AckThrough; count: number; claimedAt: Date; durable?: boolean },
+  { through, count, claimedAt }: { through: AckThrough; count: number; claimedAt: Date },
 ): SQL {
   return sql`
-    WITH ${ackCtes(lease, through, count, { durable })},
+    WITH ${ackCtes(lease, through, count)},
     recorded AS (
       INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
       SELECT subscription_id, key, ${claimedAt.toISOString()}::timestamptz, ${count}, 'acked' FROM acked
     ),
     counted AS (${countAcked(sql`acked`, sql`now()`, sql`${count}::int`)})
     SELECT count(*)::int AS acked, (SELECT pending FROM acked) AS pending FROM acked`;
+}
+
+/**
+ * The ack of a transactional handler's batch: the last statement of the transaction that holds
+ * the handler's writes (so durable: no asyncCommit), fenced like ackBatch. It records nothing:
+ * the activity and throughput rows are shared counters (one throughput row per subscription
+ * and 10 seconds), and a row written here stays locked through COMMIT and its WAL flush — every
+ * other transactional ack of the subscription, and the drains' activity writes, would queue
+ * behind it. The caller records the batch after COMMIT (recordBatches) with `at`: the database
+ * clock when the key row was locked, i.e. when the handler was done (`now()` here would be the
+ * transaction's BEGIN: a batch as long as its handler would show as ~0 ms).
+ */
+export function ackInTransaction(lease: Lease, { through, count }: { through: AckThrough; count: number }): SQL {
+  return sql`
+    WITH ${ackCtes(lease, through, count, { durable: true })}
+    SELECT count(*)::int AS acked, (SELECT pending FROM acked) AS pending, (SELECT at FROM fenced) AS at FROM acked`;
 }
 
 /**

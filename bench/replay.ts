@@ -18,6 +18,7 @@ import { benchClient } from "./database.js";
 import { appendWorkload } from "./systems/corq.js";
 import { sleep, Wakeup } from "./workload.js";
 import { percentile } from "./stats.js";
+import { present } from "../test/helpers/present.js";
 
 export interface ReplayOptions {
   /** Events in the log before the rewind, and their keys. */
@@ -158,7 +159,7 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
     extra: Omit<PhaseResult, "liveP50Ms" | "liveP99Ms" | "liveSamples" | "appendP50Ms" | "load" | "afterRewindP50Ms">,
   ) => ({
     afterRewindP50Ms: run.afterRewind.length > 0 ? percentile(run.afterRewind, 50) : Number.NaN,
-    load: loadavg()[0],
+    load: present(loadavg()[0], "the 1-minute load average"),
     liveP50Ms: percentile(run.samples, 50),
     liveP99Ms: percentile(run.samples, 99),
     liveSamples: run.samples.length,

@@ -12,6 +12,7 @@ import { appendEvents } from "../src/sql/log/appendEvents.js";
 import { WAKE_CHANNEL } from "../src/sql/log/notify.js";
 import { benchPool } from "./database.js";
 import { median, percentile, spreadPercent } from "./stats.js";
+import { present } from "../test/helpers/present.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -47,9 +48,11 @@ async function startBenchServe(databaseUrl: string, env: Record<string, string> 
           const [, position, at, createdAt, key] = line.split(" ");
           if (!handled.has(Number(position)))
             handled.set(Number(position), { at: Number(at), createdAt: Number(createdAt) });
+          if (key === undefined) throw new Error(`serve printed a line without a key: ${line}`);
           if (!handledKeys.has(key)) handledKeys.set(key, Number(at));
         } else if (line.startsWith("S ")) {
           const [, key, at] = line.split(" ");
+          if (key === undefined) throw new Error(`serve printed a line without a key: ${line}`);
           holding.set(key, Number(at));
         } else if (line.startsWith("corq ready ")) resolve(line.slice("corq ready ".length));
       }
@@ -58,7 +61,10 @@ async function startBenchServe(databaseUrl: string, env: Record<string, string> 
   });
   /** CPU seconds (user + system) the process used so far. */
   const cpuSeconds = () => {
-    const fields = readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1].split(" ");
+    const fields = present(
+      readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1],
+      "/proc/<pid>/stat's fields",
+    ).split(" ");
     return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
   };
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
@@ -108,7 +114,10 @@ export async function serveLatency(
   const overHttp = appender(serve.url);
   const post = producer
     ? async (stream: string, key: string) =>
-        (await producer.append(stream, [{ name: "Ping", data: { key } }])).positions[0]
+        present(
+          (await producer.append(stream, [{ name: "Ping", data: { key } }])).positions[0],
+          "the append's position",
+        )
     : overHttp;
   try {
     // warm-up: connections, JIT, prepared statements
@@ -217,11 +226,13 @@ function appender(url: string) {
           response.on("data", (chunk) => {
             text += chunk;
           });
-          response.on("end", () =>
-            response.statusCode === 201
-              ? resolve((JSON.parse(text) as { positions: number[] }).positions[0])
-              : reject(new Error(`append answered ${response.statusCode}: ${text.slice(0, 300)}`)),
-          );
+          response.on("end", () => {
+            const [position] =
+              response.statusCode === 201 ? (JSON.parse(text) as { positions: number[] }).positions : [];
+            if (position === undefined)
+              reject(new Error(`append answered ${response.statusCode}: ${text.slice(0, 300)}`));
+            else resolve(position);
+          });
         },
       );
       request.on("error", reject);

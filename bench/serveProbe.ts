@@ -15,10 +15,12 @@ import { mkdirSync } from "node:fs";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
 import { benchClient, dropDatabase, freshDatabase } from "./database.js";
 import { serveLatency } from "./serve.js";
+import { present } from "../test/helpers/present.js";
 
 const argv = process.argv.slice(2);
 const flag = (name: string) => argv.includes(name);
-const value = (name: string, fallback: string) => (flag(name) ? argv[argv.indexOf(name) + 1] : fallback);
+const value = (name: string, fallback: string) =>
+  flag(name) ? present(argv[argv.indexOf(name) + 1], `a value after ${name}`) : fallback;
 const rates = value("--rates", "200,1000").split(",").map(Number);
 const seconds = Number(value("--seconds", "8"));
 const rounds = Number(value("--rounds", "1"));
@@ -30,7 +32,7 @@ const extra = Object.fromEntries(argv.filter((a) => /^[A-Z_]+=/.test(a)).map((kv
 
 const pg = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres();
 const serverUrl = process.env.DATABASE_URL ?? pg?.url ?? "";
-const load = () => loadavg()[0].toFixed(1);
+const load = () => present(loadavg()[0], "the 1-minute load average").toFixed(1);
 const f = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? "—" : n < 10 ? n.toFixed(1) : n.toFixed(0));
 
 async function run(label: string, rate: number, env: Record<string, string>, idle: boolean) {

@@ -1,8 +1,8 @@
 /** Nearest-rank percentile of unsorted samples (NaN when empty). */
 export function percentile(samples: number[], p: number): number {
-  if (samples.length === 0) return Number.NaN;
   const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+  // the rank is clamped into the samples, so only an empty list has none
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
 }
 
 export function median(samples: number[]): number {

@@ -129,8 +129,8 @@ async function startConnectionSampler(serverUrl: string) {
     /** Transactions per second on the cluster over the last ~2 s (this sampler's own included: ~20/s). */
     transactionRate: () => {
       const recent = transactions.filter((t) => t.at > performance.now() - 2000);
-      if (recent.length < 2) return Number.POSITIVE_INFINITY;
-      const [first, last] = [recent[0], recent.at(-1)!];
+      const [first, last] = [recent[0], recent.at(-1)];
+      if (recent.length < 2 || first === undefined || last === undefined) return Number.POSITIVE_INFINITY;
       return ((last.count - first.count) * 1000) / (last.at - first.at);
     },
     stop: async () => {

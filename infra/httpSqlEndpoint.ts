@@ -130,7 +130,8 @@ export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Pro
   let answered = 0;
 
   const answer = async (request: IncomingMessage): Promise<Answer> => {
-    const requested = Buffer.from((request.url ?? "").split("?")[0]);
+    const [pathname = ""] = (request.url ?? "").split("?"); // split always gives one part at least
+    const requested = Buffer.from(pathname);
     if (requested.length !== path.length || !timingSafeEqual(requested, path)) return problem(404, "not found");
     // a page in a browser must not reach the database: browsers send Origin with every POST (not
     // Sec-Fetch-Mode: Node's fetch sends that one too)

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { useCorq } from "./helpers/corq.js";
 import { startReceiver } from "./helpers/receiver.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
@@ -16,12 +17,12 @@ const refused: [string, (p: number[]) => unknown][] = [
   ["null", () => null],
   ["a non-numeric string", () => "all"],
   ["a decimal string", (p) => `${p[2]}.0`],
-  ["a float", (p) => p[2] + 0.5],
+  ["a float", (p) => present(p[2], "a third position") + 0.5],
   ["an object", (p) => ({ position: p[2] })],
   ["an array", (p) => [p[2]]],
   ["a boolean", () => true],
-  ["a position not in the batch", (p) => p[4] + 1000],
-  ["a position string not in the batch", (p) => String(p[4] + 1000)],
+  ["a position not in the batch", (p) => present(p[4], "a fifth position") + 1000],
+  ["a position string not in the batch", (p) => String(present(p[4], "a fifth position") + 1000)],
 ];
 /** Answers that ack through the second event (the rest comes next); the last single event is acked whole. */
 const accepted: [string, (p: number[]) => unknown][] = [

@@ -3,6 +3,7 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import { sql } from "drizzle-orm";
 import { CorqError } from "../src/index.js";
 import { useCorq } from "./helpers/corq.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 const arrived = (roomId: string) => ({ name: "Arrived", data: { roomId } });
@@ -18,7 +19,7 @@ describe("append", () => {
     const first = await corq.append("visitor-1", [{ name: "Registered", data: { name: "Ada" } }, arrived("12")]);
     expect(first.version).toBe(1);
     expect(first.positions).toHaveLength(2);
-    expect(first.positions[1]).toBeGreaterThan(first.positions[0]);
+    expect(first.positions[1]).toBeGreaterThan(present(first.positions[0], "the first position"));
     const many = await corq.append(
       "visitor-1",
       Array.from({ length: 300 }, (_, i) => ({ name: "Tick", data: { i } })),
@@ -31,7 +32,8 @@ describe("append", () => {
     expect(ticks.map((e) => (e.data as { i: number }).i)).toEqual(Array.from({ length: 300 }, (_, i) => i));
     expect(ticks.map((e) => e.position)).toEqual([...ticks.map((e) => e.position)].sort((a, b) => a - b));
     expect(stream[0]).toMatchObject({ stream: "visitor-1", name: "Registered", data: { name: "Ada" }, meta: {} });
-    expect(new Date(stream[0].createdAt).toISOString()).toBe(stream[0].createdAt);
+    const { createdAt } = present(stream[0], "the stream's first event");
+    expect(new Date(createdAt).toISOString()).toBe(createdAt);
   });
 
   it("enforces expectedVersion: -1 (no stream), exact n, and rejects with nothing written", async () => {

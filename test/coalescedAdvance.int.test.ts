@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type pg from "pg";
 import { sleep, useCorq } from "./helpers/corq.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 
@@ -96,7 +97,7 @@ describe("coalesced advance", () => {
     await Promise.all(
       Array.from({ length: 40 }, async (_, i) => {
         await corq.append(`s${i % 5}`, [{ name: "E", data: { k: `k${i % 7}` } }]);
-        await advancers[i % 8].advance({ coalesce: i % 2 === 0 });
+        await present(advancers[i % 8], `advancer ${i % 8}`).advance({ coalesce: i % 2 === 0 });
       }),
     );
     await corq.advance();

@@ -3,6 +3,7 @@ import { reportScenario, tally } from "./helpers/chaos.js";
 import type { StoredEvent } from "../src/index.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
 import { until, within } from "./helpers/until.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 
@@ -139,9 +140,9 @@ describe("fences", () => {
       subscriptions: [{ name: "t", leaseMs: 500, handle: () => new Promise<void>((resolve) => gates.push(resolve)) }],
     }).consume("t");
     await until(() => gates.length === 2, { message: "the second consumer never took the key over" });
-    gates[0](); // the first one finishes now, while the second one's lease runs: its ack is refused
+    present(gates[0], "the first consumer's gate")(); // the first one finishes now, while the second one's lease runs: its ack is refused
     expect(await first).toMatchObject({ key: "k", outcome: "expired" });
-    gates[1]();
+    present(gates[1], "the second consumer's gate")();
     expect(await second).toMatchObject({ key: "k", outcome: "acked" });
     expect(await corq.keys("t")).toMatchObject([{ key: "k", status: "idle", pending: 0 }]);
   });
@@ -240,7 +241,9 @@ describe("failures", () => {
     expect(stats).toMatchObject({ pending: 2, keys: { dead: 1, ready: 0, backoff: 0 } });
     const [dead] = await corq.deadLetters({ subscription: "p" });
     expect(dead).toMatchObject({ subscription: "p", key: "bad", attempts: 3, lastError: "Error: cannot handle bad" });
-    expect(dead.position).toBe((await corq.readStream("bad"))[0].position);
+    expect(present(dead, "key bad's dead letter").position).toBe(
+      present((await corq.readStream("bad"))[0], "stream bad's first event").position,
+    );
   });
 
   it("computes the backoff in SQL: initialMs · factor^(attempts-1), capped at maxMs", async () => {
@@ -329,7 +332,8 @@ describe("failures", () => {
           name: "partial",
           handle: (events: StoredEvent[]) => {
             seen.push(events.map((e) => e.position));
-            return events.length > 1 ? { ackedThrough: events[1].position } : undefined;
+            const [, second] = events;
+            return second ? { ackedThrough: second.position } : undefined;
           },
         },
       ],

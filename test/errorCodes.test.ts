@@ -8,15 +8,15 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { statusByCode } from "../src/errors.js";
+import { present } from "./helpers/present.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const read = (path: string) => readFileSync(join(root, path), "utf8");
 
 /** `status type` pairs of the docs table under "## Errors". */
 function documented(): string[] {
-  const section = read("docs/http-api.md")
-    .split(/^## Errors$/m)[1]
-    .split(/^## /m)[0];
+  const [, errors] = read("docs/http-api.md").split(/^## Errors$/m);
+  const [section = ""] = present(errors, 'a "## Errors" section in docs/http-api.md').split(/^## /m);
   return [...section.matchAll(/^\|\s*(\d{3})\s*\|\s*`([a-z_]+)`\s*\|/gm)].map(
     ([, status, type]) => `${status} ${type}`,
   );

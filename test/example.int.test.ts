@@ -22,6 +22,7 @@ import type {
 import { exampleSchema, ROOM_CAPACITY, visitorSubscriptions } from "../example/visitors.js";
 import { roomFullStream } from "../example/roomOccupancy.js";
 import { welcomeStream } from "../example/greeter.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 /**
@@ -188,7 +189,7 @@ describe("the example app", () => {
           const roomId = `r${++run}`;
           const streams = visitors.map((_, i) => `visitor-${run}-${i}`);
           for (const [i, moves] of visitors.entries())
-            await corq.append(streams[i], [
+            await corq.append(present(streams[i], `visitor ${i}'s stream`), [
               registered(`v${i}`),
               ...moves.map((a) => (a ? arrived(roomId) : departed(roomId))),
             ]);
@@ -199,7 +200,10 @@ describe("the example app", () => {
           const delivered = [...events, ...events.filter(() => next(3) === 0)];
           for (let i = delivered.length - 1; i > 0; i--) {
             const j = next(i + 1);
-            [delivered[i], delivered[j]] = [delivered[j], delivered[i]];
+            [delivered[i], delivered[j]] = [
+              present(delivered[j], `delivered event ${j}`),
+              present(delivered[i], `delivered event ${i}`),
+            ];
           }
           const moves = delivered.filter((e) => e.name !== "Registered");
           for (let i = 0; i < moves.length; ) {
@@ -408,7 +412,12 @@ describe("the example app", () => {
     await byName("visitor-directory").handle(events, contextFor(corq, raw, "visitor-directory", "visitor-ada"));
     const after = await raw.query("SELECT name, room, status, last_position FROM example.visitors");
     expect(after.rows).toEqual([
-      { name: "Ada", room: null, status: "left", last_position: String(events[2].position) },
+      {
+        name: "Ada",
+        room: null,
+        status: "left",
+        last_position: String(present(events[2], "visitor-ada's third event").position),
+      },
     ]);
   });
 });

@@ -7,6 +7,7 @@ import pg from "pg";
 import { createCorq, type StoredEvent, type SubscriptionDefinition } from "../src/index.js";
 import { useCorq } from "./helpers/corq.js";
 import { within } from "./helpers/until.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 const arrived = (round: number) => ({ name: "Arrived", data: { room: "a", round } });
@@ -53,8 +54,10 @@ describe("with index scans off", () => {
       const second = await corq.append("other", [arrived(-1)]);
       const first = await corq.append("outbox", [arrived(-2)], { tx: outbox });
       await outbox.query("COMMIT");
-      expect(first.positions[0]).toBeGreaterThan(second.positions[0]);
-      expected.push(first.positions[0], second.positions[0]);
+      const outboxPosition = present(first.positions[0], "the outbox append's position");
+      const otherPosition = present(second.positions[0], "the other append's position");
+      expect(outboxPosition).toBeGreaterThan(otherPosition);
+      expected.push(outboxPosition, otherPosition);
     } finally {
       await outbox.query("ROLLBACK").catch(() => undefined);
       outbox.release();
@@ -62,7 +65,7 @@ describe("with index scans off", () => {
     for (let round = 0; round < 40; round++) {
       const fill = Array.from({ length: 20 }, (_, i) => ({ name: "Filler", data: { i } }));
       const { positions } = await corq.append("a", [arrived(round), ...fill]);
-      expected.push(positions[0]);
+      expected.push(present(positions[0], "the round's arrival position"));
       await corq.advance();
     }
     expect((await corq.drain("filler")).events).toBe(800);
@@ -70,7 +73,7 @@ describe("with index scans off", () => {
     const later = another({ subscriptions: [rooms, filler] }); // a fresh connection: no cached insert target
     for (let round = 0; round < 40; round++) {
       const { positions } = await later.append("a", [arrived(40 + round)]);
-      expected.push(positions[0]);
+      expected.push(present(positions[0], "the round's arrival position"));
     }
     await later.advance();
     const { rows } = await raw.query("SELECT position FROM corq.queue ORDER BY ctid");

@@ -12,6 +12,7 @@ import { HTTP_SQL_APPLICATION_NAME, startHttpSqlEndpoint, type HttpSqlEndpoint }
 import { freePort } from "../infra/embeddedPostgres.js";
 import { isDatabaseUnavailable } from "../src/errors.js";
 import { createTestDatabase } from "./helpers/database.js";
+import { present } from "./helpers/present.js";
 
 const MiB = 1024 * 1024;
 
@@ -83,7 +84,7 @@ describe("values and errors", () => {
       ["small", 23],
       ["yes", 16],
     ]);
-    const [row] = result.rows as Record<string, unknown>[];
+    const row = present((result.rows as Record<string, unknown>[])[0], "the selected row");
     expect(row).toMatchObject({
       big: "9007199254740993",
       num: "12345678901234567890.123456789",
@@ -102,9 +103,10 @@ describe("values and errors", () => {
   it("sends parameters as Neon does and gets them back", async () => {
     const { sql } = await open("params.test");
     const at = new Date("2025-06-07T08:09:10.123Z");
-    const [row] = await sql`SELECT ${"it's"}::text AS t, ${42}::int AS n, ${"9223372036854775807"}::bigint AS big,
+    const [selected] = await sql`SELECT ${"it's"}::text AS t, ${42}::int AS n, ${"9223372036854775807"}::bigint AS big,
       ${Buffer.from([1, 2, 255])}::bytea AS b, ${[1, 2]}::int[] AS arr, ${JSON.stringify({ a: [1] })}::jsonb AS j,
       ${at}::timestamptz AS at, ${null}::text AS nothing`;
+    const row = present(selected, "the selected row");
     expect(row).toMatchObject({
       t: "it's",
       n: 42,
@@ -189,8 +191,9 @@ describe("transactions", () => {
       sql`SELECT pg_current_xact_id()::text AS a, pg_current_xact_id()::text AS b, txid_current() = txid_current() AS same`,
       sql`SELECT count(*)::int AS n FROM items WHERE id IN (10, 11)`,
     ]);
-    expect(ids[0]).toMatchObject({ same: true });
-    expect(ids[0].a).toBe(ids[0].b);
+    const xact = present(ids?.[0], "the transaction's id row");
+    expect(xact).toMatchObject({ same: true });
+    expect(xact.a).toBe(xact.b);
     expect(count).toEqual([{ n: 2 }]);
     const { rows } = await raw.query("SELECT name FROM items WHERE id IN (10, 11) ORDER BY id");
     expect(rows).toEqual([{ name: "ten" }, { name: "eleven" }]);
@@ -279,7 +282,9 @@ describe("pool", () => {
     const sleepingMs = performance.now() - started;
     sampling = false;
     await sampler;
-    expect(answers.map((rows) => rows[0].i)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+    expect(answers.map((rows) => present(rows[0], "an answer's row").i)).toEqual(
+      Array.from({ length: 200 }, (_, i) => i),
+    );
     expect(peak).toBe(5);
 
     const quick = performance.now();

@@ -10,6 +10,7 @@ import pg, { type PoolClient } from "pg";
 import type { Corq, StoredEvent, SubscriptionDefinition } from "../src/index.js";
 import { useCorq } from "./helpers/corq.js";
 import { reportScenario, tally } from "./helpers/chaos.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 // [seed, runs]. 66086647 failed with the op set before the outbox steps: a random skip of a dead
@@ -141,12 +142,14 @@ describe("random interleavings", () => {
                 running.set(ctx.key, call);
                 try {
                   if (consumer !== undefined && armed[consumer]) {
-                    await new Promise<void>((resolve) => gates[consumer].push(resolve));
+                    await new Promise<void>((resolve) =>
+                      present(gates[consumer], `consumer ${consumer}'s gates`).push(resolve),
+                    );
                   }
                   if (events.some((e) => (e.data as { poison?: boolean }).poison)) throw new Error("poison");
                   if (failNext) {
                     failNext = false;
-                    failedTransiently.add(events[0].position);
+                    failedTransiently.add(present(events[0], "the batch's first event").position);
                     throw new Error("transient");
                   }
                   for (const e of events) handled.push({ key: ctx.key, position: e.position });
@@ -178,6 +181,9 @@ describe("random interleavings", () => {
               const advancers = [corq, another({ subscriptions: [definition()], poolSize: 1 })];
               const consumers: Corq[] = [0, 1, 2].map((i) => another({ subscriptions: [definition(i)], poolSize: 1 }));
               const inFlight: Promise<unknown>[] = [];
+              // o.by and (o.by + free) % 3 pick one of these (fc.nat(1) for advancers, fc.nat(2) for consumers)
+              const advancer = (i: number) => present(advancers[i], `advancer ${i}`);
+              const consumer = (i: number) => present(consumers[i], `consumer ${i}`);
 
               for (const o of ops) {
                 switch (o.kind) {
@@ -207,13 +213,13 @@ describe("random interleavings", () => {
                     break;
                   }
                   case "advance":
-                    inFlight.push(advancers[o.by].advance());
+                    inFlight.push(advancer(o.by).advance());
                     break;
                   case "consume": {
                     const free = [0, 1, 2].find((i) => !armed[(o.by + i) % 3]);
                     if (free === undefined) break;
                     failNext = o.fail;
-                    await consumers[(o.by + free) % 3].consume("s");
+                    await consumer((o.by + free) % 3).consume("s");
                     failNext = false;
                     break;
                   }
@@ -222,7 +228,7 @@ describe("random interleavings", () => {
                     const free = [0, 1, 2].find((i) => !armed[(o.by + i) % 3]);
                     if (free === undefined) break;
                     failNext = o.fail;
-                    await consumers[(o.by + free) % 3].drain("s", { keysPerClaim: o.keys, maxBatches: 2 * o.keys });
+                    await consumer((o.by + free) % 3).drain("s", { keysPerClaim: o.keys, maxBatches: 2 * o.keys });
                     failNext = false;
                     break;
                   }
@@ -231,7 +237,7 @@ describe("random interleavings", () => {
                     if (armed[o.by]) break;
                     armed[o.by] = true;
                     inFlight.push(
-                      consumers[o.by]
+                      consumer(o.by)
                         .drain("s", { keysPerClaim: o.keys, maxBatches: o.keys })
                         .finally(() => (armed[o.by] = false)),
                     );
@@ -239,7 +245,11 @@ describe("random interleavings", () => {
                   case "gatedConsume":
                     if (armed[o.by]) break;
                     armed[o.by] = true;
-                    inFlight.push(consumers[o.by].consume("s").finally(() => (armed[o.by] = false)));
+                    inFlight.push(
+                      consumer(o.by)
+                        .consume("s")
+                        .finally(() => (armed[o.by] = false)),
+                    );
                     break;
                   case "expireLeases":
                     await raw.query(
@@ -255,7 +265,7 @@ describe("random interleavings", () => {
                     // one slow consumer finishes while the others stay held: its settle meets
                     // leases that others took over and still hold
                     armed[o.by] = false;
-                    for (const open of gates[o.by].splice(0)) open();
+                    for (const open of present(gates[o.by], `consumer ${o.by}'s gates`).splice(0)) open();
                     break;
                   case "release":
                     if (o.mode === "retry") {

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { DeliveredEvent, HandlerContext } from "../src/index.js";
 import { drain, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 const e = (n: string) => ({ name: "E", data: { n } });
@@ -53,7 +54,7 @@ describe("pausing one key", () => {
           name: "s",
           batchSize: 1,
           handle: async (events: DeliveredEvent[]) => {
-            seen.push((events[0].data as { n: string }).n);
+            seen.push((present(events[0], "the batch's event").data as { n: string }).n);
             if (seen.length === 1) await gate;
           },
         },
@@ -176,7 +177,7 @@ describe("who holds a key, and why a key is not running", () => {
     expect(failures).toBe(3);
     const dead = await corq.key("s", "dead");
     expect(dead.reason).toBe(
-      `dead at position ${positions[0]} since ${(await corq.deadLetters())[0].deadAt} after 3 attempts: Error: down; retry or skip it (dead letters)`,
+      `dead at position ${positions[0]} since ${present((await corq.deadLetters())[0], "the dead letter").deadAt} after 3 attempts: Error: down; retry or skip it (dead letters)`,
     );
     const late = await corq.key("s", "late");
     expect(late.reason).toBe(`in backoff until ${late.availableAt} (attempt 1 of 3 failed: Error: down)`);

@@ -54,6 +54,7 @@ function stat(pid: number): { comm: string; state: string; ppid: number } | unde
   try {
     const text = readFileSync(`/proc/${pid}/stat`, "utf8");
     const [state, ppid] = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    if (state === undefined) return undefined;
     return { comm: text.slice(text.indexOf("(") + 1, text.lastIndexOf(")")), state, ppid: Number(ppid) };
   } catch {
     return undefined;

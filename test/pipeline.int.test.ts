@@ -3,6 +3,7 @@ import type { StoredEvent, SubscriptionDefinition } from "../src/index.js";
 import { drain, useCorq } from "./helpers/corq.js";
 import { until, within } from "./helpers/until.js";
 import { reportScenario, tally } from "./helpers/chaos.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 
@@ -134,14 +135,18 @@ describe("advance and consume", () => {
       const rec = recorder({ name: "rooms", key });
       const { corq, raw } = await open({ subscriptions: [rec.subscription] });
       const slow = await raw.connect();
-      let late: { positions: number[] };
-      let early: { positions: number[] };
+      let late: number;
+      let early: number;
       let whileOpen: Record<string, number>;
       try {
         await slow.query("BEGIN");
-        late = await corq.append("v-slow", [{ name: "Arrived", data: { roomId: "1" } }], { tx: slow });
-        early = await corq.append("v-fast", [{ name: "Arrived", data: { roomId: "1" } }]);
-        expect(late.positions[0]).toBeLessThan(early.positions[0]);
+        const held = await corq.append("v-slow", [{ name: "Arrived", data: { roomId: "1" } }], { tx: slow });
+        late = present(held.positions[0], "the held append's position");
+        early = present(
+          (await corq.append("v-fast", [{ name: "Arrived", data: { roomId: "1" } }])).positions[0],
+          "the fast append's position",
+        );
+        expect(late).toBeLessThan(early);
         // the later position is committed, but the advancer must not move past the open transaction
         whileOpen = await corq.advance();
         expect(whileOpen).toEqual({ rooms: 0 });
@@ -153,16 +158,16 @@ describe("advance and consume", () => {
       }
       expect(await corq.advance()).toEqual({ rooms: 2 });
       await drain(corq, "rooms");
-      expect(rec.byKey().get("1")).toEqual([late.positions[0], early.positions[0]]);
+      expect(rec.byKey().get("1")).toEqual([late, early]);
       const figures = tally(
-        new Map([["1", [late.positions[0], early.positions[0]]]]),
+        new Map([["1", [late, early]]]),
         [...rec.byKey()].flatMap(([k, ps]) => ps.map((position) => ({ key: k, position }))),
       );
       reportScenario({
         scenario: "long open transaction",
         ...figures,
         doubleClaims: 0,
-        notes: { advanced_while_open: whileOpen.rooms },
+        notes: { advanced_while_open: present(whileOpen.rooms, "the open-transaction advance's count") },
       });
       expect(figures).toMatchObject({ lost: 0, order: 0, dup: 0 });
     });
@@ -207,7 +212,11 @@ describe("advance and consume", () => {
         advances = [corq.advance()];
         await lockWaiters(1);
         advances.push(second.advance({ coalesce: true }));
-        if (coalesced) await within(advances[1], { timeoutMs: 2000, message: "the second advancer returns at once" });
+        if (coalesced)
+          await within(present(advances[1], "the second advance"), {
+            timeoutMs: 2000,
+            message: "the second advancer returns at once",
+          });
         else await lockWaiters(2);
       } finally {
         await locker.query("COMMIT");

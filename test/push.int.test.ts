@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { useCorq, sleep } from "./helpers/corq.js";
 import { firstDeliveries, startReceiver } from "./helpers/receiver.js";
 import { reportScenario, tally } from "./helpers/chaos.js";
+import { present } from "./helpers/present.js";
 
 const openCorq = useCorq();
 // the receivers listen on 127.0.0.1: these tests allow private destinations, explicitly
@@ -73,7 +74,7 @@ describe("push subscriptions", () => {
     expect(receiver.overlaps).toBe(0);
     expect(receiver.deliveries.every((d) => d.signatureValid)).toBe(true);
     expect(firstDeliveries(receiver.deliveries)).toEqual(expected);
-    const first = receiver.deliveries[0];
+    const first = present(receiver.deliveries[0], "the first delivery");
     expect(first).toMatchObject({
       subscription: "rooms-hook",
       incarnation: (await corq.subscription("rooms-hook")).incarnation,
@@ -158,7 +159,9 @@ describe("push subscriptions", () => {
     await consumeAll(corq, "p");
     expect(firstDeliveries(receiver.deliveries).get("poison")).toEqual(poison.positions.slice(1));
     // a new first event, a new attempt series
-    expect(receiver.deliveries.find((d) => d.key === "poison")?.id).not.toBe(attempts[0].id);
+    expect(receiver.deliveries.find((d) => d.key === "poison")?.id).not.toBe(
+      present(attempts[0], "the first attempt").id,
+    );
     reportScenario({
       scenario: "poison event",
       ...tally(
@@ -303,7 +306,9 @@ describe("push subscriptions", () => {
       Array.from({ length: 5 }, () => ({ name: "E", data: {} })),
     );
     await corq.advance();
-    receiver.behave((d) => (d.events.length > 2 ? { body: { ackedThrough: d.events[1].position } } : undefined));
+    receiver.behave((d) =>
+      d.events.length > 2 ? { body: { ackedThrough: present(d.events[1], "a second event").position } } : undefined,
+    );
     await consumeAll(corq, "partial");
     expect(receiver.deliveries.map((d) => d.events.map((e) => e.position))).toEqual([
       positions,

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { present } from "./helpers/present.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const readme = readFileSync(join(root, "README.md"), "utf8");
@@ -13,7 +14,7 @@ describe("README", () => {
   it("names only files that exist", () => {
     const paths = new Set(
       [...readme.matchAll(/`((?:test|bench|example|src|functions|infra|docs)\/[\w./-]+\.(?:ts|tsx|md))`/g)].map(
-        ([, path]) => path,
+        ([, path]) => present(path, "a quoted path"),
       ),
     );
     expect(paths.size).toBeGreaterThan(20);
@@ -21,20 +22,24 @@ describe("README", () => {
   });
 
   it("quotes the benchmark table's rates and workloads from bench/RESULTS.md", () => {
-    const endToEnd = results.split(/^## End to end/m)[1].split(/^## /m)[0];
-    const table = readme
-      .split(/^## Benchmarks$/m)[1]
-      .split(/\n\n/)
-      .find((block) => block.startsWith("| system"))!;
+    const [, fromEndToEnd] = results.split(/^## End to end/m);
+    const [endToEnd = ""] = present(fromEndToEnd, '"## End to end" in bench/RESULTS.md').split(/^## /m);
+    const [, fromBenchmarks] = readme.split(/^## Benchmarks$/m);
+    const table = present(
+      present(fromBenchmarks, '"## Benchmarks" in README.md')
+        .split(/\n\n/)
+        .find((block) => block.startsWith("| system")),
+      "the README's benchmark table",
+    );
     const rows = table
       .split("\n")
       .slice(2)
       .map((line) => line.split("|").map((cell) => cell.trim()));
     expect(rows.length).toBe(4);
     for (const [, system, workload, rate] of rows) {
-      const quoted = rate.match(/^[\d,]+/)![0];
+      const quoted = present(rate?.match(/^[\d,]+/)?.[0], `${system}'s rate`);
       expect(endToEnd, `${system}: ${quoted} events/s`).toMatch(new RegExp(`\\b${quoted}\\b`));
-      const jobs = workload.match(/^[\d,]+/)![0];
+      const jobs = present(workload?.match(/^[\d,]+/)?.[0], `${system}'s workload`);
       expect(endToEnd, `${system}: ${jobs} events`).toContain(jobs);
     }
     // the latency quoted in "Try it"

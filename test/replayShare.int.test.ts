@@ -8,6 +8,7 @@ import { claimBatch, type ClaimBy } from "../src/sql/consume/claimBatch.js";
 import { replayKeysFor } from "../src/consume.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 const dialect = new PgDialect();
@@ -79,7 +80,8 @@ describe("a replay's share of the consumers", () => {
             const replaying = [...running].filter((key) => key.startsWith("r")).length;
             mostReplaying = Math.max(mostReplaying, replaying);
             // while held, every replaying batch waits for the test to let it go
-            if (holding && events[0].replay) await new Promise<void>((resolve) => gates.set(ctx.key, resolve));
+            if (holding && present(events[0], "the batch's first event").replay)
+              await new Promise<void>((resolve) => gates.set(ctx.key, resolve));
             running.delete(ctx.key);
           },
         },
@@ -108,7 +110,7 @@ describe("a replay's share of the consumers", () => {
     expect(gates.size).toBe(share);
     // one replaying batch at a time done: the drain takes one replaying key in its place, not more
     for (let round = 0; round < 3; round++) {
-      const [key, release] = [...gates][0];
+      const [key, release] = present([...gates][0], "a held replaying batch");
       gates.delete(key);
       release();
       await until(() => gates.size === share, { message: "the drain took no replaying key in its place" });

@@ -9,6 +9,7 @@ import { readAdvanceBatch, writeAdvanceBatch } from "../src/sql/advance/advanceB
 import type { DeliveredEvent, HandlerContext, SubscriptionDefinition } from "../src/index.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 const dialect = new PgDialect();
@@ -64,7 +65,7 @@ describe("rewind", () => {
     seen.length = 0;
 
     // from a2 on: a2, a3 of a, b1 of b, c1 of c — a1 came before
-    expect(await corq.rewind("s", { to: a1.positions[1] })).toEqual({ requeued: 4 });
+    expect(await corq.rewind("s", { to: present(a1.positions[1], "a2's position") })).toEqual({ requeued: 4 });
     await drain(corq, "s");
     const of = (key: string) => seen.filter((s) => s.key === key).map((s) => [s.n, s.seq, s.replay]);
     expect(of("a")).toEqual([
@@ -100,7 +101,9 @@ describe("rewind", () => {
     await corq.append("a", [e("a2"), e("a3")]);
     await drain(corq, "s");
     seen.length = 0;
-    expect(await corq.rewind("s", { to: mark.positions[0], key: "a" })).toEqual({ requeued: 2 });
+    expect(await corq.rewind("s", { to: present(mark.positions[0], "the mark's position"), key: "a" })).toEqual({
+      requeued: 2,
+    });
     expect((await queueOf(raw)).map((q) => [q.key, q.seq, q.replay])).toEqual([
       ["a", 4, true],
       ["a", 5, true],
@@ -158,7 +161,9 @@ describe("rewind", () => {
     const { corq, raw } = await open({ subscriptions: [definition] });
     const { positions } = await corq.append("a", [e("a1")]);
     await drain(corq, "s");
-    await expect(corq.rewind("s", { to: positions[0] + 1000 })).rejects.toMatchObject({ code: "invalid_input" });
+    await expect(corq.rewind("s", { to: present(positions[0], "a1's position") + 1000 })).rejects.toMatchObject({
+      code: "invalid_input",
+    });
     await expect(corq.rewind("missing", { to: "beginning" })).rejects.toMatchObject({ code: "unknown_subscription" });
     for (const bad of [{ to: 0 }, { to: -1 }, { to: 1.5 }, { to: "start" }, {}, { to: "beginning", key: "" }]) {
       await expect(corq.rewind("s", bad as never), JSON.stringify(bad)).rejects.toMatchObject({
@@ -239,11 +244,11 @@ describe("rewind", () => {
     expect(await corq.consume("s")).toMatchObject({ outcome: "dead" });
     expect(await corq.key("s", "a")).toMatchObject({ status: "dead", pending: 3 });
     // past the failed event: the queue already holds it; nothing to do, the key stays dead
-    expect(await corq.rewind("s", { to: positions[2], key: "a" })).toEqual({ requeued: 0 });
+    expect(await corq.rewind("s", { to: present(positions[2], "a3's position"), key: "a" })).toEqual({ requeued: 0 });
     expect(await corq.key("s", "a")).toMatchObject({ status: "dead", pending: 3 });
     // to the first event: the key comes back and delivers from there, attempts reset
     failing = false;
-    expect(await corq.rewind("s", { to: positions[0], key: "a" })).toEqual({ requeued: 3 });
+    expect(await corq.rewind("s", { to: present(positions[0], "a1's position"), key: "a" })).toEqual({ requeued: 3 });
     expect(await corq.key("s", "a")).toMatchObject({ status: "ready", attempts: 0, lastError: null, pending: 3 });
     expect(await corq.deadLetters({ subscription: "s" })).toEqual([]);
     seen.length = 0; // the failed attempt had handled a1
@@ -260,9 +265,9 @@ describe("rewind", () => {
     const { corq, raw } = await open({ subscriptions: [definition] });
     const { positions } = await corq.append("a", [e("a1"), e("a2"), e("a3")]);
     await corq.advance(); // queued, not yet delivered
-    expect(await corq.rewind("s", { to: positions[1] })).toEqual({ requeued: 0 });
+    expect(await corq.rewind("s", { to: present(positions[1], "a2's position") })).toEqual({ requeued: 0 });
     // to the first event: the queued ones are replaced by the replay (nothing twice)
-    expect(await corq.rewind("s", { to: positions[0] })).toEqual({ requeued: 3 });
+    expect(await corq.rewind("s", { to: present(positions[0], "a1's position") })).toEqual({ requeued: 3 });
     expect((await queueOf(raw)).map((q) => [q.seq, q.replay])).toEqual([
       [4, true],
       [5, true],

@@ -12,6 +12,7 @@ import type { Corq, DeliveredEvent, HandlerContext, SubscriptionDefinition } fro
 import { sleep, useCorq } from "./helpers/corq.js";
 import { reportScenario, seededRandom } from "./helpers/chaos.js";
 import { until } from "./helpers/until.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
@@ -40,11 +41,12 @@ function checkKey(deliveries: Delivery[], versions: number) {
     maxSeq = d.seq;
     firsts.push(d);
   }
-  for (let i = 0; i < firsts.length; i++) {
-    const expected = i === 0 ? 0 : firsts[i - 1].version + 1;
-    if (firsts[i].version === expected) continue;
+  for (const [i, first] of firsts.entries()) {
+    const before = firsts[i - 1]; // none before the first
+    const expected = before === undefined ? 0 : before.version + 1;
+    if (first.version === expected) continue;
     // only a replay may go back, and never forward past an event
-    if (!(firsts[i].replay && firsts[i].version < expected)) order++;
+    if (!(first.replay && first.version < expected)) order++;
   }
   const delivered = new Set(deliveries.map((d) => d.version));
   let lost = 0;
@@ -120,7 +122,9 @@ describe("rewind under load", () => {
       for (let i = 0; i < REWINDS; i++) {
         await sleep(5 + rand() * 20);
         const to =
-          positions.length === 0 || rand() < 0.2 ? "beginning" : positions[Math.floor(rand() * positions.length)];
+          positions.length === 0 || rand() < 0.2
+            ? "beginning"
+            : present(positions[Math.floor(rand() * positions.length)], "a position to rewind to");
         const key = rand() < 0.5 ? `k${Math.floor(rand() * KEYS)}` : undefined;
         const { requeued } = await rewinder.rewind("s", { to, key });
         rewinds.push({ to, key, requeued });

@@ -7,6 +7,7 @@ import { createExecutor } from "../src/db/executor.js";
 import type { AppEnv } from "../functions/env.js";
 import { endSession, hasSession, SESSION_COOKIE, startSession } from "../functions/dashboard/session.js";
 import { createTestDatabase } from "./helpers/database.js";
+import { present } from "./helpers/present.js";
 
 // deployed-length admin tokens (session.ts refuses shorter ones outside the local stack)
 const TOKEN_A = "a".repeat(32);
@@ -44,7 +45,12 @@ const login = async (origin: string, token: string) => {
   const response = await app.request(`${origin}/login`, { method: "POST" }, { CORQ_ADMIN_TOKEN: token });
   return response.headers.get("set-cookie")!;
 };
-const cookieOf = (setCookie: string) => setCookie.split(";")[0];
+const cookieOf = (setCookie: string) => present(setCookie.split(";")[0], "a name=value in Set-Cookie");
+/** The session id and its MAC in a cookie (`pattern` captures them, in that order). */
+const idAndMac = (cookie: string, pattern: RegExp) => {
+  const [, id, mac] = pattern.exec(cookie) ?? [];
+  return { id: present(id, `a session id in ${cookie}`), mac: present(mac, `a MAC in ${cookie}`) };
+};
 const check = async (cookie: string, token: string | undefined) =>
   (await (await app.request("https://corq.test/check", { headers: { cookie } }, { CORQ_ADMIN_TOKEN: token })).json())
     .ok;
@@ -66,7 +72,7 @@ describe("dashboard session", () => {
     expect(setCookie).toContain("Secure");
     expect(setCookie).toContain("Max-Age=43200");
     expect(setCookie).not.toContain("the-admin-token-of-32-characters");
-    const [, id, mac] = /=([\w-]{22})\.([\w-]{43})/.exec(setCookie)!;
+    const { id, mac } = idAndMac(setCookie, /=([\w-]{22})\.([\w-]{43})/);
     expect(mac).toBe(macFor("the-admin-token-of-32-characters", id));
     // not a MAC made with the token itself
     expect(mac).not.toBe(createHmac("sha256", "the-admin-token-of-32-characters").update(id).digest("base64url"));
@@ -80,7 +86,7 @@ describe("dashboard session", () => {
     expect(statements).toBe(1);
     expect(await check(cookie, TOKEN_B)).toBe(false); // rotating the token ends every session
     expect(await check(cookie, undefined)).toBe(false); // and so does removing it
-    const [, id, mac] = /=(.+)\.(.+)$/.exec(cookie)!;
+    const { id, mac } = idAndMac(cookie, /=(.+)\.(.+)$/);
     statements = 0;
     expect(await check(`${SESSION_COOKIE}=${id}.${mac.slice(0, -1)}${mac.endsWith("A") ? "B" : "A"}`, TOKEN_A)).toBe(
       false,

@@ -12,6 +12,7 @@ import { readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { sql, SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
+import { present } from "./helpers/present.js";
 
 const dialect = new PgDialect();
 const lease = { subscriptionId: 1, key: "k", token: "00000000-0000-0000-0000-000000000000" };
@@ -212,10 +213,11 @@ function scan(text: string): { code: string; depth: number[] } {
 
 /** The range of the query level that contains index `i`: from its opening paren (or the start) to its closing one (or the end). */
 function level(code: string, depth: number[], i: number): [number, number] {
+  const outer = present(depth[i], `the paren depth at ${i}`) - 1;
   let start = i;
-  while (start > 0 && !(depth[start - 1] === depth[i] - 1 && code[start - 1] === "(")) start--;
+  while (start > 0 && !(depth[start - 1] === outer && code[start - 1] === "(")) start--;
   let end = i;
-  while (end < code.length && !(code[end] === ")" && depth[end] === depth[i] - 1)) end++;
+  while (end < code.length && !(code[end] === ")" && depth[end] === outer)) end++;
   return [start, end];
 }
 
@@ -232,15 +234,16 @@ const snippet = (text: string, from: number, to: number) => text.slice(from, to)
 
 function check(builder: string, text: string): Finding[] {
   const { code, depth } = scan(text);
+  const depthAt = (i: number) => present(depth[i], `the paren depth at ${i}`);
   const findings: Finding[] = [];
   for (const m of code.matchAll(/\bLIMIT\b/gi)) {
     const [start, end] = level(code, depth, m.index);
-    if (atDepth(code, depth, ORDER_BY, start, m.index, depth[m.index]) === -1) {
+    if (atDepth(code, depth, ORDER_BY, start, m.index, depthAt(m.index)) === -1) {
       findings.push({ builder, rule: "LIMIT", text: snippet(text, start, end) });
     }
   }
   for (const m of code.matchAll(/\bINSERT\s+INTO\b/gi)) {
-    const d = depth[m.index];
+    const d = depthAt(m.index);
     const [, end] = level(code, depth, m.index);
     const select = atDepth(code, depth, /\b(SELECT|VALUES)\b/, m.index, end, d);
     if (select === -1 || /^VALUES/i.test(code.slice(select))) continue;
@@ -251,9 +254,10 @@ function check(builder: string, text: string): Finding[] {
   }
   for (const m of code.matchAll(/\b(json_agg|jsonb_agg|array_agg|string_agg|ARRAY)\s*\(/gi)) {
     const open = m.index + m[0].length - 1;
-    if (m[1].toUpperCase() === "ARRAY" && !/^\(\s*SELECT\b/i.test(code.slice(open))) continue;
+    if (present(m[1], "the aggregate's name").toUpperCase() === "ARRAY" && !/^\(\s*SELECT\b/i.test(code.slice(open)))
+      continue;
     const [start, end] = level(code, depth, open + 1);
-    if (atDepth(code, depth, ORDER_BY, start, end, depth[open] + 1) === -1) {
+    if (atDepth(code, depth, ORDER_BY, start, end, depthAt(open) + 1) === -1) {
       findings.push({ builder, rule: "ordered aggregate", text: snippet(text, m.index, end + 1) });
     }
   }

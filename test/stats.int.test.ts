@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { listKeys } from "../src/sql/inspect/listKeys.js";
 import { sleep, useCorq } from "./helpers/corq.js";
+import { present } from "./helpers/present.js";
 
 const dialect = new PgDialect();
 
@@ -65,11 +66,13 @@ describe("stats", () => {
     ]).toEqual([["d"], ["b"], ["a"], ["c"]]);
     const [a] = await corq.keys("s", { status: "backoff" });
     expect(a).toMatchObject({ pending: 2, attempts: 1, lastError: "Error: down", lastPosition: null });
-    expect(Date.parse(a.availableAt!)).toBeGreaterThan(Date.now() + 30_000);
+    expect(Date.parse(present(present(a, "key a").availableAt, "key a's availableAt"))).toBeGreaterThan(
+      Date.now() + 30_000,
+    );
 
     // keyset paging
     const page1 = await corq.keys("s", { limit: 2 });
-    const page2 = await corq.keys("s", { limit: 2, after: page1[1].key });
+    const page2 = await corq.keys("s", { limit: 2, after: present(page1[1], "the first page's last key").key });
     expect([...page1, ...page2].map((k) => k.key)).toEqual(["a", "b", "c", "d"]);
 
     const all = await corq.stats();

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { scopesAllow, mayAppendTo, TOKEN_SCOPES } from "../src/tokens.js";
 import { useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 
@@ -84,7 +85,9 @@ describe("tokens in the library", () => {
     const after = await version();
     await corq.verifyToken(token);
     expect(await version()).toBe(after);
-    expect((await corq.listTokens())[0].lastUsedAt).toBe(moved!.toISOString());
+    expect(present((await corq.listTokens())[0], "the token").lastUsedAt).toBe(
+      present(moved, "the moved last use").toISOString(),
+    );
 
     // a string that is not shaped like a token costs no statement
     statements.length = 0;

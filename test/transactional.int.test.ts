@@ -58,8 +58,9 @@ describe("transactional handlers", () => {
               tx: ctx.tx,
             });
             // ctx.run runs in the same transaction: it sees the uncommitted rows
-            const [row] = await ctx.run<{ n: number }>(
-              sql`SELECT count(*)::int AS n FROM app.effects WHERE key = ${ctx.key}`,
+            const row = present(
+              (await ctx.run<{ n: number }>(sql`SELECT count(*)::int AS n FROM app.effects WHERE key = ${ctx.key}`))[0],
+              "the count row",
             );
             // a select through the builder, and a nested transaction rolled back alone (a savepoint)
             const mine = await ctx.tx!.select().from(effects).where(sql`${effects.key} = ${ctx.key}`);
@@ -256,7 +257,7 @@ describe("transactional handlers", () => {
               // acks a prefix, and writes the effects of that prefix only
               prefixed = true;
               await applyEffects(events.slice(0, 1), ctx);
-              return { ackedThrough: events[0].position };
+              return { ackedThrough: present(events[0], "the batch's first event").position };
             }
             await applyEffects(events, ctx);
             if (ctx.key === "fails" && !failed) {

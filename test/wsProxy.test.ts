@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServer, type Server } from "node:net";
 import WebSocket from "ws";
 import { startWsProxy, type WsProxy } from "../infra/wsProxy.js";
+import { present } from "./helpers/present.js";
 
 // The proxy in front of the local Postgres, against a TCP echo server standing in for it.
 describe("WebSocket→TCP proxy", () => {
@@ -33,7 +34,11 @@ describe("WebSocket→TCP proxy", () => {
       ws.on("error", (error) => (error.message.includes("Unexpected server response") ? undefined : reject(error)));
     });
   const address = () => `address=${target.host}:${target.port}`;
-  const [hostPort, token] = [() => proxy.address.split("/")[0], () => proxy.address.split("/")[1]];
+  // the address is host:port/token
+  const [hostPort, token] = [
+    () => present(proxy.address.split("/")[0], "a host:port in the proxy's address"),
+    () => present(proxy.address.split("/")[1], "a token in the proxy's address"),
+  ];
 
   it("listens on 127.0.0.1 and carries a random path token in its address", async () => {
     expect(proxy.address).toMatch(/^127\.0\.0\.1:\d+\/[\w-]{32}$/);

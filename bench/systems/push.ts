@@ -5,6 +5,7 @@ import { createCorq } from "../../src/index.js";
 import { startLocalStack } from "../../infra/localStack.js";
 import { appendWorkload, type Workload } from "./corq.js";
 import { OrderCheck, sleep, type Item } from "../workload.js";
+import { present } from "../../test/helpers/present.js";
 
 async function startCountingReceiver(check: OrderCheck) {
   const server = createServer(async (request, response) => {
@@ -36,7 +37,7 @@ export async function pushNode(databaseUrl: string, w: Workload) {
   await loader.migrate();
   await loader.putSubscription("bench-push", pushSettings(receiver.url, w));
   await appendWorkload(loader, w);
-  while ((await loader.advance())["bench-push"] > 0);
+  while (present((await loader.advance())["bench-push"], "an advance count for the bench-push subscription") > 0);
   await loader.close();
   const consumers = Array.from({ length: w.consumers }, () =>
     createCorq({ databaseUrl, poolSize: 1, pushAllowPrivate: true }),

@@ -6,21 +6,22 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { startReceiver } from "../helpers/receiver.js";
 import { eventually, useStack } from "../helpers/stack.js";
+import { present } from "../helpers/present.js";
 
 const executablePath = process.env.CORQ_CHROMIUM ?? "/usr/bin/chromium";
-const present = existsSync(executablePath);
-if (!present && process.env.CORQ_REQUIRE_BROWSER) {
+const browserFound = existsSync(executablePath);
+if (!browserFound && process.env.CORQ_REQUIRE_BROWSER) {
   throw new Error(
     `Chromium is required here (CORQ_REQUIRE_BROWSER) but ${executablePath} does not exist: apt-get install chromium`,
   );
 }
-if (!present) {
+if (!browserFound) {
   console.warn(
     `\n  SKIPPING the dashboard browser tests: no Chromium at ${executablePath} (apt-get install chromium, or set CORQ_CHROMIUM)\n`,
   );
 }
 
-describe.skipIf(!present)("dashboard in a real browser", () => {
+describe.skipIf(!browserFound)("dashboard in a real browser", () => {
   const { state, api } = useStack();
   let browser: Browser;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
@@ -104,7 +105,7 @@ describe.skipIf(!present)("dashboard in a real browser", () => {
     await page.waitForURL(url("/"));
     const [cookie] = await context.cookies();
     expect(cookie).toMatchObject({ name: "corq_session", httpOnly: true, sameSite: "Strict" });
-    expect(cookie.value).not.toContain(state.stack.adminToken);
+    expect(present(cookie, "the session cookie").value).not.toContain(state.stack.adminToken);
     // the session is for the dashboard only: the JSON API still wants the bearer token
     expect((await context.request.get(url("/stats"))).status()).toBe(401);
 

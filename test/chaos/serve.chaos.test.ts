@@ -11,6 +11,7 @@ import { createTestDatabase } from "../helpers/database.js";
 import { sleep } from "../helpers/corq.js";
 import { startServeProcess, type ServeProcess } from "../helpers/serveProcess.js";
 import { eventually } from "../helpers/stack.js";
+import { present } from "../helpers/present.js";
 
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
 const PROCESSES = 3;
@@ -74,8 +75,8 @@ describe("serve under failure", () => {
       for (let kill = 0; kill < KILLS; kill++) {
         await sleep(1500 + random() * 1000);
         const victims = [...running];
-        const victim = victims[Math.floor(random() * victims.length)];
-        killed.add(victim.child.pid!);
+        const victim = present(victims[Math.floor(random() * victims.length)], "a running serve process to kill");
+        killed.add(present(victim.child.pid, "the victim's pid"));
         await victim.stop("SIGKILL");
         await start();
       }

@@ -4,6 +4,7 @@ import type { ChildProcess } from "node:child_process";
 import { appendFileSync } from "node:fs";
 import { inject } from "vitest";
 import { sleep } from "./corq.js";
+import { present } from "./present.js";
 
 export interface ScenarioFigures {
   scenario: string;
@@ -56,7 +57,12 @@ export function tally(expected: Map<string, number[]>, deliveries: { key: string
     events += positions.length;
     lost += positions.filter((p) => !seen.has(`${key}\u0000${p}`)).length;
     const got = (firsts.get(key) ?? []).filter((p) => positions.includes(p));
-    if (got.some((p, i) => i > 0 && positions.indexOf(p) < positions.indexOf(got[i - 1]))) order++;
+    if (
+      got.some(
+        (p, i) => i > 0 && positions.indexOf(p) < positions.indexOf(present(got[i - 1], "the previous delivery")),
+      )
+    )
+      order++;
   }
   return { events, lost, order, dup };
 }
@@ -93,7 +99,10 @@ export function killFigures(handled: HandledRow[], killed: Set<number>) {
   let doubleClaims = 0;
   for (const batches of byKey.values()) {
     const list = [...batches.values()].sort((a, b) => a.start - b.start);
-    for (let i = 1; i < list.length; i++) if (list[i].start < list[i - 1].end) doubleClaims++;
+    for (const [i, batch] of list.entries()) {
+      const before = list[i - 1]; // none before the first
+      if (before !== undefined && batch.start < before.end) doubleClaims++;
+    }
   }
   return { doubleClaims, dupWithoutCrash };
 }

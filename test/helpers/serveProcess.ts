@@ -2,6 +2,7 @@
 // another entry with other subscriptions), its own environment, its `corq ready` line.
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { present } from "./present.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -46,7 +47,8 @@ export async function startServeProcess(options: {
       const ready = /corq ready (http:\/\/\S+|\(worker: no HTTP\))/.exec(output);
       if (ready) {
         clearTimeout(timer);
-        resolve(ready[1].startsWith("http") ? ready[1] : "");
+        const address = present(ready[1], "the ready line's address");
+        resolve(address.startsWith("http") ? address : "");
       }
     };
     child.stdout?.on("data", onData);

@@ -4,6 +4,7 @@ import { localVars } from "../../infra/localDatabase.js";
 import { startLocalStack, type LocalStack, type LocalStackOptions } from "../../infra/localStack.js";
 import { createTestDatabase } from "./database.js";
 import { startServeProcess } from "./serveProcess.js";
+import { present } from "./present.js";
 
 /**
  * Which runtime a stack test file runs against: "worker" (`npm start`: the Worker in workerd)
@@ -97,7 +98,7 @@ async function startServeStack(databaseUrl: string, vars: Record<string, string>
     url: serve.url,
     databaseUrl,
     adminToken: env.CORQ_ADMIN_TOKEN,
-    webhookSecret: env.CORQ_WEBHOOK_SECRET.split(" ")[0],
+    webhookSecret: present(env.CORQ_WEBHOOK_SECRET.split(" ")[0], "a webhook secret"),
     runCron: () => Promise.reject(new Error("npm run serve has no cron: its runner is woken by NOTIFY")),
     wsSessions: () => 0,
     httpStatements: () => 0,

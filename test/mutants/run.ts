@@ -42,10 +42,13 @@ function parseArgs(argv: string[]): { only: string[]; baseline: boolean; dryRun:
   let baseline = true;
   let dryRun = false;
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--only" && argv[i + 1]) only.push(argv[++i].toLowerCase());
-    else if (argv[i] === "--no-baseline") baseline = false;
-    else if (argv[i] === "--dry-run") dryRun = true;
-    else throw new Error(`unknown argument ${argv[i]} (use --only <name-substring>, --no-baseline, --dry-run)`);
+    const [arg, next] = [argv[i], argv[i + 1]];
+    if (arg === "--only" && next) {
+      only.push(next.toLowerCase());
+      i++;
+    } else if (arg === "--no-baseline") baseline = false;
+    else if (arg === "--dry-run") dryRun = true;
+    else throw new Error(`unknown argument ${arg} (use --only <name-substring>, --no-baseline, --dry-run)`);
   }
   return { only, baseline, dryRun };
 }
@@ -164,10 +167,11 @@ function describe(reportFile: string, code: number, stderr: string): { failed: b
       ? tests
       : [{ where: short(file.name), message: file.message, timedOut: /timed out/i.test(file.message) }];
   });
-  if (failures.length === 0) return { failed: code !== 0, note: code !== 0 ? `vitest exited ${code}` : "" };
+  const [first] = failures;
+  if (first === undefined) return { failed: code !== 0, note: code !== 0 ? `vitest exited ${code}` : "" };
   const timedOut = failures.every((f) => f.timedOut);
-  const first = failures[0];
-  const message = first.message.split("\n")[0].slice(0, 160);
+  const [firstLine = ""] = first.message.split("\n"); // split gives one part at least
+  const message = firstLine.slice(0, 160);
   return {
     failed: true,
     note: `${timedOut ? "BY TIMEOUT only: " : ""}${first.where}: ${message}${failures.length > 1 ? ` (+${failures.length - 1} more)` : ""}`,

@@ -164,7 +164,7 @@ describe("auth", () => {
         ["GET", "/dead-letters"],
         ["POST", "/streams/s/events"],
         ["POST", "/subscriptions/greeter/pause"],
-      ]) {
+      ] as const) {
         expectProblem(
           await api(method, path, {
             token,

@@ -2,32 +2,14 @@
 // redirects, response headers. (The pages themselves: test/browser.)
 import { request } from "node:http";
 import { describe, expect, it } from "vitest";
+import { logIn as logInAt, postForm } from "../helpers/dashboardForm.js";
 import { useStack } from "../helpers/stack.js";
 
 const { state, api } = useStack();
 
-const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
-
-/** POSTs a dashboard form from the dashboard's own origin; redirects are not followed. */
-async function post(path: string, fields: Record<string, string>, cookie?: string) {
-  return fetch(`${state.stack.url}${path}`, {
-    method: "POST",
-    redirect: "manual",
-    headers: {
-      "content-type": "application/x-www-form-urlencoded",
-      origin: state.stack.url,
-      ...(cookie ? { cookie } : {}),
-    },
-    body: form(fields),
-  });
-}
-
-/** Logs in; returns the session cookie as a `cookie` header value. */
-async function logIn(token = state.stack.adminToken): Promise<string> {
-  const response = await post("/login", { token });
-  expect(response.status).toBe(303);
-  return response.headers.get("set-cookie")!.split(";")[0];
-}
+const post = (path: string, fields: Record<string, string>, cookie?: string) =>
+  postForm(state.stack.url, path, fields, { cookie });
+const logIn = (token = state.stack.adminToken) => logInAt(state.stack.url, token);
 
 describe("dashboard actions", () => {
   it("come back to a path of this site only: a back link to another host is refused and nothing is done", async () => {

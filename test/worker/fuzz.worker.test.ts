@@ -168,7 +168,7 @@ describe("fuzzed paths and queries at every endpoint", () => {
       ["POST", "/dead-letters/retry"],
       ["POST", "/subscriptions/greeter/rewind"],
       ["POST", "/tokens"],
-    ]) {
+    ] as const) {
       const tooBig = await api(method, path, { body: huge });
       expect(tooBig.status, `${method} ${path}`).toBe(413);
       expect(tooBig.type).toContain("application/problem+json");

@@ -4,6 +4,8 @@
 import { describe, expect, it } from "vitest";
 import { createCorq } from "../../src/index.js";
 import { useReceiver } from "../helpers/receiver.js";
+import { postForm, sessionCookie } from "../helpers/dashboardForm.js";
+import { present } from "../helpers/present.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const { state, api } = useStack({ vars: { CORQ_PUSH_ALLOW_PRIVATE: "true" } });
@@ -145,26 +147,17 @@ describe("seq, replay and rewind over HTTP", () => {
     hook.receiver.reset();
     const positions = await append("lobby", 1);
     await eventually(async () => expect(delivered("lobby")).toEqual([[positions[0], 1, false]]));
-    expect(hook.receiver.deliveries[0].incarnation).toBe(again.json.incarnation);
+    expect(present(hook.receiver.deliveries[0], "the first delivery").incarnation).toBe(again.json.incarnation);
   });
 });
 
 describe("the dashboard's key actions", () => {
   const post = (path: string, fields: Record<string, string>, cookie?: string) =>
-    fetch(`${state.stack.url}${path}`, {
-      method: "POST",
-      redirect: "manual",
-      headers: {
-        "content-type": "application/x-www-form-urlencoded",
-        origin: state.stack.url,
-        ...(cookie ? { cookie } : {}),
-      },
-      body: new URLSearchParams(fields).toString(),
-    });
+    postForm(state.stack.url, path, fields, { cookie });
 
   it("pause a key, resume it, and rewind, from forms; the page shows holder and why", async () => {
     const login = await post("/login", { token: state.stack.adminToken });
-    const cookie = login.headers.get("set-cookie")!.split(";")[0];
+    const cookie = sessionCookie(login);
     const back = "/ui/subscriptions/rooms";
     const paused = await post("/ui/actions/pause-key", { subscription: "rooms", key: "lobby", back }, cookie);
     expect(paused.status).toBe(303);
@@ -199,7 +192,7 @@ describe("the dashboard's key actions", () => {
 
   it("resuming the whole subscription from the dashboard delivers what waited at once (no cron)", async () => {
     const login = await post("/login", { token: state.stack.adminToken });
-    const cookie = login.headers.get("set-cookie")!.split(";")[0];
+    const cookie = sessionCookie(login);
     const back = "/ui/subscriptions/rooms";
     // the consumers the tests above started have delivered everything and ended (else one that
     // looks for ready keys once more after the resume below would deliver what this test awaits)

@@ -8,6 +8,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createCorq, type Corq } from "../../src/index.js";
 import { sleep } from "../helpers/corq.js";
 import { isDashboardRoute, PUBLIC_ROUTES, routeScopes } from "../helpers/routes.js";
+import { logIn as logInAt, postForm } from "../helpers/dashboardForm.js";
+import { present } from "../helpers/present.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const LIMIT = 5;
@@ -253,7 +255,7 @@ describe("every endpoint × every scope", () => {
   });
 
   for (const endpoint of endpoints) {
-    const [method] = endpoint.route.split(" ");
+    const method = present(endpoint.route.split(" ")[0], `a method in route ${endpoint.route}`);
     const refused = HOLDERS.filter((holder) => !allowedBy[endpoint.scope].includes(holder));
     it(`${endpoint.route} (${endpoint.scope}): ${allowedBy[endpoint.scope].join(", ")} → ${endpoint.allowed.join("/")}; ${refused.join(", ")} → 403, nothing changed`, async () => {
       let prepared = await endpoint.prepare?.();
@@ -367,28 +369,9 @@ describe("token management", () => {
 });
 
 const from = (ip: string) => ({ "cf-connecting-ip": ip });
-const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
-
-/** POSTs a dashboard form from the dashboard's own origin; redirects are not followed. */
-function post(path: string, fields: Record<string, string>, options: { cookie?: string; ip?: string } = {}) {
-  return fetch(`${state.stack.url}${path}`, {
-    method: "POST",
-    redirect: "manual",
-    headers: {
-      "content-type": "application/x-www-form-urlencoded",
-      origin: state.stack.url,
-      ...(options.cookie ? { cookie: options.cookie } : {}),
-      ...(options.ip ? from(options.ip) : {}),
-    },
-    body: form(fields),
-  });
-}
-
-async function logIn(token: string): Promise<string> {
-  const response = await post("/login", { token });
-  expect(response.status).toBe(303);
-  return response.headers.get("set-cookie")!.split(";")[0];
-}
+const post = (path: string, fields: Record<string, string>, options: { cookie?: string; ip?: string } = {}) =>
+  postForm(state.stack.url, path, fields, { cookie: options.cookie, headers: options.ip ? from(options.ip) : {} });
+const logIn = (token: string) => logInAt(state.stack.url, token);
 
 const page = (path: string, cookie: string) =>
   fetch(`${state.stack.url}${path}`, { headers: { cookie }, redirect: "manual" });

@@ -139,3 +139,16 @@ export function firstDeliveries(deliveries: Delivery[]): Map<string, number[]> {
   }
   return byKey;
 }
+
+/** The most deliveries in flight at one moment. */
+export function peakInFlight(spans: { receivedAt: number; finishedAt?: number }[]): number {
+  const edges = spans.flatMap((s) => [[s.receivedAt, 1] as const, [s.finishedAt ?? Infinity, -1] as const]);
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let now = 0;
+  let peak = 0;
+  for (const [, step] of edges) {
+    now += step;
+    peak = Math.max(peak, now);
+  }
+  return peak;
+}

@@ -2,7 +2,7 @@
 // most CORQ_CONCURRENCY consumers (slots claimed in the database), each delivering at most
 // CORQ_KEYS_PER_CLAIM keys at once — and lose no wake-up.
 import { describe, expect, it } from "vitest";
-import { useReceiver } from "../helpers/receiver.js";
+import { peakInFlight, useReceiver } from "../helpers/receiver.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const CONCURRENCY = 3;
@@ -17,19 +17,6 @@ const { state, api } = useStack({
   },
 });
 const hook = useReceiver();
-
-/** The most deliveries in flight at one moment. */
-function peakInFlight(spans: { receivedAt: number; finishedAt?: number }[]): number {
-  const edges = spans.flatMap((s) => [[s.receivedAt, 1] as const, [s.finishedAt ?? Infinity, -1] as const]);
-  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-  let now = 0;
-  let peak = 0;
-  for (const [, step] of edges) {
-    now += step;
-    peak = Math.max(peak, now);
-  }
-  return peak;
-}
 
 describe("consumer slots", () => {
   it("30 concurrent appends, each kicking a dispatch: at most CORQ_CONCURRENCY consumers at once, every event delivered", async () => {

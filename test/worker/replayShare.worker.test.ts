@@ -1,7 +1,7 @@
 // CORQ_REPLAY_KEYS through the real Worker: a consumer holds at most that many replaying keys at
 // once — and that many, not the default quarter of CORQ_KEYS_PER_CLAIM (1 of 4 here).
 import { describe, expect, it } from "vitest";
-import { useReceiver } from "../helpers/receiver.js";
+import { peakInFlight, useReceiver } from "../helpers/receiver.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const REPLAY_KEYS = 3;
@@ -14,19 +14,6 @@ const { api } = useStack({
   },
 });
 const hook = useReceiver();
-
-/** The most deliveries in flight at one moment. */
-function peakInFlight(spans: { receivedAt: number; finishedAt?: number }[]): number {
-  const edges = spans.flatMap((s) => [[s.receivedAt, 1] as const, [s.finishedAt ?? Infinity, -1] as const]);
-  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-  let now = 0;
-  let peak = 0;
-  for (const [, step] of edges) {
-    now += step;
-    peak = Math.max(peak, now);
-  }
-  return peak;
-}
 
 describe("CORQ_REPLAY_KEYS", () => {
   it("a consumer delivers CORQ_REPLAY_KEYS replaying keys at once, never more", async () => {

@@ -17,13 +17,15 @@ const notOlder = (lastTx: SQL, current: SQL = sql`pg_current_xact_id()`) =>
   sql`(${lastTx} IS NULL OR ${lastTx} <= ${current})`;
 
 // Seed of the advisory lock "appending to stream <name>": a 64-bit hash of the name (one bigint
-// key: a space of its own beside the advancer's two-int4 locks). An append takes it BEFORE its transaction takes an id (an advisory lock needs
-// none; a row lock or a write does), so an append in a transaction of its own gets an id newer
-// than every earlier append to the stream: it is never refused for order. Without it, the id
-// was taken while the statement read its input, before it waited for the stream's row, and a
-// newer transaction could take the row first: 901 of 4,000 appends by 40 concurrent clients to
-// 2 streams were refused (order_conflict). An outbox transaction that took its id before still
-// can be (that is the check's job).
+// key: a space of its own beside the advancer's two-int4 locks). An append takes it BEFORE its
+// transaction takes an id (an advisory lock needs none; a row lock or a write does), so an
+// append in a transaction of its own gets an id newer than every earlier append to the stream:
+// never older than the stream's last. Without it, the id was taken while the statement read
+// its input, before it waited for the stream's row, and a newer transaction could take the row
+// first: 901 of 4,000 appends by 40 concurrent clients to 2 streams were refused
+// (order_conflict). An outbox transaction that took its id before still can be (the check's
+// job). (An expectedVersion append can still come back empty on a stale snapshot: its
+// statement's snapshot predates the wait. corq.append runs it once more then.)
 export const APPENDING = 736_420_199;
 
 /**

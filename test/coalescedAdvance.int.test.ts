@@ -2,6 +2,7 @@
 // one at work runs again for the kicks that came meanwhile — no wake-up is lost.
 import { describe, expect, it } from "vitest";
 import type pg from "pg";
+import type { Corq } from "../src/index.js";
 import { sleep, useCorq } from "./helpers/corq.js";
 import { present } from "./helpers/present.js";
 
@@ -19,13 +20,18 @@ async function slowEnqueueing(raw: pg.Pool, key: string) {
 
 const ev = { name: "E", data: {} };
 
+/** Key "a" queued once; the next advance round spends a second enqueueing a second "a" event. */
+async function slowRoundAhead(corq: Corq, raw: pg.Pool) {
+  await corq.append("a", [ev]);
+  await corq.advance();
+  await slowEnqueueing(raw, "a");
+  await corq.append("a", [ev]);
+}
+
 describe("coalesced advance", () => {
   it("an advance that finds another one at work returns at once; the one at work runs again for its kick", async () => {
     const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
-    await corq.append("a", [ev]);
-    await corq.advance();
-    await slowEnqueueing(raw, "a");
-    await corq.append("a", [ev]);
+    await slowRoundAhead(corq, raw);
     const first = corq.advance(); // at work for a second
     await sleep(300);
     // an event appended now is past the round's snapshot; its kick finds the advancer at work
@@ -45,10 +51,7 @@ describe("coalesced advance", () => {
 
   it("recheckIf: a run told its next run follows leaves the others' kicks to that run, which takes their events", async () => {
     const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
-    await corq.append("a", [ev]);
-    await corq.advance();
-    await slowEnqueueing(raw, "a");
-    await corq.append("a", [ev]);
+    await slowRoundAhead(corq, raw);
     const asked: boolean[] = [];
     const first = corq.advance({
       coalesce: true,
@@ -72,10 +75,7 @@ describe("coalesced advance", () => {
 
   it("an advance that is not a kick waits for the one at work: when it returns, what came before it is enqueued", async () => {
     const { corq, raw, another } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
-    await corq.append("a", [ev]);
-    await corq.advance();
-    await slowEnqueueing(raw, "a");
-    await corq.append("a", [ev]);
+    await slowRoundAhead(corq, raw);
     const first = corq.advance({ coalesce: true });
     await sleep(300);
     await corq.append("b", [ev]);

@@ -2,6 +2,9 @@
 // another entry with other subscriptions), its own environment, its `corq ready` line.
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterAll, beforeAll, expect, inject } from "vitest";
+import { createTestDatabase } from "./database.js";
 import { present } from "./present.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -68,4 +71,27 @@ export async function startServeProcess(options: {
       return exited;
     },
   };
+}
+
+/**
+ * For a test file: a fresh database, ONE serve process of test/serve/recordingServe.ts with `env`
+ * on it, and a small pool on the database (`raw`); filled in before the file's tests (register
+ * it before the file's own beforeAll, which can then use it), and after them the process is
+ * stopped — it must exit 0 — and the database dropped.
+ */
+export function useRecordingServe(env: Record<string, string>) {
+  const state = {} as { url: string; serve: ServeProcess; raw: pg.Pool; drop: () => Promise<void> };
+  beforeAll(async () => {
+    const database = await createTestDatabase(inject("postgresUrl"));
+    state.url = database.url;
+    state.drop = database.drop;
+    state.raw = new pg.Pool({ connectionString: database.url, max: 2 });
+    state.serve = await startServeProcess({ databaseUrl: database.url, entry: "test/serve/recordingServe.ts", env });
+  }, 60_000);
+  afterAll(async () => {
+    expect(await state.serve?.stop()).toBe(0);
+    await state.raw?.end();
+    await state.drop?.();
+  });
+  return state;
 }

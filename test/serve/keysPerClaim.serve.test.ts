@@ -1,32 +1,20 @@
 // serve's consumers take CORQ_KEYS_PER_CLAIM (default 16 on Node, the library's) and
 // CORQ_CONCURRENCY: one consumer claiming 2 keys at a time runs at most 2 handlers at once.
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCorq, type Corq } from "../../src/index.js";
 import { nodeSettings } from "../../src/node/serve.js";
-import { createTestDatabase } from "../helpers/database.js";
-import { startServeProcess, type ServeProcess } from "../helpers/serveProcess.js";
+import { useRecordingServe } from "../helpers/serveProcess.js";
 import { eventually } from "../helpers/stack.js";
 
-const state = {} as { serve: ServeProcess; raw: pg.Pool; corq: Corq; drop: () => Promise<void> };
+const state = useRecordingServe({ CORQ_CONCURRENCY: "1", CORQ_KEYS_PER_CLAIM: "2", CORQ_TEST_HANDLER_MS: "300" });
+let corq: Corq;
 
-beforeAll(async () => {
-  const database = await createTestDatabase(inject("postgresUrl"));
-  state.drop = database.drop;
-  state.raw = new pg.Pool({ connectionString: database.url, max: 2 });
-  state.serve = await startServeProcess({
-    databaseUrl: database.url,
-    entry: "test/serve/recordingServe.ts",
-    env: { CORQ_CONCURRENCY: "1", CORQ_KEYS_PER_CLAIM: "2", CORQ_TEST_HANDLER_MS: "300" },
-  });
-  state.corq = createCorq({ databaseUrl: database.url, notify: true });
-}, 60_000);
+beforeAll(() => {
+  corq = createCorq({ databaseUrl: state.url, notify: true });
+});
 
 afterAll(async () => {
-  expect(await state.serve?.stop()).toBe(0);
-  await state.corq?.close();
-  await state.raw?.end();
-  await state.drop?.();
+  await corq?.close();
 });
 
 describe("serve: keys per claim", () => {
@@ -40,7 +28,7 @@ describe("serve: keys per claim", () => {
   });
 
   it("one consumer with 2 keys per claim runs 2 handlers at once, never more", async () => {
-    for (let i = 0; i < 6; i++) await state.corq.append(`k${i}`, [{ name: "E", data: {} }]);
+    for (let i = 0; i < 6; i++) await corq.append(`k${i}`, [{ name: "E", data: {} }]);
     await eventually(
       async () => expect((await state.raw.query("SELECT count(*)::int AS n FROM serve_handled")).rows[0].n).toBe(6),
       { timeoutMs: 15_000 },

@@ -1,36 +1,24 @@
 // `npm run serve` is woken, not polling: with the safety net set to an hour, what an append's
 // NOTIFY (or an API write) wakes is handled at once, an append that did not NOTIFY waits for
 // the next wake-up, and an idle process sends no statements at all.
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCorq, type Corq } from "../../src/index.js";
-import { createTestDatabase } from "../helpers/database.js";
-import { startServeProcess, type ServeProcess } from "../helpers/serveProcess.js";
+import { useRecordingServe } from "../helpers/serveProcess.js";
 import { eventually } from "../helpers/stack.js";
 import { sleep } from "../helpers/corq.js";
 
 const TOKEN = "serve-test-admin-token-0123456789abcdef";
-const state = {} as { serve: ServeProcess; raw: pg.Pool; quiet: Corq; loud: Corq; drop: () => Promise<void> };
+const state = useRecordingServe({ CORQ_SAFETY_NET_MS: "3600000", CORQ_ADMIN_TOKEN: TOKEN });
+const corqs = {} as { quiet: Corq; loud: Corq };
 
-beforeAll(async () => {
-  const database = await createTestDatabase(inject("postgresUrl"));
-  state.drop = database.drop;
-  state.raw = new pg.Pool({ connectionString: database.url, max: 2 });
-  state.serve = await startServeProcess({
-    databaseUrl: database.url,
-    entry: "test/serve/recordingServe.ts",
-    env: { CORQ_SAFETY_NET_MS: "3600000", CORQ_ADMIN_TOKEN: TOKEN },
-  });
-  state.quiet = createCorq({ databaseUrl: database.url });
-  state.loud = createCorq({ databaseUrl: database.url, notify: true });
-}, 60_000);
+beforeAll(() => {
+  corqs.quiet = createCorq({ databaseUrl: state.url });
+  corqs.loud = createCorq({ databaseUrl: state.url, notify: true });
+});
 
 afterAll(async () => {
-  expect(await state.serve?.stop()).toBe(0);
-  await state.quiet?.close();
-  await state.loud?.close();
-  await state.raw?.end();
-  await state.drop?.();
+  await corqs.quiet?.close();
+  await corqs.loud?.close();
 });
 
 const api = (method: string, path: string, body?: unknown) =>
@@ -54,17 +42,17 @@ describe("serve: woken by NOTIFY, not polling", () => {
   });
 
   it("an append from the library wakes it with notify: true; without, it waits for the next wake-up", async () => {
-    await state.quiet.append("quiet-1", [{ name: "E", data: {} }]);
+    await corqs.quiet.append("quiet-1", [{ name: "E", data: {} }]);
     await sleep(1500);
     expect(await handled("quiet-1")).toBe(0); // nothing polls
-    await state.loud.append("loud-1", [{ name: "E", data: {} }]);
+    await corqs.loud.append("loud-1", [{ name: "E", data: {} }]);
     await handledSoon("loud-1");
     await handledSoon("quiet-1"); // the advance the NOTIFY woke took it along
   });
 
   it("an API write wakes it too: a resumed subscription is consumed at once", async () => {
     expect((await api("POST", "/subscriptions/recorded/pause")).status).toBe(200);
-    await state.loud.append("paused-1", [{ name: "E", data: {} }]);
+    await corqs.loud.append("paused-1", [{ name: "E", data: {} }]);
     await sleep(500);
     expect(await handled("paused-1")).toBe(0);
     expect((await api("POST", "/subscriptions/recorded/resume")).status).toBe(200);

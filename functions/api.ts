@@ -3,7 +3,7 @@
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
-import { CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
+import { CorqError, type Corq, type SubscriptionDefinition, type SubscriptionStats } from "../src/index.js";
 import { correlationKey, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
 import {
   appendBody,
@@ -15,9 +15,11 @@ import {
   releaseBody,
   tailQuery,
   rewindBody,
+  slot as slotSchema,
   streamQuery,
 } from "./apiSchemas.js";
 import { openApiDocument } from "./openapi.js";
+import { MAX_BODY_NESTING, nestsDeeperThan } from "./jsonNesting.js";
 import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { openCorq } from "./database.js";
@@ -28,7 +30,8 @@ import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
 import { toPrometheus } from "../src/metrics.js";
 import { dashboard } from "./dashboard/routes.js";
-import { tokenId, tokenInput } from "../src/tokens.js";
+import { scopesAllow, tokenId, tokenInput } from "../src/tokens.js";
+import { redactedUrl } from "./redactedUrl.js";
 
 /** The request's JSON body, validated; a wrong content type or malformed JSON is a 4xx. */
 async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
@@ -36,9 +39,13 @@ async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.o
   if (!/^application\/([\w.+-]+\+)?json\b/i.test(type)) {
     throw new ProblemError(415, "unsupported_media_type", "send the body as application/json");
   }
+  const text = await c.req.text();
+  if (nestsDeeperThan(text, MAX_BODY_NESTING)) {
+    throw new CorqError("invalid_input", `the body nests deeper than ${MAX_BODY_NESTING} levels`);
+  }
   let parsed: unknown;
   try {
-    parsed = JSON.parse(await c.req.text());
+    parsed = JSON.parse(text);
   } catch {
     throw new CorqError("invalid_input", "the body is not valid JSON");
   }
@@ -97,6 +104,11 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     c.set("opened", open);
     c.set("db", () => open().db);
     c.set("throttle", throttle);
+    // consumers this request starts: through SELF, or here (never a URL: functions/dispatch.ts)
+    c.set(
+      "invoke",
+      selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx)),
+    );
     try {
       await next();
     } finally {
@@ -156,7 +168,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       if (c.env.CORQ_NODE) return c.json(result, 201);
       // Deliver without waiting for the cron: advance and dispatch consumers in the background.
       c.executionCtx.waitUntil(
-        advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
+        advanceAndDispatch(c.env, subscriptions, c.var.invoke, {
           opened,
           coalesce: true,
           eventNames: [...new Set(body.events.map((e) => e.name))],
@@ -191,11 +203,11 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   });
 
   app.get("/subscriptions", requireScope("read"), async (c) =>
-    c.json({ subscriptions: (await c.var.corq().stats()).subscriptions }),
+    c.json({ subscriptions: (await c.var.corq().stats()).subscriptions.map((s) => asSeenBy(c, s)) }),
   );
 
   app.get("/subscriptions/:name", requireScope("read"), async (c) =>
-    c.json(await c.var.corq().subscription(param(c, "name", subscriptionName))),
+    c.json(asSeenBy(c, await c.var.corq().subscription(param(c, "name", subscriptionName)))),
   );
 
   app.put("/subscriptions/:name", requireScope("admin"), async (c) => {
@@ -248,7 +260,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   // With `corq-after-horizon` (a kick's retry, functions/horizonRetry.ts): first wait until no
   // committed event waits above the xmin horizon, answer 202, then advance and dispatch.
   app.post("/dispatch", requireScope("admin"), async (c) => {
-    const invoke = selfInvoker(c.env, new URL(c.req.url).origin);
+    const invoke = c.var.invoke;
     const after = c.req.header("corq-after-horizon");
     const tx =
       after === undefined
@@ -279,8 +291,8 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     // a consumer a dispatcher started holds a consumer slot (dispatch.ts)
     const slotHeader = c.req.header("corq-slot");
     if (slotHeader !== undefined) {
-      const slot = parseOrThrow(count, slotHeader, "invalid_input", "corq-slot");
-      const invoke = selfInvoker(c.env, new URL(c.req.url).origin);
+      const slot = parseOrThrow(slotSchema, slotHeader, "invalid_input", "corq-slot");
+      const invoke = c.var.invoke;
       const consumed = await consumeInSlot(c.env, {
         subscriptions,
         opened: c.var.opened(),
@@ -314,7 +326,10 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
     return c.json(await c.var.corq().releaseDeadLetters({ ...body, webhookId }));
   });
 
-  app.get("/stats", requireScope("read"), async (c) => c.json(await c.var.corq().stats()));
+  app.get("/stats", requireScope("read"), async (c) => {
+    const stats = await c.var.corq().stats();
+    return c.json({ ...stats, subscriptions: stats.subscriptions.map((s) => asSeenBy(c, s)) });
+  });
 
   // Scoped tokens: the secret is in the answer to POST only; revoking takes effect on the next request.
   app.post("/tokens", requireScope("admin"), async (c) => {
@@ -326,6 +341,8 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   app.delete("/tokens/:id", requireScope("admin"), async (c) => {
     await c.var.corq().revokeToken(param(c, "id", tokenId));
+    // the Node runtime's token cache forgets it here, whatever spelling of the path got here
+    c.env.CORQ_NODE?.tokenRevoked?.();
     return c.body(null, 204);
   });
 
@@ -337,6 +354,13 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   );
 
   return app;
+}
+
+/** A subscription as the request's principal may see it: the push URL redacted below the admin scope. */
+function asSeenBy(c: Context<AppEnv>, subscription: SubscriptionStats): SubscriptionStats {
+  const { principal } = c.var;
+  if (!subscription.deliver || (principal && scopesAllow(principal.scopes, "admin"))) return subscription;
+  return { ...subscription, deliver: { ...subscription.deliver, url: redactedUrl(subscription.deliver.url) } };
 }
 
 /** The methods the app answers on `path` (HEAD with GET, as Hono answers it); none for an unknown path. */

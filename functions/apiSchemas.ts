@@ -67,15 +67,21 @@ export const keyParams = z.object({
   key: correlationKey.describe("percent-encoded"),
 });
 export const consumeParams = z.object({ subscription: subscriptionName });
+/** A consumer slot (src/db/schema.ts: 1 … 1000). */
+export const slot = count.refine((n) => n >= 1 && n <= 1000, "must be a consumer slot (1..1000)");
 export const consumeHeaders = z.object({
   "corq-budget-ms": count.optional().describe("drain for this long (ms) instead of one batch"),
-  "corq-slot": count.optional().describe("the consumer slot a dispatcher claimed (internal)"),
+  "corq-slot": slot.optional().describe("the consumer slot a dispatcher claimed (internal)"),
 });
+
+// the largest xid8 (an unsigned 64-bit transaction id)
+const XID8_MAX = 2n ** 64n - 1n;
 
 export const dispatchHeaders = z.object({
   "corq-after-horizon": z
     .string()
     .regex(/^\d{1,20}$/, "a transaction id")
+    .refine((tx) => BigInt(tx) <= XID8_MAX, "a transaction id (at most 2^64 - 1)")
     .optional()
     .describe(
       "internal: a kick's retry — wait (a few seconds at most) until the xmin horizon has passed this transaction id, answer 202, then advance and dispatch",

@@ -5,14 +5,16 @@
 // so guessing runs at 10 tries a minute, not thousands. A request without credentials is not
 // counted, and neither is a refusal for the configuration (no token, one too short).
 //
-// The client is CF-Connecting-IP (Cloudflare sets it; locally the dev server does, or the
-// client), else one shared "unknown" bucket. The count lives in this isolate: exact within
+// The client is its address as functions/requestClient.ts knows it (Workers: CF-Connecting-IP,
+// set by Cloudflare; Node: the socket, or a trusted proxy's X-Forwarded-For), so one client's
+// failures never lock out another. The count lives in this isolate: exact within
 // it, best effort across isolates. With the CORQ_AUTH_LIMITER rate-limit binding
 // (wrangler.toml [[ratelimits]], 100 per minute) every failure is counted there too, across
 // the isolates of a Cloudflare location; once it says no, this isolate blocks the client for
 // its 60-second period.
 import { settings, type Env } from "./env.js";
 import { ProblemError } from "./problem.js";
+import { requestClient } from "./requestClient.js";
 
 const BINDING_PERIOD_MS = 60_000;
 // clients remembered per isolate; beyond it the oldest are forgotten first
@@ -25,7 +27,7 @@ interface Client {
 }
 
 /** What the throttle reads of a request (any Hono context). */
-type AuthRequest = { env: Env; req: { header(name: string): string | undefined } };
+type AuthRequest = { env: Env; req: { url: string; header(name: string): string | undefined } };
 
 export interface AuthThrottle {
   /** Throws 429 while the client is blocked; call before checking its credentials. */
@@ -37,7 +39,7 @@ export interface AuthThrottle {
 export function createAuthThrottle(): AuthThrottle {
   const clients = new Map<string, Client>();
 
-  const clientOf = (c: AuthRequest) => c.req.header("cf-connecting-ip") ?? "unknown";
+  const clientOf = (c: AuthRequest) => requestClient(c).address;
 
   const tooMany = (blockedUntil: number, now: number) => {
     const seconds = Math.max(1, Math.ceil((blockedUntil - now) / 1000));

@@ -8,7 +8,7 @@ import { applyAppMigrations, parseAppMigrations, type AppMigration } from "../sr
 import { parseSubscriptions } from "../src/config.js";
 import { createApi } from "./api.js";
 import { openCorq } from "./database.js";
-import { advanceAndDispatch, INTERNAL_ORIGIN, selfInvoker, type Invoke } from "./dispatch.js";
+import { advanceAndDispatch, selfInvoker } from "./dispatch.js";
 import type { Env } from "./env.js";
 
 export type { Env } from "./env.js";
@@ -67,10 +67,8 @@ export function createWorker(app: WorkerApp): CorqWorker {
 
     /** Cron: advance every subscription and fan out consumers. Never lets an error escape. */
     async scheduled(_controller, env, ctx) {
-      // Without a SELF binding there is no URL to call: the consumers run in this invocation.
-      const invoke: Invoke = env.SELF
-        ? selfInvoker(env, INTERNAL_ORIGIN)
-        : (path, init) => Promise.resolve(api.fetch(new Request(new URL(path, INTERNAL_ORIGIN), init), env, ctx));
+      // Without a SELF binding the consumers run in this invocation.
+      const invoke = selfInvoker(env, (request) => api.fetch(request, env, ctx));
       ctx.waitUntil(
         (async () => {
           await migrateApp(env);

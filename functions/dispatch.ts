@@ -14,23 +14,21 @@ export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
  * background of this request (its own database handle), so delivery does not wait for the cron.
  */
 export function dispatchInBackground(
-  c: { env: Env; req: { url: string }; executionCtx: { waitUntil(promise: Promise<unknown>): void } },
+  c: { env: Env; var: { invoke: Invoke }; executionCtx: { waitUntil(promise: Promise<unknown>): void } },
   subscriptions: SubscriptionDefinition[],
   after: string,
 ): void {
-  // On Node the process wakes its own consumers after every write (src/node/serve.ts) — and a
-  // self-invocation there would go to the origin the client named in its Host header, carrying
-  // the admin token.
+  // On Node the process wakes its own consumers after every write (src/node/serve.ts).
   if (c.env.CORQ_NODE) return;
   c.executionCtx.waitUntil(
-    advanceAndDispatch(c.env, subscriptions, selfInvoker(c.env, new URL(c.req.url).origin), {
+    advanceAndDispatch(c.env, subscriptions, c.var.invoke, {
       opened: openCorq(c.env, subscriptions),
       coalesce: true,
     }).catch((error) => console.error(`corq: dispatch after ${after} failed:`, error)),
   );
 }
 
-/** The origin the cron addresses its own invocations to (it has no request URL of its own). */
+/** The origin this Worker's invocations of itself are addressed to (selfInvoker). */
 export const INTERNAL_ORIGIN = "https://corq.internal";
 
 // A consumer slot is held for the consumer's budget and this much more (its invocation's own
@@ -186,10 +184,18 @@ export function startConsumer(
   });
 }
 
-/** Invokes this Worker again: the SELF service binding when present, else a fetch to its own origin. */
-export function selfInvoker(env: Env, origin: string): Invoke {
-  return (path, init) =>
-    env.SELF ? env.SELF.fetch(new Request(new URL(path, origin), init)) : fetch(new URL(path, origin), init);
+/**
+ * Invokes this Worker again: a separate invocation through the SELF service binding when there
+ * is one, else in this invocation (`here`: the app's own fetch; on Node, in the process). Never
+ * a fetch to a URL: built from a request (its Host, its request target) it sent the admin token
+ * that the invocation carries wherever a client pointed it (DESIGN: never derive a destination
+ * from a request).
+ */
+export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>): Invoke {
+  return async (path, init) => {
+    const request = new Request(new URL(path, INTERNAL_ORIGIN), init);
+    return env.SELF ? env.SELF.fetch(request) : here(request);
+  };
 }
 
 /**

@@ -9,6 +9,7 @@ import { ProblemError } from "./problem.js";
 import type { AuthThrottle } from "./authThrottle.js";
 import type { Principal } from "./auth.js";
 import type { TokenCache } from "./tokenCache.js";
+import type { Invoke } from "./dispatch.js";
 
 export interface Env {
   DATABASE_URL?: string;
@@ -69,7 +70,17 @@ export interface Env {
     sha256?(text: string): Uint8Array;
     /** Scoped tokens verified within CORQ_TOKEN_CACHE_MS (functions/tokenCache.ts). */
     tokens?: TokenCache;
+    /**
+     * A token was revoked: forget the cached ones here and tell the other processes. Called by the
+     * revoking handler itself (not matched on the URL: `DELETE /%74okens/:id` revokes as well).
+     */
+    tokenRevoked?(): void;
   };
+  /**
+   * Set per request by the Node runtime, never on Workers: the client's address and scheme, from
+   * the socket or a trusted proxy's X-Forwarded-* headers (functions/requestClient.ts).
+   */
+  CORQ_CLIENT?: { address: string; secure: boolean };
 }
 
 const positiveInt = (fallback: number, max: number) =>
@@ -156,6 +167,8 @@ export type AppEnv = {
     db: () => Executor;
     opened: () => OpenCorq;
     throttle: AuthThrottle;
+    /** Starts an invocation of this app (a consumer, a dispatch): SELF, else in this one. */
+    invoke: Invoke;
     principal: Principal | undefined;
   };
 };

@@ -2,6 +2,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { CorqError, isDatabaseUnavailable, toError } from "../src/errors.js";
+import { requestOrigin } from "./requestClient.js";
 
 const titles: Record<number, string> = {
   400: "Bad Request",
@@ -59,7 +60,7 @@ export function onError(thrown: unknown, c: Context): Response {
     return problem(
       403,
       "forbidden_origin",
-      `cross-site request refused: Origin ${origin === undefined ? "(none)" : JSON.stringify(origin)} is not ${new URL(c.req.url).origin}`,
+      `cross-site request refused: Origin ${origin === undefined ? "(none)" : JSON.stringify(origin)} is not ${requestOrigin(c)}`,
     );
   }
   if (thrown instanceof HTTPException)

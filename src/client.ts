@@ -1,6 +1,7 @@
 // corq/client: a typed client of corq's HTTP API (docs/http-api.md) for scripts, other
 // services and the `corq` CLI. Only fetch: it runs in Node 18+, Workers, Deno and browsers,
 // and imports nothing of the engine at run time.
+import { CorqError } from "./errors.js";
 import type {
   AppendResult,
   ConsumeResult,
@@ -142,40 +143,55 @@ export function createClient(options: ClientOptions): CorqClient {
     return JSON.parse(text) as T;
   }
 
-  const segment = encodeURIComponent;
+  // every method is async: a refusal before sending (segment) is a rejection, as the server's are
   return {
-    health: () => call("GET", "/health"),
-    append: (stream, events, appendOptions = {}) =>
-      call("POST", `/streams/${segment(stream)}/events`, {
+    health: async () => call("GET", "/health"),
+    append: async (stream, events, appendOptions = {}) =>
+      call("POST", `/streams/${segment(stream, "stream")}/events`, {
         body: { events, expectedVersion: appendOptions.expectedVersion },
       }),
-    readStream: (stream, readOptions = {}) => call("GET", `/streams/${segment(stream)}`, { query: readOptions }),
-    readLog: (logOptions = {}) => call("GET", "/events", { query: logOptions }),
-    logTail: (tailOptions = {}) => call("GET", "/events/tail", { query: tailOptions }),
-    subscriptions: () => call("GET", "/subscriptions"),
-    subscription: (name) => call("GET", `/subscriptions/${segment(name)}`),
-    putSubscription: (name, config) => call("PUT", `/subscriptions/${segment(name)}`, { body: config }),
-    deleteSubscription: (name) => call("DELETE", `/subscriptions/${segment(name)}`),
-    keys: (subscription, keyOptions = {}) =>
-      call("GET", `/subscriptions/${segment(subscription)}/keys`, { query: keyOptions }),
-    pause: (subscription) => call("POST", `/subscriptions/${segment(subscription)}/pause`),
-    resume: (subscription) => call("POST", `/subscriptions/${segment(subscription)}/resume`),
-    pauseKey: (subscription, key) => call("POST", `/subscriptions/${segment(subscription)}/keys/${segment(key)}/pause`),
-    resumeKey: (subscription, key) =>
-      call("POST", `/subscriptions/${segment(subscription)}/keys/${segment(key)}/resume`),
-    rewind: (subscription, rewindOptions) =>
-      call("POST", `/subscriptions/${segment(subscription)}/rewind`, { body: rewindOptions }),
-    deadLetters: (deadOptions = {}) => call("GET", "/dead-letters", { query: deadOptions }),
-    releaseDeadLetters: (release) => call("POST", "/dead-letters/retry", { body: release }),
-    stats: () => call("GET", "/stats"),
-    advance: () => call("POST", "/advance"),
+    readStream: async (stream, readOptions = {}) =>
+      call("GET", `/streams/${segment(stream, "stream")}`, { query: readOptions }),
+    readLog: async (logOptions = {}) => call("GET", "/events", { query: logOptions }),
+    logTail: async (tailOptions = {}) => call("GET", "/events/tail", { query: tailOptions }),
+    subscriptions: async () => call("GET", "/subscriptions"),
+    subscription: async (name) => call("GET", `/subscriptions/${segment(name, "subscription")}`),
+    putSubscription: async (name, config) =>
+      call("PUT", `/subscriptions/${segment(name, "subscription")}`, { body: config }),
+    deleteSubscription: async (name) => call("DELETE", `/subscriptions/${segment(name, "subscription")}`),
+    keys: async (subscription, keyOptions = {}) =>
+      call("GET", `/subscriptions/${segment(subscription, "subscription")}/keys`, { query: keyOptions }),
+    pause: async (subscription) => call("POST", `/subscriptions/${segment(subscription, "subscription")}/pause`),
+    resume: async (subscription) => call("POST", `/subscriptions/${segment(subscription, "subscription")}/resume`),
+    pauseKey: async (subscription, key) =>
+      call("POST", `/subscriptions/${segment(subscription, "subscription")}/keys/${segment(key, "key")}/pause`),
+    resumeKey: async (subscription, key) =>
+      call("POST", `/subscriptions/${segment(subscription, "subscription")}/keys/${segment(key, "key")}/resume`),
+    rewind: async (subscription, rewindOptions) =>
+      call("POST", `/subscriptions/${segment(subscription, "subscription")}/rewind`, { body: rewindOptions }),
+    deadLetters: async (deadOptions = {}) => call("GET", "/dead-letters", { query: deadOptions }),
+    releaseDeadLetters: async (release) => call("POST", "/dead-letters/retry", { body: release }),
+    stats: async () => call("GET", "/stats"),
+    advance: async () => call("POST", "/advance"),
     consume: async (subscription) =>
-      (await call<ConsumeResult | undefined>("POST", `/consume/${segment(subscription)}`)) ?? null,
-    createToken: (input) => call("POST", "/tokens", { body: input }),
-    tokens: () => call("GET", "/tokens"),
-    revokeToken: (id) => call("DELETE", `/tokens/${segment(id)}`),
-    openapi: () => call("GET", "/openapi.json"),
+      (await call<ConsumeResult | undefined>("POST", `/consume/${segment(subscription, "subscription")}`)) ?? null,
+    createToken: async (input) => call("POST", "/tokens", { body: input }),
+    tokens: async () => call("GET", "/tokens"),
+    revokeToken: async (id) => call("DELETE", `/tokens/${segment(id, "id")}`),
+    openapi: async () => call("GET", "/openapi.json"),
   };
+}
+
+/**
+ * A path segment, percent-encoded. "", "." and ".." are refused before anything is sent: a URL
+ * folds them into the path around them (pauseKey(subscription, "..") would name the subscription
+ * itself: every key paused), and none of them can be a stream, subscription or key.
+ */
+function segment(value: string, what: string): string {
+  if (value === "" || value === "." || value === "..") {
+    throw new CorqError("invalid_input", `${what}: ${JSON.stringify(value)} cannot be a path segment`);
+  }
+  return encodeURIComponent(value);
 }
 
 /** The problem body, or one made up when a proxy in between answered with something else. */

@@ -77,7 +77,9 @@ export const eventInput = z.strictObject({
     .optional(),
 });
 
-export const expectedVersion = z.number().int().min(-1).max(2_147_483_647);
+/** The largest value of an int4 column (a stream's version). */
+export const INT4_MAX = 2_147_483_647;
+export const expectedVersion = z.number().int().min(-1).max(INT4_MAX);
 
 /** A correlation key: the stream, or a JSON path into data/meta (`data.roomId`, `meta.tenant`). */
 export const keyPath = z

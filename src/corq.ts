@@ -4,6 +4,7 @@ import { migrate } from "./db/migrate.js";
 import { applyAppMigrations, parseAppMigrations } from "./db/appMigrations.js";
 import {
   expectedVersion as expectedVersionSchema,
+  INT4_MAX,
   parseEvents,
   parseOrThrow,
   parseSubscriptions,
@@ -68,8 +69,15 @@ import type { BatchRecord, Corq, CorqOptions, SubscriptionStats } from "./types.
 const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional() });
 const readyKeysCap = limit(10_000, 8);
-const readStreamOptions = z.object({ from: z.number().int().min(0).default(0), limit: limit(10_000, 1000) });
-const readLogOptions = z.object({ after: z.number().int().min(0).default(0), limit: limit(10_000, 1000) });
+// bounds as the columns hold them: a version is an int4, a position a bigint (read as a JSON number)
+const readStreamOptions = z.object({
+  from: z.number().int().min(0).max(INT4_MAX).default(0),
+  limit: limit(10_000, 1000),
+});
+const readLogOptions = z.object({
+  after: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: limit(10_000, 1000),
+});
 const keysOptions = z.object({
   status: z.enum(["ready", "leased", "backoff", "dead", "paused", "idle"]).optional(),
   after: z.string().optional(),

@@ -18,8 +18,12 @@ const privateV4: [number, number][] = [
   [0xa9fe0000, 16], // 169.254/16 link-local (cloud metadata endpoints live here)
   [0xac100000, 12], // 172.16/12 private (RFC 1918)
   [0xc0000000, 24], // 192.0.0/24 IETF protocol assignments
+  [0xc0000200, 24], // 192.0.2/24 documentation (TEST-NET-1, RFC 5737)
+  [0xc0586300, 24], // 192.88.99/24 6to4 relay anycast (deprecated, RFC 7526)
   [0xc0a80000, 16], // 192.168/16 private (RFC 1918)
   [0xc6120000, 15], // 198.18/15 benchmarking
+  [0xc6336400, 24], // 198.51.100/24 documentation (TEST-NET-2)
+  [0xcb007100, 24], // 203.0.113/24 documentation (TEST-NET-3)
   [0xe0000000, 4], // 224/4 multicast
   [0xf0000000, 4], // 240/4 reserved, and the broadcast address
 ];
@@ -77,6 +81,13 @@ function isPrivateV6(w: Words): boolean {
   if (w[0] === 0x64 && w[1] === 0xff9b && w[2] === 1) return true; // 64:ff9b:1::/48 local-use NAT64
   if (w[0] === 0x64 && w[1] === 0xff9b && w.slice(2, 6).every((x) => x === 0)) return isPrivateV4(v4Of(w[6], w[7])); // NAT64
   if (w[0] === 0x2002) return isPrivateV4(v4Of(w[1], w[2])); // 6to4 carries an IPv4 address
+  if (w[0] === 0x0100 && w.slice(1, 4).every((x) => x === 0)) return true; // 100::/64 discard-only (RFC 6666)
+  // 2001::/23 IETF protocol assignments: Teredo 2001::/32 (it tunnels to any IPv4 address),
+  // benchmarking 2001:2::/48, ORCHID 2001:10::/28 and 2001:20::/28
+  if (w[0] === 0x2001 && w[1] < 0x0200) return true;
+  if (w[0] === 0x2001 && w[1] === 0x0db8) return true; // 2001:db8::/32 documentation (RFC 3849)
+  if ((w[0] & 0xfff0) === 0x3ff0) return true; // 3fff::/20 documentation (RFC 9637)
+  if (w[0] === 0x5f00) return true; // 5f00::/16 SRv6 segment identifiers (RFC 9602)
   if ((w[0] & 0xfe00) === 0xfc00) return true; // fc00::/7 unique local
   if ((w[0] & 0xffc0) === 0xfe80) return true; // fe80::/10 link-local
   if ((w[0] & 0xffc0) === 0xfec0) return true; // fec0::/10 site-local (deprecated)

@@ -40,6 +40,21 @@ const refusedUrls = [
   "http://[::127.0.0.1]/",
   "http://[64:ff9b::10.0.0.1]/",
   "http://[2002:c0a8:0101::1]/",
+  // documentation, discard-only and IETF protocol ranges: nobody's receiver is there
+  "http://192.0.2.10/",
+  "http://198.51.100.1/",
+  "http://203.0.113.255/",
+  "http://192.88.99.1/",
+  "http://[100::1]/",
+  "http://[100::ffff:1]/",
+  "http://[2001::1]/", // Teredo
+  "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+  "http://[2001:2::1]/", // benchmarking
+  "http://[2001:1ff::1]/",
+  "http://[2001:db8::1]/",
+  "http://[2001:db8:ffff::1]/",
+  "http://[3fff::1]/",
+  "http://[5f00::1]/",
 ];
 
 const publicUrls = [
@@ -53,6 +68,14 @@ const publicUrls = [
   "http://[2606:4700:4700::1111]/",
   "http://[64:ff9b::8.8.8.8]/",
   "http://[2002:0808:0808::1]/",
+  "http://192.0.3.1/",
+  "http://198.51.101.1/",
+  "http://203.0.114.1/",
+  "http://[100:0:0:1::1]/", // past 100::/64
+  "http://[2001:200::1]/", // past 2001::/23
+  "http://[2001:4860:4860::8888]/",
+  "http://[2001:db9::1]/",
+  "http://[4000::1]/",
   "https://localhost.example.com/", // a name: judged by the address it resolves to
 ];
 

@@ -12,6 +12,7 @@ import { scopesAllow, type TokenScope } from "../../src/tokens.js";
 import type { AuthThrottle } from "../authThrottle.js";
 import { ProblemError } from "../problem.js";
 import type { AppEnv } from "../env.js";
+import { requestOrigin } from "../requestClient.js";
 import { css, script } from "./assets.js";
 import { DeadLetters } from "./deadLetters.js";
 import { Keys } from "./keys.js";
@@ -150,9 +151,11 @@ export function dashboard(options: {
   );
 
   // Forms post from our own origin only (SameSite=Strict already keeps the cookie off cross-site posts).
-  app.use("/login", csrf());
-  app.use("/logout", csrf());
-  app.use("/ui/actions/*", csrf());
+  // forms come from the origin the browser sees (behind a trusted TLS proxy: https)
+  const sameOrigin = csrf({ origin: (origin, c) => origin === requestOrigin(c) });
+  app.use("/login", sameOrigin);
+  app.use("/logout", sameOrigin);
+  app.use("/ui/actions/*", sameOrigin);
 
   app.get("/login", async (c) => {
     const refusal = adminTokenRefusal(c.env);
@@ -306,7 +309,7 @@ export function dashboard(options: {
           throw new CorqError("invalid_input", "send the form as application/x-www-form-urlencoded");
         });
         const { subscription, key, back, to } = parseOrThrow(actionForm, form, "invalid_input", "form");
-        const origin = new URL(c.req.url).origin;
+        const origin = requestOrigin(c);
         const path = localPath(back, origin);
         if (path === null) throw new CorqError("invalid_input", "back: must be a path on this site");
         const corq = c.var.corq();

@@ -1,5 +1,7 @@
 // Response headers of every dashboard response (pages, redirects, error pages, assets).
 import type { MiddlewareHandler } from "hono";
+import type { Env } from "../env.js";
+import { requestClient } from "../requestClient.js";
 
 // Everything the pages load is ours: one stylesheet, one script (no inline script or style),
 // the live refresh fetches the page itself, forms post to this origin.
@@ -14,7 +16,7 @@ const contentSecurityPolicy = [
   "base-uri 'none'",
 ].join("; ");
 
-export function securityHeaders(): MiddlewareHandler {
+export function securityHeaders(): MiddlewareHandler<{ Bindings: Env }> {
   return async function dashboardSecurityHeaders(c, next) {
     await next();
     const headers = c.res.headers;
@@ -24,8 +26,8 @@ export function securityHeaders(): MiddlewareHandler {
     headers.set("referrer-policy", "same-origin");
     // pages show live state and are behind a login: never stored; the assets set their own
     if (!headers.has("cache-control")) headers.set("cache-control", "no-store");
-    // over https only: a browser ignores it on http, and local development is plain http
-    if (new URL(c.req.url).protocol === "https:")
-      headers.set("strict-transport-security", "max-age=31536000; includeSubDomains");
+    // over https only (directly, or behind a trusted TLS proxy): a browser ignores it on http,
+    // and local development is plain http
+    if (requestClient(c).secure) headers.set("strict-transport-security", "max-age=31536000; includeSubDomains");
   };
 }

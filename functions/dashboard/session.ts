@@ -16,6 +16,7 @@ import type { TokenScope } from "../../src/tokens.js";
 import { constantTimeEqual } from "../../src/webhookSignature.js";
 import { adminTokenRefusal, BOOTSTRAP_ADMIN, type Principal } from "../auth.js";
 import type { AppEnv } from "../env.js";
+import { requestClient } from "../requestClient.js";
 
 export const SESSION_COOKIE = "corq_session";
 const SESSION_MS = 12 * 3_600_000;
@@ -80,8 +81,9 @@ export async function startSession(c: SessionContext, principal: Principal = BOO
   setCookie(c, SESSION_COOKIE, `${id}.${await mac(c.env.CORQ_ADMIN_TOKEN!, id)}`, {
     httpOnly: true,
     sameSite: "Strict",
-    // Secure everywhere but plain-http development on this machine (browsers drop Secure cookies over http).
-    secure: new URL(c.req.url).protocol === "https:",
+    // Secure everywhere but plain-http development on this machine (browsers drop Secure cookies
+    // over http); behind a trusted TLS proxy too (functions/requestClient.ts)
+    secure: requestClient(c).secure,
     path: "/",
     maxAge: SESSION_MS / 1000,
   });

@@ -11,6 +11,7 @@
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
+import type { Socket } from "node:net";
 import { serve as listen } from "@hono/node-server";
 import pg from "pg";
 import { z } from "zod";
@@ -24,6 +25,7 @@ import { notifyWake } from "../sql/log/notify.js";
 import type { Corq, SubscriptionDefinition } from "../types.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
+import { forwardedClient, parseTrustedProxies } from "./forwarded.js";
 import { listenForWakes, type WakeListener } from "./wakeListener.js";
 
 export interface ServeOptions {
@@ -83,6 +85,8 @@ const nodeSettingsSchema = z.object({
   CORQ_ROLE: z.enum(["all", "api", "worker"]).default("all"),
   /** Keys a drain claims at once: the library's default here (the Worker's 4 is for its subrequest budget). */
   CORQ_KEYS_PER_CLAIM: int(DEFAULT_KEYS_PER_CLAIM, 1, MAX_KEYS_PER_CLAIM),
+  /** Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (forwarded.ts); default none. */
+  CORQ_TRUSTED_PROXIES: z.string().optional(),
 });
 
 export function nodeSettings(env: Record<string, string | undefined>) {
@@ -100,6 +104,8 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     tokenCacheMs: parsed.CORQ_TOKEN_CACHE_MS,
     role: parsed.CORQ_ROLE,
     pushAllowPrivate: base.pushAllowPrivate,
+    // a malformed list refuses to start (it throws here)
+    trustedProxies: parseTrustedProxies(parsed.CORQ_TRUSTED_PROXIES),
   };
 }
 
@@ -109,7 +115,6 @@ const reads = new Set(["GET", "HEAD", "OPTIONS"]);
 const wakesNobody = /^\/(streams\/[^/]+\/events|advance|consume\/[^/]+|dispatch)\/?$/;
 const NOTIFY_EVERY_MS = 5;
 const appendPath = /^\/streams\/[^/]+\/events\/?$/;
-const tokenPath = /^\/tokens\/[^/]+\/?$/;
 
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const env = options.env ?? process.env;
@@ -241,23 +246,39 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     async function serveHttp(apiCorq: Corq) {
       const opened: OpenCorq = { corq: apiCorq, db, statements: () => 0, end: async () => undefined };
       const sha256 = (text: string) => new Uint8Array(createHash("sha256").update(text).digest());
-      const appEnv: Env = { ...env, CORQ_NODE: { open: () => opened, sha256, tokens } };
+      // A revoked token: 401 from the next request on here, and in the other processes once they
+      // hear it (or their cache entry ends: CORQ_TOKEN_CACHE_MS). Called by the revoking handler.
+      const tokenRevoked = () => {
+        tokens.clear();
+        track(db.run(notifyWake("tokens")));
+      };
+      // no SELF here, whatever the environment holds: consumers run in this process
+      const appEnv: Env = { ...env, SELF: undefined, CORQ_NODE: { open: () => opened, sha256, tokens, tokenRevoked } };
       const api = createApi(options.subscriptions);
-      const fetch = async (request: Request) => {
-        const response = await api.fetch(request, appEnv, {
-          waitUntil: track,
-          passThroughOnException: () => undefined,
-          props: {},
-        });
+      const fetch = async (request: Request, bindings: { incoming?: { socket?: Socket } }) => {
+        // who sent it: the socket, or a trusted proxy's word (forwarded.ts)
+        const socket = bindings.incoming?.socket as (Socket & { encrypted?: boolean }) | undefined;
+        const client = forwardedClient(
+          {
+            peer: socket?.remoteAddress,
+            encrypted: socket?.encrypted === true,
+            header: (name) => request.headers.get(name) ?? undefined,
+          },
+          knobs.trustedProxies,
+        );
+        const response = await api.fetch(
+          request,
+          { ...appEnv, CORQ_CLIENT: client },
+          {
+            waitUntil: track,
+            passThroughOnException: () => undefined,
+            props: {},
+          },
+        );
         if (reads.has(request.method) || response.status >= 400) return response;
         const path = new URL(request.url).pathname;
         if (appendPath.test(path)) appended();
-        else if (request.method === "DELETE" && tokenPath.test(path)) {
-          // a revoked token: 401 from the next request on here, and in the other processes once
-          // they hear it (or their cache entry ends: CORQ_TOKEN_CACHE_MS)
-          tokens.clear();
-          track(db.run(notifyWake("tokens")));
-        } else if (!wakesNobody.test(path)) {
+        else if (!wakesNobody.test(path)) {
           // A write that may have made keys ready or subscriptions advanceable (resume, release,
           // rewind, a new subscription): every process advances and looks at once, not at its
           // safety net.

@@ -103,12 +103,15 @@ describe("event log", () => {
   });
 
   it("refuses a version conflict with 409 and writes nothing", async () => {
-    const before = await count("events");
+    // this stream's events only: the example app's handlers append to streams of their own meanwhile
+    const streamEvents = async () =>
+      Number((await state.db.query("SELECT count(*) FROM corq.events WHERE stream = 'visitor-ada'")).rows[0].count);
+    const before = await streamEvents();
     const response = await api("POST", "/streams/visitor-ada/events", {
       body: { events: [{ name: "Departed", data: {} }], expectedVersion: 0 },
     });
     expectProblem(response, 409);
-    expect(await count("events")).toBe(before);
+    expect(await streamEvents()).toBe(before);
   });
 
   it("refuses bad input with 4xx problem+json and writes nothing", async () => {
@@ -149,6 +152,11 @@ describe("event log", () => {
       expect(response.status, `${args[0]} ${args[1]}`).toBe(status);
       expectProblem(response, status);
     }
+    // deep nesting is refused before the body is parsed (functions/jsonNesting.ts)
+    const nested = `{"events":[{"name":"E","data":${"[".repeat(15_000)}${"]".repeat(15_000)}}]}`;
+    const deep = await api("POST", "/streams/s/events", { body: nested });
+    expectProblem(deep, 400);
+    expect(deep.json.detail).toMatch(/nests deeper than \d+ levels/);
     expect(await count("events")).toBe(before);
   });
 });
@@ -282,6 +290,25 @@ describe("paging: keys and the log tail, by cursor", () => {
     }
     // a cursor past the end is an empty last page
     expect((await api("GET", "/events/tail?before=1")).json).toEqual({ events: [], next: null });
+  });
+
+  it("a number beyond what its column holds is a 400 problem, never a 500", async () => {
+    const cases: Parameters<typeof api>[] = [
+      ["GET", "/streams/s?from=2147483648"], // a version is an int4
+      ["GET", "/events?after=9007199254740992"], // a position is read as a JSON number
+      ["POST", "/dispatch", { headers: { "corq-after-horizon": "99999999999999999999" } }], // xid8: < 2^64
+      ["POST", "/dispatch", { headers: { "corq-after-horizon": "18446744073709551616" } }],
+      ["POST", "/consume/greeter", { headers: { "corq-slot": "2147483648" } }], // slots 1..1000
+      ["POST", "/consume/greeter", { headers: { "corq-slot": "0" } }],
+      ["POST", "/consume/greeter", { headers: { "corq-budget-ms": "999999999999999" } }],
+    ];
+    for (const args of cases) {
+      const response = await api(...args);
+      expect(response.status, `${args[0]} ${args[1]} ${JSON.stringify(args[2] ?? {})}`).toBe(400);
+      expectProblem(response, 400);
+    }
+    // the largest values that are allowed answer
+    expect((await api("GET", "/streams/s?from=2147483647")).status).toBe(200);
   });
 });
 
@@ -445,5 +472,44 @@ describe("subscriptions, driving and dead letters", () => {
       await api("POST", "/dead-letters/retry", { body: { subscription: "visitor-directory", mode: "later" } }),
       400,
     );
+  });
+});
+
+describe("push URLs below the admin scope", () => {
+  it("a read or operate token sees each push URL with its query values redacted; admin sees it whole", async () => {
+    // (a URL with a user name or password is refused at PUT)
+    const urls = {
+      "hook-query": "https://receiver.example.com/hook?token=s3cret-one&team=blue",
+      "hook-repeated": "https://other.example.com/in?key=s3cret-two&key=s3cret-three",
+    };
+    for (const [name, url] of Object.entries(urls)) {
+      const put = await api("PUT", `/subscriptions/${name}`, {
+        body: { events: ["NeverAppended"], from: "now", deliver: { url } },
+      });
+      expect(put.status).toBe(201);
+    }
+    const read = (await api("POST", "/tokens", { body: { name: "viewer", scopes: ["read"] } })).json.token;
+    const operate = (await api("POST", "/tokens", { body: { name: "operator", scopes: ["operate"] } })).json.token;
+    for (const token of [read, operate]) {
+      const seen = [
+        ...(await api("GET", "/subscriptions", { token })).json.subscriptions,
+        ...(await api("GET", "/stats", { token })).json.subscriptions,
+        (await api("GET", "/subscriptions/hook-query", { token })).json,
+        (await api("GET", "/subscriptions/hook-repeated", { token })).json,
+      ].filter((s: { name: string }) => s.name in urls);
+      expect(seen.map((s: { deliver: { url: string } }) => s.deliver.url).sort()).toEqual([
+        "https://other.example.com/in?key=redacted&key=redacted",
+        "https://other.example.com/in?key=redacted&key=redacted",
+        "https://other.example.com/in?key=redacted&key=redacted",
+        "https://receiver.example.com/hook?token=redacted&team=redacted",
+        "https://receiver.example.com/hook?token=redacted&team=redacted",
+        "https://receiver.example.com/hook?token=redacted&team=redacted",
+      ]);
+    }
+    const asAdmin = (await api("GET", "/subscriptions")).json.subscriptions.filter(
+      (s: { name: string }) => s.name in urls,
+    );
+    expect(asAdmin.map((s: { deliver: { url: string } }) => s.deliver.url).sort()).toEqual(Object.values(urls).sort());
+    for (const name of Object.keys(urls)) expect((await api("DELETE", `/subscriptions/${name}`)).status).toBe(204);
   });
 });

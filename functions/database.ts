@@ -6,7 +6,8 @@
 // invocation instead (a Postgres that is not Neon). Never at module scope: Workers reuse
 // isolates across requests, and a socket cannot outlive the request that opened it.
 import { Pool, neon, neonConfig } from "@neondatabase/serverless";
-import { createCorq, CorqError, type Corq, type SubscriptionDefinition } from "../src/index.js";
+import { CorqError, type SubscriptionDefinition } from "../src/index.js";
+import { createCorqRuntime as createCorq, type CorqRuntime } from "../src/internal.js";
 import { createExecutor, type Executor, type PoolLike, type Session } from "../src/db/executor.js";
 import { settings, type Env } from "./env.js";
 
@@ -22,7 +23,7 @@ function configureLocal(env: Env) {
 }
 
 export interface OpenCorq {
-  corq: Corq;
+  corq: CorqRuntime;
   /** Subrequests this invocation spent on statements so far (1 on the WebSocket path: one session). */
   statements(): number;
   /** The same database for the Worker's own statements (the dashboard's sessions). */

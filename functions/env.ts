@@ -1,6 +1,6 @@
 // The Worker's environment: secrets (wrangler secret put / .dev.vars), vars and bindings.
 import { z } from "zod";
-import type { Corq } from "../src/index.js";
+import type { CorqRuntime } from "../src/internal.js";
 import type { OpenCorq } from "./database.js";
 import type { Executor } from "../src/db/executor.js";
 import { signingSecretProblem } from "../src/webhookSignature.js";
@@ -163,7 +163,7 @@ export function settings(env: Env): Settings {
 export type AppEnv = {
   Bindings: Env;
   Variables: {
-    corq: () => Corq;
+    corq: () => CorqRuntime;
     db: () => Executor;
     opened: () => OpenCorq;
     throttle: AuthThrottle;

@@ -8,7 +8,7 @@
 // most — and kicks again. One at a time per isolate, and a retry starts no retry of its own.
 // Under steady appends a kick often sees events of concurrent appends waiting: their retry ends
 // as soon as those transactions do (milliseconds), and the next kick may start another.
-import type { Corq } from "../src/index.js";
+import type { CorqRuntime } from "../src/internal.js";
 
 /** Polls after these delays (ms): about 3 s in all. */
 const DELAYS_MS = [25, 50, 100, 200, 400, 800, 1600];
@@ -33,7 +33,7 @@ export function startHorizonRetry(scope: string, start: () => Promise<Response>)
  * newer appends do not hold this back); false when it still has not after the last poll.
  */
 export async function waitForHorizon(
-  corq: Pick<Corq, "horizonWaiting">,
+  corq: Pick<CorqRuntime, "horizonWaiting">,
   tx: string,
   sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms)),
 ): Promise<boolean> {

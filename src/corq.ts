@@ -65,6 +65,7 @@ import {
   type StatsRow,
 } from "./rows.js";
 import type { BatchRecord, Corq, CorqOptions, SubscriptionStats } from "./types.js";
+import type { CorqRuntime } from "./runtimeTypes.js";
 
 const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional() });
@@ -159,7 +160,13 @@ const releaseOptions = z.object({
   webhookId: z.string().min(1).max(200).optional(),
 });
 
+/** The library: corq on a database, as users call it (src/index.ts). */
 export function createCorq(options: CorqOptions): Corq {
+  return createCorqRuntime(options);
+}
+
+/** The same, with what the runtimes drive (consumer slots, kicks, the horizon probe): src/internal.ts. */
+export function createCorqRuntime(options: CorqOptions): CorqRuntime {
   const code = parseSubscriptions(options.subscriptions ?? []);
   const appMigrations = parseAppMigrations(options.migrations ?? []);
   const advanceBatchSize = parseOrThrow(
@@ -230,7 +237,7 @@ export function createCorq(options: CorqOptions): Corq {
     if (rows.length === 0) throw new CorqError("unknown_subscription", `no subscription named "${name}"`);
   };
 
-  const corq: Corq = {
+  const corq: CorqRuntime = {
     async migrate() {
       const db = await executor();
       const applied = await migrate(db);

@@ -2,7 +2,7 @@
 // one at work runs again for the kicks that came meanwhile — no wake-up is lost.
 import { describe, expect, it } from "vitest";
 import type pg from "pg";
-import type { Corq } from "../src/index.js";
+import type { CorqRuntime } from "../src/internal.js";
 import { sleep, useCorq } from "./helpers/corq.js";
 import { present } from "./helpers/present.js";
 
@@ -21,7 +21,7 @@ async function slowEnqueueing(raw: pg.Pool, key: string) {
 const ev = { name: "E", data: {} };
 
 /** Key "a" queued once; the next advance round spends a second enqueueing a second "a" event. */
-async function slowRoundAhead(corq: Corq, raw: pg.Pool) {
+async function slowRoundAhead(corq: CorqRuntime, raw: pg.Pool) {
   await corq.append("a", [ev]);
   await corq.advance();
   await slowEnqueueing(raw, "a");

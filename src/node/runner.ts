@@ -2,7 +2,7 @@
 // (wakeListener.ts) instead of polling. Claims, acks and leases are the library's (Corq.drain):
 // several processes on one database share the work through SKIP LOCKED and leases, with no
 // coordinator.
-import type { Corq } from "../types.js";
+import type { CorqRuntime } from "../runtimeTypes.js";
 import type { Executor } from "../db/executor.js";
 import { CorqError, isDatabaseUnavailable, present, toError } from "../errors.js";
 import { eventsAboveHorizon } from "../sql/advance/eventsAboveHorizon.js";
@@ -11,7 +11,7 @@ import { notifyWake, type WakePayload } from "../sql/log/notify.js";
 import { roundRobin } from "../roundRobin.js";
 
 export interface RunnerOptions {
-  corq: Corq;
+  corq: CorqRuntime;
   /** For the runner's own statements (next due time, horizon, wake-ups to other processes). */
   db: Executor;
   /** Code subscriptions this process defines: it consumes those and every push subscription. */

@@ -19,10 +19,10 @@ import { createApi } from "../../functions/api.js";
 import type { OpenCorq } from "../../functions/database.js";
 import { settings, type Env } from "../../functions/env.js";
 import { createTokenCache } from "../../functions/tokenCache.js";
-import { createCorq, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM } from "../corq.js";
+import { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM, type CorqRuntime } from "../internal.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/log/notify.js";
-import type { Corq, SubscriptionDefinition } from "../types.js";
+import type { SubscriptionDefinition } from "../types.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
 import { forwardedClient, parseTrustedProxies } from "./forwarded.js";
@@ -132,7 +132,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // requests never queue behind consumers for a connection (measured: with one shared pool,
     // 8 draining consumers pushed appends at 200/s to seconds).
     const make = (poolSize: number, notify: boolean) =>
-      createCorq({
+      createCorqRuntime({
         databaseUrl,
         subscriptions: options.subscriptions,
         migrations: options.migrations,
@@ -243,7 +243,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     closers.push(async () => clearTimeout(notifyTimer));
     const http = apiCorq ? await serveHttp(apiCorq) : undefined;
 
-    async function serveHttp(apiCorq: Corq) {
+    async function serveHttp(apiCorq: CorqRuntime) {
       const opened: OpenCorq = { corq: apiCorq, db, statements: () => 0, end: async () => undefined };
       const sha256 = (text: string) => new Uint8Array(createHash("sha256").update(text).digest());
       // A revoked token: 401 from the next request on here, and in the other processes once they

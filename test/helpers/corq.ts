@@ -1,11 +1,13 @@
 import { afterEach, inject } from "vitest";
 import pg from "pg";
-import { createCorq, type Corq, type CorqOptions } from "../../src/index.js";
+import type { Corq, CorqOptions } from "../../src/index.js";
+import { createCorqRuntime, type CorqRuntime } from "../../src/internal.js";
 import { createTestDatabase } from "./database.js";
 import { within } from "./until.js";
 
 /**
- * Per-test corq instances, each on a fresh migrated database (dropped after the test).
+ * Per-test corq instances, each on a fresh migrated database (dropped after the test), with the
+ * runtimes' machinery (src/internal.ts: consumer slots, kicks), which some tests drive.
  * `open(options)` returns the instance, its database URL, a raw pg pool for assertions,
  * `another(options)` for more instances on the same database, and `dispose()` to close and
  * drop it all right away (property tests open one per run).
@@ -18,7 +20,7 @@ export function useCorq() {
 
   return async function open(options: Omit<CorqOptions, "databaseUrl"> = {}) {
     const database = await createTestDatabase(inject("postgresUrl"));
-    const instances: Corq[] = [];
+    const instances: CorqRuntime[] = [];
     const raw = new pg.Pool({ connectionString: database.url, max: 4 });
     // dropping the database (WITH FORCE) ends its idle clients: not an error of the test
     raw.on("error", () => undefined);
@@ -34,7 +36,7 @@ export function useCorq() {
     };
     pending.add(dispose);
     const another = (more: Omit<CorqOptions, "databaseUrl"> = options) => {
-      const instance = createCorq({ databaseUrl: database.url, ...more });
+      const instance = createCorqRuntime({ databaseUrl: database.url, ...more });
       instances.push(instance);
       return instance;
     };

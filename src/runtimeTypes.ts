@@ -1,0 +1,47 @@
+// What the runtimes (the Worker's dispatcher, the Node runner) drive beside the user's API: consumer
+// slots, kicks, the horizon probe, ready-key counts. Not exported from the package's main entry
+// (src/index.ts) and not in the user docs: they can change in any release. functions/ and
+// src/node/ get them from src/internal.ts.
+import type { Corq } from "./types.js";
+
+export interface CorqRuntime extends Corq {
+  /**
+   * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
+   * ones named in `codeSubscriptions`) and their count, up to `max`; and a consumer slot per
+   * ready key, up to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent
+   * dispatchers get different slots, so at most `max` consumers run. Start one consumer per
+   * slot returned; it calls releaseSlot(slot) when done. `waiting`: committed events wait above
+   * the xmin horizon (an older transaction still runs), so no advance can take them yet — the
+   * transaction of the newest of them (see horizonWaiting), or null.
+   */
+  claimSlots(options: {
+    max: number;
+    want: number;
+    holdMs: number;
+    codeSubscriptions: string[];
+    /** ready keys the caller already holds slots for (a dispatcher's second look) */
+    covered?: number;
+  }): Promise<{ ready: [string, number][]; slots: number[]; waiting: string | null }>;
+  releaseSlot(slot: number): Promise<void>;
+  /**
+   * Whether committed events wait above the xmin horizon: an advance cannot take them until the
+   * older transactions still running end, and nothing wakes anyone when they do. With `tx` (a
+   * `waiting` from claimSlots): whether the horizon has not yet passed that transaction.
+   */
+  horizonWaiting(tx?: string): Promise<boolean>;
+  /**
+   * A dispatcher's wake-up (an append's kick, the cron): advance({ coalesce: true, eventNames })
+   * and then claimSlots(slots). The advance's re-check for the kicks others left meanwhile runs
+   * beside the slot claim (the caller's own events are enqueued before it), so an append's
+   * events reach a consumer one statement sooner; when the re-check enqueued more and slots
+   * are left, they are claimed too.
+   */
+  kick(options: { eventNames?: string[]; slots: Parameters<CorqRuntime["claimSlots"]>[0] }): Promise<{
+    advanced: Record<string, number>;
+    ready: [string, number][];
+    slots: number[];
+    waiting: string | null;
+  }>;
+  /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
+  readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
+}

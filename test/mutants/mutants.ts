@@ -241,7 +241,13 @@ export const mutants: Mutant[] = [
   },
   {
     name: "transactional: a lost lease's transaction committed anyway",
-    edits: one("src/consume.ts", "if (acked !== 1) throw new LeaseLost(through);", ""),
+    // both guards gone: the LeaseLost throw, and present() on the ack's time (null when the
+    // fence failed: it threw too, so dropping the throw alone rolled back all the same and survived)
+    edits: one(
+      "src/consume.ts",
+      'if (acked !== 1) throw new LeaseLost(through);\n      const done = new Date(present(at, "the ack\'s time"));',
+      "const done = new Date(at ?? Date.now());",
+    ),
     tests: ["test/transactional.int.test.ts"],
   },
   {

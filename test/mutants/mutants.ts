@@ -55,6 +55,15 @@ export const mutants: Mutant[] = [
     edits: one("src/sql/advance/advanceSubscription.ts", "CASE WHEN invalid IS NULL THEN key END AS key", "key"),
     tests: ["test/advanceEdges.int.test.ts"],
   },
+  {
+    name: "advance: a dead key made ready by its next events (it stays dead until retried or skipped)",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END",
+      "available_at = CASE WHEN k.available_at IS NULL THEN now() ELSE k.available_at END",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
   // No mutant for "advance: subscription row not locked": since advancers are coalesced by a
   // transaction-scoped advisory lock, dropping the sub CTE's FOR UPDATE is equivalent — no two
   // advancers of one subscription overlap, and `moved` locks the row before any key row (the
@@ -271,6 +280,15 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/consumers.int.test.ts"],
   },
+  {
+    name: "fail: backoff one exponent too long (the first retry waits initialMs × factor)",
+    edits: one(
+      "src/sql/consume/failBatch.ts",
+      "power(s.backoff_factor, least(k.attempts, 60))",
+      "power(s.backoff_factor, least(k.attempts + 1, 60))",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
   // --- seq, rewind, one key's pause (issue 15) --------------------------------------------
   {
     name: "advance: seqs against log order",
@@ -449,6 +467,37 @@ export const mutants: Mutant[] = [
       "WHERE q.subscription_id = a.subscription_id",
     ),
     tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  // the drain fails batches in settleKeys, consume() in failBatch: the same rules, each mutated
+  {
+    name: "settle: never dead (a drain retries a poison key for ever)",
+    edits: [
+      {
+        file: "src/sql/consume/settleKeys.ts",
+        search: "k.attempts + 1 >= s.max_attempts",
+        replace: "false",
+        all: true,
+      },
+    ],
+    tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  {
+    name: "settle: backoff not capped at maxMs",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
+      "(s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "settle: backoff one exponent too long (a drain's first retry waits initialMs × factor)",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "power(s.backoff_factor, least(k.attempts, 60))",
+      "power(s.backoff_factor, least(k.attempts + 1, 60))",
+    ),
+    tests: ["test/consumers.int.test.ts"],
   },
   {
     name: "drain: a slow key holds back the acks of the keys claimed with it",

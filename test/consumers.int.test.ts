@@ -375,6 +375,35 @@ describe("failures", () => {
     });
   });
 
+  // DESIGN.md invariant 11: a per-key operation is tested with two keys in that state
+  it.each(["retry", "skip"] as const)("%s of one dead key of several releases that key only", async (mode) => {
+    const handled: string[] = [];
+    let poisoned = true;
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "r",
+          maxAttempts: 1,
+          handle: (events: StoredEvent[], ctx) => {
+            if (poisoned) throw new Error("poison");
+            handled.push(...events.map((e) => `${ctx.key}:${(e.data as { n: string }).n}`));
+          },
+        },
+      ],
+    });
+    for (const key of ["a", "b", "c"]) await corq.append(key, [{ name: "E", data: { n: "1" } }]);
+    await drain(corq, "r");
+    const deadKeys = async () => (await corq.deadLetters({ subscription: "r" })).map((d) => d.key).sort();
+    expect(await deadKeys()).toEqual(["a", "b", "c"]);
+    poisoned = false;
+    expect(await corq.releaseDeadLetters({ subscription: "r", key: "b", mode })).toEqual({ released: 1 });
+    expect(await deadKeys()).toEqual(["a", "c"]);
+    await drain(corq, "r");
+    expect(handled).toEqual(mode === "retry" ? ["b:1"] : []);
+    expect(await corq.key("r", "b")).toMatchObject({ status: "idle", pending: 0 });
+    expect(await corq.key("r", "a")).toMatchObject({ status: "dead", pending: 1 });
+  });
+
   it("acks a prefix with ackedThrough and delivers the rest next, in order", async () => {
     const seen: number[][] = [];
     const { corq } = await open({

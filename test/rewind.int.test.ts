@@ -116,6 +116,21 @@ describe("rewind", () => {
     expect(await corq.rewind("s", { to: "beginning", key: "nobody" })).toEqual({ requeued: 0 });
   });
 
+  it("rewinds one key of a JSON-path key (no stream to narrow by); other keys are not touched", async () => {
+    const { seen, definition } = recording("s", { key: "data.room" });
+    const { corq } = await open({ subscriptions: [definition] });
+    const room = (n: string, r: string) => ({ name: "E", data: { n, room: r } });
+    await corq.append("x", [room("a1", "a"), room("b1", "b"), room("a2", "a")]);
+    await drain(corq, "s");
+    seen.length = 0;
+    expect(await corq.rewind("s", { to: "beginning", key: "a" })).toEqual({ requeued: 2 });
+    await drain(corq, "s");
+    expect(seen.map((s) => [s.key, s.n, s.seq, s.replay])).toEqual([
+      ["a", "a1", 3, true],
+      ["a", "a2", 4, true],
+    ]);
+  });
+
   it("matches the subscription's current filter and key, and only what it advanced (up to its watermark)", async () => {
     const first = recording("s", { events: ["A"] });
     const { corq, another, raw } = await open({ subscriptions: [first.definition] });

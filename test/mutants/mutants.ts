@@ -337,6 +337,48 @@ export const mutants: Mutant[] = [
     tests: ["test/keyControl.int.test.ts"],
   },
   {
+    name: "resumeKey: resumes every paused key of the subscription",
+    edits: one(
+      "src/sql/operate/pauseKey.ts",
+      "WHERE s.name = ${subscription} AND k.subscription_id = s.id AND k.key = ${key}",
+      "WHERE s.name = ${subscription} AND k.subscription_id = s.id",
+    ),
+    tests: ["test/keyControl.int.test.ts"],
+  },
+  {
+    name: "rewind: one key's rewind requeues every key (JSON-path key)",
+    edits: one("src/sql/operate/rewind.ts", "${range.key === undefined ? sql`` : sql`AND key = ${range.key}`}", ""),
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "rewind: one key's rewind requeues every key (stream key)",
+    edits: [
+      {
+        file: "src/sql/operate/rewind.ts",
+        search: "${range.key === undefined ? sql`` : sql`AND key = ${range.key}`}",
+        replace: "",
+      },
+      {
+        file: "src/sql/operate/rewind.ts",
+        search: "const oneStream = range.key !== undefined && byStream ? sql`AND e.stream = ${range.key}` : sql``;",
+        replace: "const oneStream = sql``;",
+      },
+    ],
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "rewind: one key's rewind requeues every key (function key)",
+    edits: [
+      {
+        file: "src/rewind.ts",
+        search: "\n      .filter((row) => range.key === undefined || row.key === range.key);",
+        replace: ";",
+      },
+      { file: "src/rewind.ts", search: "return staged(range.key);", replace: "return staged();" },
+    ],
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
     name: "rewind: requeued events numbered against log order (a rewind that reorders)",
     edits: one(
       "src/sql/operate/rewind.ts",
@@ -524,6 +566,15 @@ export const mutants: Mutant[] = [
     tests: ["test/advanceEdges.int.test.ts"],
   },
   {
+    name: "release retry: acts on every dead key",
+    edits: one(
+      "src/sql/operate/releaseDeadKeys.ts",
+      "WHERE s.name = ${subscription} AND k.subscription_id = s.id AND ${which}",
+      "WHERE s.name = ${subscription} AND k.subscription_id = s.id AND k.dead_at IS NOT NULL",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
     name: "webhook ids: a replayed id is accepted",
     edits: one(
       "src/sql/consume/webhookIds.ts",
@@ -673,5 +724,19 @@ export const mutants: Mutant[] = [
     name: "dashboard: an append token logs in",
     edits: one("functions/dashboard/routes.tsx", 'if (!scopesAllow(principal.scopes, "read")) {', "if (false) {"),
     tests: ["test/worker/scopes.worker.test.ts"],
+  },
+  {
+    name: "dashboard: Retry or Skip on one key's row acts on every dead key",
+    edits: one(
+      "functions/dashboard/routes.tsx",
+      "releaseDeadLetters({ subscription, key, mode: action })",
+      "releaseDeadLetters({ subscription, mode: action })",
+    ),
+    tests: ["test/browser/dashboard.browser.test.ts"],
+  },
+  {
+    name: "dashboard: a key's rewind rewinds the whole subscription",
+    edits: one("functions/dashboard/routes.tsx", "rewind(subscription, { to, key })", "rewind(subscription, { to })"),
+    tests: ["test/worker/rewind.worker.test.ts"],
   },
 ];

@@ -246,32 +246,83 @@ describe("failures", () => {
     );
   });
 
-  it("computes the backoff in SQL: initialMs · factor^(attempts-1), capped at maxMs", async () => {
-    const { corq, raw } = await open({
-      subscriptions: [
-        {
-          name: "b",
-          maxAttempts: 10,
-          backoff: { initialMs: 1000, maxMs: 3000, factor: 2 },
-          handle: () => {
-            throw new Error("no");
+  // consume() fails a batch with failBatch, a drain with settleKeys: the same rule in two
+  // statements, so each path is tested. Backoffs of minutes (the waits are skipped by setting
+  // available_at), rounded up to 10 s: a pause of seconds between the failure and the read of
+  // available_at (a loaded machine) cannot make 60 s look like 50 s or 120 s.
+  it.each(["consume", "drain"] as const)(
+    "computes the backoff in SQL: initialMs · factor^(attempts-1), capped at maxMs (%s)",
+    async (path) => {
+      const { corq, raw } = await open({
+        subscriptions: [
+          {
+            name: "b",
+            maxAttempts: 10,
+            backoff: { initialMs: 60_000, maxMs: 180_000, factor: 2 },
+            handle: () => {
+              throw new Error("no");
+            },
           },
-        },
-      ],
-    });
-    await corq.append("k", [{ name: "X", data: {} }]);
-    await corq.advance();
-    const waits: number[] = [];
-    for (let i = 0; i < 4; i++) {
-      expect(await corq.consume("b")).toMatchObject({ outcome: "retry" });
-      const { rows } = await raw.query("SELECT extract(epoch FROM available_at - now()) * 1000 AS ms FROM corq.keys");
-      // the backoff as set, seen a moment later: round up the few ms that passed in between
-      waits.push(Math.ceil(Number(rows[0].ms) / 250) * 250);
-      await raw.query("UPDATE corq.keys SET available_at = now()"); // skip the wait
-    }
-    expect(waits).toEqual([1000, 2000, 3000, 3000]);
-    expect((await corq.keys("b", { status: "ready" }))[0]).toMatchObject({ attempts: 4, lastError: "Error: no" });
-  });
+        ],
+      });
+      await corq.append("k", [{ name: "X", data: {} }]);
+      await corq.advance();
+      const waits: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        if (path === "consume") expect(await corq.consume("b")).toMatchObject({ outcome: "retry" });
+        else expect((await corq.drain("b", { keysPerClaim: 4 })).first).toMatchObject({ outcome: "retry" });
+        const { rows } = await raw.query("SELECT extract(epoch FROM available_at - now()) * 1000 AS ms FROM corq.keys");
+        waits.push(Math.ceil(Number(present(rows[0], "key k's row").ms) / 10_000) * 10_000);
+        await raw.query("UPDATE corq.keys SET available_at = now()"); // skip the wait
+      }
+      // the first retry waits initialMs, not initialMs · factor
+      expect(waits).toEqual([60_000, 120_000, 180_000, 180_000]);
+      expect((await corq.keys("b", { status: "ready" }))[0]).toMatchObject({ attempts: 4, lastError: "Error: no" });
+    },
+  );
+
+  // A key dies in failBatch (consume) or settleKeys (a drain); the advance that queues its next
+  // events must leave it dead either way. The handler would now succeed: only an operator's
+  // retry or skip may let the key go on.
+  it.each(["consume", "drain"] as const)(
+    "a dead key that receives new events stays dead (never claimed) until retried (%s)",
+    async (path) => {
+      let poisoned = true;
+      const handled: string[] = [];
+      const { corq } = await open({
+        subscriptions: [
+          {
+            name: "d",
+            maxAttempts: 2,
+            backoff: { initialMs: 0, maxMs: 0, factor: 1 },
+            handle: (events: StoredEvent[], ctx) => {
+              if (poisoned && ctx.key === "k") throw new Error("poison");
+              handled.push(...events.map((e) => `${ctx.key}:${(e.data as { n: string }).n}`));
+            },
+          },
+        ],
+      });
+      const ev = (n: string) => ({ name: "E", data: { n } });
+      const run = async () => {
+        if (path === "consume") return void (await drain(corq, "d"));
+        await corq.advance();
+        await corq.drain("d", { keysPerClaim: 4 });
+      };
+      await corq.append("k", [ev("1")]);
+      await run();
+      expect(await corq.key("d", "k")).toMatchObject({ status: "dead", attempts: 2, pending: 1 });
+      poisoned = false;
+      await corq.append("k", [ev("2")]);
+      await corq.append("other", [ev("x")]);
+      await run();
+      expect(handled).toEqual(["other:x"]);
+      expect(await corq.key("d", "k")).toMatchObject({ status: "dead", attempts: 2, pending: 2 });
+      expect((await corq.subscription("d")).keys).toMatchObject({ dead: 1, ready: 0 });
+      expect(await corq.releaseDeadLetters({ subscription: "d", key: "k" })).toEqual({ released: 1 });
+      await run();
+      expect(handled).toEqual(["other:x", "k:1", "k:2"]);
+    },
+  );
 
   it("retry resumes a dead key from the failed event; skip drops it and continues in order", async () => {
     let poisoned = new Set<string>(["1"]);
@@ -322,6 +373,35 @@ describe("failures", () => {
     await expect(corq.releaseDeadLetters({ subscription: "nope" })).rejects.toMatchObject({
       code: "unknown_subscription",
     });
+  });
+
+  // DESIGN.md invariant 11: a per-key operation is tested with two keys in that state
+  it.each(["retry", "skip"] as const)("%s of one dead key of several releases that key only", async (mode) => {
+    const handled: string[] = [];
+    let poisoned = true;
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "r",
+          maxAttempts: 1,
+          handle: (events: StoredEvent[], ctx) => {
+            if (poisoned) throw new Error("poison");
+            handled.push(...events.map((e) => `${ctx.key}:${(e.data as { n: string }).n}`));
+          },
+        },
+      ],
+    });
+    for (const key of ["a", "b", "c"]) await corq.append(key, [{ name: "E", data: { n: "1" } }]);
+    await drain(corq, "r");
+    const deadKeys = async () => (await corq.deadLetters({ subscription: "r" })).map((d) => d.key).sort();
+    expect(await deadKeys()).toEqual(["a", "b", "c"]);
+    poisoned = false;
+    expect(await corq.releaseDeadLetters({ subscription: "r", key: "b", mode })).toEqual({ released: 1 });
+    expect(await deadKeys()).toEqual(["a", "c"]);
+    await drain(corq, "r");
+    expect(handled).toEqual(mode === "retry" ? ["b:1"] : []);
+    expect(await corq.key("r", "b")).toMatchObject({ status: "idle", pending: 0 });
+    expect(await corq.key("r", "a")).toMatchObject({ status: "dead", pending: 1 });
   });
 
   it("acks a prefix with ackedThrough and delivers the rest next, in order", async () => {

@@ -44,6 +44,35 @@ describe("pausing one key", () => {
     expect((await corq.key("s", "a")).pausedSince).toBeUndefined();
   });
 
+  // DESIGN.md invariant 11: a per-key operation is tested with two keys in that state
+  it("pausing or resuming one of two keys acts on that key only", async () => {
+    const seen: string[] = [];
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "s",
+          handle: (events: DeliveredEvent[], ctx: HandlerContext) =>
+            void seen.push(...events.map((ev) => `${ctx.key}:${(ev.data as { n: string }).n}`)),
+        },
+      ],
+    });
+    for (const key of ["a", "b", "c"]) await corq.append(key, [e("1")]);
+    await corq.advance();
+    await corq.pauseKey("s", "a");
+    await corq.pauseKey("s", "b");
+    expect((await corq.keys("s", { status: "paused" })).map((k) => k.key)).toEqual(["a", "b"]);
+    await drain(corq, "s");
+    expect(seen).toEqual(["c:1"]);
+    expect(await corq.resumeKey("s", "a")).toMatchObject({ key: "a", status: "ready" });
+    expect(await corq.key("s", "b")).toMatchObject({ status: "paused", pending: 1 });
+    await drain(corq, "s");
+    expect(seen).toEqual(["c:1", "a:1"]);
+    expect((await corq.keys("s", { status: "paused" })).map((k) => k.key)).toEqual(["b"]);
+    await corq.resumeKey("s", "b");
+    await drain(corq, "s");
+    expect(seen).toEqual(["c:1", "a:1", "b:1"]);
+  });
+
   it("lets a batch in flight finish and ack, then claims the key no more", async () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));

@@ -55,6 +55,15 @@ export const mutants: Mutant[] = [
     edits: one("src/sql/advance/advanceSubscription.ts", "CASE WHEN invalid IS NULL THEN key END AS key", "key"),
     tests: ["test/advanceEdges.int.test.ts"],
   },
+  {
+    name: "advance: a dead key made ready by its next events (it stays dead until retried or skipped)",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END",
+      "available_at = CASE WHEN k.available_at IS NULL THEN now() ELSE k.available_at END",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
   // No mutant for "advance: subscription row not locked": since advancers are coalesced by a
   // transaction-scoped advisory lock, dropping the sub CTE's FOR UPDATE is equivalent — no two
   // advancers of one subscription overlap, and `moved` locks the row before any key row (the
@@ -187,11 +196,8 @@ export const mutants: Mutant[] = [
   },
   {
     name: "claim: longest-waiting key not first",
-    edits: one(
-      "src/sql/consume/claimBatch.ts",
-      "ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key",
-      "ORDER BY (k.last_seq < k.replay_seq), k.key",
-    ),
+    // both parts of the pick (live, then replaying keys) are ordered by this one line
+    edits: one("src/sql/consume/claimBatch.ts", "ORDER BY k.available_at, k.key", "ORDER BY k.key"),
     tests: ["test/consumers.int.test.ts"],
   },
   {
@@ -244,7 +250,13 @@ export const mutants: Mutant[] = [
   },
   {
     name: "transactional: a lost lease's transaction committed anyway",
-    edits: one("src/consume.ts", "if (acked !== 1) throw new LeaseLost(through);", ""),
+    // both guards gone: the LeaseLost throw, and present() on the ack's time (null when the
+    // fence failed: it threw too, so dropping the throw alone rolled back all the same and survived)
+    edits: one(
+      "src/consume.ts",
+      'if (acked !== 1) throw new LeaseLost(through);\n      const done = new Date(present(at, "the ack\'s time"));',
+      "const done = new Date(at ?? Date.now());",
+    ),
     tests: ["test/transactional.int.test.ts"],
   },
   {
@@ -265,6 +277,15 @@ export const mutants: Mutant[] = [
       "src/sql/consume/failBatch.ts",
       "least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
       "(s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "fail: backoff one exponent too long (the first retry waits initialMs × factor)",
+    edits: one(
+      "src/sql/consume/failBatch.ts",
+      "power(s.backoff_factor, least(k.attempts, 60))",
+      "power(s.backoff_factor, least(k.attempts + 1, 60))",
     ),
     tests: ["test/consumers.int.test.ts"],
   },
@@ -290,11 +311,20 @@ export const mutants: Mutant[] = [
   },
   {
     name: "claim: replaying keys not after live ones (a replay starves live traffic)",
-    edits: one(
-      "src/sql/consume/claimBatch.ts",
-      "ORDER BY (k.last_seq < k.replay_seq), k.available_at, k.key",
-      "ORDER BY k.available_at, k.key",
-    ),
+    // one scan in waiting order whatever the key replays (the live part takes replaying keys
+    // too, the replaying part nothing): what the pick was before it was split in two
+    edits: [
+      {
+        file: "src/sql/consume/claimBatch.ts",
+        search: "sql`NOT (k.last_seq < k.replay_seq)`",
+        replace: "sql`true`",
+      },
+      {
+        file: "src/sql/consume/claimBatch.ts",
+        search: "sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`",
+        replace: "sql`0`",
+      },
+    ],
     tests: ["test/rewind.int.test.ts"],
   },
   {
@@ -305,6 +335,48 @@ export const mutants: Mutant[] = [
       "k.available_at <= now() LIMIT",
     ),
     tests: ["test/keyControl.int.test.ts"],
+  },
+  {
+    name: "resumeKey: resumes every paused key of the subscription",
+    edits: one(
+      "src/sql/operate/pauseKey.ts",
+      "WHERE s.name = ${subscription} AND k.subscription_id = s.id AND k.key = ${key}",
+      "WHERE s.name = ${subscription} AND k.subscription_id = s.id",
+    ),
+    tests: ["test/keyControl.int.test.ts"],
+  },
+  {
+    name: "rewind: one key's rewind requeues every key (JSON-path key)",
+    edits: one("src/sql/operate/rewind.ts", "${range.key === undefined ? sql`` : sql`AND key = ${range.key}`}", ""),
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "rewind: one key's rewind requeues every key (stream key)",
+    edits: [
+      {
+        file: "src/sql/operate/rewind.ts",
+        search: "${range.key === undefined ? sql`` : sql`AND key = ${range.key}`}",
+        replace: "",
+      },
+      {
+        file: "src/sql/operate/rewind.ts",
+        search: "const oneStream = range.key !== undefined && byStream ? sql`AND e.stream = ${range.key}` : sql``;",
+        replace: "const oneStream = sql``;",
+      },
+    ],
+    tests: ["test/rewind.int.test.ts"],
+  },
+  {
+    name: "rewind: one key's rewind requeues every key (function key)",
+    edits: [
+      {
+        file: "src/rewind.ts",
+        search: "\n      .filter((row) => range.key === undefined || row.key === range.key);",
+        replace: ";",
+      },
+      { file: "src/rewind.ts", search: "return staged(range.key);", replace: "return staged();" },
+    ],
+    tests: ["test/rewind.int.test.ts"],
   },
   {
     name: "rewind: requeued events numbered against log order (a rewind that reorders)",
@@ -373,8 +445,8 @@ export const mutants: Mutant[] = [
     name: "push: the webhook id ignores the queue entry (a replay reuses the id of the first delivery)",
     edits: one(
       "src/pushDelivery.ts",
-      "[subscription.name, subscription.incarnation, key, events[0].seq]",
-      "[subscription.name, subscription.incarnation, key, events[0].position]",
+      'present(events[0], "the batch\'s first event").seq,',
+      'present(events[0], "the batch\'s first event").position,',
     ),
     tests: ["test/worker/rewind.worker.test.ts"],
   },
@@ -438,6 +510,37 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/multiKeyClaims.int.test.ts"],
   },
+  // the drain fails batches in settleKeys, consume() in failBatch: the same rules, each mutated
+  {
+    name: "settle: never dead (a drain retries a poison key for ever)",
+    edits: [
+      {
+        file: "src/sql/consume/settleKeys.ts",
+        search: "k.attempts + 1 >= s.max_attempts",
+        replace: "false",
+        all: true,
+      },
+    ],
+    tests: ["test/multiKeyClaims.int.test.ts"],
+  },
+  {
+    name: "settle: backoff not capped at maxMs",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
+      "(s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
+  {
+    name: "settle: backoff one exponent too long (a drain's first retry waits initialMs × factor)",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "power(s.backoff_factor, least(k.attempts, 60))",
+      "power(s.backoff_factor, least(k.attempts + 1, 60))",
+    ),
+    tests: ["test/consumers.int.test.ts"],
+  },
   {
     name: "drain: a slow key holds back the acks of the keys claimed with it",
     edits: one(
@@ -461,6 +564,15 @@ export const mutants: Mutant[] = [
       "SELECT k.subscription_id, k.key, k.last_seq FROM ${keys} k JOIN sub ON k.subscription_id = sub.id\n      WHERE k.dead_at IS NOT NULL",
     ),
     tests: ["test/advanceEdges.int.test.ts"],
+  },
+  {
+    name: "release retry: acts on every dead key",
+    edits: one(
+      "src/sql/operate/releaseDeadKeys.ts",
+      "WHERE s.name = ${subscription} AND k.subscription_id = s.id AND ${which}",
+      "WHERE s.name = ${subscription} AND k.subscription_id = s.id AND k.dead_at IS NOT NULL",
+    ),
+    tests: ["test/consumers.int.test.ts"],
   },
   {
     name: "webhook ids: a replayed id is accepted",
@@ -512,8 +624,8 @@ export const mutants: Mutant[] = [
     name: "signature: prefix compare",
     edits: one(
       "src/webhookSignature.ts",
-      "  if (a.length !== b.length) return false;\n  let diff = 0;\n  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];",
-      "  let diff = 0;\n  for (let i = 0; i < Math.min(a.length, b.length); i++) diff |= a[i] ^ b[i];",
+      "  if (a.length !== b.length) return false;\n  let diff = 0;\n  // b[i] exists: the lengths are equal (and `^` would read a missing byte as 0 anyway)\n  for (const [i, byte] of a.entries()) diff |= byte ^ (b[i] ?? 0);",
+      "  let diff = 0;\n  for (let i = 0; i < Math.min(a.length, b.length); i++) diff |= (a[i] ?? 0) ^ (b[i] ?? 0);",
     ),
     tests: ["test/webhookSignature.test.ts"],
   },
@@ -612,5 +724,19 @@ export const mutants: Mutant[] = [
     name: "dashboard: an append token logs in",
     edits: one("functions/dashboard/routes.tsx", 'if (!scopesAllow(principal.scopes, "read")) {', "if (false) {"),
     tests: ["test/worker/scopes.worker.test.ts"],
+  },
+  {
+    name: "dashboard: Retry or Skip on one key's row acts on every dead key",
+    edits: one(
+      "functions/dashboard/routes.tsx",
+      "releaseDeadLetters({ subscription, key, mode: action })",
+      "releaseDeadLetters({ subscription, mode: action })",
+    ),
+    tests: ["test/browser/dashboard.browser.test.ts"],
+  },
+  {
+    name: "dashboard: a key's rewind rewinds the whole subscription",
+    edits: one("functions/dashboard/routes.tsx", "rewind(subscription, { to, key })", "rewind(subscription, { to })"),
+    tests: ["test/worker/rewind.worker.test.ts"],
   },
 ];

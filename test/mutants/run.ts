@@ -9,9 +9,12 @@
 //   mutants  edit → vitest (bail at the first failure) → restore; a run still going after
 //            RUN_LIMIT_MS is stopped and counted killed (hung), as a test timeout is;
 //   summary  one line: mutants: killed=<n> survived=<n> stale=<n> — and the survivors' names.
+// Exit code: 0 all killed (with --dry-run: none stale), 1 a survivor or a stale mutant, 2 the
+// check itself failed (a red baseline, a bad argument).
 import { spawn, execFileSync } from "node:child_process";
 import {
   cpSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -55,6 +58,10 @@ function parseArgs(argv: string[]): { only: string[]; baseline: boolean; dryRun:
 
 /** The mutated text of each edited file, or why the mutant is stale. */
 function mutate(mutant: Mutant): { files: Map<string, string> } | { stale: string } {
+  // a test file that is gone would make vitest fail with "No test files found": a kill that means nothing
+  const missing = mutant.tests.find((test) => !existsSync(join(root, test)));
+  if (missing !== undefined) return { stale: `its test file ${missing} does not exist` };
+  if (mutant.tests.length === 0) return { stale: "it names no test file" };
   const files = new Map<string, string>();
   for (const edit of mutant.edits) {
     const text = files.get(edit.file) ?? readFileSync(join(root, edit.file), "utf8");
@@ -187,11 +194,16 @@ async function main() {
     only.length === 0 ? mutants : mutants.filter((m) => only.some((o) => m.name.toLowerCase().includes(o)));
   if (selected.length === 0) throw new Error(`no mutant matches ${only.join(", ")}`);
   if (dryRun) {
-    // only whether each search text is still in the code: nothing is run
+    // only whether each search text is still in the code and each test file there: nothing is
+    // run, a second or two — CI runs this before the suite (.ci/run), so a mutant cannot drift
+    let stale = 0;
     for (const mutant of selected) {
       const mutated = mutate(mutant);
+      if ("stale" in mutated) stale++;
       console.log(`${"stale" in mutated ? `stale    ${mutant.name} — ${mutated.stale}` : `ok       ${mutant.name}`}`);
     }
+    console.log(`mutants (dry run): ${selected.length - stale} apply, stale=${stale}`);
+    process.exitCode = stale > 0 ? 1 : 0;
     return;
   }
   const started = Date.now();

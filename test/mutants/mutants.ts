@@ -739,4 +739,68 @@ export const mutants: Mutant[] = [
     edits: one("functions/dashboard/routes.tsx", "rewind(subscription, { to, key })", "rewind(subscription, { to })"),
     tests: ["test/worker/rewind.worker.test.ts"],
   },
+  // --- what a request is believed (issue 28) ------------------------------------------------
+  {
+    name: "dispatch: a self-invocation goes to the request's origin",
+    edits: one(
+      "functions/dispatch.ts",
+      "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    return env.SELF ? env.SELF.fetch(request) : here(request);",
+      "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    void here;\n    return env.SELF ? env.SELF.fetch(request) : fetch(new URL(path, origin), init);",
+    ).concat(
+      one(
+        "functions/api.ts",
+        "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx))",
+        "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx), new URL(c.req.url).origin)",
+      ),
+      one(
+        "functions/dispatch.ts",
+        "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>): Invoke {",
+        "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>, origin = INTERNAL_ORIGIN): Invoke {",
+      ),
+    ),
+    tests: ["test/serve/requestTrust.serve.test.ts"],
+  },
+  {
+    name: "throttle: keyed by a header the client sets",
+    edits: one(
+      "functions/authThrottle.ts",
+      "requestClient(c).address",
+      'c.req.header("cf-connecting-ip") ?? "unknown"',
+    ),
+    tests: ["test/serve/requestTrust.serve.test.ts"],
+  },
+  {
+    name: "forwarded: X-Forwarded-For believed from any peer",
+    edits: one("src/node/forwarded.ts", "if (!trusted(peer)) return", "if (false) return"),
+    tests: ["test/forwarded.test.ts", "test/serve/requestTrust.serve.test.ts"],
+  },
+  {
+    name: "tokens: a revocation leaves the Node token cache alone",
+    edits: one("functions/api.ts", "c.env.CORQ_NODE?.tokenRevoked?.();", ""),
+    tests: ["test/serve/requestTrust.serve.test.ts", "test/serve/tokenCache.serve.test.ts"],
+  },
+  {
+    name: "client: '..' passes as a path segment",
+    edits: one("src/client.ts", 'if (value === "" || value === "." || value === "..") {', "if (false) {"),
+    tests: ["test/client.test.ts"],
+  },
+  {
+    name: "api: a body's nesting not measured before it is parsed",
+    edits: one("functions/api.ts", "if (nestsDeeperThan(text, MAX_BODY_NESTING)) {", "if (false) {"),
+    tests: ["test/worker/api.worker.test.ts"],
+  },
+  {
+    name: "api: push URLs shown whole below the admin scope",
+    edits: one(
+      "functions/api.ts",
+      'if (!subscription.deliver || (principal && scopesAllow(principal.scopes, "admin")))',
+      "if (true)",
+    ),
+    tests: ["test/worker/api.worker.test.ts"],
+  },
+  {
+    name: "push: documentation ranges allowed",
+    edits: one("src/privateAddress.ts", "  [0xc6336400, 24], // 198.51.100/24 documentation (TEST-NET-2)\n", ""),
+    tests: ["test/privateAddress.test.ts"],
+  },
 ];

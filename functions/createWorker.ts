@@ -6,12 +6,12 @@ import type { ExecutionContext } from "hono";
 import type { SubscriptionDefinition } from "../src/index.js";
 import { applyAppMigrations, parseAppMigrations, type AppMigration } from "../src/db/appMigrations.js";
 import { parseSubscriptions } from "../src/config.js";
-import { createApi } from "./api.js";
+import { createApi } from "../src/http/api.js";
 import { openCorq } from "./database.js";
-import { advanceAndDispatch, selfInvoker } from "./dispatch.js";
-import type { Env } from "./env.js";
+import { advanceAndDispatch, selfInvoker } from "../src/http/dispatch.js";
+import type { Env } from "../src/http/types.js";
+export type { Env } from "../src/http/types.js";
 
-export type { Env } from "./env.js";
 export type { AppMigration } from "../src/db/appMigrations.js";
 
 export interface WorkerApp {
@@ -35,7 +35,7 @@ export function createWorker(app: WorkerApp): CorqWorker {
   parseSubscriptions(app.subscriptions);
   const migrations = parseAppMigrations(app.migrations ?? []);
   const { subscriptions } = app;
-  const api = createApi(subscriptions);
+  const api = createApi({ subscriptions, open: openCorq });
 
   // Once per isolate: one statement when everything is applied (a transaction only when not).
   // A failure is logged and tried again by the next request: the handlers that need the tables
@@ -72,7 +72,11 @@ export function createWorker(app: WorkerApp): CorqWorker {
       ctx.waitUntil(
         (async () => {
           await migrateApp(env);
-          await advanceAndDispatch(env, subscriptions, invoke, { pruneActivity: true, coalesce: true });
+          await advanceAndDispatch(env, subscriptions, invoke, {
+            opened: openCorq(env, subscriptions),
+            pruneActivity: true,
+            coalesce: true,
+          });
         })().catch((error) => console.error("corq: scheduled run failed:", error)),
       );
     },

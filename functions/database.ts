@@ -7,9 +7,10 @@
 // isolates across requests, and a socket cannot outlive the request that opened it.
 import { Pool, neon, neonConfig } from "@neondatabase/serverless";
 import { CorqError, type SubscriptionDefinition } from "../src/index.js";
-import { createCorqRuntime as createCorq, type CorqRuntime } from "../src/internal.js";
-import { createExecutor, type Executor, type PoolLike, type Session } from "../src/db/executor.js";
-import { settings, type Env } from "./env.js";
+import { createCorqRuntime as createCorq } from "../src/internal.js";
+import { createExecutor, type PoolLike, type Session } from "../src/db/executor.js";
+import { settings } from "../src/http/env.js";
+import type { Env, OpenCorq } from "../src/http/types.js";
 
 /** Locally the driver talks to the stand-ins in infra/: the HTTP SQL endpoint and a WebSocket→TCP proxy. */
 function configureLocal(env: Env) {
@@ -22,16 +23,6 @@ function configureLocal(env: Env) {
   neonConfig.pipelineConnect = false;
 }
 
-export interface OpenCorq {
-  corq: CorqRuntime;
-  /** Subrequests this invocation spent on statements so far (1 on the WebSocket path: one session). */
-  statements(): number;
-  /** The same database for the Worker's own statements (the dashboard's sessions). */
-  db: Executor;
-  /** Closes what the invocation opened; pass to ctx.waitUntil. */
-  end(): Promise<void>;
-}
-
 function webSocketPool(databaseUrl: string): Pool {
   const pool = new Pool({ connectionString: databaseUrl });
   // An idle client whose socket dies emits 'error' on the pool; the next query reconnects.
@@ -40,7 +31,6 @@ function webSocketPool(databaseUrl: string): Pool {
 }
 
 export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): OpenCorq {
-  if (env.CORQ_NODE) return env.CORQ_NODE.open();
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");
   configureLocal(env);
   const databaseUrl = env.DATABASE_URL;

@@ -1,6 +1,6 @@
 // Scoped API tokens: what a secret looks like, how it is hashed, what each scope allows. The
 // library (Corq.createToken / listTokens / revokeToken / verifyToken) and the Worker's
-// authentication (functions/auth.ts) share this file.
+// authentication (src/http/auth.ts) share this file.
 import { z } from "zod";
 import { streamName } from "./config.js";
 import { TOKEN_SCOPES, type TokenScope } from "./tokenScopes.js";

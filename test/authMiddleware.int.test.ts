@@ -1,12 +1,12 @@
-// The API's catch-all (functions/auth.ts `authenticate`) on a bare Hono app and real Postgres:
+// The API's catch-all (src/http/auth.ts `authenticate`) on a bare Hono app and real Postgres:
 // default deny — a route that states no scope needs admin, whatever token calls it.
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { authenticate, requireScope } from "../functions/auth.js";
-import { createAuthThrottle } from "../functions/authThrottle.js";
-import type { AppEnv } from "../functions/env.js";
-import { onError } from "../functions/problem.js";
+import { authenticate, requireScope } from "../src/http/auth.js";
+import { createAuthThrottle } from "../src/http/authThrottle.js";
+import { onError } from "../src/http/problem.js";
 import { useCorq } from "./helpers/corq.js";
+import type { AppEnv } from "../src/http/types.js";
 
 const open = useCorq();
 const ADMIN = "an-admin-token-of-at-least-32-characters";

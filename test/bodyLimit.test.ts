@@ -2,11 +2,12 @@
 // sends the body chunked: a declared length is checked from the header, a chunked body is
 // counted as it is read (hono's bodyLimit). A body within the limit goes on to authentication.
 import { describe, expect, it } from "vitest";
-import { createApi } from "../functions/api.js";
-import type { Env } from "../functions/env.js";
+import { createApi } from "../src/http/api.js";
+import type { Env } from "../src/http/types.js";
+import { openCorq } from "../functions/database.js";
 
 const env: Env = { CORQ_MAX_BODY_BYTES: "1000", CORQ_ADMIN_TOKEN: "body-limit-test-admin-token-0123456789" };
-const api = createApi([]);
+const api = createApi({ subscriptions: [], open: openCorq });
 const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} };
 
 const post = (body: string, chunked: boolean) => {

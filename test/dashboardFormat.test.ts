@@ -1,4 +1,4 @@
-// How the dashboard writes JSON and times into its cells (functions/dashboard/layout.tsx).
+// How the dashboard writes JSON and times into its cells (src/http/dashboard/layout.tsx).
 import { describe, expect, it } from "vitest";
 import {
   ErrorText,
@@ -9,7 +9,7 @@ import {
   preview,
   spacedJson,
   utc,
-} from "../functions/dashboard/layout.js";
+} from "../src/http/dashboard/layout.js";
 
 describe("JSON in a cell", () => {
   it("has a space after every , and : between members (a place to wrap), none added inside strings", () => {

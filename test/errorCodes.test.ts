@@ -1,6 +1,6 @@
 // Every error code the library and the HTTP API return, listed once: docs/http-api.md's
 // "Errors" table. This test holds that table (and the README's list of the library's codes)
-// to the code: src/errors.ts, every problem the Worker's own code answers (functions/), the
+// to the code: src/errors.ts, every problem the HTTP app answers (src/http/, functions/), the
 // webhook's refusal reasons, Hono's own HTTP errors. A code added without a row, or a row
 // left for a code that is gone, fails here.
 import { readdirSync, readFileSync } from "node:fs";
@@ -22,16 +22,18 @@ function documented(): string[] {
   );
 }
 
-/** What the Worker's code answers: `problem(<status>, "<type>"` and `ProblemError(<status>, "<type>"`. */
+/** What the HTTP app and the Worker answer: `problem(<status>, "<type>"` and `ProblemError(<status>, "<type>"`. */
 function answeredByTheWorker(): string[] {
-  const files = readdirSync(join(root, "functions"), { recursive: true, encoding: "utf8" }).filter((f) =>
-    /\.tsx?$/.test(f),
-  );
   const found: string[] = [];
-  for (const file of files) {
-    const text = read(join("functions", file));
-    for (const [, status, type] of text.matchAll(/\b(?:problem|ProblemError)\(\s*(\d{3}),\s*"([a-z_]+)"/g))
-      found.push(`${status} ${type}`);
+  for (const folder of ["src/http", "functions"]) {
+    const files = readdirSync(join(root, folder), { recursive: true, encoding: "utf8" }).filter((f) =>
+      /\.tsx?$/.test(f),
+    );
+    for (const file of files) {
+      const text = read(join(folder, file));
+      for (const [, status, type] of text.matchAll(/\b(?:problem|ProblemError)\(\s*(\d{3}),\s*"([a-z_]+)"/g))
+        found.push(`${status} ${type}`);
+    }
   }
   return found;
 }
@@ -49,7 +51,7 @@ describe("error codes", () => {
       ...answeredByTheWorker(),
       ...webhookReasons(),
       // (the dashboard's csrf() refusal, Hono's HTTPException 403, is answered as forbidden_origin:
-      // functions/problem.ts, found above)
+      // src/http/problem.ts, found above)
     ]);
     const table = documented();
     expect(table.length).toBe(new Set(table).size);

@@ -1,7 +1,7 @@
-// Kicks coalesced within one isolate (functions/isolateKicks.ts): every kick's event names are
+// Kicks coalesced within one isolate (src/http/isolateKicks.ts): every kick's event names are
 // advanced by a round that starts after the kick, and nothing waits behind more than one round.
 import { describe, expect, it, vi } from "vitest";
-import { coalesceKicks, type KickScope } from "../functions/isolateKicks.js";
+import { coalesceKicks, type KickScope } from "../src/http/isolateKicks.js";
 
 /** One app (its code subscriptions) on one database. */
 const app = (databaseUrl: string, codeSubscriptions = ["orders", "emails"]): KickScope => ({

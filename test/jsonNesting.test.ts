@@ -1,6 +1,6 @@
-// functions/jsonNesting.ts: a body's nesting is measured before JSON.parse builds it.
+// src/http/jsonNesting.ts: a body's nesting is measured before JSON.parse builds it.
 import { describe, expect, it } from "vitest";
-import { MAX_BODY_NESTING, nestsDeeperThan } from "../functions/jsonNesting.js";
+import { MAX_BODY_NESTING, nestsDeeperThan } from "../src/http/jsonNesting.js";
 
 describe("nestsDeeperThan", () => {
   it("counts objects and arrays inside one another, up to the limit and one past it", () => {

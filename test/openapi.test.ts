@@ -1,11 +1,12 @@
-// The OpenAPI document (functions/openapi.ts) against the app itself: every route the app
+// The OpenAPI document (src/http/openapi.ts) against the app itself: every route the app
 // answers is described (and nothing it does not answer), and docs/openapi.json is current.
 import { describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
-import { createApi } from "../functions/api.js";
-import { createAuthThrottle } from "../functions/authThrottle.js";
-import { dashboard } from "../functions/dashboard/routes.js";
-import { apiRoutes, openApiDocument } from "../functions/openapi.js";
+import { createApi } from "../src/http/api.js";
+import { createAuthThrottle } from "../src/http/authThrottle.js";
+import { dashboard } from "../src/http/dashboard/routes.js";
+import { apiRoutes, openApiDocument } from "../src/http/openapi.js";
+import { openCorq } from "../functions/database.js";
 
 const routesOf = (app: { routes: { method: string; path: string }[] }) =>
   new Set(app.routes.filter((r) => r.method !== "ALL").map((r) => `${r.method} ${r.path}`));
@@ -13,9 +14,11 @@ const routesOf = (app: { routes: { method: string; path: string }[] }) =>
 describe("OpenAPI", () => {
   it("describes exactly the routes of the API (the dashboard's HTML pages aside)", () => {
     const html = routesOf(dashboard({ throttle: createAuthThrottle() }));
-    const answered = [...routesOf(createApi([]))].filter((route) => !html.has(route)).sort();
+    const answered = [...routesOf(createApi({ subscriptions: [], open: openCorq }))]
+      .filter((route) => !html.has(route))
+      .sort();
     const described = apiRoutes.map((r) => `${r.method.toUpperCase()} ${r.path}`).sort();
-    // a route added to api.ts without an entry in functions/openapi.ts fails here
+    // a route added to api.ts without an entry in src/http/openapi.ts fails here
     expect(described).toEqual(answered);
     expect(answered.length).toBeGreaterThan(15);
   });

@@ -1,4 +1,4 @@
-// Every route of the Worker states the scope it needs (functions/auth.ts, requireScope), or is
+// Every route of the Worker states the scope it needs (src/http/auth.ts, requireScope), or is
 // one of the few public ones. A route added without a scope fails here — and needs admin
 // meanwhile (the API's catch-all) — so least privilege does not depend on remembering it.
 // (What each scope may actually do, over HTTP: test/worker/scopes.worker.test.ts.)

@@ -1,10 +1,11 @@
 // Over https the dashboard also asks for HSTS (the Worker tests run on plain http).
 import { describe, expect, it } from "vitest";
-import { createApi } from "../functions/api.js";
+import { createApi } from "../src/http/api.js";
+import { openCorq } from "../functions/database.js";
 
 describe("dashboard over https", () => {
   it("sends Strict-Transport-Security with the other security headers", async () => {
-    const response = await createApi([]).request(
+    const response = await createApi({ subscriptions: [], open: openCorq }).request(
       "https://corq.example/login",
       {},
       { CORQ_ADMIN_TOKEN: "x".repeat(32) },

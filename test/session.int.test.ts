@@ -1,13 +1,13 @@
-// The dashboard's session (functions/dashboard/session.ts) on a bare Hono app and real Postgres.
+// The dashboard's session (src/http/dashboard/session.ts) on a bare Hono app and real Postgres.
 import { createHmac } from "node:crypto";
 import { Hono } from "hono";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createExecutor } from "../src/db/executor.js";
-import type { AppEnv } from "../functions/env.js";
-import { endSession, hasSession, SESSION_COOKIE, startSession } from "../functions/dashboard/session.js";
+import { endSession, hasSession, SESSION_COOKIE, startSession } from "../src/http/dashboard/session.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { present } from "./helpers/present.js";
+import type { AppEnv } from "../src/http/types.js";
 
 // deployed-length admin tokens (session.ts refuses shorter ones outside the local stack)
 const TOKEN_A = "a".repeat(32);

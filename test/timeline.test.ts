@@ -1,6 +1,6 @@
 // The batch timeline's time axis: one label per tick, none repeated, at any window.
 import { expect, it } from "vitest";
-import { Timeline } from "../functions/dashboard/charts.js";
+import { Timeline } from "../src/http/dashboard/charts.js";
 
 it("labels every tick of the axis distinctly, for windows from seconds to an hour", () => {
   const to = Date.parse("2026-11-30T12:00:00Z");

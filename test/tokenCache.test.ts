@@ -1,8 +1,8 @@
-// The Node runtime's cache of verified tokens (functions/tokenCache.ts): entries end with their
+// The Node runtime's cache of verified tokens (src/http/tokenCache.ts): entries end with their
 // TTL, a lookup that began before a revocation is not kept, the oldest go first when it is full.
 import { describe, expect, it } from "vitest";
-import type { Principal } from "../functions/auth.js";
-import { createTokenCache } from "../functions/tokenCache.js";
+import { createTokenCache } from "../src/http/tokenCache.js";
+import type { Principal } from "../src/http/types.js";
 
 const reader: Principal = { tokenId: "a", scopes: ["read"], streamPrefix: null };
 const appender: Principal = { tokenId: "b", scopes: ["append"], streamPrefix: "orders-" };

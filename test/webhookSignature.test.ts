@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { createHmac } from "node:crypto";
 import { constantTimeEqual, sign, verify } from "../src/webhookSignature.js";
-import { createApi } from "../functions/api.js";
+import { createApi } from "../src/http/api.js";
 import { present } from "./helpers/present.js";
+import { openCorq } from "../functions/database.js";
 
 const now = 1_800_000_000;
 const body = '{"subscription":"s"}';
@@ -82,7 +83,7 @@ describe("Standard Webhooks signatures", () => {
     const bytes = Buffer.from(good.slice(3), "base64");
     flip(bytes, 31, 0x01);
     const post = (signature: string) =>
-      createApi([]).request(
+      createApi({ subscriptions: [], open: openCorq }).request(
         "/dead-letters/retry",
         {
           method: "POST",

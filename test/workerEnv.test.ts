@@ -1,9 +1,10 @@
-// The Worker's environment (functions/env.ts): a malformed CORQ_WEBHOOK_SECRET is refused as
+// The Worker's environment (src/http/env.ts): a malformed CORQ_WEBHOOK_SECRET is refused as
 // the Worker's configuration is read — every request says so — instead of surfacing as a 500
 // on the first signed webhook.
 import { describe, expect, it } from "vitest";
-import { createApi } from "../functions/api.js";
-import { settings } from "../functions/env.js";
+import { createApi } from "../src/http/api.js";
+import { settings } from "../src/http/env.js";
+import { openCorq } from "../functions/database.js";
 
 const whsec = (bytes: number) => `whsec_${Buffer.alloc(bytes, 7).toString("base64")}`;
 
@@ -20,7 +21,11 @@ describe("CORQ_WEBHOOK_SECRET", () => {
       /^CORQ_WEBHOOK_SECRET \(secret \d of \d\): a whsec_ secret must/,
     );
     // every request answers 500 with the reason (not the secret), /health included
-    const response = await createApi([]).request("/health", {}, { CORQ_WEBHOOK_SECRET: secret });
+    const response = await createApi({ subscriptions: [], open: openCorq }).request(
+      "/health",
+      {},
+      { CORQ_WEBHOOK_SECRET: secret },
+    );
     expect(response.status).toBe(500);
     const body = await response.json();
     expect(body).toMatchObject({

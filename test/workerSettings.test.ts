@@ -1,7 +1,7 @@
-// The Worker's knobs (functions/env.ts) and their defaults, as README "Deploy" lists them: a
+// The Worker's knobs (src/http/env.ts) and their defaults, as README "Deploy" lists them: a
 // value that is missing, malformed or out of range is the default.
 import { describe, expect, it } from "vitest";
-import { settings } from "../functions/env.js";
+import { settings } from "../src/http/env.js";
 
 describe("the Worker's knobs", () => {
   it("default to what the README says", () => {

@@ -240,7 +240,7 @@ export const webhookIds = corqSchema.table("webhook_ids", {
 /**
  * Dashboard logins, one row per session: logout deletes its row (ending that session only),
  * a login prunes the expired ones. The cookie holds the id and its MAC
- * (functions/dashboard/session.ts); a cookie without its row is refused.
+ * (src/http/dashboard/session.ts); a cookie without its row is refused.
  */
 export const dashboardSessions = corqSchema.table(
   "dashboard_sessions",
@@ -255,7 +255,7 @@ export const dashboardSessions = corqSchema.table(
 );
 
 /**
- * Scoped API tokens (functions/auth.ts). Only the SHA-256 of the secret is stored; a request's
+ * Scoped API tokens (src/http/auth.ts). Only the SHA-256 of the secret is stored; a request's
  * token is found by that hash through the unique index (one indexed read; nothing compares the
  * secret itself). Revoking deletes the row. last_used_at is moved by the lookup itself, at most
  * once a minute per token (src/sql/operate/tokens.ts).

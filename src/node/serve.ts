@@ -1,5 +1,5 @@
 // The self-hosted Node runtime: ONE process with the Worker's own HTTP API and dashboard (the
-// same Hono app, functions/api.ts, on @hono/node-server), and the advancer and consumers
+// same Hono app, src/http/api.ts, on @hono/node-server), and the advancer and consumers
 // in-process (runner.ts), woken by LISTEN/NOTIFY (wakeListener.ts). Several processes on one
 // database share the work; SIGTERM stops them gracefully (stopOnSignals).
 //
@@ -15,10 +15,9 @@ import type { Socket } from "node:net";
 import { serve as listen } from "@hono/node-server";
 import pg from "pg";
 import { z } from "zod";
-import { createApi } from "../../functions/api.js";
-import type { OpenCorq } from "../../functions/database.js";
-import { settings, type Env } from "../../functions/env.js";
-import { createTokenCache } from "../../functions/tokenCache.js";
+import { createApi } from "../http/api.js";
+import { settings } from "../http/env.js";
+import { createTokenCache } from "../http/tokenCache.js";
 import { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM, type CorqRuntime } from "../internal.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/log/notify.js";
@@ -27,6 +26,7 @@ import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
 import { forwardedClient, parseTrustedProxies } from "./forwarded.js";
 import { listenForWakes, type WakeListener } from "./wakeListener.js";
+import type { Env, OpenCorq } from "../http/types.js";
 
 export interface ServeOptions {
   /** The app's code subscriptions (this process runs their handlers; push subscriptions too). */
@@ -69,7 +69,7 @@ export interface RunningServe {
 const int = (fallback: number, min: number, max: number) =>
   z.coerce.number().int().min(min).max(max).catch(fallback).default(fallback);
 
-/** The Node runtime's own knobs (the Worker's are in functions/env.ts). */
+/** The Node runtime's own knobs (the Worker's are in src/http/env.ts). */
 const nodeSettingsSchema = z.object({
   /** Advance and look for ready keys at least this often, woken or not (ms). */
   CORQ_SAFETY_NET_MS: int(5000, 50, 3_600_000),
@@ -253,8 +253,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         track(db.run(notifyWake("tokens")));
       };
       // no SELF here, whatever the environment holds: consumers run in this process
-      const appEnv: Env = { ...env, SELF: undefined, CORQ_NODE: { open: () => opened, sha256, tokens, tokenRevoked } };
-      const api = createApi(options.subscriptions);
+      const appEnv: Env = { ...env, SELF: undefined, CORQ_NODE: { sha256, tokens, tokenRevoked } };
+      const api = createApi({ subscriptions: options.subscriptions, open: () => opened });
       const fetch = async (request: Request, bindings: { incoming?: { socket?: Socket } }) => {
         // who sent it: the socket, or a trusted proxy's word (forwarded.ts)
         const socket = bindings.incoming?.socket as (Socket & { encrypted?: boolean }) | undefined;

@@ -1,5 +1,6 @@
-import { createApi } from "../../functions/api.js";
-import { declaredScope } from "../../functions/auth.js";
+import { createApi } from "../../src/http/api.js";
+import { openCorq } from "../../functions/database.js";
+import { declaredScope } from "../../src/http/auth.js";
 
 /** Routes that need no token and no session (the dashboard's login and its static files). */
 export const PUBLIC_ROUTES = new Set([
@@ -17,12 +18,12 @@ export const PUBLIC_ROUTES = new Set([
 export const isDashboardRoute = (route: string) => /^(GET \/|GET \/ui\/.*|POST \/ui\/.*)$/.test(route);
 
 /**
- * `METHOD path` → the scopes its handlers declare (functions/auth.ts requireScope), for every
+ * `METHOD path` → the scopes its handlers declare (src/http/auth.ts requireScope), for every
  * route of the Worker's app (middleware for all methods aside).
  */
 export function routeScopes(): Map<string, string[]> {
   const routes = new Map<string, string[]>();
-  for (const { method, path, handler } of createApi([]).routes) {
+  for (const { method, path, handler } of createApi({ subscriptions: [], open: openCorq }).routes) {
     if (method === "ALL") continue;
     const route = `${method} ${path}`;
     const scopes = routes.get(route) ?? [];

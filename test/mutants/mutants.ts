@@ -629,7 +629,7 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/webhookSignature.test.ts"],
   },
-  // --- scopes and tokens (functions/auth.ts, src/tokens.ts, src/sql/operate/tokens.ts) -------------
+  // --- scopes and tokens (src/http/auth.ts, src/tokens.ts, src/sql/operate/tokens.ts) -------------
   {
     name: "scopes: operate may do admin's work",
     edits: one("src/tokens.ts", 'operate: ["operate", "read"],', "operate: TOKEN_SCOPES,"),
@@ -647,7 +647,7 @@ export const mutants: Mutant[] = [
   {
     name: "scopes: checked after the route ran",
     edits: one(
-      "functions/auth.ts",
+      "src/http/auth.ts",
       '    const refusal = scopeRefusal(principal, scope, c.req.param("stream"));\n    if (refusal) {\n      if (options.refuse) return options.refuse(c, refusal);\n      throw refusal;\n    }\n    await next();',
       '    await next();\n    const refusal = scopeRefusal(principal, scope, c.req.param("stream"));\n    if (refusal) {\n      if (options.refuse) return options.refuse(c, refusal);\n      throw refusal;\n    }',
     ),
@@ -656,7 +656,7 @@ export const mutants: Mutant[] = [
   {
     name: "scopes: a route without requireScope needs no admin",
     edits: one(
-      "functions/auth.ts",
+      "src/http/auth.ts",
       "if (routes.length > 0 && !routes.some((route) => declaredScope(route.handler))) {",
       "if (false) {",
     ),
@@ -665,7 +665,7 @@ export const mutants: Mutant[] = [
   {
     name: "scopes: a 403 counted as a failed authentication",
     edits: one(
-      "functions/auth.ts",
+      "src/http/auth.ts",
       "    if (refusal) {\n      if (options.refuse)",
       "    if (refusal) {\n      await c.var.throttle.failed(c);\n      if (options.refuse)",
     ),
@@ -703,7 +703,7 @@ export const mutants: Mutant[] = [
     // every action form: the buttons and the rewind forms
     edits: [
       {
-        file: "functions/dashboard/layout.tsx",
+        file: "src/http/dashboard/layout.tsx",
         search: "if (useContext(CanOperate) !== true) return null;",
         replace: "",
         all: true,
@@ -714,7 +714,7 @@ export const mutants: Mutant[] = [
   {
     name: "dashboard: a session acts as admin whatever its token",
     edits: one(
-      "functions/dashboard/session.ts",
+      "src/http/dashboard/session.ts",
       "if (row.token_id === null) return BOOTSTRAP_ADMIN;",
       "return BOOTSTRAP_ADMIN;",
     ),
@@ -722,13 +722,13 @@ export const mutants: Mutant[] = [
   },
   {
     name: "dashboard: an append token logs in",
-    edits: one("functions/dashboard/routes.tsx", 'if (!scopesAllow(principal.scopes, "read")) {', "if (false) {"),
+    edits: one("src/http/dashboard/routes.tsx", 'if (!scopesAllow(principal.scopes, "read")) {', "if (false) {"),
     tests: ["test/worker/scopes.worker.test.ts"],
   },
   {
     name: "dashboard: Retry or Skip on one key's row acts on every dead key",
     edits: one(
-      "functions/dashboard/routes.tsx",
+      "src/http/dashboard/routes.tsx",
       "releaseDeadLetters({ subscription, key, mode: action })",
       "releaseDeadLetters({ subscription, mode: action })",
     ),
@@ -736,24 +736,24 @@ export const mutants: Mutant[] = [
   },
   {
     name: "dashboard: a key's rewind rewinds the whole subscription",
-    edits: one("functions/dashboard/routes.tsx", "rewind(subscription, { to, key })", "rewind(subscription, { to })"),
+    edits: one("src/http/dashboard/routes.tsx", "rewind(subscription, { to, key })", "rewind(subscription, { to })"),
     tests: ["test/worker/rewind.worker.test.ts"],
   },
   // --- what a request is believed (issue 28) ------------------------------------------------
   {
     name: "dispatch: a self-invocation goes to the request's origin",
     edits: one(
-      "functions/dispatch.ts",
+      "src/http/dispatch.ts",
       "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    return env.SELF ? env.SELF.fetch(request) : here(request);",
       "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    void here;\n    return env.SELF ? env.SELF.fetch(request) : fetch(new URL(path, origin), init);",
     ).concat(
       one(
-        "functions/api.ts",
+        "src/http/api.ts",
         "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx))",
         "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx), new URL(c.req.url).origin)",
       ),
       one(
-        "functions/dispatch.ts",
+        "src/http/dispatch.ts",
         "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>): Invoke {",
         "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>, origin = INTERNAL_ORIGIN): Invoke {",
       ),
@@ -762,11 +762,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "throttle: keyed by a header the client sets",
-    edits: one(
-      "functions/authThrottle.ts",
-      "requestClient(c).address",
-      'c.req.header("cf-connecting-ip") ?? "unknown"',
-    ),
+    edits: one("src/http/authThrottle.ts", "requestClient(c).address", 'c.req.header("cf-connecting-ip") ?? "unknown"'),
     tests: ["test/serve/requestTrust.serve.test.ts"],
   },
   {
@@ -776,7 +772,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "tokens: a revocation leaves the Node token cache alone",
-    edits: one("functions/api.ts", "c.env.CORQ_NODE?.tokenRevoked?.();", ""),
+    edits: one("src/http/api.ts", "c.env.CORQ_NODE?.tokenRevoked?.();", ""),
     tests: ["test/serve/requestTrust.serve.test.ts", "test/serve/tokenCache.serve.test.ts"],
   },
   {
@@ -786,13 +782,13 @@ export const mutants: Mutant[] = [
   },
   {
     name: "api: a body's nesting not measured before it is parsed",
-    edits: one("functions/api.ts", "if (nestsDeeperThan(text, MAX_BODY_NESTING)) {", "if (false) {"),
+    edits: one("src/http/api.ts", "if (nestsDeeperThan(text, MAX_BODY_NESTING)) {", "if (false) {"),
     tests: ["test/worker/api.worker.test.ts"],
   },
   {
     name: "api: push URLs shown whole below the admin scope",
     edits: one(
-      "functions/api.ts",
+      "src/http/api.ts",
       'if (!subscription.deliver || (principal && scopesAllow(principal.scopes, "admin")))',
       "if (true)",
     ),

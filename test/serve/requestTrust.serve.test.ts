@@ -1,5 +1,5 @@
-// What `npm run serve` believes of a request (functions/requestClient.ts, src/node/forwarded.ts,
-// functions/dispatch.ts), set up as in production: a long admin token, no CORQ_LOCAL.
+// What `npm run serve` believes of a request (src/http/requestClient.ts, src/node/forwarded.ts,
+// src/http/dispatch.ts), set up as in production: a long admin token, no CORQ_LOCAL.
 //   - No destination comes from a request: whatever Host or request target a client sends,
 //     the consumers a dispatch starts run in the process, and nothing (least of all the admin
 //     token) goes to the address the client named.

@@ -1,5 +1,5 @@
 // `npm run serve` trusts a verified scoped token for CORQ_TOKEN_CACHE_MS without looking it up
-// again (functions/tokenCache.ts), and revocation keeps its bound: DELETE /tokens/:id is
+// again (src/http/tokenCache.ts), and revocation keeps its bound: DELETE /tokens/:id is
 // refused from the next request on in the process that revoked, in the other processes once
 // its NOTIFY arrives (long before their TTL), and a revocation that sends no NOTIFY (the
 // library, the CLI) within the TTL. Real processes on a real Postgres.

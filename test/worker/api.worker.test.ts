@@ -152,7 +152,7 @@ describe("event log", () => {
       expect(response.status, `${args[0]} ${args[1]}`).toBe(status);
       expectProblem(response, status);
     }
-    // deep nesting is refused before the body is parsed (functions/jsonNesting.ts)
+    // deep nesting is refused before the body is parsed (src/http/jsonNesting.ts)
     const nested = `{"events":[{"name":"E","data":${"[".repeat(15_000)}${"]".repeat(15_000)}}]}`;
     const deep = await api("POST", "/streams/s/events", { body: nested });
     expectProblem(deep, 400);

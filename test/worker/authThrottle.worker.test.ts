@@ -1,4 +1,4 @@
-// Failed authentication is throttled per client (functions/authThrottle.ts): after 5 failures
+// Failed authentication is throttled per client (src/http/authThrottle.ts): after 5 failures
 // (this stack's limit) within 5 s of the first, that client gets 429 + Retry-After on every
 // authenticated request, right credentials or not, until the window is over. Each test is
 // another client (CF-Connecting-IP, which the local dev server lets a client set).

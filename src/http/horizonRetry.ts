@@ -8,7 +8,7 @@
 // most — and kicks again. One at a time per isolate, and a retry starts no retry of its own.
 // Under steady appends a kick often sees events of concurrent appends waiting: their retry ends
 // as soon as those transactions do (milliseconds), and the next kick may start another.
-import type { CorqRuntime } from "../src/internal.js";
+import type { CorqRuntime } from "../internal.js";
 
 /** Polls after these delays (ms): about 3 s in all. */
 const DELAYS_MS = [25, 50, 100, 200, 400, 800, 1600];

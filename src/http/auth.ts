@@ -10,25 +10,16 @@
 // (authThrottle.ts); a valid token without the scope gets 403 and is not counted.
 import type { Context, MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
-import { constantTimeEqual, verify } from "../src/webhookSignature.js";
-import { mayAppendTo, scopesAllow, type TokenScope } from "../src/tokens.js";
-import { settings, type AppEnv, type Env } from "./env.js";
+import { constantTimeEqual, verify } from "../webhookSignature.js";
+import { mayAppendTo, scopesAllow, type TokenScope } from "../tokens.js";
+import { settings } from "./env.js";
 import { ProblemError } from "./problem.js";
-import type { TokenCache } from "./tokenCache.js";
+import type { AppEnv, Env, Principal, TokenCache } from "./types.js";
 
 type AuthContext = Context<AppEnv>;
 
 /** Shorter admin tokens are refused outside the local stack: too few to withstand guessing. */
 export const MIN_ADMIN_TOKEN_LENGTH = 32;
-
-/** Who a request acts as. */
-export interface Principal {
-  /** The scoped token's id; null for the bootstrap admin (CORQ_ADMIN_TOKEN). */
-  tokenId: string | null;
-  scopes: readonly TokenScope[];
-  /** Appends only to streams starting with it (null: any). */
-  streamPrefix: string | null;
-}
 
 export const BOOTSTRAP_ADMIN: Principal = { tokenId: null, scopes: ["admin"], streamPrefix: null };
 
@@ -74,7 +65,7 @@ export function adminTokenRefusal(env: Env): ProblemError | null {
 /**
  * Who a secret belongs to: the bootstrap admin, a scoped token that is not revoked, or nobody.
  * A secret not shaped like a token (`corq_…`) costs no statement. Call after adminTokenRefusal.
- * `cache` (the Node runtime's, for API requests; functions/tokenCache.ts): a scoped token
+ * `cache` (the Node runtime's, for API requests; src/http/tokenCache.ts): a scoped token
  * verified within its TTL is not looked up again. The dashboard's login never uses it.
  */
 export async function principalOf(

@@ -1,7 +1,7 @@
 // Response headers of every dashboard response (pages, redirects, error pages, assets).
 import type { MiddlewareHandler } from "hono";
-import type { Env } from "../env.js";
 import { requestClient } from "../requestClient.js";
+import type { Env } from "../types.js";
 
 // Everything the pages load is ours: one stylesheet, one script (no inline script or style),
 // the live refresh fetches the page itself, forms post to this origin.

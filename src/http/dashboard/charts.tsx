@@ -1,5 +1,5 @@
 // Server-rendered SVG charts: a sparkline of events/s and the batch timeline (Gantt).
-import type { BatchRecord } from "../../src/index.js";
+import type { BatchRecord } from "../../index.js";
 import { age, num } from "./layout.js";
 
 /** Events per second over the buckets given (oldest first). */

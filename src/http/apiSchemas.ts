@@ -1,5 +1,5 @@
 // The shapes of the HTTP API: the zod schemas that validate requests (api.ts parses with
-// them) and the shapes of the answers. functions/openapi.ts turns both into the OpenAPI
+// them) and the shapes of the answers. src/http/openapi.ts turns both into the OpenAPI
 // document, so what is validated and what is documented is one definition.
 import { z } from "zod";
 import {
@@ -9,8 +9,8 @@ import {
   pushSubscriptionInput,
   streamName,
   subscriptionName,
-} from "../src/config.js";
-import { TOKEN_SCOPES, tokenId, tokenInput } from "../src/tokens.js";
+} from "../config.js";
+import { TOKEN_SCOPES, tokenId, tokenInput } from "../tokens.js";
 
 // ---- requests ---------------------------------------------------------------------------
 

@@ -4,14 +4,12 @@ import { Hono, type Context } from "hono";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { csrf } from "hono/csrf";
 import { z } from "zod";
-import { CorqError, type Corq, type SubscriptionDefinition, type SubscriptionStats } from "../../src/index.js";
+import { CorqError, type Corq, type SubscriptionDefinition, type SubscriptionStats } from "../../index.js";
 import { dispatchInBackground } from "../dispatch.js";
-import { subscriptionName, parseOrThrow } from "../../src/config.js";
-import { adminTokenRefusal, principalOf, requireScope, type Principal } from "../auth.js";
-import { scopesAllow, type TokenScope } from "../../src/tokens.js";
-import type { AuthThrottle } from "../authThrottle.js";
+import { subscriptionName, parseOrThrow } from "../../config.js";
+import { adminTokenRefusal, principalOf, requireScope } from "../auth.js";
+import { scopesAllow, type TokenScope } from "../../tokens.js";
 import { ProblemError } from "../problem.js";
-import type { AppEnv } from "../env.js";
 import { requestOrigin } from "../requestClient.js";
 import { css, script } from "./assets.js";
 import { DeadLetters } from "./deadLetters.js";
@@ -23,6 +21,7 @@ import { securityHeaders } from "./securityHeaders.js";
 import { endSession, hasSession, sessionPrincipal, startSession } from "./session.js";
 import { LogTail, Stream } from "./streams.js";
 import { TIMELINE_KEYS, TimelinePage, windows } from "./timeline.js";
+import type { AppEnv, AuthThrottle, Principal } from "../types.js";
 
 type DashboardContext = Context<AppEnv>;
 

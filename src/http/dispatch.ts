@@ -1,20 +1,22 @@
 // Moves the log into the queues and fans out consumer invocations. Runs from the cron and,
 // in the background (ctx.waitUntil), after every append so delivery does not wait a minute.
-import { CorqError, type SubscriptionDefinition } from "../src/index.js";
-import { openCorq, type OpenCorq } from "./database.js";
-import { settings, type Env } from "./env.js";
-import { roundRobin } from "../src/roundRobin.js";
+import { CorqError, type SubscriptionDefinition } from "../index.js";
+import { settings } from "./env.js";
+import { roundRobin } from "../roundRobin.js";
 import { coalesceKicks, scopeKey } from "./isolateKicks.js";
 import { startHorizonRetry } from "./horizonRetry.js";
-
-export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
+import type { Env, Invoke, OpenCorq } from "./types.js";
 
 /**
  * After an operator's action that queued work (a rewind): advance and dispatch consumers in the
  * background of this request (its own database handle), so delivery does not wait for the cron.
  */
 export function dispatchInBackground(
-  c: { env: Env; var: { invoke: Invoke }; executionCtx: { waitUntil(promise: Promise<unknown>): void } },
+  c: {
+    env: Env;
+    var: { invoke: Invoke; openCorq: () => OpenCorq };
+    executionCtx: { waitUntil(promise: Promise<unknown>): void };
+  },
   subscriptions: SubscriptionDefinition[],
   after: string,
 ): void {
@@ -22,7 +24,7 @@ export function dispatchInBackground(
   if (c.env.CORQ_NODE) return;
   c.executionCtx.waitUntil(
     advanceAndDispatch(c.env, subscriptions, c.var.invoke, {
-      opened: openCorq(c.env, subscriptions),
+      opened: c.var.openCorq(),
       coalesce: true,
     }).catch((error) => console.error(`corq: dispatch after ${after} failed:`, error)),
   );
@@ -46,7 +48,7 @@ const SUBREQUESTS_AFTER = 3;
  * each draining keys for its time budget: this invocation is the first consumer, the others
  * are separate invocations. Each consumer holds a consumer slot (claimed in the database), so
  * however many appends kick this at once, at most CORQ_CONCURRENCY consumers run.
- * Uses (and closes) `options.opened` when the caller already has a connection. The cron also
+ * Uses (and closes) `options.opened`. The cron also
  * prunes the activity record (`options.pruneActivity`). Wake-ups (an append's kick, the cron)
  * pass `coalesce` (corq.kick): the advance returns at once where another is at work, and its
  * re-check for others' kicks runs beside the slot claim; an append passes its `eventNames`:
@@ -57,15 +59,16 @@ export async function advanceAndDispatch(
   subscriptions: SubscriptionDefinition[],
   invoke: Invoke,
   options: {
-    opened?: OpenCorq;
+    /** the database handle it uses, and closes */
+    opened: OpenCorq;
     pruneActivity?: boolean;
     coalesce?: boolean;
     eventNames?: string[];
-    /** this dispatch is itself the retry after the horizon passed (functions/horizonRetry.ts): it starts none */
+    /** this dispatch is itself the retry after the horizon passed (src/http/horizonRetry.ts): it starts none */
     afterHorizon?: boolean;
-  } = {},
+  },
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
-  const opened = options.opened ?? openCorq(env, subscriptions);
+  const { opened } = options;
   const { concurrency, consumerBudgetMs } = settings(env);
   let advanced: Record<string, number>;
   let plan: string[];

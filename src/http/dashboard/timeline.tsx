@@ -1,5 +1,5 @@
 // GET /ui/timeline — recent batches per key over time.
-import type { SubscriptionStats, TimelineData } from "../../src/index.js";
+import type { SubscriptionStats, TimelineData } from "../../index.js";
 import { Legend, Timeline } from "./charts.js";
 import { Page, num, utc } from "./layout.js";
 

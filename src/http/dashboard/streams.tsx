@@ -1,5 +1,5 @@
 // GET /ui/streams — the log tail; GET /ui/streams/:stream — one stream's events.
-import type { StoredEvent } from "../../src/index.js";
+import type { StoredEvent } from "../../index.js";
 import { JsonText, Page, When, num } from "./layout.js";
 
 function Events(props: { events: StoredEvent[]; label: string; showStream: boolean }) {

@@ -1,10 +1,10 @@
 // The HTTP API of docs/http-api.md. Every input is validated before anything is written; every
-// refusal is problem+json (functions/problem.ts).
+// refusal is problem+json (src/http/problem.ts).
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
-import { CorqError, type Corq, type SubscriptionDefinition, type SubscriptionStats } from "../src/index.js";
-import { correlationKey, parseOrThrow, streamName, subscriptionName } from "../src/config.js";
+import { CorqError, type SubscriptionDefinition, type SubscriptionStats } from "../index.js";
+import { correlationKey, parseOrThrow, streamName, subscriptionName } from "../config.js";
 import {
   appendBody,
   count,
@@ -22,16 +22,16 @@ import { openApiDocument } from "./openapi.js";
 import { MAX_BODY_NESTING, nestsDeeperThan } from "./jsonNesting.js";
 import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
-import { openCorq } from "./database.js";
 import { waitForHorizon } from "./horizonRetry.js";
 import { advanceAndDispatch, consumeInSlot, dispatchInBackground, selfInvoker, startConsumer } from "./dispatch.js";
-import { settings, type AppEnv } from "./env.js";
+import { settings } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem, ProblemError } from "./problem.js";
-import { toPrometheus } from "../src/metrics.js";
+import { toPrometheus } from "../metrics.js";
 import { dashboard } from "./dashboard/routes.js";
-import { scopesAllow, tokenId, tokenInput } from "../src/tokens.js";
+import { scopesAllow, tokenId, tokenInput } from "../tokens.js";
 import { redactedUrl } from "./redactedUrl.js";
+import type { AppEnv, OpenCorq, OpenCorqFor } from "./types.js";
 
 /** The request's JSON body, validated; a wrong content type or malformed JSON is a 4xx. */
 async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
@@ -75,7 +75,11 @@ function keyParam(c: Context): string {
   return parseOrThrow(correlationKey, key, "invalid_input", "key");
 }
 
-export function createApi(subscriptions: SubscriptionDefinition[]) {
+/**
+ * The HTTP API and dashboard, for any runtime: `open` is how it reaches Postgres (Workers: a
+ * handle per invocation, functions/database.ts; Node: the process's own, src/node/serve.ts).
+ */
+export function createApi({ subscriptions, open }: { subscriptions: SubscriptionDefinition[]; open: OpenCorqFor }) {
   const app = new Hono<AppEnv>();
   // failed authentications per client, kept for the life of this isolate (createApi runs once per isolate)
   const throttle = createAuthThrottle();
@@ -98,13 +102,14 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
 
   // One database handle per request (HTTP statements; a pool with CORQ_DB_DRIVER=websocket), opened on first use, closed after the response.
   app.use("*", async (c, next) => {
-    let opened: ReturnType<typeof openCorq> | undefined;
-    const open = () => (opened ??= openCorq(c.env, subscriptions));
-    c.set("corq", () => open().corq);
-    c.set("opened", open);
-    c.set("db", () => open().db);
+    let opened: OpenCorq | undefined;
+    const openOnce = () => (opened ??= open(c.env, subscriptions));
+    c.set("corq", () => openOnce().corq);
+    c.set("opened", openOnce);
+    c.set("openCorq", () => open(c.env, subscriptions));
+    c.set("db", () => openOnce().db);
     c.set("throttle", throttle);
-    // consumers this request starts: through SELF, or here (never a URL: functions/dispatch.ts)
+    // consumers this request starts: through SELF, or here (never a URL: src/http/dispatch.ts)
     c.set(
       "invoke",
       selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx)),
@@ -156,7 +161,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       const stream = param(c, "stream", streamName);
       const body = await jsonBody(c, appendBody);
       // Its own handle, kept for the background work below (advance and dispatch).
-      const opened = openCorq(c.env, subscriptions);
+      const opened = c.var.openCorq();
       let result: Awaited<ReturnType<typeof opened.corq.append>>;
       try {
         result = await opened.corq.append(stream, body.events as never, { expectedVersion: body.expectedVersion });
@@ -182,7 +187,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   app.route("/", dashboard({ throttle, subscriptions }));
 
   // Every route below authenticates here (the signed webhook has its own check) and states
-  // the scope it needs with requireScope (functions/auth.ts). A path without a route needs a
+  // the scope it needs with requireScope (src/http/auth.ts). A path without a route needs a
   // valid token too: 401 without, 404 with.
   app.use("*", authenticate({ unless: (c) => c.req.path === "/dead-letters/retry" }));
 
@@ -257,7 +262,7 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
   app.post("/advance", requireScope("admin"), async (c) => c.json({ advanced: await c.var.corq().advance() }));
 
   // What the cron does, on request: advance, then fan out consumer invocations.
-  // With `corq-after-horizon` (a kick's retry, functions/horizonRetry.ts): first wait until no
+  // With `corq-after-horizon` (a kick's retry, src/http/horizonRetry.ts): first wait until no
   // committed event waits above the xmin horizon, answer 202, then advance and dispatch.
   app.post("/dispatch", requireScope("admin"), async (c) => {
     const invoke = c.var.invoke;
@@ -266,9 +271,11 @@ export function createApi(subscriptions: SubscriptionDefinition[]) {
       after === undefined
         ? undefined
         : parseOrThrow(dispatchHeaders.shape["corq-after-horizon"], after, "invalid_input", "corq-after-horizon");
-    if (tx === undefined) return c.json(await advanceAndDispatch(c.env, subscriptions, invoke));
+    if (tx === undefined) {
+      return c.json(await advanceAndDispatch(c.env, subscriptions, invoke, { opened: c.var.openCorq() }));
+    }
     // its own handle: the polls count against this invocation's subrequests like the drain's statements
-    const opened = openCorq(c.env, subscriptions);
+    const opened = c.var.openCorq();
     let passed: boolean;
     try {
       passed = await waitForHorizon(opened.corq, tx);

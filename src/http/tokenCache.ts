@@ -1,3 +1,4 @@
+import type { Principal, TokenCache } from "./types.js";
 // The Node runtime's cache of verified scoped tokens (src/node/serve.ts; never on Workers, where
 // every request looks its token up). Without it every request with a scoped token costs a
 // statement on the API's pool before its own: at 1,000 appends/s, 1,000 more statements a
@@ -8,21 +9,6 @@
 // NOTIFY (payload "tokens") and clear theirs, and whatever that misses (a lost notification, a
 // revocation from the library or the CLI) ends with the entry, at most `ttlMs` later.
 // Only verified tokens are kept, never a refusal: a token created a moment ago works at once.
-import type { Principal } from "./auth.js";
-
-export interface TokenCache {
-  /** The principal verified for this secret hash within the TTL, or undefined. */
-  get(hash: string): Principal | undefined;
-  /**
-   * Keeps a principal verified by a lookup that began at `since` (from `generation()`): a lookup
-   * that began before the last `clear()` may have read a token revoked meanwhile, and is not kept.
-   */
-  set(hash: string, principal: Principal, since: number): void;
-  /** Where lookups are now; pass to `set`. */
-  generation(): number;
-  /** Forgets every entry (a token was revoked). */
-  clear(): void;
-}
 
 export function createTokenCache(options: { ttlMs: number; maxEntries?: number; now?: () => number }): TokenCache {
   const maxEntries = options.maxEntries ?? 10_000;

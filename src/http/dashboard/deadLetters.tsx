@@ -1,5 +1,5 @@
 // GET /ui/dead-letters — dead keys with the event that failed; retry or skip one key or all.
-import type { DeadLetter, SubscriptionStats } from "../../src/index.js";
+import type { DeadLetter, SubscriptionStats } from "../../index.js";
 import { ActionButton, DeadKeyActions, ErrorText, JsonText, Page, When, num } from "./layout.js";
 
 export function DeadLetters(props: {

@@ -11,12 +11,13 @@ import {
   endDashboardSession,
   startDashboardSession,
   type SessionRow,
-} from "../../src/sql/operate/dashboardSessions.js";
-import type { TokenScope } from "../../src/tokens.js";
-import { constantTimeEqual } from "../../src/webhookSignature.js";
-import { adminTokenRefusal, BOOTSTRAP_ADMIN, type Principal } from "../auth.js";
-import type { AppEnv } from "../env.js";
+} from "../../sql/operate/dashboardSessions.js";
+import type { TokenScope } from "../../tokens.js";
+import { constantTimeEqual } from "../../webhookSignature.js";
+import { present } from "../../errors.js";
+import { adminTokenRefusal, BOOTSTRAP_ADMIN } from "../auth.js";
 import { requestClient } from "../requestClient.js";
+import type { AppEnv, Principal } from "../types.js";
 
 export const SESSION_COOKIE = "corq_session";
 const SESSION_MS = 12 * 3_600_000;
@@ -78,11 +79,11 @@ export async function startSession(c: SessionContext, principal: Principal = BOO
   const id = base64url(crypto.getRandomValues(new Uint8Array(16)));
   const started = await c.var.db().run(startDashboardSession(id, SESSION_MS, principal.tokenId));
   if (started.length === 0) return false;
-  setCookie(c, SESSION_COOKIE, `${id}.${await mac(c.env.CORQ_ADMIN_TOKEN!, id)}`, {
+  setCookie(c, SESSION_COOKIE, `${id}.${await mac(present(c.env.CORQ_ADMIN_TOKEN, "CORQ_ADMIN_TOKEN"), id)}`, {
     httpOnly: true,
     sameSite: "Strict",
     // Secure everywhere but plain-http development on this machine (browsers drop Secure cookies
-    // over http); behind a trusted TLS proxy too (functions/requestClient.ts)
+    // over http); behind a trusted TLS proxy too (src/http/requestClient.ts)
     secure: requestClient(c).secure,
     path: "/",
     maxAge: SESSION_MS / 1000,

@@ -6,8 +6,9 @@
 // header), and the hostname is what a rebinding page cannot fake.
 import type { MiddlewareHandler } from "hono";
 import { INTERNAL_ORIGIN } from "./dispatch.js";
-import { settings, type Env } from "./env.js";
+import { settings } from "./env.js";
 import { problem } from "./problem.js";
+import type { Env } from "./types.js";
 
 // the cron's own consumer invocations (SELF) are addressed to the internal origin, whose
 // .internal name no public DNS answers

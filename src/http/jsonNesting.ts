@@ -1,7 +1,7 @@
 // How deeply a JSON text nests, found by one pass over its characters before JSON.parse builds
 // anything: a 1 MB body of `[[[[…` took 1.8 s of Node's one thread to parse (and then to walk)
 // before the depth rule (src/config.ts, MAX_JSON_DEPTH) refused it; this pass takes a few ms.
-import { MAX_JSON_DEPTH } from "../src/config.js";
+import { MAX_JSON_DEPTH } from "../config.js";
 
 // a request body wraps event data in a few levels of its own ({"events":[{"data": …}]})
 export const MAX_BODY_NESTING = MAX_JSON_DEPTH + 8;

@@ -1,7 +1,7 @@
 // Every error leaves the API as application/problem+json (RFC 9457): type, title, status, detail.
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { CorqError, isDatabaseUnavailable, toError } from "../src/errors.js";
+import { CorqError, isDatabaseUnavailable, toError } from "../errors.js";
 import { requestOrigin } from "./requestClient.js";
 
 const titles: Record<number, string> = {

@@ -1,5 +1,6 @@
+import type { Env, RequestClient } from "./types.js";
 // Who sent a request, as far as this runtime can know it: the address the auth throttle counts
-// failures by (functions/authThrottle.ts), and whether the client reached us over https (the
+// failures by (src/http/authThrottle.ts), and whether the client reached us over https (the
 // dashboard's Secure cookie, HSTS, the origin its forms must come from).
 //
 //   Workers  CF-Connecting-IP, which Cloudflare sets on every request (a client's own value is
@@ -9,14 +10,6 @@
 //            CORQ_TRUSTED_PROXIES (src/node/forwarded.ts). Headers a client sets itself are never
 //            believed there: keyed by them, one client locked everyone out, and rotating them
 //            gave unlimited guesses.
-import type { Env } from "./env.js";
-
-export interface RequestClient {
-  /** The client's address; "unknown" when the runtime cannot tell (every such request shares one bucket). */
-  address: string;
-  /** Whether the client's connection (to us, or to the trusted proxy in front) is https. */
-  secure: boolean;
-}
 
 type ClientContext = { env: Env; req: { url: string; header(name: string): string | undefined } };
 

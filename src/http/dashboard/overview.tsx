@@ -1,5 +1,5 @@
 // GET / — every subscription at a glance.
-import type { SubscriptionStats } from "../../src/index.js";
+import type { SubscriptionStats } from "../../index.js";
 import { Sparkline } from "./charts.js";
 import { ActionButton, Badge, Page, age, num } from "./layout.js";
 

@@ -5,16 +5,17 @@
 // so guessing runs at 10 tries a minute, not thousands. A request without credentials is not
 // counted, and neither is a refusal for the configuration (no token, one too short).
 //
-// The client is its address as functions/requestClient.ts knows it (Workers: CF-Connecting-IP,
+// The client is its address as src/http/requestClient.ts knows it (Workers: CF-Connecting-IP,
 // set by Cloudflare; Node: the socket, or a trusted proxy's X-Forwarded-For), so one client's
 // failures never lock out another. The count lives in this isolate: exact within
 // it, best effort across isolates. With the CORQ_AUTH_LIMITER rate-limit binding
 // (wrangler.toml [[ratelimits]], 100 per minute) every failure is counted there too, across
 // the isolates of a Cloudflare location; once it says no, this isolate blocks the client for
 // its 60-second period.
-import { settings, type Env } from "./env.js";
+import { settings } from "./env.js";
 import { ProblemError } from "./problem.js";
 import { requestClient } from "./requestClient.js";
+import type { AuthRequest, AuthThrottle } from "./types.js";
 
 const BINDING_PERIOD_MS = 60_000;
 // clients remembered per isolate; beyond it the oldest are forgotten first
@@ -24,16 +25,6 @@ interface Client {
   windowStart: number;
   failures: number;
   blockedUntil: number;
-}
-
-/** What the throttle reads of a request (any Hono context). */
-type AuthRequest = { env: Env; req: { url: string; header(name: string): string | undefined } };
-
-export interface AuthThrottle {
-  /** Throws 429 while the client is blocked; call before checking its credentials. */
-  guard(c: AuthRequest): void;
-  /** Counts a failed authentication; throws 429 when the rate-limit binding says it was one too many. */
-  failed(c: AuthRequest): Promise<void>;
 }
 
 export function createAuthThrottle(): AuthThrottle {

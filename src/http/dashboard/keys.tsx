@@ -1,5 +1,5 @@
 // GET /ui/subscriptions/:name — the keys of one subscription, filtered by status, keyset-paged.
-import type { KeyState, KeyStatus, SubscriptionStats } from "../../src/index.js";
+import type { KeyState, KeyStatus, SubscriptionStats } from "../../index.js";
 import { ActionButton, Badge, DeadKeyActions, KeepTimes, Page, Relative, RewindForm, age, num } from "./layout.js";
 
 const statuses: KeyStatus[] = ["ready", "leased", "backoff", "dead", "paused", "idle"];

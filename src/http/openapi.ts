@@ -6,7 +6,7 @@
 import { z } from "zod";
 import * as s from "./apiSchemas.js";
 
-/** The token scope a route needs (functions/auth.ts, requireScope); the webhook also takes a signature. */
+/** The token scope a route needs (src/http/auth.ts, requireScope); the webhook also takes a signature. */
 type Access = "public" | "append" | "read" | "operate" | "admin" | "operate or signature";
 
 interface Answer {

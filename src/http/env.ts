@@ -1,0 +1,79 @@
+// The Worker's environment: secrets (wrangler secret put / .dev.vars), vars and bindings.
+import { z } from "zod";
+import { signingSecretProblem } from "../webhookSignature.js";
+import { replayKeysFor } from "../consume.js";
+import { ProblemError } from "./problem.js";
+import type { Env } from "./types.js";
+
+const positiveInt = (fallback: number, max: number) =>
+  z.coerce.number().int().min(1).max(max).catch(fallback).default(fallback);
+
+const settingsSchema = z.object({
+  CORQ_MAX_BODY_BYTES: positiveInt(1_048_576, 100 * 1_048_576),
+  CORQ_CONCURRENCY: positiveInt(8, 1000),
+  CORQ_DB_DRIVER: z.enum(["http", "websocket"]).default("http"),
+  CORQ_CONSUMER_BUDGET_MS: positiveInt(10_000, 900_000),
+  CORQ_MAX_SUBREQUESTS: positiveInt(50, 10_000_000),
+  CORQ_KEYS_PER_CLAIM: positiveInt(4, 256),
+  // no fixed default: a quarter of the keys per claim (settings())
+  CORQ_REPLAY_KEYS: z.coerce.number().int().min(1).max(256).optional().catch(undefined),
+  CORQ_PUBLIC_APPEND: z.string().optional(),
+  CORQ_LOCAL: z.string().optional(),
+  CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
+  CORQ_AUTH_FAILURE_WINDOW_S: positiveInt(60, 86_400),
+  CORQ_PUSH_ALLOW_PRIVATE: z.string().optional(),
+});
+
+export interface Settings {
+  maxBodyBytes: number;
+  concurrency: number;
+  dbDriver: "http" | "websocket";
+  consumerBudgetMs: number;
+  maxSubrequests: number;
+  keysPerClaim: number;
+  /** Replaying keys a consumer holds at once, 1–keysPerClaim. */
+  replayKeys: number;
+  publicAppend: boolean;
+  /** Running in the local stack (CORQ_LOCAL=true). */
+  local: boolean;
+  authFailureLimit: number;
+  authFailureWindowMs: number;
+  pushAllowPrivate: boolean;
+}
+
+/**
+ * Numeric knobs with their defaults; a malformed value falls back to the default. A malformed
+ * CORQ_WEBHOOK_SECRET is refused outright (every request answers 500 saying so), as a process
+ * refuses to start: otherwise it would only show when a signed webhook is needed.
+ */
+export function settings(env: Env): Settings {
+  const secrets = (env.CORQ_WEBHOOK_SECRET ?? "").split(/\s+/).filter(Boolean);
+  for (const [i, secret] of secrets.entries()) {
+    const problem = signingSecretProblem(secret);
+    if (problem)
+      throw new ProblemError(
+        500,
+        "misconfigured",
+        `CORQ_WEBHOOK_SECRET (secret ${i + 1} of ${secrets.length}): ${problem}`,
+      );
+  }
+  const parsed = settingsSchema.parse(env);
+  return {
+    maxBodyBytes: parsed.CORQ_MAX_BODY_BYTES,
+    concurrency: parsed.CORQ_CONCURRENCY,
+    dbDriver: parsed.CORQ_DB_DRIVER,
+    consumerBudgetMs: parsed.CORQ_CONSUMER_BUDGET_MS,
+    maxSubrequests: parsed.CORQ_MAX_SUBREQUESTS,
+    keysPerClaim: parsed.CORQ_KEYS_PER_CLAIM,
+    // more than keysPerClaim would mean no more than keysPerClaim: said as what it means
+    replayKeys: Math.min(
+      parsed.CORQ_REPLAY_KEYS ?? replayKeysFor(parsed.CORQ_KEYS_PER_CLAIM),
+      parsed.CORQ_KEYS_PER_CLAIM,
+    ),
+    publicAppend: parsed.CORQ_PUBLIC_APPEND === "true",
+    local: parsed.CORQ_LOCAL === "true",
+    authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,
+    authFailureWindowMs: parsed.CORQ_AUTH_FAILURE_WINDOW_S * 1000,
+    pushAllowPrivate: parsed.CORQ_PUSH_ALLOW_PRIVATE === "true",
+  };
+}

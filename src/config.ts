@@ -79,12 +79,27 @@ export const eventInput = z.strictObject({
 
 export const expectedVersion = z.number().int().min(-1).max(2_147_483_647);
 
-/** A correlation key: the stream, or a JSON path into data/meta (`data.roomId`, `meta.tenant`). */
+/**
+ * A correlation key: the stream, or a JSON path into data/meta (`data.roomId`, `meta.tenant`).
+ * Bounded: the advance walks the path for every event it scans (`#>>`), and a 300,000-segment
+ * path made one advance statement run ~115 s, holding back every subscription. The path is
+ * ASCII, so its length is its size in bytes.
+ */
+export const MAX_KEY_PATH_SEGMENTS = 32;
+export const MAX_KEY_PATH_BYTES = 512;
 export const keyPath = z
   .string()
+  .max(MAX_KEY_PATH_BYTES, `must be at most ${MAX_KEY_PATH_BYTES} bytes`)
   .regex(
     /^(stream|(data|meta)(\.[A-Za-z0-9_-]+)+)$/,
     'must be "stream" or a path such as "data.roomId" or "meta.tenant"',
+  )
+  .refine(
+    (path) => path.split(".").length <= MAX_KEY_PATH_SEGMENTS,
+    `must have at most ${MAX_KEY_PATH_SEGMENTS} segments ("data.room.id" has 3)`,
+  )
+  .describe(
+    `"stream", or a JSON path into data or meta: at most ${MAX_KEY_PATH_SEGMENTS} segments ("data.room.id" has 3) and ${MAX_KEY_PATH_BYTES} bytes`,
   );
 
 /**

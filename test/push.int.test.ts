@@ -397,6 +397,9 @@ describe("push subscriptions", () => {
       { deliver: { url: "not a url" } },
       { deliver: { url: receiver.url, timeoutMs: 5000 }, leaseMs: 5000 },
       { deliver: { url: receiver.url }, key: "payload.x" },
+      // a key path is bounded: 32 segments, 512 bytes
+      { deliver: { url: receiver.url }, key: ["data", ...Array(32).fill("a")].join(".") },
+      { deliver: { url: receiver.url }, key: `data.${"a".repeat(508)}` },
       { deliver: { url: receiver.url }, batchSize: 0 },
       { deliver: { url: receiver.url }, unknownField: 1 },
       { deliver: { url: receiver.url }, from: "tomorrow" },

@@ -65,11 +65,18 @@ describe("push subscriptions over HTTP", () => {
       { deliver: { url: "file:///etc/passwd" } },
       { deliver: { url: hook.receiver.url }, batchSize: "ten" },
       { events: ["*"] },
+      // a key path is bounded (32 segments, 512 bytes): a 300,000-segment one stalled every advance
+      { deliver: { url: hook.receiver.url }, key: ["data", ...Array(32).fill("a")].join(".") },
+      { deliver: { url: hook.receiver.url }, key: `data.${"a".repeat(508)}` },
     ]) {
       const refused = await api("PUT", "/subscriptions/bad-hook", { body });
       expect(refused.status, JSON.stringify(body)).toBe(400);
       expect(refused.type).toContain("application/problem+json");
     }
+    const long = await api("PUT", "/subscriptions/bad-hook", {
+      body: { deliver: { url: hook.receiver.url }, key: ["data", ...Array(299_999).fill("a")].join(".") },
+    });
+    expect(long).toMatchObject({ status: 400, json: { detail: expect.stringMatching(/key: .*at most 32 segments/) } });
     expect((await api("GET", "/subscriptions/bad-hook")).status).toBe(404);
     expect((await api("PUT", "/subscriptions/greeter", { body: { deliver: { url: hook.receiver.url } } })).status).toBe(
       409,

@@ -77,6 +77,39 @@ describe("createCorq validates its configuration up front", () => {
     }
   });
 
+  it("takes a stream filter of 1–100 stream-name prefixes of 1–200 characters, exact prefixes without wildcards", () => {
+    const accepted = [
+      ["orders-"],
+      ["orders-", "invoices-"],
+      Array.from({ length: 100 }, (_, i) => `p${i}-`),
+      ["x".repeat(200)],
+    ];
+    for (const streams of accepted) {
+      expect(() =>
+        createCorq({ databaseUrl: "postgres://x", subscriptions: [{ name: "s", streams, handle }] }),
+      ).not.toThrow();
+    }
+    for (const [streams, reason] of [
+      [[], /at least one prefix/],
+      [[""], /streams\.0: /],
+      [["orders-*"], /no wildcards/],
+      [["100%"], /no wildcards/],
+      [["-orders"], /streams\.0: /],
+      [["orders-", 7], /streams\.1: /],
+      ["orders-", /streams: /],
+      [null, /streams: /],
+      [Array.from({ length: 101 }, (_, i) => `p${i}-`), /at most 100 prefixes/],
+      [["x".repeat(201)], /streams\.0: /],
+    ] as const) {
+      const subscriptions = [{ name: "s", streams, handle }] as never;
+      const refused = configError(() => createCorq({ databaseUrl: "postgres://x", subscriptions }));
+      expect(refused, JSON.stringify(streams)).toMatchObject({ code: "invalid_config", status: 400 });
+      expect(refused.message).toMatch(/^subscriptions\[0\]\.streams/);
+      expect(refused.message).toMatch(reason);
+      expect(configError(() => createWorker({ subscriptions })).message).toMatch(reason);
+    }
+  });
+
   it("refuses a malformed subscription name before touching the database", async () => {
     const corq = createCorq({ databaseUrl: "postgres://nowhere.invalid/x" });
     await expect(corq.consume("no spaces allowed")).rejects.toMatchObject({ code: "invalid_input", status: 400 });

@@ -100,6 +100,26 @@ describe("a stream filter on code subscriptions", () => {
     expect(asked).toEqual(["a-1", "b-3"]);
   });
 
+  it("leaves an unchanged subscription row unwritten: registering the same filter again writes nothing", async () => {
+    // a write would also wait for the row lock of an advance at work on that subscription
+    const { corq, raw } = await open({
+      subscriptions: [
+        { name: "filtered", streams: ["a-", "b-"], handle: () => undefined },
+        { name: "unfiltered", handle: () => undefined },
+      ],
+    });
+    await corq.advance();
+    await corq.append("a-1", [event("E", "x")]);
+    await corq.advance(); // registers the same definitions again
+    const { rows } = await raw.query(
+      "SELECT name, updated_at = created_at AS untouched FROM corq.subscriptions ORDER BY name",
+    );
+    expect(rows).toEqual([
+      { name: "filtered", untouched: true },
+      { name: "unfiltered", untouched: true },
+    ]);
+  });
+
   it("applies a changed filter from the current watermark, and no filter again takes every stream", async () => {
     const seen = new Map<string, string[]>();
     const { corq, another } = await open({ subscriptions: [recording({ name: "s", streams: ["a-", "b-"] }, seen)] });

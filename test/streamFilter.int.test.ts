@@ -100,6 +100,24 @@ describe("a stream filter on code subscriptions", () => {
     expect(asked).toEqual(["a-1", "b-3"]);
   });
 
+  it("a rewind queues again only the events of its streams, with a SQL key and with a key function", async () => {
+    const seen = new Map<string, string[]>();
+    const { corq } = await open({
+      subscriptions: [
+        recording({ name: "by-stream", streams: ["a-", "b-"] }, seen),
+        recording({ name: "by-function", key: (e: StoredEvent) => `k:${e.stream}`, streams: ["a-", "c-"] }, seen),
+      ],
+    });
+    for (const stream of ["a-1", "b-1", "c-1", "d-1"]) await corq.append(stream, [event("E", "x")]);
+    expect(await corq.advance()).toEqual({ "by-stream": 2, "by-function": 2 });
+    for (const name of seen.keys()) await drain(corq, name);
+    expect(await corq.rewind("by-stream", { to: "beginning" })).toEqual({ requeued: 2 });
+    expect(await corq.rewind("by-function", { to: "beginning" })).toEqual({ requeued: 2 });
+    for (const name of seen.keys()) await drain(corq, name);
+    expect(seen.get("by-stream")?.sort()).toEqual(["a-1 a-1", "a-1 a-1", "b-1 b-1", "b-1 b-1"]);
+    expect(seen.get("by-function")?.sort()).toEqual(["k:a-1 a-1", "k:a-1 a-1", "k:c-1 c-1", "k:c-1 c-1"]);
+  });
+
   it("leaves an unchanged subscription row unwritten: registering the same filter again writes nothing", async () => {
     // a write would also wait for the row lock of an advance at work on that subscription
     const { corq, raw } = await open({

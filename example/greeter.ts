@@ -6,11 +6,12 @@
 // per visitor, without any state to read first. The name is derived by `derivedStream`: a
 // visitor stream of 200 characters still gets a valid one.
 import { CorqError, type SubscriptionDefinition } from "../src/index.js";
-import { derivedStream } from "./streamNames.js";
+import { derivedStream, VISITOR_STREAMS } from "./streamNames.js";
 
 export const greeter: SubscriptionDefinition = {
   name: "greeter",
   events: ["Registered"],
+  streams: VISITOR_STREAMS, // visitors register in their own streams: a stranger's stream gets no welcome
   key: "stream",
   async handle(events, { corq }) {
     // every event of the batch is this visitor's; one welcome per visitor, for the first Registered

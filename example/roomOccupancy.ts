@@ -24,7 +24,7 @@
 import { sql } from "drizzle-orm";
 import type { HandlerContext, StoredEvent, SubscriptionDefinition } from "../src/index.js";
 import { alreadyThere } from "./greeter.js";
-import { derivedStream } from "./streamNames.js";
+import { derivedStream, VISITOR_STREAMS } from "./streamNames.js";
 
 export const ROOM_CAPACITY = 3;
 
@@ -43,6 +43,7 @@ interface RoomState {
 export const roomOccupancy: SubscriptionDefinition = {
   name: "room-occupancy",
   events: ["Arrived", "Departed"],
+  streams: VISITOR_STREAMS, // only visitors move through rooms: another stream's Arrived fills no room
   key: "data.roomId",
   async handle(events, ctx) {
     const room = ctx.key; // data.roomId as text: the same for every event of the batch

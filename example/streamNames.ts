@@ -4,6 +4,14 @@
 // its batch on every attempt and dead-letter the key, so every name built here is valid by
 // construction: readable when the data allows it, a digest when it does not.
 
+/**
+ * The streams the example's subscriptions take: visitors' own. Without this filter an append
+ * token limited to `orders-` could append `Registered` to `orders-evil1` and have the greeter
+ * welcome it (`welcome-orders-evil1`), or fill a room with `Arrived` (`room-full-1-lobby-x`).
+ * Every subscription here takes only the streams it is meant for (README, "Security").
+ */
+export const VISITOR_STREAMS = ["visitor-"];
+
 /** corq's stream-name rule (src/config.ts `streamName`): 1–200 of these characters, not starting with one of `.:@+=-`. */
 export const STREAM_NAME_MAX = 200;
 const streamNameRule = /^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,199}$/;

@@ -8,10 +8,12 @@
 // the arrival. The batch is folded into one row first: one statement per batch.
 import { sql } from "drizzle-orm";
 import type { StoredEvent, SubscriptionDefinition } from "../src/index.js";
+import { VISITOR_STREAMS } from "./streamNames.js";
 
 export const visitorDirectory: SubscriptionDefinition = {
   name: "visitor-directory",
   events: ["Registered", "Arrived", "Departed"],
+  streams: VISITOR_STREAMS, // the directory lists visitors, one row per visitor stream
   key: "stream",
   async handle(events, { run }) {
     await run(projectVisitor(fold(events)));

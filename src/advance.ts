@@ -90,6 +90,7 @@ export async function advanceOnce(
             (await advanceByFunction(executor, row.id, {
               key: definition.key,
               events: definition.events,
+              streams: definition.streams,
               limit: options.batchSize,
             }));
           continue;
@@ -150,12 +151,17 @@ async function advanceInSql(
 async function advanceByFunction(
   executor: Executor,
   subscriptionId: number,
-  options: { key: Extract<KeyStrategy, { kind: "function" }>; events: string[]; limit: number },
+  options: {
+    key: Extract<KeyStrategy, { kind: "function" }>;
+    events: string[];
+    streams: string[] | null;
+    limit: number;
+  },
 ): Promise<number> {
   let enqueued = 0;
   for (;;) {
     const rows = await executor.run<EventRow & { matches: boolean; watermark_tx: string; watermark_position: string }>(
-      readAdvanceBatch(subscriptionId, options.events, options.limit),
+      readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }),
     );
     const [first] = rows;
     const last = rows.at(-1);

@@ -62,6 +62,8 @@ export class CorqHttpError extends Error {
 
 export interface PushSubscriptionConfig {
   events?: string[];
+  /** Stream-name prefixes (1–100): only events of streams that start with one of them. Default: every stream. */
+  streams?: string[];
   key?: string;
   from?: "beginning" | "now";
   deliver: { url: string; timeoutMs?: number; secret?: string };

@@ -6,9 +6,30 @@ import type { EventInput, Handler, Json, KeyFunction, SubscriptionDefinition } f
 import { defaultTimeoutMs, deliverConfig } from "./pushDelivery.js";
 import { privateHostProblem } from "./privateAddress.js";
 
-export const streamName = z
-  .string()
-  .regex(/^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,199}$/, "1-200 characters: letters, digits and _ . : @ + = -");
+const streamNamePattern = /^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,199}$/;
+
+export const streamName = z.string().regex(streamNamePattern, "1-200 characters: letters, digits and _ . : @ + = -");
+
+/**
+ * A subscription's stream filter: stream-name prefixes, each what a stream name may begin with.
+ * Matched as exact prefixes (`starts_with`, never LIKE: `_` is a stream-name character), so a
+ * pattern character such as `*` or `%` could never match and is refused rather than ignored.
+ */
+export const MAX_STREAM_PREFIXES = 100;
+export const streamPrefixes = z
+  .array(
+    z
+      .string()
+      .regex(
+        streamNamePattern,
+        'a stream-name prefix: 1-200 characters: letters, digits and _ . : @ + = -, not starting with . : @ + = -; no wildcards ("orders-" takes every stream that starts with it)',
+      ),
+  )
+  .min(1, "at least one prefix (leave streams out for every stream)")
+  .max(MAX_STREAM_PREFIXES, `at most ${MAX_STREAM_PREFIXES} prefixes`)
+  .describe(
+    `only events of streams whose name starts with one of these prefixes (exact prefixes, no wildcards; 1-${MAX_STREAM_PREFIXES}); left out: every stream`,
+  );
 
 export const eventName = z
   .string()
@@ -81,12 +102,27 @@ export const eventInput = z.strictObject({
 export const INT4_MAX = 2_147_483_647;
 export const expectedVersion = z.number().int().min(-1).max(INT4_MAX);
 
-/** A correlation key: the stream, or a JSON path into data/meta (`data.roomId`, `meta.tenant`). */
+/**
+ * A correlation key: the stream, or a JSON path into data/meta (`data.roomId`, `meta.tenant`).
+ * Bounded: the advance walks the path for every event it scans (`#>>`), and a 300,000-segment
+ * path made one advance statement run ~115 s, holding back every subscription. The path is
+ * ASCII, so its length is its size in bytes.
+ */
+export const MAX_KEY_PATH_SEGMENTS = 32;
+export const MAX_KEY_PATH_BYTES = 512;
 export const keyPath = z
   .string()
+  .max(MAX_KEY_PATH_BYTES, `must be at most ${MAX_KEY_PATH_BYTES} bytes`)
   .regex(
     /^(stream|(data|meta)(\.[A-Za-z0-9_-]+)+)$/,
     'must be "stream" or a path such as "data.roomId" or "meta.tenant"',
+  )
+  .refine(
+    (path) => path.split(".").length <= MAX_KEY_PATH_SEGMENTS,
+    `must have at most ${MAX_KEY_PATH_SEGMENTS} segments ("data.room.id" has 3)`,
+  )
+  .describe(
+    `"stream", or a JSON path into data or meta: at most ${MAX_KEY_PATH_SEGMENTS} segments ("data.room.id" has 3) and ${MAX_KEY_PATH_BYTES} bytes`,
   );
 
 /**
@@ -156,6 +192,7 @@ export const subscriptionSettings = z.object({
     .max(1000)
     .default(["*"]),
   key: z.union([keyPath, z.custom<KeyFunction>((v) => typeof v === "function")]).default("stream"),
+  streams: streamPrefixes.optional(),
   from: z.enum(["beginning", "now"]).default("beginning"),
   batchSize: z.number().int().min(1).max(1000).default(100),
   maxAttempts: z.number().int().min(1).max(1000).default(5),
@@ -197,6 +234,8 @@ export function parsePushSubscription(input: unknown, options: { allowPrivate: b
 export interface Subscription {
   name: string;
   events: string[]; // ["*"] = all
+  /** Stream-name prefixes; null = every stream. */
+  streams: string[] | null;
   key: KeyStrategy;
   from: "beginning" | "now";
   batchSize: number;
@@ -228,12 +267,18 @@ export function parseSubscriptions(definitions: SubscriptionDefinition[]): Map<s
     parsed.set(settings.name, {
       ...settings,
       events,
+      streams: uniqueStreams(settings.streams),
       key: parseKey(settings.key),
       transactional,
       handle: definition.handle,
     });
   }
   return parsed;
+}
+
+/** A parsed stream filter as stored: each prefix once, in the order given; null for every stream. */
+export function uniqueStreams(streams: string[] | undefined): string[] | null {
+  return streams === undefined ? null : [...new Set(streams)];
 }
 
 // made once: building a zod schema costs more than parsing one event with it (it was the

@@ -8,6 +8,7 @@ import {
   parseEvents,
   parseOrThrow,
   parseSubscriptions,
+  uniqueStreams,
   correlationKey,
   parsePushSubscription,
   streamName,
@@ -516,8 +517,9 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
       const generated = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(24))))}`;
       const { secret: given, ...deliver } = settings.deliver;
       const events = settings.events.includes("*") ? ["*"] : [...new Set(settings.events)];
+      const streams = uniqueStreams(settings.streams);
       const [row] = await (await executor()).run<PutRow>(
-        putSubscription({ ...settings, name, events }, deliver, { given, generated }),
+        putSubscription({ ...settings, name, events, streams }, deliver, { given, generated }),
       );
       if (!row) throw new CorqError("conflict", `subscription "${name}" is defined in code`);
       const subscription = await knownSubscription(name);

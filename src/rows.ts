@@ -16,6 +16,7 @@ export interface StatsRow {
   name: string;
   kind: "code" | "push";
   events: string[];
+  streams: string[] | null;
   key: string;
   from: "beginning" | "now";
   batch_size: number;
@@ -49,6 +50,7 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
     name: row.name,
     kind: row.kind,
     events: row.events,
+    streams: row.streams,
     key: row.key,
     from: row.from,
     batchSize: row.batch_size,

@@ -83,6 +83,12 @@ export type Handler = (
 export interface SubscriptionDefinition {
   name: string;
   events?: string[];
+  /**
+   * Only events of streams whose name starts with one of these prefixes (exact prefixes, 1–100);
+   * left out: every stream. The subscription-side half of an append token's `streamPrefix`: a
+   * producer limited to `orders-` still makes every subscription that takes `orders-` streams run.
+   */
+  streams?: string[];
   key?: string | KeyFunction;
   from?: "beginning" | "now";
   batchSize?: number;
@@ -148,6 +154,8 @@ export interface SubscriptionStats {
   name: string;
   kind: "code" | "push";
   events: string[];
+  /** The stream filter: stream-name prefixes, or null for every stream. */
+  streams: string[] | null;
   key: string;
   from: "beginning" | "now";
   batchSize: number;

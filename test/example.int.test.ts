@@ -306,7 +306,7 @@ describe("the example app", () => {
       "é".repeat(256),
       "🚪".repeat(128),
     ];
-    const long = (i: number) => `v${i}-${"x".repeat(200)}`.slice(0, 200);
+    const long = (i: number) => `visitor-${i}-${"x".repeat(200)}`.slice(0, 200); // a visitor stream of 200 characters
     for (const [r, roomId] of rooms.entries())
       for (let i = 0; i < 3; i++)
         await corq.append(r === 0 ? long(i) : `visitor-${r}-${i}`, [registered(`${r}.${i}`), arrived(roomId)]);
@@ -350,6 +350,24 @@ describe("the example app", () => {
     // the outputs it found taken stay as they were (an output, not state: see README, "Try it")
     expect(await corq.readStream(await roomFullStream("12", 1))).toMatchObject([{ data: { forged: true } }]);
     expect(await corq.readStream(await welcomeStream("visitor-fay"))).toMatchObject([{ data: { name: "fay" } }]);
+  });
+
+  it("takes visitor- streams only: another producer's Registered and Arrived welcome no one and fill no room", async () => {
+    const { corq, raw } = await openExample();
+    // what an append token limited to orders- could append, and what it made the example write
+    for (const stream of ["orders-evil1", "orders-evil2", "orders-evil3", "visitorx-4"])
+      await corq.append(stream, [registered("evil"), arrived("lobby-x")]);
+    await corq.append("visitor-ada", [registered("ada"), arrived("lobby-x")]);
+    await drainAll(corq);
+
+    expect(await corq.readStream(await welcomeStream("orders-evil1"))).toEqual([]);
+    expect(await corq.readStream(await roomFullStream("lobby-x", 1))).toEqual([]);
+    expect(await room(raw, "lobby-x")).toEqual({ occupants: 1, timesFull: 0, inside: ["visitor-ada"] });
+    expect(await corq.readStream(await welcomeStream("visitor-ada"))).toHaveLength(1);
+    const { rows } = await raw.query("SELECT stream FROM example.visitors ORDER BY stream");
+    expect(rows).toEqual([{ stream: "visitor-ada" }]);
+    for (const s of ["greeter", "room-occupancy", "visitor-directory"])
+      expect(await corq.subscription(s)).toMatchObject({ streams: ["visitor-"], lag: 0, skipped: 0 });
   });
 
   it("lets one of two consumers that ran a room at once apply its batch (an expired lease): no double count", async () => {

@@ -354,6 +354,37 @@ describe("push subscriptions", () => {
     await expect(corq.consume("evolving")).rejects.toMatchObject({ code: "unknown_subscription" });
   });
 
+  it("delivers only the events of its stream prefixes (two subscriptions, five streams); an update changes the filter from the watermark", async () => {
+    const { corq } = await open();
+    const given = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
+    secret = given;
+    const hook = (extra: Record<string, unknown>) => push({ deliver: { url: receiver.url, secret: given }, ...extra });
+    const orders = await corq.putSubscription("orders-feed", hook({ streams: ["orders-", "refunds-"] }));
+    expect(orders.subscription).toMatchObject({ streams: ["orders-", "refunds-"] });
+    await corq.putSubscription("rooms-feed", hook({ key: "data.room", streams: ["visitor-", "room_"] }));
+    for (const stream of ["orders-1", "refunds-2", "visitor-3", "room_4", "roomX4", "ordersX-5"]) {
+      await corq.append(stream, [{ name: "E", data: { room: `at-${stream}` } }]);
+    }
+    expect(await corq.advance()).toEqual({ "orders-feed": 2, "rooms-feed": 2 });
+    await consumeAll(corq, "orders-feed");
+    await consumeAll(corq, "rooms-feed");
+    const got = (name: string) =>
+      receiver.deliveries
+        .filter((d) => d.subscription === name)
+        .map((d) => `${d.key} ${d.events.map((e) => e.stream).join(",")}`)
+        .sort();
+    expect(got("orders-feed")).toEqual(["orders-1 orders-1", "refunds-2 refunds-2"]);
+    expect(got("rooms-feed")).toEqual(["at-room_4 room_4", "at-visitor-3 visitor-3"]);
+    expect(receiver.deliveries.every((d) => d.signatureValid)).toBe(true);
+    expect(await corq.subscription("rooms-feed")).toMatchObject({ streams: ["visitor-", "room_"], skipped: 0, lag: 0 });
+
+    // PUT replaces the settings: without `streams`, every stream again, from the watermark on
+    const updated = await corq.putSubscription("orders-feed", hook({}));
+    expect(updated.subscription).toMatchObject({ streams: null });
+    await corq.append("visitor-6", [{ name: "E", data: {} }]);
+    expect(await corq.advance()).toEqual({ "orders-feed": 1, "rooms-feed": 0 });
+  });
+
   it("derives deliver.timeoutMs from leaseMs when it is omitted: min(10 s, leaseMs / 2), at least 100 ms", async () => {
     const { corq } = await open();
     const timeoutOf = async (leaseMs?: number) =>
@@ -397,6 +428,15 @@ describe("push subscriptions", () => {
       { deliver: { url: "not a url" } },
       { deliver: { url: receiver.url, timeoutMs: 5000 }, leaseMs: 5000 },
       { deliver: { url: receiver.url }, key: "payload.x" },
+      // a key path is bounded: 32 segments, 512 bytes
+      { deliver: { url: receiver.url }, key: ["data", ...Array(32).fill("a")].join(".") },
+      { deliver: { url: receiver.url }, key: `data.${"a".repeat(508)}` },
+      // a stream filter is 1–100 exact prefixes
+      { deliver: { url: receiver.url }, streams: [] },
+      { deliver: { url: receiver.url }, streams: [""] },
+      { deliver: { url: receiver.url }, streams: ["orders-%"] },
+      { deliver: { url: receiver.url }, streams: "orders-" },
+      { deliver: { url: receiver.url }, streams: Array.from({ length: 101 }, (_, i) => `p${i}`) },
       { deliver: { url: receiver.url }, batchSize: 0 },
       { deliver: { url: receiver.url }, unknownField: 1 },
       { deliver: { url: receiver.url }, from: "tomorrow" },

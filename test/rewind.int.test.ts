@@ -375,7 +375,7 @@ describe("rewind", () => {
     const id = await idOf(raw, "s");
     const advancer = await raw.connect();
     try {
-      const read = dialect.sqlToQuery(readAdvanceBatch(id, ["*"], 100));
+      const read = dialect.sqlToQuery(readAdvanceBatch(id, { names: ["*"], streams: null, limit: 100 }));
       const rows = (await advancer.query(read.sql, read.params)).rows;
       expect(rows).toHaveLength(1);
       const last = { tx: rows[0].tx, position: Number(rows[0].position) };

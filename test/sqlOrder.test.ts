@@ -21,6 +21,7 @@ const at = new Date(0);
 const settings = {
   name: "s",
   events: ["*"],
+  streams: null,
   key: "stream",
   from: "beginning" as const,
   batchSize: 10,
@@ -59,7 +60,10 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
     f({ subscription: "s", sinceMs: 60_000, maxKeys: 40, slotMs: 200, limit: 100 }),
   ],
   batchCounts: (f) => [f(undefined, 60_000), f("s", 60_000)],
-  readAdvanceBatch: (f) => [f(1, ["*"], 100), f(1, ["A", "B"], 100)],
+  readAdvanceBatch: (f) => [
+    f(1, { names: ["*"], streams: null, limit: 100 }),
+    f(1, { names: ["A", "B"], streams: ["a-", "b-"], limit: 100 }),
+  ],
   writeAdvanceBatch: (f) => [
     f(1, { read: through, last: through, matched: [{ tx: "10", position: 5, key: "k", invalid: null }] }),
   ],
@@ -91,6 +95,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   resumeKey: (f) => [f("s", "k")],
   holdAdvancer: (f) => [f("s")],
   keyProblem: (f) => [f(sql`'k'`)],
+  streamTaken: (f) => [f(sql`e.stream`, sql`s.streams`)],
   rewindTarget: (f) => [f("s", "beginning"), f("s", 5)],
   matchedInSql: (f) => [
     f({ subscriptionId: 1, from: through }, false),
@@ -105,7 +110,10 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   stageKeys: (f) => [f([{ tx: "10", position: 5, key: "k" }])],
   staged: (f) => [f(), f("k")],
   requeue: (f) => [f(1, sql`SELECT '1'::xid8 AS tx, 1::bigint AS position, 'k' AS key`)],
-  putSubscription: (f) => [f(settings, { url: "https://x.example", timeoutMs: 1000 }, { generated: "whsec_x" })],
+  putSubscription: (f) => [
+    f(settings, { url: "https://x.example", timeoutMs: 1000 }, { generated: "whsec_x" }),
+    f({ ...settings, streams: ["a-", "b-"] }, { url: "https://x.example", timeoutMs: 1000 }, { generated: "whsec_x" }),
+  ],
   deleteSubscription: (f) => [f("s", "keep"), f("s", "delete")],
   deleteSubscriptionRows: (f) => [f(1)],
   readLog: (f) => [f(0, 10), f(5, 10)],

@@ -195,6 +195,109 @@ describe("upgrading a populated database", () => {
     }
   });
 
+  it("stream filters: every subscription of the release before takes every stream; queued, leased, dead, paused and replaying keys go on in order", async () => {
+    const database = await createTestDatabase(inject("postgresUrl"), { migrated: false });
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    const handled: string[] = []; // subscription key:version seq (r: replay)
+    const record = (events: DeliveredEvent[], ctx: { subscription: string; key: string }) =>
+      void handled.push(
+        ...events.map((e) => `${ctx.subscription} ${ctx.key}:${e.version} ${e.seq}${e.replay ? "r" : ""}`),
+      );
+    const corq = createCorq({
+      databaseUrl: database.url,
+      subscriptions: [
+        { name: "s", maxAttempts: 5, handle: record },
+        // new after the upgrade: from the beginning, two of the five streams
+        { name: "only-a-d", streams: ["a", "d"], handle: record },
+      ],
+    });
+    try {
+      const filterMigration = migrations.findIndex((m) => m.tag.endsWith("_stream_filter"));
+      expect(filterMigration).toBeGreaterThan(0);
+      for (const migration of migrations.slice(0, filterMigration)) {
+        for (const statement of migration.statements) await client.query(statement);
+        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
+      }
+      // each append its own transaction
+      for (const [stream, version] of [
+        ["a", 0],
+        ["b", 0],
+        ["e", 0],
+        ["c", 0],
+        ["a", 1],
+        ["d", 0],
+        ["b", 1],
+        ["e", 1],
+        ["d", 1],
+        ["a", 2],
+      ] as const) {
+        await client.query("INSERT INTO corq.events (stream, version, name, data) VALUES ($1, $2, 'E', '{}')", [
+          stream,
+          version,
+        ]);
+      }
+      // what the release before left: a code subscription s and a push subscription p, both
+      // advanced through the log; in s key a is ready, b leased for an hour, c dead, d paused,
+      // e replaying (both its events acked, then rewound: queued again as seqs 3 and 4)
+      await client.query(`
+        INSERT INTO corq.streams (stream, version, last_tx) SELECT stream, max(version), max(tx) FROM corq.events GROUP BY stream;
+        INSERT INTO corq.subscriptions (name, kind, events, key, "from", batch_size, max_attempts, backoff_initial_ms,
+            backoff_max_ms, backoff_factor, lease_ms, deliver, watermark_tx, watermark_position)
+          SELECT name, kind, '{*}', 'stream', 'beginning', 100, 5, 0, 0, 1, 30000, deliver, tx, position
+          FROM (SELECT tx, position FROM corq.events ORDER BY tx DESC, position DESC LIMIT 1) last,
+            (VALUES ('s', 'code', NULL::jsonb),
+                    ('p', 'push', '{"url": "https://receiver.example/hook", "timeoutMs": 1000, "secret": "old"}'::jsonb)) v(name, kind, deliver)
+          ORDER BY name DESC;
+        INSERT INTO corq.queue (subscription_id, key, seq, tx, position, replay)
+          SELECT 1, stream, CASE WHEN stream = 'e' THEN version + 3 ELSE version + 1 END, tx, position, stream = 'e'
+          FROM corq.events;
+        INSERT INTO corq.keys (subscription_id, key, pending, attempts, available_at, lease_token, lease_until, lease_holder,
+            leased_at, dead_at, failed_position, paused_at, acked, seq, last_seq, replay_seq)
+          VALUES (1, 'a', 3, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 3, 0, 0),
+                 (1, 'b', 2, 1, now() + interval '1 hour', gen_random_uuid(), now() + interval '1 hour', 'old', now(), NULL, NULL, NULL, 0, 2, 0, 0),
+                 (1, 'c', 1, 5, NULL, NULL, NULL, NULL, NULL, now(), (SELECT position FROM corq.events WHERE stream = 'c'), NULL, 0, 1, 0, 0),
+                 (1, 'd', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, now(), 0, 2, 0, 0),
+                 (1, 'e', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2, 4, 2, 4);`);
+
+      expect((await corq.migrate()).applied).toEqual(migrations.slice(filterMigration).map((m) => m.tag));
+      expect(await corq.subscription("p")).toMatchObject({ kind: "push", streams: null, lag: 0 });
+      expect(await corq.subscription("s")).toMatchObject({
+        streams: null,
+        pending: 10,
+        keys: { ready: 2, leased: 1, dead: 1, paused: 1 },
+      });
+      await corq.append("a", [{ name: "E", data: {} }], { expectedVersion: 2 });
+      await corq.append("z", [{ name: "E", data: {} }]);
+      expect(await corq.advance()).toMatchObject({ s: 2, "only-a-d": 6 });
+      await corq.drain("s");
+      await corq.drain("only-a-d");
+      const of = (subscription: string, key: string) =>
+        handled.filter((h) => h.startsWith(`${subscription} ${key}:`)).map((h) => h.split(" ").slice(1).join(" "));
+      // a: in order, numbered on from its counter; e: its replay; z: new; b leased, c dead, d paused
+      expect(of("s", "a")).toEqual(["a:0 1", "a:1 2", "a:2 3", "a:3 4"]);
+      expect(of("s", "e")).toEqual(["e:0 3r", "e:1 4r"]);
+      expect(of("s", "z")).toEqual(["z:0 1"]);
+      expect(handled.filter((h) => /^s [bcd]:/.test(h))).toEqual([]);
+      expect(of("only-a-d", "a")).toEqual(["a:0 1", "a:1 2", "a:2 3", "a:3 4"]);
+      expect(of("only-a-d", "d")).toEqual(["d:0 1", "d:1 2"]);
+      expect(handled.filter((h) => h.startsWith("only-a-d "))).toHaveLength(6);
+
+      await client.query("UPDATE corq.keys SET lease_until = now(), available_at = now() WHERE key = 'b'"); // the old lease ends
+      expect(await corq.releaseDeadLetters({ subscription: "s", key: "c" })).toEqual({ released: 1 });
+      await corq.resumeKey("s", "d");
+      await corq.drain("s");
+      expect(of("s", "b")).toEqual(["b:0 1", "b:1 2"]);
+      expect(of("s", "c")).toEqual(["c:0 1"]);
+      expect(of("s", "d")).toEqual(["d:0 1", "d:1 2"]);
+      expect(await corq.subscription("s")).toMatchObject({ pending: 0, lag: 0 });
+    } finally {
+      await corq.close();
+      await client.end();
+      await database.drop();
+    }
+  });
+
   it("tokens: dashboard sessions of the release before stay valid (as bootstrap-admin sessions); tokens work", async () => {
     const database = await createTestDatabase(inject("postgresUrl"), { migrated: false });
     const client = new pg.Client({ connectionString: database.url });

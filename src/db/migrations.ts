@@ -107,5 +107,11 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "CREATE INDEX \"keys_paused_at_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",\"paused_at\") WHERE paused_at IS NOT NULL;",
       "CREATE INDEX \"keys_ready_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",(\"last_seq\" < \"replay_seq\"),\"available_at\",\"key\") WHERE available_at IS NOT NULL AND paused_at IS NULL;"
     ]
+  },
+  {
+    "tag": "0010_stream_filter",
+    "statements": [
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"streams\" text[];"
+    ]
   }
 ];

@@ -61,6 +61,8 @@ export const subscriptions = corqSchema.table("subscriptions", {
   name: text("name").notNull().unique("subscriptions_name_key"),
   kind: text("kind").notNull(), // "code" | "push"
   events: text("events").array().notNull(), // ["*"] = every event
+  // stream-name prefixes: only events of streams that start with one of them; null = every stream
+  streams: text("streams").array(),
   key: text("key").notNull(), // "stream" | "data.x.y" | "meta.x" | "function"
   from: text("from").notNull(),
   batchSize: integer("batch_size").notNull(),

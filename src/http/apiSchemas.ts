@@ -129,6 +129,10 @@ export const subscription = z.object({
   name: z.string(),
   kind: z.enum(["code", "push"]),
   events: z.array(z.string()),
+  streams: z
+    .array(z.string())
+    .nullable()
+    .describe("stream-name prefixes: only events of streams that start with one of them; null: every stream"),
   key: z.string(),
   from: z.enum(["beginning", "now"]),
   batchSize: z.number().int(),

@@ -429,7 +429,7 @@ export function openApiDocument(): Record<string, unknown> {
           type: "http",
           scheme: "bearer",
           description:
-            "CORQ_ADMIN_TOKEN (every scope) or a token from POST /tokens; the scope a route needs is its requirement's role: append, read, operate (includes read) or admin (everything)",
+            "CORQ_ADMIN_TOKEN (every scope) or a token from POST /tokens; the scope a route needs is its requirement's role: append, read, operate (includes read) or admin (everything). An append token with a streamPrefix appends only to streams that start with it, and still makes every handler run whose subscription takes its events (their names and a subscription's `streams` prefixes)",
         },
         webhookSignature: {
           type: "apiKey",

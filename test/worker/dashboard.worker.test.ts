@@ -203,6 +203,23 @@ describe("dashboard pages: paging and times", () => {
     }
   });
 
+  it("names a subscription's stream filter on its page, and none where it takes every stream", async () => {
+    const cookie = await logIn();
+    const deliver = { url: "http://127.0.0.1:9/" };
+    const filter = { streams: ["orders-", "refunds-"], from: "now", deliver };
+    expect((await api("PUT", "/subscriptions/filtered", { body: filter })).status).toBe(201);
+    expect((await api("PUT", "/subscriptions/unfiltered", { body: { from: "now", deliver } })).status).toBe(201);
+    const filtered = await html("/ui/subscriptions/filtered", cookie);
+    expect(filtered.status).toBe(200);
+    expect(filtered.body).toMatch(/streams: <code>orders-, refunds-<\/code>/);
+    const unfiltered = await html("/ui/subscriptions/unfiltered", cookie);
+    expect(unfiltered.status).toBe(200);
+    expect(unfiltered.body).toContain("events: <code>");
+    expect(unfiltered.body).not.toContain("streams: <code>");
+    for (const name of ["filtered", "unfiltered"])
+      expect((await api("DELETE", `/subscriptions/${name}`)).status).toBe(204);
+  });
+
   it("says the zone of every time it shows (UTC), absolute or as a tooltip", async () => {
     const cookie = await logIn();
     await api("POST", "/streams/zoned/events", { body: { events: [{ name: "Zoned", data: {} }] } });

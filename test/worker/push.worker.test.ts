@@ -65,11 +65,18 @@ describe("push subscriptions over HTTP", () => {
       { deliver: { url: "file:///etc/passwd" } },
       { deliver: { url: hook.receiver.url }, batchSize: "ten" },
       { events: ["*"] },
+      // a key path is bounded (32 segments, 512 bytes): a 300,000-segment one stalled every advance
+      { deliver: { url: hook.receiver.url }, key: ["data", ...Array(32).fill("a")].join(".") },
+      { deliver: { url: hook.receiver.url }, key: `data.${"a".repeat(508)}` },
     ]) {
       const refused = await api("PUT", "/subscriptions/bad-hook", { body });
       expect(refused.status, JSON.stringify(body)).toBe(400);
       expect(refused.type).toContain("application/problem+json");
     }
+    const long = await api("PUT", "/subscriptions/bad-hook", {
+      body: { deliver: { url: hook.receiver.url }, key: ["data", ...Array(299_999).fill("a")].join(".") },
+    });
+    expect(long).toMatchObject({ status: 400, json: { detail: expect.stringMatching(/key: .*at most 32 segments/) } });
     expect((await api("GET", "/subscriptions/bad-hook")).status).toBe(404);
     expect((await api("PUT", "/subscriptions/greeter", { body: { deliver: { url: hook.receiver.url } } })).status).toBe(
       409,
@@ -87,5 +94,72 @@ describe("push subscriptions over HTTP", () => {
       "SELECT count(*)::int AS n FROM corq.subscriptions WHERE name IN ('room-feed', 'bad-hook')",
     );
     expect(rows[0].n).toBe(0);
+  });
+
+  it("with a stream filter, each of two subscriptions gets only the events of its prefixes; a bad filter is a 400 and writes nothing", async () => {
+    const secret = `whsec_${Buffer.alloc(32, 9).toString("base64")}`;
+    hook.secret = secret;
+    const deliver = { url: hook.receiver.url, secret };
+    const orders = await api("PUT", "/subscriptions/orders-hook", {
+      body: { streams: ["orders-", "refunds-"], from: "now", deliver },
+    });
+    expect(orders).toMatchObject({ status: 201, json: { streams: ["orders-", "refunds-"], key: "stream" } });
+    const visits = await api("PUT", "/subscriptions/visits-hook", {
+      body: { events: ["Arrived"], key: "data.room", streams: ["visitor-", "team_a-"], from: "now", deliver },
+    });
+    expect(visits).toMatchObject({ status: 201, json: { streams: ["visitor-", "team_a-"] } });
+
+    // `_` is a stream-name character, not a wildcard: team_a- does not take teamXa-5
+    for (const stream of ["orders-1", "refunds-2", "visitor-h3", "team_a-4", "teamXa-5", "ordersX-6"]) {
+      const appended = await api("POST", `/streams/${stream}/events`, {
+        body: { events: [{ name: "Arrived", data: { room: `r-${stream}` } }] },
+      });
+      expect(appended.status).toBe(201);
+    }
+    const got = (name: string) =>
+      hook.receiver.deliveries
+        .filter((d) => d.subscription === name)
+        .map((d) => `${d.key} ${d.events.map((e) => e.stream).join(",")}`)
+        .sort();
+    await eventually(async () => {
+      for (const name of ["orders-hook", "visits-hook"])
+        expect((await api("GET", `/subscriptions/${name}`)).json, name).toMatchObject({ lag: 0, pending: 0 });
+      expect(got("orders-hook")).toEqual(["orders-1 orders-1", "refunds-2 refunds-2"]);
+      expect(got("visits-hook")).toEqual(["r-team_a-4 team_a-4", "r-visitor-h3 visitor-h3"]);
+    });
+    expect(
+      hook.receiver.deliveries.filter((d) => d.subscription.endsWith("-hook")).every((d) => d.signatureValid),
+    ).toBe(true);
+    const listed = (await api("GET", "/subscriptions")).json.subscriptions as { name: string; streams: unknown }[];
+    expect(listed.filter((s) => s.name.endsWith("-hook")).map((s) => [s.name, s.streams])).toEqual([
+      ["orders-hook", ["orders-", "refunds-"]],
+      ["visits-hook", ["visitor-", "team_a-"]],
+    ]);
+
+    for (const streams of [
+      [],
+      [""],
+      ["orders-*"],
+      ["100%"],
+      "orders-",
+      Array.from({ length: 101 }, (_, i) => `p${i}`),
+    ]) {
+      const refused = await api("PUT", "/subscriptions/bad-filter", { body: { streams, deliver } });
+      expect(refused.status, JSON.stringify(streams)).toBe(400);
+      expect(refused.type).toContain("application/problem+json");
+      expect(refused.json).toMatchObject({
+        type: "urn:corq:problem:invalid_config",
+        detail: expect.stringMatching(/streams/),
+      });
+    }
+    // an update with a bad filter changes nothing either
+    expect((await api("PUT", "/subscriptions/orders-hook", { body: { streams: ["x%"], deliver } })).status).toBe(400);
+    expect((await api("GET", "/subscriptions/orders-hook")).json.streams).toEqual(["orders-", "refunds-"]);
+    const { rows } = await state.db.query(
+      "SELECT count(*)::int AS n FROM corq.subscriptions WHERE name = 'bad-filter'",
+    );
+    expect(rows[0].n).toBe(0);
+    for (const name of ["orders-hook", "visits-hook"])
+      expect((await api("DELETE", `/subscriptions/${name}`)).status).toBe(204);
   });
 });

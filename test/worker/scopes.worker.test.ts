@@ -10,6 +10,8 @@ import { sleep } from "../helpers/corq.js";
 import { isDashboardRoute, PUBLIC_ROUTES, routeScopes } from "../helpers/routes.js";
 import { logIn as logInAt, postForm } from "../helpers/dashboardForm.js";
 import { present } from "../helpers/present.js";
+import { roomFullStream } from "../../example/roomOccupancy.js";
+import { welcomeStream } from "../../example/greeter.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const LIMIT = 5;
@@ -309,6 +311,58 @@ describe("a producer's append token", () => {
     expect((await append("orders-2", both.token)).status).toBe(201);
     // and an unlimited append token appends anywhere
     expect((await append("anything-1", secrets.append)).status).toBe(201);
+  });
+});
+
+describe("what a prefix-limited producer can cause", () => {
+  it("an orders- producer's Registered and Arrived run none of the example's handlers: its subscriptions take visitor- streams only", async () => {
+    const producer = (
+      await api("POST", "/tokens", { body: { name: "orders only", scopes: ["append"], streamPrefix: "orders-" } })
+    ).json;
+    // what the review appended: a welcome and a full room came of it
+    for (const stream of ["orders-evil1", "orders-evil2", "orders-evil3"]) {
+      const appended = await api("POST", `/streams/${stream}/events`, {
+        token: producer.token,
+        body: {
+          events: [
+            { name: "Registered", data: { name: "evil" } },
+            { name: "Arrived", data: { roomId: "lobby-x" } },
+          ],
+        },
+      });
+      expect(appended.status).toBe(201);
+    }
+    // a visitor's events after them: once they have had their effects, the handlers are past the others
+    const visitor = await api("POST", "/streams/visitor-after-evil/events", {
+      body: {
+        events: [
+          { name: "Registered", data: { name: "after" } },
+          { name: "Arrived", data: { roomId: "room-after-evil" } },
+        ],
+      },
+    });
+    expect(visitor.status).toBe(201);
+    await eventually(async () => {
+      expect((await api("GET", `/streams/${await welcomeStream("visitor-after-evil")}`)).json.events).toHaveLength(1);
+      const rooms = await state.db.query("SELECT room FROM example.rooms WHERE room = 'room-after-evil'");
+      expect(rooms.rows).toHaveLength(1);
+      const directory = await state.db.query("SELECT stream FROM example.visitors WHERE stream = 'visitor-after-evil'");
+      expect(directory.rows).toHaveLength(1);
+    });
+    for (const stream of [await welcomeStream("orders-evil1"), await roomFullStream("lobby-x", 1)])
+      expect((await api("GET", `/streams/${stream}`)).json.events, stream).toEqual([]);
+    expect((await state.db.query("SELECT room FROM example.rooms WHERE room = 'lobby-x'")).rows).toEqual([]);
+    expect((await state.db.query("SELECT stream FROM example.visitors WHERE stream LIKE 'orders-%'")).rows).toEqual([]);
+    const listed = (await api("GET", "/subscriptions")).json.subscriptions as {
+      name: string;
+      kind: string;
+      streams: unknown;
+    }[];
+    expect(listed.filter((s) => s.kind === "code").map((s) => [s.name, s.streams])).toEqual([
+      ["greeter", ["visitor-"]],
+      ["room-occupancy", ["visitor-"]],
+      ["visitor-directory", ["visitor-"]],
+    ]);
   });
 });
 

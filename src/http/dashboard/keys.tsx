@@ -24,7 +24,15 @@ export function Keys(props: {
       <h1>
         {s.name}{" "}
         <span class="muted">
-          ({s.kind}, key: <code>{s.key}</code>, events: <code>{s.events.join(", ")}</code>)
+          ({s.kind}, key: <code>{s.key}</code>, events: <code>{s.events.join(", ")}</code>
+          {s.streams === null ? (
+            ""
+          ) : (
+            <>
+              , streams: <code>{s.streams.join(", ")}</code>
+            </>
+          )}
+          )
         </span>
       </h1>
       <div id="live">

@@ -1,19 +1,24 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, subscriptions } from "../../db/schema.js";
 import { eventColumns } from "../common/eventColumns.js";
-import { enqueueAndMove } from "./advanceSubscription.js";
+import { enqueueAndMove, streamTaken } from "./advanceSubscription.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 
 /**
  * Read half of advancing a subscription whose key is a JS function: the next `limit` events
  * past the watermark and below the xmin horizon, with the watermark they were read from
- * (the write half only applies if it is unchanged). Events the filter does not match come
- * back without data (`matches` false), only to move the watermark past them.
+ * (the write half only applies if it is unchanged). Events the filters (event names, stream
+ * prefixes) do not match come back with `matches` false, only to move the watermark past them:
+ * the key function never runs on them.
  */
-export function readAdvanceBatch(subscriptionId: number, names: string[], limit: number): SQL {
-  const matches = names.includes("*") ? sql`true` : sql`e.name = ANY(${sql.param(names)}::text[])`;
+export function readAdvanceBatch(
+  subscriptionId: number,
+  { names, streams, limit }: { names: string[]; streams: string[] | null; limit: number },
+): SQL {
+  const named = names.includes("*") ? sql`true` : sql`e.name = ANY(${sql.param(names)}::text[])`;
+  const taken = streams === null ? sql`true` : streamTaken(sql`e.stream`, sql`${sql.param(streams)}::text[]`);
   return sql`
-    SELECT ${eventColumns}, ${matches} AS matches,
+    SELECT ${eventColumns}, ${named} AND ${taken} AS matches,
            s.watermark_tx::text AS watermark_tx, s.watermark_position
     FROM ${subscriptions} s, ${events} e
     WHERE s.id = ${subscriptionId}

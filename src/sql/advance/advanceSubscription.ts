@@ -23,6 +23,13 @@ export const keyExpression = sql`CASE WHEN sub.key = 'stream' THEN e.stream
   ELSE (CASE WHEN split_part(sub.key, '.', 1) = 'data' THEN e.data ELSE e.meta END)
        #>> (string_to_array(sub.key, '.'))[2:] END`;
 
+/**
+ * Whether `stream` is taken by a stream filter (`prefixes`: text[], null = every stream). `^@`
+ * is starts_with(): an exact prefix. Never LIKE: `_` is a stream-name character and would
+ * match any character there (`team_a-` would take `teamXa-1`).
+ */
+export const streamTaken = (stream: SQL, prefixes: SQL) => sql`(${prefixes} IS NULL OR ${stream} ^@ ANY(${prefixes}))`;
+
 /** Why a key breaks the key rule (config.ts keyProblem), or null. */
 export const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReasons.empty}
   WHEN ${key} IN ('.', '..') THEN ${keyReasons.dots}
@@ -31,9 +38,9 @@ export const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReas
 /**
  * Advances one subscription with a stream or JSON-path key, in ONE statement:
  *   lock the subscription row (a concurrent advancer waits, then sees the moved watermark:
- *   nothing is enqueued twice) and read its filter and key there → scan up to `limit` events
+ *   nothing is enqueued twice) and read its filters and key there → scan up to `limit` events
  *   past the watermark and below the xmin horizon in (tx, position) order → enqueue the
- *   matching ones with a valid key and bump their key rows → move the watermark to the last
+ *   matching ones (event name and stream prefix) with a valid key and bump their key rows → move the watermark to the last
  *   event scanned (matching or not). A key that breaks the key rule skips its event.
  * A key row that was idle becomes ready now; ready, leased, backoff and dead keys keep their
  * available_at (fairness: the oldest waiter stays first; a dead key stays dead).
@@ -48,13 +55,15 @@ export const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReas
 export function advanceSubscription(subscriptionId: number, limit: number): SQL {
   return sql`
     WITH sub AS (
-      SELECT id, watermark_tx, watermark_position, events, key FROM ${subscriptions}
+      SELECT id, watermark_tx, watermark_position, events, streams, key FROM ${subscriptions}
       WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}
         AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)
       FOR UPDATE
     ),
     scan AS (
-      SELECT e.tx, e.position, ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) AS matches, ${keyExpression} AS key
+      SELECT e.tx, e.position,
+        ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} AS matches,
+        ${keyExpression} AS key
       FROM ${events} e, sub
       -- the watermark as values (scalar subqueries), not as columns of the joined row: only
       -- then is it a bound of the index scan. As a join filter the scan walked the index from

@@ -5,6 +5,8 @@ import { asyncCommit } from "../common/asyncCommit.js";
 export interface StoredSettings {
   name: string;
   events: string[];
+  /** Stream-name prefixes; null = every stream. */
+  streams: string[] | null;
   key: string;
   from: "beginning" | "now";
   batchSize: number;
@@ -37,6 +39,7 @@ export function syncSubscriptions(definitions: StoredSettings[], options: { kick
     definitions.map((d) => ({
       name: d.name,
       events: d.events,
+      streams: d.streams,
       key: d.key,
       from: d.from,
       batch_size: d.batchSize,
@@ -49,16 +52,17 @@ export function syncSubscriptions(definitions: StoredSettings[], options: { kick
   );
   return sql`
     WITH input AS (
-      SELECT t.name, ARRAY(SELECT jsonb_array_elements_text(t.events)) AS events, t.key, t."from",
-             t.batch_size, t.max_attempts, t.lease_ms, t.backoff_initial_ms, t.backoff_max_ms, t.backoff_factor
-      FROM jsonb_to_recordset(${input}::jsonb) AS t(name text, events jsonb, key text, "from" text,
+      SELECT t.name, ARRAY(SELECT jsonb_array_elements_text(t.events)) AS events,
+             CASE WHEN jsonb_typeof(t.streams) = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(t.streams)) END AS streams,
+             t.key, t."from", t.batch_size, t.max_attempts, t.lease_ms, t.backoff_initial_ms, t.backoff_max_ms, t.backoff_factor
+      FROM jsonb_to_recordset(${input}::jsonb) AS t(name text, events jsonb, streams jsonb, key text, "from" text,
         batch_size int, max_attempts int, lease_ms int, backoff_initial_ms int, backoff_max_ms int,
         backoff_factor float8)
     ),
     inserted AS (
-      INSERT INTO ${subscriptions} (name, kind, events, key, "from", batch_size, max_attempts, lease_ms,
+      INSERT INTO ${subscriptions} (name, kind, events, streams, key, "from", batch_size, max_attempts, lease_ms,
         backoff_initial_ms, backoff_max_ms, backoff_factor, watermark_tx, watermark_position)
-      SELECT name, 'code', events, key, "from", batch_size, max_attempts, lease_ms,
+      SELECT name, 'code', events, streams, key, "from", batch_size, max_attempts, lease_ms,
         backoff_initial_ms, backoff_max_ms, backoff_factor,
         CASE WHEN "from" = 'now' THEN pg_snapshot_xmin(pg_current_snapshot()) ELSE '0'::xid8 END, 0
       -- only names not there yet: the unique check of an existing name would wait for an
@@ -68,14 +72,14 @@ export function syncSubscriptions(definitions: StoredSettings[], options: { kick
       RETURNING ${listColumns}
     ),
     updated AS (
-      UPDATE ${subscriptions} s SET events = i.events, key = i.key, batch_size = i.batch_size,
+      UPDATE ${subscriptions} s SET events = i.events, streams = i.streams, key = i.key, batch_size = i.batch_size,
         max_attempts = i.max_attempts, lease_ms = i.lease_ms, backoff_initial_ms = i.backoff_initial_ms,
         backoff_max_ms = i.backoff_max_ms, backoff_factor = i.backoff_factor, updated_at = now()
       FROM input i
       WHERE s.name = i.name AND s.kind = 'code'
-        AND (s.events, s.key, s.batch_size, s.max_attempts, s.lease_ms, s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor)
+        AND (s.events, s.streams, s.key, s.batch_size, s.max_attempts, s.lease_ms, s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor)
             IS DISTINCT FROM
-            (i.events, i.key, i.batch_size, i.max_attempts, i.lease_ms, i.backoff_initial_ms, i.backoff_max_ms, i.backoff_factor)
+            (i.events, i.streams, i.key, i.batch_size, i.max_attempts, i.lease_ms, i.backoff_initial_ms, i.backoff_max_ms, i.backoff_factor)
       RETURNING s.id, s.name, s.kind, s.events, s.key
     )
     ${options.kick ? sql`, ${kickAdvancers(options.kick.names)}` : sql``}

@@ -11,7 +11,7 @@ import { statusFilter } from "./listKeys.js";
  */
 export function subscriptionStats(name?: string): SQL {
   return sql`
-    SELECT s.id, s.name, s.kind, s.events, s.key, s."from", s.batch_size, s.max_attempts, s.lease_ms,
+    SELECT s.id, s.name, s.kind, s.events, s.streams, s.key, s."from", s.batch_size, s.max_attempts, s.lease_ms,
       s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.deliver, s.paused, s.watermark_position, s.skipped,
       s.skipped_invalid, s.last_skip, s.skipped_dead, s.advance_error, s.advance_error_at, s.incarnation,
       (SELECT count(*) FROM ${events} e WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position))::bigint AS lag,

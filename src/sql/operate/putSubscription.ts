@@ -10,7 +10,7 @@ export interface PutRow {
 /**
  * Creates or updates a push subscription in one statement. A new one starts at the
  * beginning of the log or at the xmin horizon (`from: "now"`); an update applies the new
- * filter, key and settings from the current watermark (events already queued keep their
+ * filters (event names, stream prefixes: an omitted one is every stream again), key and settings from the current watermark (events already queued keep their
  * keys) and keeps the old signing secret unless a new one is given. Returns no row when the
  * name belongs to a code subscription.
  */
@@ -21,14 +21,15 @@ export function putSubscription(
 ): SQL {
   const d = settings;
   return sql`
-    INSERT INTO ${subscriptions} AS s (name, kind, events, key, "from", batch_size, max_attempts, lease_ms,
+    INSERT INTO ${subscriptions} AS s (name, kind, events, streams, key, "from", batch_size, max_attempts, lease_ms,
       backoff_initial_ms, backoff_max_ms, backoff_factor, deliver, watermark_tx, watermark_position)
-    VALUES (${d.name}, 'push', ${sql.param(d.events)}::text[], ${d.key}, ${d.from}, ${d.batchSize}, ${d.maxAttempts},
+    VALUES (${d.name}, 'push', ${sql.param(d.events)}::text[], ${d.streams === null ? null : sql.param(d.streams)}::text[],
+      ${d.key}, ${d.from}, ${d.batchSize}, ${d.maxAttempts},
       ${d.leaseMs}, ${d.backoff.initialMs}, ${d.backoff.maxMs}, ${d.backoff.factor},
       ${JSON.stringify({ ...deliver, secret: secret.given ?? secret.generated })}::jsonb,
       CASE WHEN ${d.from} = 'now' THEN pg_snapshot_xmin(pg_current_snapshot()) ELSE '0'::xid8 END, 0)
     ON CONFLICT (name) DO UPDATE SET
-      events = excluded.events, key = excluded.key, batch_size = excluded.batch_size,
+      events = excluded.events, streams = excluded.streams, key = excluded.key, batch_size = excluded.batch_size,
       max_attempts = excluded.max_attempts, lease_ms = excluded.lease_ms,
       backoff_initial_ms = excluded.backoff_initial_ms, backoff_max_ms = excluded.backoff_max_ms,
       backoff_factor = excluded.backoff_factor,

@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../../db/schema.js";
-import { keyExpression, keyProblem } from "../advance/advanceSubscription.js";
+import { keyExpression, keyProblem, streamTaken } from "../advance/advanceSubscription.js";
 import { lockedNow } from "../common/clock.js";
 
 // A rewind runs in ONE transaction of a few statements (src/rewind.ts):
@@ -42,7 +42,8 @@ export interface RewindRange {
 
 /**
  * The events to queue again, with a key computed in SQL (stream or JSON path): those of the
- * range from `from` through the watermark that the subscription's CURRENT filter matches and
+ * range from `from` through the watermark that the subscription's CURRENT filters (event names,
+ * stream prefixes) match and
  * that have a valid key under its current key strategy. One key of a stream-keyed
  * subscription reads that stream alone (its index), not the whole range.
  */
@@ -51,11 +52,12 @@ export function matchedInSql(range: RewindRange, byStream: boolean): SQL {
   return sql`
     SELECT tx, position, key FROM (
       SELECT e.tx, e.position, ${keyExpression} AS key
-      FROM ${events} e, (SELECT events, key, watermark_tx, watermark_position FROM ${subscriptions}
+      FROM ${events} e, (SELECT events, streams, key, watermark_tx, watermark_position FROM ${subscriptions}
                           WHERE id = ${range.subscriptionId}) sub
       WHERE (e.tx, e.position) >= (${range.from.tx}::xid8, ${range.from.position}::bigint)
         AND (e.tx, e.position) <= (sub.watermark_tx, sub.watermark_position)
-        AND ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) ${oneStream}
+        AND ('*' = ANY(sub.events) OR e.name = ANY(sub.events))
+        AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} ${oneStream}
     ) scan
     WHERE key IS NOT NULL AND ${keyProblem(sql`key`)} IS NULL
       ${range.key === undefined ? sql`` : sql`AND key = ${range.key}`}`;
@@ -68,7 +70,10 @@ export function createStage(): SQL {
   return sql`CREATE TEMPORARY TABLE IF NOT EXISTS ${stageTable} (tx xid8, position bigint, key text) ON COMMIT DROP`;
 }
 
-/** The events of the range, for a key function: `limit` of them after (tx, position), in log order. */
+/**
+ * The events of the range, for a key function: `limit` of them after (tx, position), in log
+ * order; `matches`: the subscription's current filters (event names, stream prefixes) take it.
+ */
 export function readRewindRange(
   range: RewindRange,
   after: { tx: string; position: number } | null,
@@ -76,7 +81,7 @@ export function readRewindRange(
 ): SQL {
   return sql`
     SELECT e.position, e.stream, e.version, e.name, e.data, e.meta, e.created_at, e.tx::text AS tx,
-      ('*' = ANY(s.events) OR e.name = ANY(s.events)) AS matches
+      ('*' = ANY(s.events) OR e.name = ANY(s.events)) AND ${streamTaken(sql`e.stream`, sql`s.streams`)} AS matches
     FROM ${events} e, ${subscriptions} s
     WHERE s.id = ${range.subscriptionId}
       AND (e.tx, e.position) >= (${range.from.tx}::xid8, ${range.from.position}::bigint)

@@ -1,0 +1,1 @@
+ALTER TABLE "corq"."subscriptions" ADD COLUMN "streams" text[];

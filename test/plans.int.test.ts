@@ -1,4 +1,4 @@
-// A plan is part of the contract (invariant 9): the hot statements keep their index order on
+// A plan is part of the contract (invariant 14): the hot statements keep their index order on
 // tables big enough that a bad plan shows, right after a bulk load (no statistics yet) and
 // after ANALYZE, planned for their parameters and as prepared statements. EXPLAIN only (nothing
 // runs); the SQL is what corq sends, built by the same functions with the parameters a

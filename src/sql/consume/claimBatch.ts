@@ -161,10 +161,10 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
  * left of `limit`, capped — so a claim never locks a replaying key it will not take.
  * Each part names the index's second column, the expression `(last_seq < replay_seq)`, as it
  * is — `IS TRUE` / `IS FALSE` of it — so that column is part of the index condition and the
- * walk comes out in (available_at, key) order (invariant 9). Never `NOT (last_seq < replay_seq)`:
+ * walk comes out in (available_at, key) order (invariant 14). Never `NOT (last_seq < replay_seq)`:
  * the planner rewrites it to `last_seq >= replay_seq`, which matches no index column, and the
- * pick then read and sorted every ready key (a Seq Scan after ANALYZE): 23 claims/s at 1M keys.
- * test/plans.int.test.ts holds both parts to the index walk.
+ * pick then read and sorted every ready key per claim (2–7 s at 1M keys; docs/architecture.md,
+ * "The fast plan is the only plan"). test/plans.int.test.ts holds both parts to the index walk.
  */
 function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQL {
   const part = (replaying: boolean, take: SQL) => sql`

@@ -159,6 +159,12 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
  * index (subscription, replaying, available_at, key) in order of waiting time, ties by key.
  * Two locking scans, not one sorted by "replaying" first: the second's LIMIT is what the first
  * left of `limit`, capped — so a claim never locks a replaying key it will not take.
+ * Each part names the index's second column, the expression `(last_seq < replay_seq)`, as it
+ * is — `IS TRUE` / `IS FALSE` of it — so that column is part of the index condition and the
+ * walk comes out in (available_at, key) order (invariant 14). Never `NOT (last_seq < replay_seq)`:
+ * the planner rewrites it to `last_seq >= replay_seq`, which matches no index column, and the
+ * pick then read and sorted every ready key per claim (2–7 s at 1M keys; docs/architecture.md,
+ * "The fast plan is the only plan"). test/plans.int.test.ts holds both parts to the index walk.
  */
 function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQL {
   const part = (replaying: boolean, take: SQL) => sql`
@@ -170,7 +176,7 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQ
       -- scalar subqueries, not a join: the planner then walks the partial index in
       -- available_at order and stops at the first unlocked rows (a join sorted every ready key)
       WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
-        AND k.paused_at IS NULL AND ${replaying ? sql`(k.last_seq < k.replay_seq)` : sql`NOT (k.last_seq < k.replay_seq)`}
+        AND k.paused_at IS NULL AND (k.last_seq < k.replay_seq) IS ${replaying ? sql`TRUE` : sql`FALSE`}
         ${afterSettled ? sql`AND (SELECT count(*) FROM settled) >= 0` : sql``}
       ORDER BY k.available_at, k.key
       LIMIT ${take}

@@ -1,0 +1,154 @@
+// A plan is part of the contract (invariant 14): the hot statements keep their index order on
+// tables big enough that a bad plan shows, right after a bulk load (no statistics yet) and
+// after ANALYZE, planned for their parameters and as prepared statements. EXPLAIN only (nothing
+// runs); the SQL is what corq sends, built by the same functions with the parameters a
+// draining consumer, an advancer and the keys page pass. What a plan may and may not do is in
+// test/helpers/plans.ts; a failure names the offending node.
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import pg from "pg";
+import type { SQL } from "drizzle-orm";
+import { createCorq } from "../src/index.js";
+import { claimBatch, settleAndClaim } from "../src/sql/consume/claimBatch.js";
+import type { Settlement } from "../src/sql/consume/settleKeys.js";
+import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
+import { listKeys } from "../src/sql/inspect/listKeys.js";
+import { createTestDatabase } from "./helpers/database.js";
+import { explain, planOffenses, type Intent } from "./helpers/plans.js";
+
+const KEYS = 100_000;
+// what a draining consumer passes (src/consume.ts): 16 keys per claim, a quarter of them replaying
+const DRAIN = { limit: 16, replayLimit: 4, holder: "plans-test" };
+
+let database: Awaited<ReturnType<typeof createTestDatabase>>;
+let client: pg.Client;
+let subscriptionId: number;
+let settlements: Settlement[];
+
+beforeAll(async () => {
+  database = await createTestDatabase(inject("postgresUrl"));
+  const corq = createCorq({ databaseUrl: database.url, subscriptions: [{ name: "plans", handle: () => undefined }] });
+  await corq.migrate();
+  await corq.close();
+  client = new pg.Client({ connectionString: database.url });
+  client.on("error", () => undefined); // the database is dropped WITH (FORCE) afterwards
+  await client.connect();
+  subscriptionId = (await client.query("SELECT id FROM corq.subscriptions WHERE name = 'plans'")).rows[0].id;
+  await load(client, subscriptionId);
+  const { rows } = await client.query(
+    "SELECT key, lease_token FROM corq.keys WHERE lease_token IS NOT NULL ORDER BY key LIMIT 16",
+  );
+  // acks and a failure of leased keys, as a drain settles them with its next claim
+  settlements = rows.map((row, i) => ({
+    key: row.key,
+    token: row.lease_token,
+    claimedAt: new Date(),
+    count: 1,
+    outcome: i % 4 === 3 ? { error: "Error: no", headPosition: 1 } : { through: { tx: "1", position: 1, seq: 1 } },
+  }));
+}, 120_000);
+
+afterAll(async () => {
+  await client?.end();
+  await database?.drop();
+});
+
+/**
+ * 100,000 keys of one subscription, one event each, in every state a key can be in. Bulk
+ * inserts, no statistics: what the planner sees right after a load. available_at follows
+ * neither key order nor heap order, as after real traffic.
+ *   30% idle (all acked)      50% ready           5% ready, replaying (a rewind queued again)
+ *    5% leased                 4% in backoff       4% dead            2% paused
+ * And 10,000 events past the watermark, for the advance.
+ */
+async function load(db: pg.Client, id: number) {
+  // autovacuum must not ANALYZE behind the test's back: "before ANALYZE" is the point
+  for (const table of ["keys", "queue", "events"])
+    await db.query(`ALTER TABLE corq.${table} SET (autovacuum_enabled = false)`);
+  await db.query(`
+    INSERT INTO corq.events (stream, version, name, data)
+      SELECT 'k' || i, 0, 'Placed', jsonb_build_object('i', i) FROM generate_series(1, ${KEYS}) i;
+    INSERT INTO corq.keys (subscription_id, key, pending, seq, last_seq, replay_seq, available_at, attempts,
+        lease_token, lease_until, leased_at, dead_at, failed_position, paused_at)
+      SELECT ${id}, 'k' || i,
+        CASE WHEN b < 30 THEN 0 ELSE 1 END,
+        CASE WHEN b BETWEEN 80 AND 84 THEN 2 ELSE 1 END,
+        CASE WHEN b < 30 OR b BETWEEN 80 AND 84 THEN 1 ELSE 0 END,
+        CASE WHEN b BETWEEN 80 AND 84 THEN 2 ELSE 0 END,
+        CASE WHEN b < 30 OR b BETWEEN 94 AND 97 THEN NULL
+             WHEN b BETWEEN 85 AND 93 THEN now() + interval '1 hour'
+             ELSE now() - ((i * 7919) % ${KEYS}) * interval '1 ms' END,
+        CASE WHEN b BETWEEN 90 AND 97 THEN 2 ELSE 0 END,
+        CASE WHEN b BETWEEN 85 AND 89 THEN gen_random_uuid() END,
+        CASE WHEN b BETWEEN 85 AND 89 THEN now() + interval '1 hour' END,
+        CASE WHEN b BETWEEN 85 AND 89 THEN now() END,
+        CASE WHEN b BETWEEN 94 AND 97 THEN now() END,
+        CASE WHEN b BETWEEN 94 AND 97 THEN i END,
+        CASE WHEN b >= 98 THEN now() END
+      FROM (SELECT i, i % 100 AS b FROM generate_series(1, ${KEYS}) i) k;
+    INSERT INTO corq.queue (subscription_id, key, seq, tx, position, replay)
+      SELECT k.subscription_id, k.key, k.seq, e.tx, e.position, k.replay_seq > 0
+      FROM corq.keys k JOIN corq.events e ON e.stream = k.key AND e.version = 0
+      WHERE k.subscription_id = ${id} AND k.pending > 0;
+    UPDATE corq.subscriptions SET (watermark_tx, watermark_position) =
+      (SELECT tx, position FROM corq.events ORDER BY tx DESC, position DESC LIMIT 1) WHERE id = ${id};
+    INSERT INTO corq.events (stream, version, name, data)
+      SELECT 'k' || (i * 7), 1, 'Placed', '{}' FROM generate_series(1, ${KEYS / 10}) i;`);
+}
+
+const pick: Intent = { walks: ["keys_ready_idx", "keys_ready_idx"] };
+const statements: { name: string; query: () => SQL; intent: Intent }[] = [
+  { name: "the pick (one key)", query: () => claimBatch("plans", { holder: "plans-test" }), intent: pick },
+  { name: "the pick (a drain's claim)", query: () => claimBatch("plans", DRAIN), intent: pick },
+  {
+    name: "settle + claim",
+    query: () => settleAndClaim("plans", DRAIN, { subscriptionId, settlements }),
+    intent: pick,
+  },
+  {
+    name: "the advance round",
+    query: () => advanceSubscription(subscriptionId, 5000),
+    intent: {
+      walks: [],
+      reads: [
+        {
+          relation: "events",
+          cond: /ROW\(tx, "position"\) > ROW\(/,
+          why: "the scan starts at the watermark; as a join filter it walked the log from its start",
+        },
+      ],
+    },
+  },
+  { name: "the keys page", query: () => listKeys("plans", { limit: 51 }), intent: { walks: ["keys_pkey"] } },
+  {
+    name: "the keys page after a cursor",
+    query: () => listKeys("plans", { limit: 51, after: "k5" }),
+    intent: { walks: ["keys_pkey"] },
+  },
+];
+
+async function check(statement: (typeof statements)[number], when: string) {
+  const plans = await explain(client, statement.query());
+  const offenses = Object.entries(plans).flatMap(([mode, plan]) =>
+    planOffenses(plan, statement.intent).map((offense) => `${mode} plan: ${offense}`),
+  );
+  expect(offenses, `${statement.name}, ${when}:\n  ${offenses.join("\n  ")}`).toEqual([]);
+}
+
+describe("right after a bulk load (no statistics)", () => {
+  it("the tables have no statistics yet", async () => {
+    const { rows } = await client.query(
+      "SELECT count(*)::int AS n FROM pg_stats WHERE schemaname = 'corq' AND tablename IN ('keys', 'queue', 'events')",
+    );
+    expect(rows[0].n).toBe(0);
+  });
+  for (const statement of statements)
+    it(`${statement.name} keeps its index order`, () => check(statement, "before ANALYZE"));
+});
+
+describe("after ANALYZE", () => {
+  beforeAll(async () => {
+    await client.query("ANALYZE corq.keys, corq.queue, corq.events, corq.subscriptions");
+  });
+  for (const statement of statements)
+    it(`${statement.name} keeps its index order`, () => check(statement, "after ANALYZE"));
+});

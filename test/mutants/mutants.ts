@@ -316,8 +316,8 @@ export const mutants: Mutant[] = [
     edits: [
       {
         file: "src/sql/consume/claimBatch.ts",
-        search: "sql`NOT (k.last_seq < k.replay_seq)`",
-        replace: "sql`true`",
+        search: "(k.last_seq < k.replay_seq) IS ${replaying ? sql`TRUE` : sql`FALSE`}",
+        replace: "${replaying ? sql`(k.last_seq < k.replay_seq) IS TRUE` : sql`true`}",
       },
       {
         file: "src/sql/consume/claimBatch.ts",
@@ -798,5 +798,59 @@ export const mutants: Mutant[] = [
     name: "push: documentation ranges allowed",
     edits: one("src/privateAddress.ts", "  [0xc6336400, 24], // 198.51.100/24 documentation (TEST-NET-2)\n", ""),
     tests: ["test/privateAddress.test.ts"],
+  },
+  {
+    name: "advance: the stream filter ignored",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} AS matches,",
+      "AS matches,",
+    ),
+    tests: ["test/streamFilter.int.test.ts"],
+  },
+  {
+    name: "advance: a stream prefix matched with LIKE (its _ and % as wildcards)",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "${stream} ^@ ANY(${prefixes})",
+      "${stream} LIKE ANY(ARRAY(SELECT p || '%' FROM unnest(${prefixes}) p))",
+    ),
+    tests: ["test/streamFilter.int.test.ts"],
+  },
+  {
+    name: "rewind: the stream filter ignored",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} ${oneStream}",
+      "${oneStream}",
+    ),
+    tests: ["test/streamFilter.int.test.ts"],
+  },
+  {
+    name: "config: key path segments unbounded",
+    edits: one(
+      "src/config.ts",
+      '(path) => path.split(".").length <= MAX_KEY_PATH_SEGMENTS,',
+      '(path) => path.split(".").length <= 100_000,',
+    ),
+    tests: ["test/config.test.ts"],
+  },
+  {
+    name: "claim: the live pick written as NOT (…), which the planner rewrites past the ready index",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "(k.last_seq < k.replay_seq) IS ${replaying ? sql`TRUE` : sql`FALSE`}",
+      "${replaying ? sql`(k.last_seq < k.replay_seq)` : sql`NOT (k.last_seq < k.replay_seq)`}",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "advance: the watermark as a join filter",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "WHERE (e.tx, e.position) > ((SELECT watermark_tx FROM sub), (SELECT watermark_position FROM sub))",
+      "WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)",
+    ),
+    tests: ["test/plans.int.test.ts"],
   },
 ];

@@ -3,27 +3,20 @@ import { z } from "zod";
 import { correlationKey, parseOrThrow, subscriptionName } from "../config.js";
 import { CorqError, present } from "../errors.js";
 import {
-  toBatchRecord,
-  toDeadLetter,
-  toKeyState,
-  type BatchRow,
-  type DeadLetterRow,
-  type KeyRow,
-  type StatsRow,
-} from "../rows.js";
-import {
   ackedPerBucket,
   batchCounts,
   logTail,
   pruneActivity,
   recentBatches,
   timelineBatches,
+  toBatchRecord,
+  type BatchRow,
 } from "../sql/activity/activity.js";
 import { toStoredEvent, type EventRow } from "../sql/common/eventColumns.js";
 import { listBatchDurations, type BatchDurationRow } from "../sql/inspect/batchDurations.js";
-import { listDeadLetters } from "../sql/inspect/listDeadLetters.js";
-import { listKeys } from "../sql/inspect/listKeys.js";
-import { logPosition, subscriptionStats } from "../sql/inspect/subscriptionStats.js";
+import { listDeadLetters, toDeadLetter, type DeadLetterRow } from "../sql/inspect/listDeadLetters.js";
+import { listKeys, toKeyState, type KeyRow } from "../sql/inspect/listKeys.js";
+import { logPosition, subscriptionStats, type StatsRow } from "../sql/inspect/subscriptionStats.js";
 import type { BatchRecord, Corq } from "../types.js";
 import { limit, type PartDeps } from "./options.js";
 import { describeSubscription, type KnownSubscription } from "./subscriptions.js";

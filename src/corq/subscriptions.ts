@@ -5,8 +5,7 @@ import { applyAppMigrations } from "../db/appMigrations.js";
 import type { Executor } from "../db/executor.js";
 import { migrate } from "../db/migrate.js";
 import { CorqError, present } from "../errors.js";
-import { toSubscriptionStats, type StatsRow } from "../rows.js";
-import { logHead, subscriptionStats } from "../sql/inspect/subscriptionStats.js";
+import { logHead, subscriptionStats, toSubscriptionStats, type StatsRow } from "../sql/inspect/subscriptionStats.js";
 import {
   deleteSubscription,
   deleteSubscriptionRows,

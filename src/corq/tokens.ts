@@ -1,8 +1,14 @@
 // Tokens: scoped API tokens (src/tokens.ts), stored as hashes.
 import { parseOrThrow } from "../config.js";
 import { CorqError, present } from "../errors.js";
-import { toTokenInfo } from "../rows.js";
-import { deleteToken, insertToken, listTokens, verifyToken, type TokenRow } from "../sql/operate/tokens.js";
+import {
+  deleteToken,
+  insertToken,
+  listTokens,
+  toTokenInfo,
+  verifyToken,
+  type TokenRow,
+} from "../sql/operate/tokens.js";
 import { looksLikeTokenSecret, newTokenSecret, tokenHash, tokenId, tokenInput } from "../tokens.js";
 import type { Corq } from "../types.js";
 import type { PartDeps } from "./options.js";

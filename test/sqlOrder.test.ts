@@ -158,6 +158,11 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
 /** Exports of src/sql that are not SQL builders. */
 const notBuilders: Record<string, string> = {
   toStoredEvent: "decodes a row",
+  toSubscriptionStats: "decodes a row",
+  toKeyState: "decodes a row",
+  toDeadLetter: "decodes a row",
+  toBatchRecord: "decodes a row",
+  toTokenInfo: "decodes a row",
 };
 
 type Rule = "LIMIT" | "INSERT … SELECT" | "ordered aggregate";

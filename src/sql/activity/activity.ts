@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { activity, batchDurations, events, subscriptions, throughput } from "../../db/schema.js";
+import type { BatchRecord } from "../../types.js";
 import { eventColumns } from "../common/eventColumns.js";
 
 /** The batches that finished in the last `sinceMs`, newest first, one row each (Corq.activity; the dashboard draws timelineBatches). */
@@ -11,6 +12,26 @@ export function recentBatches(subscription: string | undefined, sinceMs: number,
       ${subscription === undefined ? sql`` : sql`AND s.name = ${subscription}`}
     ORDER BY a.finished_at DESC
     LIMIT ${limit}`;
+}
+
+export interface BatchRow {
+  subscription: string;
+  key: string;
+  started_at: Date;
+  finished_at: Date;
+  events: number;
+  outcome: BatchRecord["outcome"];
+}
+
+export function toBatchRecord(row: BatchRow): BatchRecord {
+  return {
+    subscription: row.subscription,
+    key: row.key,
+    startedAt: new Date(row.started_at).toISOString(),
+    finishedAt: new Date(row.finished_at).toISOString(),
+    events: row.events,
+    outcome: row.outcome,
+  };
 }
 
 /** The 10-second bucket (its start) that time `at` falls in: `throughput.bucket`. */

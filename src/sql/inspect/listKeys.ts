@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys, subscriptions } from "../../db/schema.js";
-import type { KeyStatus } from "../../types.js";
+import type { KeyState, KeyStatus } from "../../types.js";
 
 /**
  * The derived status of key row `k` (see the keys table in db/schema.ts). One status per key:
@@ -48,4 +48,68 @@ export function listKeys(
       ${options.only !== undefined ? sql`AND k.key = ${options.only}` : sql``}
     ORDER BY k.key
     LIMIT ${options.limit}`;
+}
+
+// node-postgres returns bigint as string: positions and counters become numbers here (safe up to 2^53, docs/http-api.md)
+export interface KeyRow {
+  key: string;
+  status: KeyStatus;
+  pending: number;
+  attempts: number;
+  available_at: Date | null;
+  last_error: string | null;
+  last_position: string | null;
+  failed_position: string | null;
+  dead_at: Date | null;
+  paused_at: Date | null;
+  lease_until: Date | null;
+  lease_holder: string | null;
+  leased_at: Date | null;
+  seq: string;
+  replaying: boolean;
+  max_attempts: number;
+  subscription_paused: boolean;
+  now: Date;
+}
+
+const iso = (at: Date | string | null) => (at === null ? null : new Date(at).toISOString());
+
+export function toKeyState(row: KeyRow): KeyState {
+  const leased =
+    row.status === "leased" ||
+    (row.status === "paused" && row.lease_until !== null && new Date(row.lease_until) > new Date(row.now));
+  return {
+    key: row.key,
+    status: row.status,
+    pending: row.pending,
+    attempts: row.attempts,
+    availableAt: iso(row.available_at),
+    lastError: row.last_error,
+    lastPosition: row.last_position === null ? null : Number(row.last_position),
+    seq: Number(row.seq),
+    ...(row.paused_at !== null ? { pausedSince: new Date(row.paused_at).toISOString() } : {}),
+    ...(leased ? { holder: row.lease_holder, leasedSince: iso(row.leased_at), leasedUntil: iso(row.lease_until) } : {}),
+    reason: reasonOf(row, leased),
+  };
+}
+
+/** Why a key is not running (or what it is doing), in words: the keys API and the dashboard show it. */
+function reasonOf(row: KeyRow, leased: boolean): string {
+  const error = row.last_error === null ? "" : `: ${row.last_error}`;
+  const lease = `leased by ${row.lease_holder ?? "an unknown holder"} since ${iso(row.leased_at) ?? "?"} (until ${iso(row.lease_until)})`;
+  switch (row.status) {
+    case "dead":
+      return `dead at position ${row.failed_position ?? "?"} since ${iso(row.dead_at)} after ${row.attempts} attempts${error}; retry or skip it (dead letters)${row.paused_at !== null ? ", and resume it (paused)" : ""}`;
+    case "paused":
+      return `paused since ${iso(row.paused_at)}${leased ? `; the batch in flight finishes first (${lease})` : ""}${row.pending > 0 ? `; ${row.pending} events wait` : ""}`;
+    case "leased":
+      return `${lease}${row.replaying ? ", replaying" : ""}`;
+    case "backoff":
+      return `in backoff until ${iso(row.available_at)} (attempt ${row.attempts} of ${row.max_attempts} failed${error})`;
+    case "ready":
+      if (row.subscription_paused) return "the subscription is paused";
+      return `ready since ${iso(row.available_at)}, waiting for a consumer${row.replaying ? " (replaying: after the live keys)" : ""}${row.attempts > 0 ? `; attempt ${row.attempts + 1} of ${row.max_attempts} next${error}` : ""}`;
+    default:
+      return "idle: nothing queued";
+  }
 }

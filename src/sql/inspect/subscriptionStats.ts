@@ -1,5 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../../db/schema.js";
+import { present } from "../../errors.js";
+import type { SubscriptionStats } from "../../types.js";
 import { statusFilter } from "./listKeys.js";
 
 /**
@@ -33,6 +35,72 @@ export function subscriptionStats(name?: string): SQL {
     ) c
     ${name === undefined ? sql`` : sql`WHERE s.name = ${name}`}
     ORDER BY s.name`;
+}
+
+// node-postgres returns bigint as string: positions and counters become numbers here (safe up to 2^53, docs/http-api.md)
+export interface StatsRow {
+  name: string;
+  kind: "code" | "push";
+  events: string[];
+  streams: string[] | null;
+  key: string;
+  from: "beginning" | "now";
+  batch_size: number;
+  max_attempts: number;
+  lease_ms: number;
+  backoff_initial_ms: number;
+  backoff_max_ms: number;
+  backoff_factor: number;
+  deliver: { url: string; timeoutMs: number } | null;
+  paused: boolean;
+  watermark_position: string;
+  skipped: string;
+  skipped_invalid: string;
+  last_skip: { position: number; reason: string } | null;
+  skipped_dead: string;
+  advance_error: string | null;
+  advance_error_at: Date | null;
+  lag: string;
+  pending: string;
+  ready: number;
+  leased: number;
+  backoff: number;
+  dead: number;
+  paused_keys: number;
+  incarnation: string;
+  oldest_pending_age_ms: string | null;
+}
+
+export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orphaned"> {
+  return {
+    name: row.name,
+    kind: row.kind,
+    events: row.events,
+    streams: row.streams,
+    key: row.key,
+    from: row.from,
+    batchSize: row.batch_size,
+    maxAttempts: row.max_attempts,
+    leaseMs: row.lease_ms,
+    backoff: { initialMs: row.backoff_initial_ms, maxMs: row.backoff_max_ms, factor: Number(row.backoff_factor) },
+    // never the signing secret
+    ...(row.deliver ? { deliver: { url: row.deliver.url, timeoutMs: row.deliver.timeoutMs } } : {}),
+    paused: row.paused,
+    watermark: Number(row.watermark_position),
+    lag: Number(row.lag),
+    pending: Number(row.pending),
+    skipped: Number(row.skipped),
+    skippedInvalidKeys: Number(row.skipped_invalid),
+    lastSkip: row.last_skip,
+    skippedDeadLetters: Number(row.skipped_dead),
+    advanceError:
+      row.advance_error === null
+        ? null
+        : { message: row.advance_error, at: new Date(present(row.advance_error_at, "advance_error_at")).toISOString() },
+    keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead, paused: row.paused_keys },
+    incarnation: row.incarnation,
+    oldestPendingAgeMs: row.oldest_pending_age_ms === null ? null : Math.max(0, Number(row.oldest_pending_age_ms)),
+  };
 }
 
 /** The head of the log: last position and number of events. */

@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { tokens } from "../../db/schema.js";
+import type { TokenInfo, TokenScope } from "../../types.js";
 
 /** How often a token's last_used_at may move: the lookup writes at most once a minute per token. */
 export const LAST_USED_RESOLUTION_S = 60;
@@ -11,6 +12,17 @@ export interface TokenRow {
   stream_prefix: string | null;
   created_at: Date | string;
   last_used_at: Date | string | null;
+}
+
+export function toTokenInfo(row: TokenRow): TokenInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    scopes: row.scopes as TokenScope[],
+    streamPrefix: row.stream_prefix,
+    createdAt: new Date(row.created_at).toISOString(),
+    lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at).toISOString(),
+  };
 }
 
 const columns = sql`id, name, scopes, stream_prefix, created_at, last_used_at`;

@@ -1,0 +1,212 @@
+// Inspection: keys, dead letters, the activity record (the dashboard's timeline and throughput), metrics.
+import { z } from "zod";
+import { correlationKey, parseOrThrow, subscriptionName } from "../config.js";
+import { CorqError, present } from "../errors.js";
+import {
+  ackedPerBucket,
+  batchCounts,
+  logTail,
+  pruneActivity,
+  recentBatches,
+  timelineBatches,
+  toBatchRecord,
+  type BatchRow,
+} from "../sql/activity/activity.js";
+import { toStoredEvent, type EventRow } from "../sql/common/eventColumns.js";
+import { listBatchDurations, type BatchDurationRow } from "../sql/inspect/batchDurations.js";
+import { listDeadLetters, toDeadLetter, type DeadLetterRow } from "../sql/inspect/listDeadLetters.js";
+import { listKeys, toKeyState, type KeyRow } from "../sql/inspect/listKeys.js";
+import { logPosition, subscriptionStats, type StatsRow } from "../sql/inspect/subscriptionStats.js";
+import type { BatchRecord, Corq } from "../types.js";
+import { limit, type PartDeps } from "./options.js";
+import { describeSubscription, type KnownSubscription } from "./subscriptions.js";
+
+const keysOptions = z.object({
+  status: z.enum(["ready", "leased", "backoff", "dead", "paused", "idle"]).optional(),
+  after: z.string().optional(),
+  limit: limit(1000, 100),
+});
+const deadLetterOptions = z.object({
+  subscription: subscriptionName.optional(),
+  limit: limit(1000, 100),
+  withEvent: z.boolean().default(false),
+});
+const HOUR_MS = 3_600_000;
+const activityOptions = z.object({
+  subscription: subscriptionName.optional(),
+  sinceMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(24 * HOUR_MS)
+    .default(300_000),
+  limit: limit(10_000, 1000),
+});
+const throughputOptions = z
+  .object({
+    windowMs: z
+      .number()
+      .int()
+      .min(1000)
+      .max(24 * HOUR_MS)
+      .default(300_000),
+    bucketMs: z.number().int().min(10_000).max(HOUR_MS).multipleOf(10_000).default(10_000),
+  })
+  .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
+const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
+const logTailOptions = z.object({
+  before: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  limit: limit(1000, 50),
+});
+const timelineOptions = z.object({
+  subscription: subscriptionName.optional(),
+  sinceMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(24 * HOUR_MS)
+    .default(300_000),
+  maxKeys: z.number().int().min(1).max(200).default(40),
+});
+/** Bars of the timeline: at most this many slots across the window, and this many bars in all. */
+const TIMELINE_SLOTS = 300;
+const TIMELINE_BARS = 10_000;
+
+export function createInspection({
+  executor,
+  settings,
+  subscription: knownSubscription,
+}: PartDeps & {
+  /** A subscription's stats, or unknown_subscription: what an empty page or a missing key is told apart by. */
+  subscription: KnownSubscription;
+}): Pick<
+  Corq,
+  | "keys"
+  | "keyPage"
+  | "key"
+  | "deadLetters"
+  | "activity"
+  | "throughput"
+  | "pruneActivity"
+  | "logTail"
+  | "timeline"
+  | "metrics"
+> {
+  const keyPage: Corq["keyPage"] = async (name, keyOpts = {}) => {
+    parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+    const parsed = parseOrThrow(keysOptions, keyOpts, "invalid_input", "options");
+    // one row more than the page: whether a next page exists, without an empty last page
+    const rows = await (await executor()).run<KeyRow>(listKeys(name, { ...parsed, limit: parsed.limit + 1 }));
+    if (rows.length === 0) await knownSubscription(name); // empty page, or no such subscription?
+    const keys = rows.slice(0, parsed.limit).map(toKeyState);
+    return { keys, next: rows.length > parsed.limit ? (keys.at(-1)?.key ?? null) : null };
+  };
+
+  return {
+    async keys(name, keyOpts = {}) {
+      return (await keyPage(name, keyOpts)).keys;
+    },
+
+    keyPage,
+
+    async key(name, key) {
+      parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
+      parseOrThrow(correlationKey, key, "invalid_input", "key");
+      const [row] = await (await executor()).run<KeyRow>(listKeys(name, { only: key, limit: 1 }));
+      if (row) return toKeyState(row);
+      await knownSubscription(name);
+      throw new CorqError("unknown_key", `subscription "${name}" has no key "${key}"`);
+    },
+
+    async deadLetters(deadOpts = {}) {
+      const {
+        subscription,
+        limit: max,
+        withEvent,
+      } = parseOrThrow(deadLetterOptions, deadOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<DeadLetterRow>(listDeadLetters(subscription, max, withEvent));
+      return rows.map((r) => toDeadLetter(r, withEvent));
+    },
+
+    async activity(activityOpts = {}) {
+      const {
+        subscription,
+        sinceMs,
+        limit: max,
+      } = parseOrThrow(activityOptions, activityOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<BatchRow>(recentBatches(subscription, sinceMs, max));
+      return rows.map(toBatchRecord);
+    },
+
+    async throughput(throughputOpts = {}) {
+      const { windowMs, bucketMs } = parseOrThrow(throughputOptions, throughputOpts, "invalid_input", "options");
+      const buckets = Math.ceil(windowMs / bucketMs);
+      const rows = await (await executor()).run<{ subscription: string; bucket: number | null; events: string | null }>(
+        ackedPerBucket(windowMs, bucketMs),
+      );
+      const series: Record<string, number[]> = {};
+      for (const r of rows) {
+        const perSecond = series[r.subscription] ?? new Array(buckets).fill(0);
+        series[r.subscription] = perSecond;
+        if (r.bucket !== null && r.bucket < buckets)
+          perSecond[buckets - 1 - r.bucket] = (Number(r.events) * 1000) / bucketMs;
+      }
+      return series;
+    },
+
+    async pruneActivity(pruneOpts = {}) {
+      const { olderThanMs } = parseOrThrow(pruneOptions, pruneOpts, "invalid_input", "options");
+      const [row] = await (await executor()).run<{ pruned: number }>(pruneActivity(olderThanMs));
+      return present(row, "the prune count row");
+    },
+
+    async logTail(tailOpts = {}) {
+      const { before, limit: max } = parseOrThrow(logTailOptions, tailOpts, "invalid_input", "options");
+      const rows = await (await executor()).run<EventRow>(logTail(max + 1, before));
+      const events = rows.slice(0, max).map(toStoredEvent);
+      return { events, next: rows.length > max ? (events.at(-1)?.position ?? null) : null };
+    },
+
+    async timeline(timelineOpts = {}) {
+      const { subscription, sinceMs, maxKeys } = parseOrThrow(
+        timelineOptions,
+        timelineOpts,
+        "invalid_input",
+        "options",
+      );
+      const db = await executor();
+      const slotMs = Math.max(1, Math.floor(sinceMs / TIMELINE_SLOTS));
+      const [bars, counted] = await Promise.all([
+        db.run<BatchRow & { batches: number }>(
+          timelineBatches({ subscription, sinceMs, maxKeys, slotMs, limit: TIMELINE_BARS }),
+        ),
+        db.run<{ outcome: BatchRecord["outcome"]; batches: number }>(batchCounts(subscription, sinceMs)),
+      ]);
+      const counts = { acked: 0, failed: 0, dead: 0, expired: 0 };
+      for (const row of counted) counts[row.outcome] = row.batches;
+      return { bars: bars.map((row) => ({ ...toBatchRecord(row), batches: row.batches })), counts };
+    },
+
+    async metrics() {
+      const db = await executor();
+      const [stats, [headRow], durations] = await Promise.all([
+        db.run<StatsRow>(subscriptionStats()),
+        db.run<{ head: string | null }>(logPosition()),
+        db.run<BatchDurationRow>(listBatchDurations()),
+      ]);
+      const { head } = present(headRow, "the log position row");
+      return {
+        subscriptions: stats.map((row) => describeSubscription(row, settings.code)),
+        log: { head: head === null ? null : Number(head) },
+        batchDurations: durations.map((r) => ({
+          subscription: r.subscription,
+          outcome: r.outcome,
+          le: Number(r.le),
+          batches: Number(r.batches),
+          events: Number(r.events),
+          seconds: Number(r.seconds),
+        })),
+      };
+    },
+  };
+}

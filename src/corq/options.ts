@@ -1,0 +1,66 @@
+// createCorq's options, parsed once, and what every part of the Corq gets (src/corq.ts wires them).
+import { z } from "zod";
+import { parseOrThrow, parseSubscriptions, type Subscription } from "../config.js";
+import { parseAppMigrations, type AppMigration } from "../db/appMigrations.js";
+import type { Executor, ExecutorOptions } from "../db/executor.js";
+import type { CorqOptions } from "../types.js";
+
+export const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
+
+/** createCorq's options after validation: what the parts read. */
+export interface CorqSettings {
+  /** This instance's code subscriptions, by name. */
+  code: Map<string, Subscription>;
+  appMigrations: AppMigration[];
+  advanceBatchSize: number;
+  activityFlushMs: number;
+  notify: boolean;
+  pushAllowPrivate: boolean;
+  /** Who this instance's consumers are (recorded on each lease). */
+  holder: string;
+  /** For an executor made over a caller's connection (append's `tx`). */
+  statementOptions: Pick<ExecutorOptions, "onStatement">;
+}
+
+/** What every part gets: the one door to the database (opened on first use) and the parsed options. */
+export interface PartDeps {
+  executor: () => Promise<Executor>;
+  settings: CorqSettings;
+}
+
+export function parseCorqOptions(options: CorqOptions): CorqSettings {
+  const code = parseSubscriptions(options.subscriptions ?? []);
+  const appMigrations = parseAppMigrations(options.migrations ?? []);
+  const advanceBatchSize = parseOrThrow(
+    limit(100_000, 5000),
+    options.advanceBatchSize,
+    "invalid_config",
+    "advanceBatchSize",
+  );
+  const activityFlushMs = parseOrThrow(
+    z.number().int().min(0).max(60_000).default(0),
+    options.activityFlushMs,
+    "invalid_config",
+    "activityFlushMs",
+  );
+  const holder =
+    parseOrThrow(z.string().min(1).max(200).optional(), options.holder, "invalid_config", "holder") ?? defaultHolder();
+  return {
+    code,
+    appMigrations,
+    advanceBatchSize,
+    activityFlushMs,
+    notify: options.notify === true,
+    pushAllowPrivate: options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true",
+    holder,
+    statementOptions: { onStatement: options.onStatement },
+  };
+}
+
+/** Who this instance's consumers are when the caller does not say: the process, or else a random invocation id. */
+function defaultHolder(): string {
+  const id = crypto.randomUUID().slice(0, 8);
+  const pid = globalThis.process?.pid;
+  const host = globalThis.process?.env?.HOSTNAME;
+  return typeof pid === "number" && pid > 1 ? `process ${pid}${host ? ` on ${host}` : ""} (${id})` : `invocation ${id}`;
+}

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import type pg from "pg";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { claimBatch, type ClaimBy } from "../src/sql/consume/claimBatch.js";
-import { replayKeysFor } from "../src/consume.js";
+import { replayKeysFor } from "../src/consume/drainLimits.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
 import { present } from "./helpers/present.js";

@@ -1,7 +1,7 @@
 // The Worker's environment: secrets (wrangler secret put / .dev.vars), vars and bindings.
 import { z } from "zod";
 import { signingSecretProblem } from "../webhookSignature.js";
-import { replayKeysFor } from "../consume.js";
+import { replayKeysFor } from "../consume/drainLimits.js";
 import { ProblemError } from "./problem.js";
 import type { Env } from "./types.js";
 

@@ -242,7 +242,7 @@ export const mutants: Mutant[] = [
   {
     name: "transactional: the ack outside the handler's transaction",
     edits: one(
-      "src/consume.ts",
+      "src/consume/handleInTransaction.ts",
       "const [row] = await tx.run<{ acked: number; pending: number | null; at: string | null }>(",
       "const [row] = await executor.run<{ acked: number; pending: number | null; at: string | null }>(",
     ),
@@ -253,7 +253,7 @@ export const mutants: Mutant[] = [
     // both guards gone: the LeaseLost throw, and present() on the ack's time (null when the
     // fence failed: it threw too, so dropping the throw alone rolled back all the same and survived)
     edits: one(
-      "src/consume.ts",
+      "src/consume/handleInTransaction.ts",
       'if (acked !== 1) throw new LeaseLost(through);\n      const done = new Date(present(at, "the ack\'s time"));',
       "const done = new Date(at ?? Date.now());",
     ),
@@ -261,7 +261,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "transactional: ctx.run outside the handler's transaction",
-    edits: one("src/consume.ts", "        run: tx.run,\n", ""),
+    edits: one("src/consume/handleInTransaction.ts", "        run: tx.run,\n", ""),
     tests: ["test/transactional.int.test.ts"],
   },
   {

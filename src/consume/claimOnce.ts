@@ -1,0 +1,106 @@
+import type { SQL } from "drizzle-orm";
+import { CorqError, present } from "../errors.js";
+import type { ClaimBy, ClaimRow } from "../sql/consume/claimBatch.js";
+import type { SettledRow } from "../sql/consume/settleKeys.js";
+import type { Lease } from "../sql/consume/ackBatch.js";
+import { releaseLease } from "../sql/consume/releaseLease.js";
+import type { BatchRecordRow } from "../sql/activity/activity.js";
+import { toStoredEvent, type EventRow } from "../sql/common/eventColumns.js";
+import { pushHandler } from "../pushDelivery.js";
+import type { ConsumeResult } from "../types.js";
+import type { Claimed, Consumer, ConsumeTarget } from "./claimed.js";
+
+export const claimBy = (target: ConsumeTarget, limit = 1): ClaimBy => ({
+  kind: target.code ? undefined : "push",
+  limit,
+  holder: target.holder,
+});
+
+export interface ClaimOutcome {
+  /** the keys claimed, each with its batch */
+  claimed: Claimed[];
+  /** keys whose last lease expired on their last attempt: dead-lettered by the claim */
+  dead: ConsumeResult[];
+  /** keys claimed with an empty batch (everything acked meanwhile): given back */
+  empty: number;
+  /** with settleAndClaim: the settlements whose lease held */
+  settled?: SettledRow[];
+  expired: BatchRecordRow[];
+}
+
+/** Runs a claim statement and reads its rows: the batches per key, and what it settled. */
+export async function claimOnce({ executor, target }: Consumer, statement: SQL): Promise<ClaimOutcome> {
+  const rows = await executor.run<ClaimRow>(statement);
+  const [first] = rows;
+  if (first === undefined) {
+    // defined in code, not registered yet: nothing to do
+    if (target.code) return { claimed: [], dead: [], empty: 0, expired: [] };
+    throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
+  }
+  const outcome: ClaimOutcome = {
+    claimed: [],
+    dead: [],
+    empty: 0,
+    settled: rows.find((row) => row.settled !== null)?.settled ?? undefined,
+    expired: [],
+  };
+  const at = new Date(first.now);
+  for (const { head, batch } of runsByKey(rows)) {
+    if (head.key === null) continue; // nothing claimed
+    // the claim took over a lease that had expired: that batch goes in the record as "expired"
+    if (head.expired_until !== null) {
+      const span = {
+        startedAt: new Date(present(head.expired_from, "expired_from")),
+        finishedAt: new Date(head.expired_until),
+      };
+      outcome.expired.push({
+        subscriptionId: present(head.subscription_id, "subscription_id"),
+        key: head.key,
+        ...span,
+        events: 0,
+        outcome: "expired",
+      });
+    }
+    if (head.dies) {
+      outcome.dead.push({ key: head.key, events: 0, outcome: "dead", error: "lease expired on the last attempt" });
+      continue;
+    }
+    const lease: Lease = {
+      subscriptionId: present(head.subscription_id, "subscription_id"),
+      key: head.key,
+      token: present(head.lease_token, "lease_token"),
+    };
+    if (head.position === null) {
+      await executor.run(releaseLease(lease));
+      outcome.empty++;
+      continue;
+    }
+    outcome.claimed.push({
+      lease,
+      claimedAt: at,
+      attempt: present(head.attempts, "attempts") + 1,
+      leaseMs: head.lease_ms,
+      incarnation: head.incarnation,
+      handle: target.code ? target.code.handle : pushHandler(head.deliver),
+      events: batch.map((row) => ({
+        ...toStoredEvent(row as EventRow),
+        seq: Number(row.seq),
+        replay: row.replay === true,
+      })),
+      txs: batch.map((row) => present(row.tx, "tx")),
+      replaying: head.replaying === true,
+    });
+  }
+  return outcome;
+}
+
+/** The claim's rows come grouped by key, each key's events in seq order: one run per key, never empty. */
+function runsByKey(rows: ClaimRow[]): { head: ClaimRow; batch: ClaimRow[] }[] {
+  const runs: { head: ClaimRow; batch: ClaimRow[] }[] = [];
+  for (const row of rows) {
+    const current = runs.at(-1);
+    if (current !== undefined && current.head.key === row.key) current.batch.push(row);
+    else runs.push({ head: row, batch: [row] });
+  }
+  return runs;
+}

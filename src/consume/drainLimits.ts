@@ -1,0 +1,22 @@
+export interface DrainLimits {
+  /** epoch ms: no claim after it (batches already claimed are still handled and settled) */
+  deadline: number;
+  maxBatches: number;
+  /** keys claimed per statement, and so handlers running at once, at most */
+  keysPerClaim: number;
+  /**
+   * Of those, replaying keys at once, at most (the replay's share of this consumer; default
+   * replayKeysFor(keysPerClaim)): the rest stays free for live keys while a replay runs.
+   */
+  replayKeys?: number;
+  /** Claim nothing more once aborted; the batches in hand finish as usual. */
+  stop?: AbortSignal;
+  /** Aborts the running handlers' signal; a handler that then throws has its lease released. */
+  abort?: AbortSignal;
+}
+
+/**
+ * A consumer's share for replaying keys when not told: a quarter of its keys per claim, at
+ * least one (one key per claim: the replay still goes after live keys, claim by claim).
+ */
+export const replayKeysFor = (keysPerClaim: number) => Math.max(1, Math.floor(keysPerClaim / 4));

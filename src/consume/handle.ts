@@ -1,0 +1,85 @@
+import type { Executor } from "../db/executor.js";
+import { present, toError } from "../errors.js";
+import { ackBatch } from "../sql/consume/ackBatch.js";
+import { failBatch } from "../sql/consume/failBatch.js";
+import { recordBatches } from "../sql/activity/activity.js";
+import type { ConsumeResult } from "../types.js";
+import {
+  ackedThroughIndex,
+  committed,
+  committedRecords,
+  headPosition,
+  throughOf,
+  type Claimed,
+  type Consumer,
+  type Handled,
+  type Verdict,
+} from "./claimed.js";
+import { handleInTransaction, LeaseLost } from "./handleInTransaction.js";
+
+export async function handle(
+  { executor, target, corq }: Consumer,
+  claimed: Claimed,
+  { stopping }: { stopping?: AbortSignal } = {},
+): Promise<Verdict> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(new Error("lease expired")), claimed.leaseMs);
+  const onStop = () => abort.abort(new Error("the consumer is stopping"));
+  if (stopping?.aborted) onStop();
+  else stopping?.addEventListener("abort", onStop, { once: true });
+  const context = {
+    subscription: target.name,
+    incarnation: claimed.incarnation,
+    key: claimed.lease.key,
+    attempt: claimed.attempt,
+    signal: abort.signal,
+    corq,
+    run: executor.run,
+  };
+  try {
+    if (target.code?.transactional) return await handleInTransaction(claimed, { executor, context });
+    const result = await claimed.handle(claimed.events, context);
+    return { through: ackedThroughIndex(claimed.events, result) };
+  } catch (thrown) {
+    if (thrown instanceof LeaseLost) return { through: thrown.through, committed: { outcome: "expired", pending: 0 } };
+    // a handler that gave up because the drain was aborted has not failed: its batch goes back
+    return { error: describe(thrown), released: stopping?.aborted === true };
+  } finally {
+    clearTimeout(timer);
+    stopping?.removeEventListener("abort", onStop);
+  }
+}
+
+/** Records a verdict on its own: 1 statement (ack, or fail with backoff / dead). */
+export async function record(executor: Executor, { claimed, verdict }: Handled): Promise<ConsumeResult["outcome"]> {
+  const settled = committed(verdict);
+  if (settled) {
+    // telemetry, after the transaction's COMMIT (see ackInTransaction): a failed write is dropped
+    const records = committedRecords(claimed, verdict);
+    if (records.length > 0) await executor.run(recordBatches(records)).catch(() => undefined);
+    return settled.outcome;
+  }
+  if ("through" in verdict) {
+    const [row] = await executor.run<{ acked: number }>(
+      ackBatch(claimed.lease, {
+        through: throughOf(claimed, verdict.through),
+        count: verdict.through + 1,
+        claimedAt: claimed.claimedAt,
+      }),
+    );
+    return present(row, "the ack's count row").acked === 1 ? "acked" : "expired";
+  }
+  const failed = failBatch(claimed.lease, {
+    error: verdict.error,
+    headPosition: headPosition(claimed),
+    count: claimed.events.length,
+    claimedAt: claimed.claimedAt,
+  });
+  const [row] = await executor.run<{ dead: boolean }>(failed);
+  return row === undefined ? "expired" : row.dead ? "dead" : "retry";
+}
+
+function describe(thrown: unknown): string {
+  const error = toError(thrown);
+  return `${error.name}: ${error.message}`.slice(0, 4000);
+}

@@ -1,5 +1,5 @@
 // `npm run cycles` (CI): the layers of docs/architecture.md, and no import cycle anywhere, type-only
-// ones included (shared types live in leaf modules: src/types.ts, src/runtimeTypes.ts,
+// ones included (shared types live in leaf modules: src/types.ts and src/types/, src/runtimeTypes.ts,
 // src/http/types.ts).
 //
 //   cli/, infra/, bench/, test/   may import anything below them

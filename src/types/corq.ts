@@ -1,0 +1,286 @@
+// The library object and the subscriptions it runs: a handler's context holds the Corq, the Corq's
+// options hold the subscriptions, so these shapes refer to each other and stay in one module.
+import type { SQL } from "drizzle-orm";
+import type { Connection, Session } from "../db/executor.js";
+import type { AppMigration } from "../db/appMigrations.js";
+import type { CorqTransaction } from "../db/drizzleTransaction.js";
+import type { TokenScope } from "../tokenScopes.js";
+import type { AppendResult, DeliveredEvent, EventInput, StoredEvent } from "./events.js";
+import type { ConsumeResult } from "./consumeResult.js";
+import type {
+  BatchRecord,
+  DeadLetter,
+  KeyState,
+  KeyStatus,
+  MetricsSnapshot,
+  SubscriptionStats,
+  TimelineData,
+} from "./inspection.js";
+import type { CreatedToken, TokenInfo } from "./tokens.js";
+
+/** Computes the correlation key of an event in JS; null/undefined = the event does not match. */
+export type KeyFunction = (event: StoredEvent) => string | null | undefined;
+
+export interface HandlerContext {
+  subscription: string;
+  /** Changes when the subscription is deleted and created again: seqs of two incarnations are unrelated. */
+  incarnation: string;
+  key: string;
+  /** 1 on the first delivery of this batch's head event, then 2, 3 … */
+  attempt: number;
+  /** Aborted when the lease expires: stop work you can stop. */
+  signal: AbortSignal;
+  /** The corq instance that claimed the batch: policies and process managers append with it. */
+  corq: Corq;
+  /**
+   * Runs one statement (drizzle `sql` template) on corq's connection: projections write with it.
+   * In a transactional subscription it runs in the batch's transaction, as `tx` does.
+   */
+  run<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
+  /**
+   * Only in a `transactional: true` subscription (always there): the batch's transaction, a
+   * drizzle transaction. What the handler writes with it commits in the same transaction as the
+   * ack of the batch, fenced by the lease — or not at all: a handler that throws, or a lease lost
+   * meanwhile, rolls it back (README, "Transactional handlers").
+   */
+  tx?: CorqTransaction;
+}
+
+/** The context of a transactional handler: `tx` is always there (annotate `ctx` with it, or write `ctx.tx!`). */
+export interface TransactionalHandlerContext extends HandlerContext {
+  tx: CorqTransaction;
+}
+
+/**
+ * Receives the events of ONE key, ascending seq order (log order; replays after what was
+ * queued before the rewind). Return nothing to ack the batch,
+ * `{ ackedThrough: position }` to ack a prefix (the rest is delivered again, in order),
+ * or throw to fail it (retried with backoff, dead after maxAttempts).
+ */
+export type Handler = (
+  events: DeliveredEvent[],
+  context: HandlerContext,
+) => Promise<void | { ackedThrough: number }> | void | { ackedThrough: number };
+
+export interface SubscriptionDefinition {
+  name: string;
+  events?: string[];
+  /**
+   * Only events of streams whose name starts with one of these prefixes (exact prefixes, 1–100);
+   * left out: every stream. The subscription-side half of an append token's `streamPrefix`: a
+   * producer limited to `orders-` still makes every subscription that takes `orders-` streams run.
+   */
+  streams?: string[];
+  key?: string | KeyFunction;
+  from?: "beginning" | "now";
+  batchSize?: number;
+  maxAttempts?: number;
+  leaseMs?: number;
+  backoff?: { initialMs?: number; maxMs?: number; factor?: number };
+  /**
+   * The handler's writes through `ctx.tx` (and `ctx.run`) commit in the same transaction as the
+   * ack of its batch: effects exactly once. Each such batch holds one connection (on Workers and
+   * with driver "neon-http": a session opened for it) from the handler's start to its commit.
+   * Default false: the handler runs outside any transaction and corq holds nothing open.
+   */
+  transactional?: boolean;
+  handle: Handler;
+}
+
+// The library object (createCorq in src/corq.ts implements it). It lives here, with the shapes it
+// takes and returns, so that modules needing only its type never import the implementation.
+export interface CorqOptions {
+  /** Postgres connection string; corq creates (and closes) a node-postgres pool. */
+  databaseUrl?: string;
+  /** Or an existing connection: a pg / Neon Pool or Client, or a drizzle database. */
+  db?: Connection | { $client: Connection };
+  subscriptions?: SubscriptionDefinition[];
+  /** The app's own schema (its tables), applied by migrate() after corq's, each once (db/appMigrations.ts). */
+  migrations?: AppMigration[];
+  /** Events scanned per advance statement (default 5,000). */
+  advanceBatchSize?: number;
+  /** Max connections of the pool corq creates from databaseUrl (default 10). */
+  poolSize?: number;
+  /**
+   * How corq reaches databaseUrl: "pg" (default: a node-postgres pool), or "neon-http" (Neon's
+   * HTTP query path: one HTTPS request per statement, no connection to open or hold — for
+   * serverless functions; interactive transactions such as migrate() then use a short-lived
+   * node-postgres connection).
+   */
+  driver?: "pg" | "neon-http";
+  /** With `db` set to a neon() HTTP query function: opens a pool for an interactive transaction. */
+  session?: Session;
+  /** Called with the text of every statement corq sends (round-trip accounting). */
+  onStatement?: (text: string) => void;
+  /**
+   * Let push subscriptions deliver to loopback, private, link-local and other non-public
+   * addresses (default: refused, against SSRF; in Node, `CORQ_PUSH_ALLOW_PRIVATE=true` sets it).
+   */
+  pushAllowPrivate?: boolean;
+  /**
+   * Who this instance's consumers are, recorded on every lease they take (the keys API and the
+   * dashboard show it). Default: "process <pid> …" in Node, "invocation …" elsewhere, with a
+   * random id per instance.
+   */
+  holder?: string;
+  /**
+   * NOTIFY after an append commits, so `npm run serve` processes on the same database wake at
+   * once instead of at their safety-net timer. An append in its own transaction NOTIFYs in a
+   * statement of its own right after its commit, coalesced (at most one in flight, one more
+   * after it for the appends that committed meanwhile); an append in the caller's transaction
+   * NOTIFYs inside it (delivered at that commit; Postgres folds repeats). Why not always inside:
+   * a transaction that NOTIFYs holds a global lock through its commit's WAL flush, so such
+   * commits run one at a time (measured in bench/RESULTS.md). Default false: on Workers nobody
+   * listens.
+   */
+  notify?: boolean;
+  /**
+   * How long the batches this instance's drains acked may wait in memory before they are written
+   * to the activity record (the dashboard's timeline, the /metrics batch histogram), in ms. 0
+   * (default): by the time each drain returns — right for a function that ends with its drain.
+   * A long-lived process sets more (`npm run serve`: 1,000) and writes one statement per interval
+   * instead of one per drain; close() writes what waits, a crash loses at most that much.
+   */
+  activityFlushMs?: number;
+}
+
+export interface Corq {
+  migrate(): Promise<{ applied: string[] }>;
+  append(
+    stream: string,
+    events: EventInput[],
+    options?: { expectedVersion?: number; tx?: Connection },
+  ): Promise<AppendResult>;
+  readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
+  readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /**
+   * Moves the log into the subscriptions' queues. When it returns, every event committed before
+   * it is enqueued (it waits for an advancer already at work). `{ coalesce: true }` is for
+   * wake-ups (after an append, a cron): where another advancer is at work it returns at once,
+   * and that one runs again for this call. `eventNames` (an append's kick) limits it to the
+   * subscriptions whose filter takes one of those names.
+   * `recheckIf` (with coalesce): asked after the first pass over the subscriptions; false leaves
+   * the re-check for the kicks other advancers left meanwhile to the caller's NEXT advance, which
+   * must then follow at once (its rounds take what those kicks were for). For a loop that runs
+   * again when woken during a run (`npm run serve`): one statement less per run under load.
+   */
+  advance(options?: {
+    coalesce?: boolean;
+    eventNames?: string[];
+    recheckIf?: () => boolean;
+  }): Promise<Record<string, number>>;
+  consume(subscription: string): Promise<ConsumeResult | null>;
+  /**
+   * Consumes batches until nothing is ready, the time budget is spent or `maxBatches` ran.
+   * Each statement claims up to `keysPerClaim` keys (default 16), each with its own lease and
+   * batch; their handlers run at once, and finished batches are acked (or failed) together in
+   * the statement that claims the next keys. Returns the first batch's result and the totals.
+   * For a graceful stop: once `stop` is aborted nothing more is claimed (the batches in hand
+   * finish and are acked or failed as usual); once `abort` is aborted the running handlers'
+   * `ctx.signal` aborts too, and a handler that then throws has its lease released at once
+   * (outcome "released": the key is ready again now, no attempt counted) — never while the
+   * handler still runs.
+   * A replay's share: of the keysPerClaim keys in hand, at most `replayKeys` are replaying
+   * (working through events a rewind queued; default a quarter of keysPerClaim, at least 1),
+   * and a claim takes live keys first — so a large replay leaves the rest to live traffic.
+   */
+  drain(
+    subscription: string,
+    options?: {
+      budgetMs?: number;
+      maxBatches?: number;
+      keysPerClaim?: number;
+      replayKeys?: number;
+      stop?: AbortSignal;
+      abort?: AbortSignal;
+    },
+  ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
+  stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
+  subscription(name: string): Promise<SubscriptionStats>;
+  keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
+  /**
+   * The same page with its cursor: `next` is the key to pass as `after` for the page after
+   * this one, null when there is none (one row more is read to know).
+   */
+  keyPage(
+    subscription: string,
+    options?: { status?: KeyStatus; after?: string; limit?: number },
+  ): Promise<{ keys: KeyState[]; next: string | null }>;
+  /** One key of a subscription (unknown_key when it has no row: no event of it was ever queued, nor was it paused). */
+  key(subscription: string, key: string): Promise<KeyState>;
+  /**
+   * Stops claiming one key (its events stay queued, in order; a batch in flight finishes), or
+   * lets it go on. Pausing a key that has no events yet makes its first events wait.
+   */
+  pauseKey(subscription: string, key: string): Promise<KeyState>;
+  resumeKey(subscription: string, key: string): Promise<KeyState>;
+  /**
+   * Queues events again, in log order, from the event at position `to` (inclusive) or from the
+   * beginning of the log — for the whole subscription, or one key (from that key's first event
+   * at or after `to`). Events are matched with the subscription's current filter and key; they
+   * get new, higher seqs and `replay: true`. See README, "Rewind and replay".
+   */
+  rewind(subscription: string, options: { to: number | "beginning"; key?: string }): Promise<{ requeued: number }>;
+  /** Dead keys, newest first; `withEvent` adds the event that failed (the dashboard shows it). */
+  deadLetters(options?: { subscription?: string; limit?: number; withEvent?: boolean }): Promise<DeadLetter[]>;
+  /** `webhookId`: refuse (conflict) a webhook id acted on in the last 10 minutes (replay protection). */
+  releaseDeadLetters(options: {
+    subscription: string;
+    key?: string;
+    mode?: "retry" | "skip";
+    webhookId?: string;
+  }): Promise<{ released: number }>;
+  /**
+   * Creates or updates a push subscription (docs/http-api.md, "Subscriptions"). The signing secret is
+   * returned only when the subscription is created.
+   */
+  putSubscription(
+    name: string,
+    input: unknown,
+  ): Promise<{ created: boolean; subscription: SubscriptionStats; secret?: string }>;
+  /**
+   * Deletes a push subscription with its queue and key rows; also a code subscription that
+   * this instance does not define (orphaned: its code is gone). One it defines is refused.
+   */
+  deleteSubscription(name: string): Promise<void>;
+  pause(subscription: string): Promise<void>;
+  resume(subscription: string): Promise<void>;
+  /** Batches that finished in the last `sinceMs` (default 5 min), newest first. */
+  activity(options?: { subscription?: string; sinceMs?: number; limit?: number }): Promise<BatchRecord[]>;
+  /**
+   * Events acked per second by each subscription, in `bucketMs` buckets (multiples of 10 s)
+   * over `windowMs`, oldest first; the newest is the last complete 10 seconds.
+   */
+  throughput(options?: { windowMs?: number; bucketMs?: number }): Promise<Record<string, number[]>>;
+  /** Forgets batch records older than `olderThanMs` (default 15 min); the Worker's cron calls it. */
+  pruneActivity(options?: { olderThanMs?: number }): Promise<{ pruned: number }>;
+  /**
+   * The newest events of the log, newest first (for display; readLog is the safe cursor read),
+   * below position `before` when given; `next` is the `before` of the older page, null at the
+   * log's beginning.
+   */
+  logTail(options?: { before?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /**
+   * The batch timeline over the last `sinceMs` (default 5 min): the `maxKeys` (40) most
+   * recently active keys, their batches merged into `sinceMs / 300` slots, the whole window.
+   */
+  timeline(options?: { subscription?: string; sinceMs?: number; maxKeys?: number }): Promise<TimelineData>;
+  /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
+  metrics(): Promise<MetricsSnapshot>;
+  /**
+   * Creates a scoped API token (docs/http-api.md, "Tokens"). The secret (`token`) is returned
+   * here only: the database keeps its SHA-256. `streamPrefix` limits appends (needs `append`,
+   * not with `admin`).
+   */
+  createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
+  /** Every token, oldest first, without secrets. */
+  listTokens(): Promise<TokenInfo[]>;
+  /** Revokes a token: refused from the next request on, and its dashboard sessions end. Unknown id → unknown_token. */
+  revokeToken(id: string): Promise<void>;
+  /**
+   * The token a secret belongs to, or null (unknown or revoked). One indexed read, no statement
+   * at all for a string that is not shaped like a token; moves lastUsedAt at most once a minute.
+   */
+  verifyToken(secret: string): Promise<TokenInfo | null>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,107 @@
+// What inspection returns: key states, subscription stats, dead letters, the activity record, metrics.
+
+export type KeyStatus = "ready" | "leased" | "backoff" | "dead" | "paused" | "idle";
+
+export interface KeyState {
+  key: string;
+  status: KeyStatus;
+  pending: number;
+  attempts: number;
+  availableAt: string | null;
+  lastError: string | null;
+  lastPosition: number | null;
+  /** The last seq given to an event of this key (the next one queued gets seq + 1). */
+  seq: number;
+  /** When the key was paused (only while it is). */
+  pausedSince?: string;
+  /** Only while a lease is live: who holds it (a process, a Worker invocation), since and until when. */
+  holder?: string | null;
+  leasedSince?: string | null;
+  leasedUntil?: string | null;
+  /** Why the key is not running (or what it is doing), in words. */
+  reason: string;
+}
+
+export interface SubscriptionStats {
+  name: string;
+  kind: "code" | "push";
+  events: string[];
+  /** The stream filter: stream-name prefixes, or null for every stream. */
+  streams: string[] | null;
+  key: string;
+  from: "beginning" | "now";
+  batchSize: number;
+  maxAttempts: number;
+  leaseMs: number;
+  backoff: { initialMs: number; maxMs: number; factor: number };
+  /** Push subscriptions: where batches are POSTed (the secret is never shown again). */
+  deliver?: { url: string; timeoutMs: number };
+  paused: boolean;
+  watermark: number;
+  lag: number;
+  pending: number;
+  /** Matching events without a valid key (none, or one that breaks the key rule): never queued. */
+  skipped: number;
+  /** Of those, the events whose key broke the key rule (empty, "." / "..", over 512 bytes, malformed, or a key function that threw). */
+  skippedInvalidKeys: number;
+  /** The last event skipped for an invalid key, and why. */
+  lastSkip: { position: number; reason: string } | null;
+  /** Failed events an operator skipped (dead letters released with mode "skip"). */
+  skippedDeadLetters: number;
+  /** Why the last advance of this subscription failed; null once an advance works again. */
+  advanceError: { message: string; at: string } | null;
+  /** A code subscription that the instance answering does not define (its code is gone): it can be deleted. */
+  orphaned: boolean;
+  keys: { ready: number; leased: number; backoff: number; dead: number; paused: number };
+  /** Changes when the subscription is deleted and created again (deliveries carry it with each batch). */
+  incarnation: string;
+  oldestPendingAgeMs: number | null;
+}
+
+export interface DeadLetter {
+  subscription: string;
+  key: string;
+  position: number | null;
+  attempts: number;
+  lastError: string | null;
+  deadAt: string;
+  /** Only with `withEvent`: the event that failed (null if it no longer exists). */
+  event?: { stream: string; name: string; data: unknown } | null;
+}
+
+/** One batch in the activity record (Corq.activity): what the dashboard's timeline draws. */
+export interface BatchRecord {
+  subscription: string;
+  key: string;
+  startedAt: string;
+  finishedAt: string;
+  /** Events in the batch (0 for "expired": a lease that ran out; its size is not known). */
+  events: number;
+  outcome: "acked" | "failed" | "dead" | "expired";
+}
+
+/**
+ * The dashboard's batch timeline (Corq.timeline): bars of the most recently active keys, each
+ * the batches of one key with one outcome that started in one time slot; the totals count
+ * every batch of the window.
+ */
+export interface TimelineData {
+  bars: (BatchRecord & { batches: number })[];
+  counts: Record<BatchRecord["outcome"], number>;
+}
+
+/** One (subscription, outcome, bucket) counter; `le` = Infinity for the last bucket. */
+export interface BatchDurationCount {
+  subscription: string;
+  outcome: string;
+  le: number;
+  batches: number;
+  events: number;
+  seconds: number;
+}
+
+export interface MetricsSnapshot {
+  subscriptions: SubscriptionStats[];
+  log: { head: number | null };
+  batchDurations: BatchDurationCount[];
+}

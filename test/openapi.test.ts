@@ -5,7 +5,8 @@ import { readFileSync } from "node:fs";
 import { createApi } from "../src/http/api.js";
 import { createAuthThrottle } from "../src/http/authThrottle.js";
 import { dashboard } from "../src/http/dashboard/routes.js";
-import { apiRoutes, openApiDocument } from "../src/http/openapi.js";
+import { apiRoutes } from "../src/http/apiRoutes.js";
+import { openApiDocument } from "../src/http/openapi.js";
 import { openCorq } from "../functions/database.js";
 
 const routesOf = (app: { routes: { method: string; path: string }[] }) =>

@@ -8,8 +8,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { useCorq } from "../helpers/corq.js";
-import { appendWhileKilling, chaosSeed, reportScenario, seededRandom } from "../helpers/chaos.js";
-import { eventually } from "../helpers/stack.js";
+import { appendWhileKilling, chaosSeed, reportScenario, seededRandom, watchScenario } from "../helpers/chaos.js";
 
 const open = useCorq();
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
@@ -19,11 +18,14 @@ const COMMIT_KILLS = 6 * scale; // by the consumers themselves, at a COMMIT
 const CONSUMERS = 3;
 const LEASE_MS = 1000;
 const KEYS_PER_CLAIM = [1, 4];
+const TIMEOUT_MS = 120_000 * scale;
 
 describe("exactly-once effects", () => {
   it(
     "SIGKILLed transactional consumers (mid-handler, mid-commit) leave each event's effect exactly once",
     async () => {
+      const seed = chaosSeed(20261201);
+      const watch = watchScenario("exactly-once effects", { seed, testTimeoutMs: TIMEOUT_MS });
       const { corq, url, raw } = await open({
         subscriptions: [
           { name: "projection", transactional: true, batchSize: 5, leaseMs: LEASE_MS, handle: () => undefined },
@@ -54,6 +56,12 @@ describe("exactly-once effects", () => {
           stdio: ["ignore", "inherit", "inherit"],
         });
         children.add(child);
+        // a consumer ends only by a SIGKILL: the test's, or its own at a commit when told to
+        watch.watchChild(
+          child,
+          `consumer ${n}`,
+          (_code, signal) => stopping || (signal === "SIGKILL" && (killedByTest.has(child.pid!) || killAt > 0)),
+        );
         child.once("exit", (_code, signal) => {
           children.delete(child);
           if (signal === "SIGKILL" && !killedByTest.has(child.pid!)) {
@@ -64,12 +72,16 @@ describe("exactly-once effects", () => {
       };
 
       let appended = 0;
-      const seed = chaosSeed(20261201);
       try {
         for (let i = 0; i < CONSUMERS; i++) startConsumer();
+        watch.step("appending while consumers are killed");
         appended = await appendWhileKilling({
           random: seededRandom(seed),
-          append: (stream, batch) => corq.append(stream, batch),
+          append: (stream, batch) =>
+            corq.append(stream, batch).catch((error: Error) => {
+              watch.fail(`an append to ${stream} failed: ${error.message}`);
+              throw error;
+            }),
           eventName: "Posted",
           streams: Array.from({ length: 25 }, (_, i) => `account-${i}`),
           events: EVENTS,
@@ -81,15 +93,22 @@ describe("exactly-once effects", () => {
             startConsumer();
           },
           // and the consumers' own kills at a commit, while appending goes on
-          afterKills: () =>
-            eventually(async () => expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS), {
-              timeoutMs: 30_000,
-              intervalMs: 100,
-            }).then(() => undefined),
+          afterKills: () => {
+            watch.step(`waiting for ${COMMIT_KILLS} consumers to kill themselves at a commit`);
+            return watch
+              .waitFor(
+                `${COMMIT_KILLS} kills at a commit`,
+                async () => expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS),
+                { timeoutMs: 30_000, intervalMs: 100 },
+              )
+              .then(() => undefined);
+          },
         });
 
         // the survivors (and the replacements) finish everything, the killed leases included
-        await eventually(
+        watch.step(`waiting for the effects of ${appended} events`);
+        await watch.waitFor(
+          `the effects of all ${appended} events`,
           async () => {
             const { rows } = await raw.query("SELECT count(DISTINCT position)::int AS n FROM projection_applied");
             expect(rows[0].n).toBe(appended);
@@ -98,6 +117,7 @@ describe("exactly-once effects", () => {
           { timeoutMs: 60_000, intervalMs: 250 },
         );
       } finally {
+        watch.step("stopping the consumers");
         stopping = true;
         for (const child of children) child.kill("SIGKILL");
       }
@@ -115,6 +135,15 @@ describe("exactly-once effects", () => {
             WHERE NOT EXISTS (SELECT 1 FROM projection_applied a WHERE a.position = e.position)) AS lost,
           (SELECT count(*)::int FROM corq.events) AS events`)
       ).rows;
+      // said now, before the assertions below (a run cut during the teardown still shows it)
+      watch.expectZero({ effect_dups: dups, lost });
+      watch.expectEqual("events in the log vs appended", events, appended);
+      watch.expectEqual(
+        "per-key counters vs the log",
+        counters.map((c) => ({ key: c.key, events: c.events })),
+        logged,
+      );
+      watch.expectEqual("kills by the test", killedByTest.size, KILLS);
       const batches = counters.reduce((sum, c) => sum + c.batches, 0);
       const kills = killedByTest.size + selfKills;
       console.log(`exactly-once: batches=${batches} kills=${kills} effect_dups=${dups} lost=${lost}`);
@@ -135,6 +164,6 @@ describe("exactly-once effects", () => {
       expect(killedByTest.size).toBe(KILLS);
       expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS);
     },
-    120_000 * scale,
+    TIMEOUT_MS,
   );
 });

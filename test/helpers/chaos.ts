@@ -1,10 +1,11 @@
 // Figures of one reliability scenario (issue: "each scenario prints its figures"); the global
 // setup (test/setup/chaos.ts) prints the totals after the run.
 import type { ChildProcess } from "node:child_process";
-import { appendFileSync } from "node:fs";
-import { inject } from "vitest";
+import { appendFileSync, writeSync } from "node:fs";
+import { inject, onTestFinished } from "vitest";
 import { sleep } from "./corq.js";
 import { present } from "./present.js";
+import { eventually } from "./until.js";
 
 export interface ScenarioFigures {
   scenario: string;
@@ -31,6 +32,98 @@ export function reportScenario(figures: ScenarioFigures): void {
       `double_claims=${figures.doubleClaims} dup=${figures.dup}${notes}`,
   );
   appendFileSync(inject("chaosFile"), `${JSON.stringify(figures)}\n`);
+}
+
+/**
+ * What a scenario says the moment it sees something wrong, before any assertion or teardown:
+ * one line on stderr,
+ *
+ *   chaos FAILED <scenario> seed=<seed>: <reason>
+ *
+ * written synchronously to the process's own stderr (fd 2), not through vitest's console (which
+ * the reporter prints at the end of the file): a soak cut short afterwards (a time limit,
+ * Ctrl-C, a killed worker) still shows why. The scenario's assertions then fail as before.
+ */
+export interface ScenarioWatch {
+  /** Prints `reason` now (every call: a scenario may see several things wrong). */
+  fail(reason: string): void;
+  /** Names the step the scenario is in: a timeout says where it hung. */
+  step(name: string): void;
+  /** `eventually(check)`; when it gives up: prints what it waited for and the last check's error, then throws it. */
+  waitFor<T>(what: string, check: () => Promise<T>, options: { timeoutMs: number; intervalMs?: number }): Promise<T>;
+  /** Prints when `child` exits unless `expected(code, signal)` says the scenario caused it (a kill, the teardown). */
+  watchChild(
+    child: ChildProcess,
+    label: string,
+    expected: (code: number | null, signal: NodeJS.Signals | null) => boolean,
+  ): void;
+  /** Prints the non-zero ones of `counts` (lost, order, double claims, …) as one reason; true if all were 0. */
+  expectZero(counts: Record<string, number>): boolean;
+  /** Prints `what` when `actual` is not `expected`; true if it is. */
+  expectEqual(what: string, actual: unknown, expected: unknown): boolean;
+}
+
+/**
+ * The watch of one scenario (call it in the test): `testTimeoutMs` is the test's own limit — a
+ * little before it, a scenario still running prints the step it is in (vitest's "Test timed
+ * out" names no cause, and comes at the end of the file). `write` is for the helper's own test.
+ */
+export function watchScenario(
+  scenario: string,
+  options: { seed?: number; testTimeoutMs: number; write?: (line: string) => void },
+): ScenarioWatch {
+  const write = options.write ?? ((line: string) => void writeSync(2, line));
+  const started = Date.now();
+  let step = "starting";
+  const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const fail = (reason: string) => {
+    const seed = options.seed === undefined ? "" : ` seed=${options.seed}`;
+    write(
+      `chaos FAILED ${scenario}${seed}: ${reason.replace(/\s*\n\s*/g, " ")} (at ${seconds(Date.now() - started)})\n`,
+    );
+  };
+  const watchdog = setTimeout(
+    () =>
+      fail(
+        `still ${step} after ${seconds(Date.now() - started)}: the test's limit is ${seconds(options.testTimeoutMs)}`,
+      ),
+    Math.max(0, options.testTimeoutMs - 2000),
+  );
+  watchdog.unref();
+  onTestFinished(() => clearTimeout(watchdog));
+  const describe = (error: unknown) => (error instanceof Error ? error.message : String(error));
+  return {
+    fail,
+    step(name) {
+      step = name;
+    },
+    async waitFor(what, check, waitOptions) {
+      const since = Date.now();
+      try {
+        return await eventually(check, waitOptions);
+      } catch (error) {
+        fail(`timeout after ${seconds(Date.now() - since)} waiting for ${what}: ${describe(error)}`);
+        throw error;
+      }
+    },
+    watchChild(child, label, expected) {
+      child.once("exit", (code, signal) => {
+        if (!expected(code, signal))
+          fail(`${label} (pid ${child.pid}) exited unexpectedly: code=${code} signal=${signal}`);
+      });
+    },
+    expectZero(counts) {
+      const wrong = Object.entries(counts).filter(([, n]) => n !== 0);
+      if (wrong.length > 0) fail(wrong.map(([name, n]) => `${name}=${n}`).join(" "));
+      return wrong.length === 0;
+    },
+    expectEqual(what, actual, expected) {
+      const same = JSON.stringify(actual) === JSON.stringify(expected);
+      if (!same)
+        fail(`${what}: ${JSON.stringify(actual)?.slice(0, 300)}, expected ${JSON.stringify(expected)?.slice(0, 300)}`);
+      return same;
+    },
+  };
 }
 
 /**

@@ -91,6 +91,23 @@ describe("watchScenario", () => {
     expect(lines[0]?.trimEnd()).not.toContain("\n");
   });
 
+  it("a wait for progress lasts as long as the count climbs, and gives up (saying where it stood) once it stalls", async () => {
+    const { watch, lines } = watched();
+    // one step at each look (however slow the machine): no stall, whatever the time between looks
+    let count = 0;
+    await watch.waitForProgress("10 kills", () => ++count, 10, { stallMs: 100, intervalMs: 5 });
+    expect(count).toBe(10);
+    expect(lines).toEqual([]);
+
+    const stuckAt = 3;
+    await expect(watch.waitForProgress("10 kills", () => stuckAt, 10, { stallMs: 100, intervalMs: 5 })).rejects.toThrow(
+      "no progress waiting for 10 kills: 3 of 10",
+    );
+    expect(lines).toEqual([
+      expect.stringMatching(/^chaos FAILED kills seed=42: no progress for 0\.1 s waiting for 10 kills: 3 of 10 after /),
+    ]);
+  });
+
   it("a child that exits unless the scenario caused it is reported as it exits", async () => {
     const { watch, lines } = watched();
     const crashing = spawn(process.execPath, ["-e", "process.exit(3)"]);

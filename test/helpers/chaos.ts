@@ -51,6 +51,20 @@ export interface ScenarioWatch {
   step(name: string): void;
   /** `eventually(check)`; when it gives up: prints what it waited for and the last check's error, then throws it. */
   waitFor<T>(what: string, check: () => Promise<T>, options: { timeoutMs: number; intervalMs?: number }): Promise<T>;
+  /**
+   * Waits while `measure` (a count: kills, events handled) climbs to `target`, for as long as it
+   * keeps climbing: gives up only when it stood still for `stallMs`, then prints where it stood
+   * and throws. The time such work takes depends on the machine's load (a consumer process took
+   * 10 to 33 s from its start to its n-th commit at load 10 to 20); a fixed budget fails a slow
+   * machine, a stall fails a stuck run.
+   * `done` (optional): a further check once the target is reached (retried like the measure).
+   */
+  waitForProgress(
+    what: string,
+    measure: () => number | Promise<number>,
+    target: number,
+    options: { stallMs: number; intervalMs?: number; done?: () => Promise<unknown> },
+  ): Promise<void>;
   /** Prints when `child` exits unless `expected(code, signal)` says the scenario caused it (a kill, the teardown). */
   watchChild(
     child: ChildProcess,
@@ -104,6 +118,37 @@ export function watchScenario(
       } catch (error) {
         fail(`timeout after ${seconds(Date.now() - since)} waiting for ${what}: ${describe(error)}`);
         throw error;
+      }
+    },
+    async waitForProgress(what, measure, target, progressOptions) {
+      const { stallMs, intervalMs = 100, done } = progressOptions;
+      const since = Date.now();
+      let best = Number.NEGATIVE_INFINITY;
+      let movedAt = Date.now();
+      let lastError: unknown;
+      for (;;) {
+        let reached = false;
+        try {
+          const now = await measure();
+          lastError = undefined;
+          if (now > best) [best, movedAt] = [now, Date.now()];
+          reached = now >= target;
+          if (reached) {
+            await done?.();
+            return;
+          }
+        } catch (error) {
+          lastError = error; // a failing measure or `done` counts as no progress
+        }
+        if (Date.now() - movedAt > stallMs) {
+          const at = best === Number.NEGATIVE_INFINITY ? "nothing measured" : `${best} of ${target}`;
+          const why = lastError === undefined ? "" : `; last error: ${describe(lastError)}`;
+          fail(
+            `no progress for ${seconds(stallMs)} waiting for ${what}: ${at}${reached ? " (the target reached, the final check not)" : ""} after ${seconds(Date.now() - since)}${why}`,
+          );
+          throw lastError instanceof Error ? lastError : new Error(`no progress waiting for ${what}: ${at}`);
+        }
+        await sleep(intervalMs);
       }
     },
     watchChild(child, label, expected) {
@@ -226,7 +271,10 @@ export function chaosSeed(fixed: number): number {
  * names) until at least `events` are appended and the kills are over; meanwhile, after 1.5 s
  * (the first consumers at work), `kills` times a live child picked at random is handed to
  * `kill` (which SIGKILLs and replaces it), 250–500 ms apart. `afterKills` runs before appending
- * may stop. Every draw comes from `random`. Returns how many events were appended.
+ * may stop. Past `events`, a trickle (a batch every 100–200 ms): work for consumers still to be
+ * killed, not a backlog that grows with the wait (at full pace, 8,280 events piled up in a
+ * scale-2 exactly-once run of 1,000 at load 20, where a consumer took 20–30 s from its start to
+ * its kill at a commit). Every draw comes from `random`. Returns how many events were appended.
  */
 export async function appendWhileKilling(options: {
   random: () => number;
@@ -252,7 +300,7 @@ export async function appendWhileKilling(options: {
         Array.from({ length: count }, (_, i) => ({ name: options.eventName, data: { i: appended + i } })),
       );
       appended += count;
-      await sleep(random() * 8);
+      await sleep(appended < options.events ? random() * 8 : 100 + random() * 100);
     }
   })();
   try {

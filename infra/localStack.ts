@@ -1,14 +1,17 @@
 // The local stack, as `npm start` and the Worker tests run it: Postgres (embedded unless a
-// URL is given) → migrations → WebSocket proxy → the Worker under wrangler's dev server
-// (workerd, the real Workers runtime) → a cron that fires the scheduled handler.
+// URL is given) → migrations → WebSocket proxy and HTTP SQL endpoint → the Worker under
+// wrangler's dev server (workerd, the real Workers runtime), reached through the front door
+// (infra/frontDoor.ts) → a cron that fires the scheduled handler.
 import { fileURLToPath } from "node:url";
-import { unstable_startWorker } from "wrangler";
+import { unstable_DevEnv as DevEnv } from "wrangler";
 import { createCorq } from "../src/index.js";
+import { present } from "../src/errors.js";
 import { app as exampleApp } from "../functions/app.js";
 import type { WorkerApp } from "../functions/createWorker.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
 import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
+import { startFrontDoor } from "./frontDoor.js";
 import { ensureDatabase, localVars, redact } from "./localDatabase.js";
 
 export { localVars };
@@ -98,7 +101,27 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const webhookSecret = options.webhookSecret ?? "dev-webhook-secret";
     const text = (value: string) => ({ type: "plain_text" as const, value });
     const secret = (value: string) => ({ type: "secret_text" as const, value });
-    const worker = await unstable_startWorker({
+    // unstable_startWorker, with an ear on its reloads: they carry the Worker's own address,
+    // which the front door (not wrangler's proxy) forwards to (infra/frontDoor.ts says why)
+    const devEnv = new DevEnv();
+    let workerAddress: { hostname: string; port: string } | undefined;
+    let reloaded: (error?: unknown) => void = () => undefined;
+    const firstReload = new Promise<void>(
+      (resolve, reject) => (reloaded = (error) => (error === undefined ? resolve() : reject(error))),
+    );
+    firstReload.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+    const dispatch = devEnv.dispatch.bind(devEnv);
+    devEnv.dispatch = (event) => {
+      if (event.type === "reloadComplete") {
+        workerAddress = event.proxyData.userWorkerUrl;
+        reloaded();
+      }
+      // a bundle that does not build, a runtime that does not start: no reload will come
+      if (event.type === "error" && (event.source === "BundlerController" || event.source === "LocalRuntimeController"))
+        reloaded(new Error(`wrangler: ${event.reason}`, { cause: event.cause }));
+      dispatch(event);
+    };
+    const worker = await devEnv.startWorker({
       config: configPath,
       ...(options.worker ? { entrypoint: options.worker.entrypoint } : {}),
       bindings: {
@@ -111,7 +134,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         ...Object.fromEntries(Object.entries({ ...localVars, ...options.vars }).map(([k, v]) => [k, text(v)])),
       },
       dev: {
-        server: { hostname: "127.0.0.1", port: options.port ?? 0 },
+        server: { hostname: "127.0.0.1", port: 0 }, // wrangler's proxy: not used
         inspector: false,
         watch: false,
         persist: false,
@@ -121,11 +144,20 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     stops.push(() => worker.dispose());
     await worker.ready;
-    const url = (await worker.url).origin;
+    await firstReload; // the Worker is up (wrangler's proxy is ready before it)
+    const front = await startFrontDoor({
+      port: options.port,
+      upstream: () => present(workerAddress, "the Worker's address"),
+      // the request lines wrangler's proxy printed at these levels
+      log: ["info", "log", "debug"].includes(options.logLevel ?? "warn") ? log : undefined,
+    });
+    stops.push(() => front.close());
+    const url = front.url;
 
     const runCron = async () => {
       const response = await fetch(`${url}/__scheduled?cron=${encodeURIComponent("* * * * *")}`);
-      await response.body?.cancel();
+      // read to its end: a body cancelled while workerd still writes it is a "Broken pipe" in the log
+      await response.arrayBuffer();
       if (!response.ok) throw new Error(`scheduled handler answered ${response.status}`);
     };
     if (options.cronIntervalMs) {

@@ -7,12 +7,13 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { startLocalStack, type LocalStack } from "./localStack.js";
 
-// The local cron hits /__scheduled every second; keep those request lines out of the terminal
-// (the Worker's own console output and every other request still show).
+// wrangler's "Ready on <url>" names its own proxy, which the stack does not serve from (clients
+// reach the Worker through infra/frontDoor.ts): keep it out of the terminal, "corq ready <url>"
+// says where to go (the Worker's own console output still shows, and every request's line).
 for (const method of ["log", "info"] as const) {
   const original = console[method].bind(console);
   console[method] = (...args: unknown[]) => {
-    if (typeof args[0] === "string" && args[0].includes("/__scheduled")) return;
+    if (typeof args[0] === "string" && /Ready on http/.test(args[0])) return;
     original(...args);
   };
 }

@@ -4,8 +4,15 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { useCorq } from "../helpers/corq.js";
-import { appendWhileKilling, chaosSeed, killFigures, reportScenario, seededRandom, tally } from "../helpers/chaos.js";
-import { eventually } from "../helpers/stack.js";
+import {
+  appendWhileKilling,
+  chaosSeed,
+  killFigures,
+  reportScenario,
+  seededRandom,
+  tally,
+  watchScenario,
+} from "../helpers/chaos.js";
 
 const open = useCorq();
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
@@ -14,11 +21,14 @@ const KILLS = 16 * scale;
 const CONSUMERS = 3;
 const LEASE_MS = 1500;
 const KEYS_PER_CLAIM = [1, 4, 8];
+const TIMEOUT_MS = 120_000 * scale;
 
 describe("crash mid-batch", () => {
   it(
     "SIGKILLed consumers lose nothing: their batches come again in order after the lease, duplicates only follow a crash",
     async () => {
+      const seed = chaosSeed(20261130);
+      const watch = watchScenario("crash mid-batch", { seed, testTimeoutMs: TIMEOUT_MS });
       const { corq, url, raw } = await open({
         subscriptions: [{ name: "chaos", batchSize: 5, leaseMs: LEASE_MS, maxAttempts: 1000, handle: () => undefined }],
       });
@@ -28,7 +38,7 @@ describe("crash mid-batch", () => {
 
       const children = new Set<ChildProcess>();
       let appended = 0;
-      const seed = chaosSeed(20261130);
+      let stopping = false;
       const killed = new Set<number>();
       let started = 0;
       const startConsumer = () => {
@@ -44,15 +54,22 @@ describe("crash mid-batch", () => {
           stdio: ["ignore", "inherit", "inherit"],
         });
         children.add(child);
+        // a consumer ends only by the test's SIGKILL
+        watch.watchChild(child, "a consumer", () => stopping || killed.has(child.pid!));
         child.once("exit", () => children.delete(child));
       };
       try {
         for (let i = 0; i < CONSUMERS; i++) startConsumer();
+        watch.step("appending while consumers are killed");
 
         // appends and kills at once: appending goes on (at least EVENTS) until the last kill
         appended = await appendWhileKilling({
           random: seededRandom(seed),
-          append: (stream, batch) => corq.append(stream, batch),
+          append: (stream, batch) =>
+            corq.append(stream, batch).catch((error: Error) => {
+              watch.fail(`an append to ${stream} failed: ${error.message}`);
+              throw error;
+            }),
           eventName: "Step",
           streams: Array.from({ length: 40 }, (_, i) => `order-${i}`),
           events: EVENTS,
@@ -66,7 +83,9 @@ describe("crash mid-batch", () => {
         });
 
         // the survivors (and the replacements) finish everything, the killed leases included
-        await eventually(
+        watch.step(`waiting for all ${appended} events to be handled`);
+        await watch.waitFor(
+          `all ${appended} events handled`,
           async () => {
             const { rows } = await raw.query("SELECT count(DISTINCT position)::int AS n FROM chaos_handled");
             expect(rows[0].n).toBe(appended);
@@ -74,6 +93,7 @@ describe("crash mid-batch", () => {
           { timeoutMs: 90_000, intervalMs: 250 },
         );
       } finally {
+        stopping = true;
         for (const child of children) child.kill("SIGKILL");
       }
 
@@ -89,6 +109,15 @@ describe("crash mid-batch", () => {
       // a duplicate follows a crash; never two holders of one key at once
       const { doubleClaims, dupWithoutCrash } = killFigures(handled, killed);
 
+      // said now, before the assertions below (a run cut during the teardown still shows it)
+      watch.expectZero({
+        lost: figures.lost,
+        order: figures.order,
+        double_claims: doubleClaims,
+        dup_without_crash: dupWithoutCrash,
+      });
+      watch.expectEqual("events checked vs appended", figures.events, appended);
+      watch.expectEqual("kills", killed.size, KILLS);
       reportScenario({
         scenario: "crash mid-batch (SIGKILL)",
         ...figures,
@@ -106,8 +135,13 @@ describe("crash mid-batch", () => {
       expect(dupWithoutCrash).toBe(0);
       expect(killed.size).toBe(KILLS);
       const left = await corq.subscription("chaos");
+      watch.expectEqual(
+        "pending and dead keys left",
+        { pending: left.pending, dead: left.keys.dead },
+        { pending: 0, dead: 0 },
+      );
       expect(left).toMatchObject({ pending: 0, keys: { dead: 0 } });
     },
-    120_000 * scale,
+    TIMEOUT_MS,
   );
 });

@@ -5,13 +5,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmbeddedPostgres, type RunningPostgres } from "../../infra/embeddedPostgres.js";
 import { startLocalStack, type LocalStack } from "../../infra/localStack.js";
-import { reportScenario, tally } from "../helpers/chaos.js";
+import { reportScenario, tally, watchScenario } from "../helpers/chaos.js";
 import { startReceiver } from "../helpers/receiver.js";
 import { eventually } from "../helpers/stack.js";
 import pg from "pg";
 
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
 const MAX_CONNECTIONS = 30;
+const TIMEOUT_MS = 180_000 * scale;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let postgres: RunningPostgres;
@@ -89,6 +90,7 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
   it(
     "restarts under load: requests fail cleanly (503) while it is down, then appends, the cron and consumers resume; nothing lost",
     async () => {
+      const watch = watchScenario("database restart under load", { testTimeoutMs: TIMEOUT_MS });
       const writers = 4;
       const perWriter = 60 * scale; // at least; writers keep appending until both restarts are over
       const statuses = new Map<number, number>();
@@ -120,7 +122,9 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
               const read = await call("GET", `/streams/${stream}?from=${expectedVersion + 1}`).catch(() => undefined);
               if (read?.status === 200 && read.body.events[0]?.data.seq === seq) break;
             } else {
-              expect([0, 503]).toContain(status); // never a 500, never a 4xx for the database being away
+              // never a 500, never a 4xx for the database being away
+              if (status !== 0 && status !== 503) watch.fail(`an append to ${stream} answered ${status}`);
+              expect([0, 503]).toContain(status);
             }
             await sleep(Math.min(1000, 50 * 2 ** attempt) * Math.random());
           }
@@ -131,7 +135,9 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
 
       const load = Promise.all(Array.from({ length: writers }, (_, w) => writer(w)));
       for (const mode of ["fast", "immediate"] as const) {
+        watch.step(`appending, before a "${mode}" restart`);
         await sleep(2500);
+        watch.step(`restarting the database ("${mode}")`);
         let restarted = false;
         const restarting = postgres.restart({ mode, downMs: 4000 }).then(() => (restarted = true));
         // down longer than the connect retries last (about 3 s): /health gives up and says 503
@@ -141,16 +147,28 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
         await restarting;
       }
       restartsOver = true;
+      watch.step("the last appends");
       await load;
+      watch.expectEqual("/health while the database was down", healthWhileDown, [503, 503]);
       expect(healthWhileDown).toEqual([503, 503]);
 
       const expected = await truth("restart-");
-      expect([...expected.values()].reduce((n, p) => n + p.length, 0)).toBe(appended); // each append exactly once
-      await eventually(async () => expect(tally(expected, delivered("restart-")).lost).toBe(0), {
-        timeoutMs: 60_000,
-        intervalMs: 250,
-      });
+      const logged = [...expected.values()].reduce((n, p) => n + p.length, 0);
+      watch.expectEqual("events in the log vs appends answered 201", logged, appended);
+      expect(logged).toBe(appended); // each append exactly once
+      watch.step("waiting for the deliveries");
+      await watch.waitFor(
+        "every event delivered",
+        async () => expect(tally(expected, delivered("restart-")).lost).toBe(0),
+        { timeoutMs: 60_000, intervalMs: 250 },
+      );
       const figures = tally(expected, delivered("restart-"));
+      watch.expectZero({
+        lost: figures.lost,
+        order: figures.order,
+        double_claims: receiver.overlaps,
+        http_500: statuses.get(500) ?? 0,
+      });
       reportScenario({
         scenario: "database restart under load",
         ...figures,
@@ -166,13 +184,15 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
       expect(figures).toMatchObject({ events: appended, lost: 0, order: 0 });
       expect(receiver.overlaps).toBe(0);
     },
-    180_000 * scale,
+    TIMEOUT_MS,
   );
 
   it(
     `more concurrent invocations than ${MAX_CONNECTIONS} connections: each answers 201 or 503 problem+json, state stays consistent`,
     async () => {
+      const watch = watchScenario("connection exhaustion", { testTimeoutMs: TIMEOUT_MS });
       const burst = 120 * scale;
+      watch.step(`${burst} requests at once`);
       const answers = await Promise.all(
         Array.from({ length: burst }, (_, i) =>
           i % 4 === 3
@@ -184,6 +204,14 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
         ),
       );
       const count = (status: number) => answers.filter((a) => a.status === status).length;
+      const unexpected = answers.filter(
+        (a) =>
+          ![200, 201, 503].includes(a.status) || (a.status === 503 && !a.type.includes("application/problem+json")),
+      );
+      if (unexpected.length > 0)
+        watch.fail(
+          `answers other than 2xx or a 503 problem: ${unexpected.map((a) => `${a.status} ${a.type}`).join(", ")}`,
+        );
       for (const a of answers) {
         expect([200, 201, 503]).toContain(a.status);
         if (a.status === 503) expect(a.type).toContain("application/problem+json");
@@ -191,9 +219,11 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
       // a refused append wrote nothing; an accepted one wrote its event once
       for (const a of answers.filter((x) => x.append)) {
         const { rows } = await query("SELECT count(*)::int AS n FROM corq.events WHERE stream = $1", [`burst-${a.i}`]);
+        watch.expectEqual(`events of burst-${a.i} (answered ${a.status})`, rows[0].n, a.status === 201 ? 1 : 0);
         expect(rows[0].n, `burst-${a.i} answered ${a.status}`).toBe(a.status === 201 ? 1 : 0);
       }
       // the refused ones, again, one by one
+      watch.step("appending the refused ones again");
       for (const a of answers.filter((x) => x.append && x.status === 503)) {
         for (let attempt = 0; ; attempt++) {
           const again = await call("POST", `/streams/burst-${a.i}/events`, {
@@ -201,17 +231,21 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
             expectedVersion: -1,
           });
           if (again.status === 201) break;
+          if (again.status !== 503) watch.fail(`burst-${a.i} appended again answered ${again.status}`);
           expect(again.status).toBe(503);
           await sleep(100 * 2 ** Math.min(attempt, 4));
         }
       }
       const expected = await truth("burst-");
-      await eventually(async () => expect(tally(expected, delivered("burst-")).lost).toBe(0), {
-        timeoutMs: 60_000,
-        intervalMs: 250,
-      });
+      watch.step("waiting for the deliveries");
+      await watch.waitFor(
+        "every event delivered",
+        async () => expect(tally(expected, delivered("burst-")).lost).toBe(0),
+        { timeoutMs: 60_000, intervalMs: 250 },
+      );
       // the queue and the counters agree, and end empty
-      await eventually(
+      await watch.waitFor(
+        "an empty queue and zero pending",
         async () => {
           const { rows } = await query(`SELECT (SELECT count(*) FROM corq.queue)::int AS queued,
         (SELECT coalesce(sum(pending), 0) FROM corq.keys)::int AS pending, (SELECT count(*) FROM corq.keys WHERE pending < 0)::int AS negative`);
@@ -220,6 +254,7 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
         { timeoutMs: 60_000, intervalMs: 250 },
       );
       const figures = tally(expected, delivered("burst-"));
+      watch.expectZero({ lost: figures.lost, order: figures.order, double_claims: receiver.overlaps });
       reportScenario({
         scenario: "connection exhaustion",
         ...figures,
@@ -234,6 +269,6 @@ describe("database restarts and connection exhaustion (Workers stack)", () => {
       expect(figures).toMatchObject({ lost: 0, order: 0 });
       expect(receiver.overlaps).toBe(0);
     },
-    180_000 * scale,
+    TIMEOUT_MS,
   );
 });

@@ -8,8 +8,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { useCorq } from "../helpers/corq.js";
-import { appendWhileKilling, chaosSeed, reportScenario, seededRandom } from "../helpers/chaos.js";
-import { eventually } from "../helpers/stack.js";
+import { appendWhileKilling, chaosSeed, reportScenario, seededRandom, watchScenario } from "../helpers/chaos.js";
 
 const open = useCorq();
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
@@ -19,11 +18,16 @@ const COMMIT_KILLS = 6 * scale; // by the consumers themselves, at a COMMIT
 const CONSUMERS = 3;
 const LEASE_MS = 1000;
 const KEYS_PER_CLAIM = [1, 4];
+const TIMEOUT_MS = 120_000 * scale;
+// no kill at a commit (or no event's effect) for this long: the run is stuck, not slow
+const STALL_MS = 60_000;
 
 describe("exactly-once effects", () => {
   it(
     "SIGKILLed transactional consumers (mid-handler, mid-commit) leave each event's effect exactly once",
     async () => {
+      const seed = chaosSeed(20261201);
+      const watch = watchScenario("exactly-once effects", { seed, testTimeoutMs: TIMEOUT_MS });
       const { corq, url, raw } = await open({
         subscriptions: [
           { name: "projection", transactional: true, batchSize: 5, leaseMs: LEASE_MS, handle: () => undefined },
@@ -54,6 +58,12 @@ describe("exactly-once effects", () => {
           stdio: ["ignore", "inherit", "inherit"],
         });
         children.add(child);
+        // a consumer ends only by a SIGKILL: the test's, or its own at a commit when told to
+        watch.watchChild(
+          child,
+          `consumer ${n}`,
+          (_code, signal) => stopping || (signal === "SIGKILL" && (killedByTest.has(child.pid!) || killAt > 0)),
+        );
         child.once("exit", (_code, signal) => {
           children.delete(child);
           if (signal === "SIGKILL" && !killedByTest.has(child.pid!)) {
@@ -64,12 +74,16 @@ describe("exactly-once effects", () => {
       };
 
       let appended = 0;
-      const seed = chaosSeed(20261201);
       try {
         for (let i = 0; i < CONSUMERS; i++) startConsumer();
+        watch.step("appending while consumers are killed");
         appended = await appendWhileKilling({
           random: seededRandom(seed),
-          append: (stream, batch) => corq.append(stream, batch),
+          append: (stream, batch) =>
+            corq.append(stream, batch).catch((error: Error) => {
+              watch.fail(`an append to ${stream} failed: ${error.message}`);
+              throw error;
+            }),
           eventName: "Posted",
           streams: Array.from({ length: 25 }, (_, i) => `account-${i}`),
           events: EVENTS,
@@ -80,24 +94,34 @@ describe("exactly-once effects", () => {
             victim.kill("SIGKILL");
             startConsumer();
           },
-          // and the consumers' own kills at a commit, while appending goes on
-          afterKills: () =>
-            eventually(async () => expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS), {
-              timeoutMs: 30_000,
-              intervalMs: 100,
-            }).then(() => undefined),
+          // and the consumers' own kills at a commit, while appending goes on. A consumer took
+          // 10 to 33 s from its start to its kill at a commit at load 10 to 20 (node --import tsx
+          // starts slowly on a loaded machine), and 3 run at once: the kills come in rounds of 3,
+          // so the wait lasts as long as they keep coming. A fixed 30 s failed 5 of 5 runs at
+          // scale 2, load 9 to 16 (3, 3, 3, 3 and 6 of 12 kills); it was the soak's failure.
+          afterKills: () => {
+            watch.step(`waiting for ${COMMIT_KILLS} consumers to kill themselves at a commit`);
+            return watch.waitForProgress(`${COMMIT_KILLS} kills at a commit`, () => selfKills, COMMIT_KILLS, {
+              stallMs: STALL_MS,
+            });
+          },
         });
 
         // the survivors (and the replacements) finish everything, the killed leases included
-        await eventually(
-          async () => {
-            const { rows } = await raw.query("SELECT count(DISTINCT position)::int AS n FROM projection_applied");
-            expect(rows[0].n).toBe(appended);
-            expect(await corq.subscription("projection")).toMatchObject({ pending: 0 });
+        watch.step(`waiting for the effects of ${appended} events`);
+        await watch.waitForProgress(
+          `the effects of all ${appended} events`,
+          async () =>
+            (await raw.query("SELECT count(DISTINCT position)::int AS n FROM projection_applied")).rows[0].n as number,
+          appended,
+          {
+            stallMs: STALL_MS,
+            intervalMs: 250,
+            done: async () => expect(await corq.subscription("projection")).toMatchObject({ pending: 0 }),
           },
-          { timeoutMs: 60_000, intervalMs: 250 },
         );
       } finally {
+        watch.step("stopping the consumers");
         stopping = true;
         for (const child of children) child.kill("SIGKILL");
       }
@@ -115,6 +139,15 @@ describe("exactly-once effects", () => {
             WHERE NOT EXISTS (SELECT 1 FROM projection_applied a WHERE a.position = e.position)) AS lost,
           (SELECT count(*)::int FROM corq.events) AS events`)
       ).rows;
+      // said now, before the assertions below (a run cut during the teardown still shows it)
+      watch.expectZero({ effect_dups: dups, lost });
+      watch.expectEqual("events in the log vs appended", events, appended);
+      watch.expectEqual(
+        "per-key counters vs the log",
+        counters.map((c) => ({ key: c.key, events: c.events })),
+        logged,
+      );
+      watch.expectEqual("kills by the test", killedByTest.size, KILLS);
       const batches = counters.reduce((sum, c) => sum + c.batches, 0);
       const kills = killedByTest.size + selfKills;
       console.log(`exactly-once: batches=${batches} kills=${kills} effect_dups=${dups} lost=${lost}`);
@@ -135,6 +168,6 @@ describe("exactly-once effects", () => {
       expect(killedByTest.size).toBe(KILLS);
       expect(selfKills).toBeGreaterThanOrEqual(COMMIT_KILLS);
     },
-    120_000 * scale,
+    TIMEOUT_MS,
   );
 });

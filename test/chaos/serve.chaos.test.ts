@@ -6,11 +6,10 @@ import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { startEmbeddedPostgres } from "../../infra/embeddedPostgres.js";
 import { createCorq } from "../../src/index.js";
-import { chaosSeed, killFigures, reportScenario, seededRandom, tally } from "../helpers/chaos.js";
+import { chaosSeed, killFigures, reportScenario, seededRandom, tally, watchScenario } from "../helpers/chaos.js";
 import { createTestDatabase } from "../helpers/database.js";
 import { sleep } from "../helpers/corq.js";
 import { startServeProcess, type ServeProcess } from "../helpers/serveProcess.js";
-import { eventually } from "../helpers/stack.js";
 import { present } from "../helpers/present.js";
 
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
@@ -18,6 +17,8 @@ const PROCESSES = 3;
 const KILLS = 5 * scale;
 const EVENTS = 1500 * scale;
 const LEASE_MS = 1500;
+const TIMEOUT_MS = 120_000 * scale;
+const LISTEN_TIMEOUT_MS = 90_000; // a cluster of its own, a restart and a serve process: slow on a loaded machine
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -28,6 +29,8 @@ describe("serve under failure", () => {
   it(
     "3 serve processes, one SIGKILLed every ~2 s while appending: nothing lost, order kept, duplicates only after a kill",
     async () => {
+      const seed = chaosSeed(20261202);
+      const watch = watchScenario("serve: 3 processes, SIGKILL", { seed, testTimeoutMs: TIMEOUT_MS });
       const database = await createTestDatabase(inject("postgresUrl"));
       const raw = new pg.Pool({ connectionString: database.url, max: 2 });
       raw.on("error", () => undefined);
@@ -38,7 +41,12 @@ describe("serve under failure", () => {
         () => corq.close(),
       );
       const running = new Set<ServeProcess>();
-      cleanups.push(() => Promise.all([...running].map((serve) => serve.stop("SIGKILL"))));
+      const killed = new Set<number>();
+      let stopping = false;
+      cleanups.push(() => {
+        stopping = true;
+        return Promise.all([...running].map((serve) => serve.stop("SIGKILL")));
+      });
       const start = async () => {
         const serve = await startServeProcess({
           databaseUrl: database.url,
@@ -51,23 +59,33 @@ describe("serve under failure", () => {
           },
         });
         running.add(serve);
-        void serve.exited.then(() => running.delete(serve));
+        // a serve process ends only by the test's SIGKILL (or the teardown's)
+        const pid = present(serve.child.pid, "a serve process's pid");
+        void serve.exited.then((code) => {
+          running.delete(serve);
+          if (!stopping && !killed.has(pid))
+            watch.fail(`serve process ${pid} exited unexpectedly (${code}): ${serve.output().slice(-300)}`);
+        });
       };
       await Promise.all(Array.from({ length: PROCESSES }, start));
 
       let appended = 0;
       let killsOver = false;
-      const seed = chaosSeed(20261202);
       const random = seededRandom(seed);
-      const killed = new Set<number>();
+      watch.step("appending while serve processes are killed");
       const appending = (async () => {
         while (appended < EVENTS || !killsOver) {
           const count = 1 + Math.floor(random() * 5);
           const stream = `order-${Math.floor(random() * 40)}`;
-          await corq.append(
-            stream,
-            Array.from({ length: count }, (_, i) => ({ name: "Step", data: { i: appended + i } })),
-          );
+          await corq
+            .append(
+              stream,
+              Array.from({ length: count }, (_, i) => ({ name: "Step", data: { i: appended + i } })),
+            )
+            .catch((error: Error) => {
+              watch.fail(`an append to ${stream} failed: ${error.message}`);
+              throw error;
+            });
           appended += count;
           await sleep(random() * 6);
         }
@@ -83,7 +101,9 @@ describe("serve under failure", () => {
       killsOver = true;
       await appending;
 
-      await eventually(
+      watch.step(`waiting for all ${appended} events to be handled`);
+      await watch.waitFor(
+        `all ${appended} events handled`,
         async () => {
           const { rows } = await raw.query("SELECT count(DISTINCT position)::int AS n FROM serve_handled");
           expect(rows[0].n).toBe(appended);
@@ -100,6 +120,20 @@ describe("serve under failure", () => {
       const figures = tally(expected, handled);
       // a duplicate follows a kill; never two holders of one key at once
       const { doubleClaims, dupWithoutCrash } = killFigures(handled, killed);
+      // said now, before the assertions below (a run cut during the teardown still shows it)
+      watch.expectZero({
+        lost: figures.lost,
+        order: figures.order,
+        double_claims: doubleClaims,
+        dup_without_crash: dupWithoutCrash,
+      });
+      watch.expectEqual("events checked vs appended", figures.events, appended);
+      const left = await corq.subscription("recorded");
+      watch.expectEqual(
+        "pending and dead keys left",
+        { pending: left.pending, dead: left.keys.dead },
+        { pending: 0, dead: 0 },
+      );
       reportScenario({
         scenario: "serve: 3 processes, SIGKILL",
         ...figures,
@@ -110,51 +144,81 @@ describe("serve under failure", () => {
       expect(doubleClaims).toBe(0);
       expect(dupWithoutCrash).toBe(0);
       expect(killed.size).toBe(KILLS);
-      expect(await corq.subscription("recorded")).toMatchObject({ pending: 0, keys: { dead: 0 } });
+      expect(left).toMatchObject({ pending: 0, keys: { dead: 0 } });
     },
-    120_000 * scale,
+    TIMEOUT_MS,
   );
 
-  it("LISTENs again after the database restarts and re-checks: a wake-up sent while it was away is not lost", async () => {
-    const postgres = await startEmbeddedPostgres({ settings: { fsync: "off" } });
-    cleanups.push(() => postgres.stop());
-    const raw = new pg.Pool({ connectionString: postgres.url, max: 2 });
-    raw.on("error", () => undefined); // its idle clients die with the restart
-    cleanups.push(() => raw.end());
-    const corq = createCorq({ databaseUrl: postgres.url, notify: true, poolSize: 2 });
-    cleanups.push(() => corq.close());
-    // an hour-long safety net: only a NOTIFY or the re-check after a reconnect can deliver
-    const serve = await startServeProcess({
-      databaseUrl: postgres.url,
-      entry: "test/serve/recordingServe.ts",
-      env: { CORQ_SAFETY_NET_MS: "3600000" },
-    });
-    cleanups.push(() => serve.stop("SIGKILL"));
-    const handled = async (stream: string) =>
-      (await raw.query("SELECT count(*)::int AS n FROM serve_handled WHERE key = $1", [stream])).rows[0].n;
-    const appendWithRetry = async (stream: string) =>
-      eventually(() => corq.append(stream, [{ name: "E", data: {} }]), { timeoutMs: 20_000, intervalMs: 50 });
+  it(
+    "LISTENs again after the database restarts and re-checks: a wake-up sent while it was away is not lost",
+    async () => {
+      const watch = watchScenario("serve: database restart (LISTEN)", { testTimeoutMs: LISTEN_TIMEOUT_MS });
+      const postgres = await startEmbeddedPostgres({ settings: { fsync: "off" } });
+      cleanups.push(() => postgres.stop());
+      const raw = new pg.Pool({ connectionString: postgres.url, max: 2 });
+      raw.on("error", () => undefined); // its idle clients die with the restart
+      cleanups.push(() => raw.end());
+      const corq = createCorq({ databaseUrl: postgres.url, notify: true, poolSize: 2 });
+      cleanups.push(() => corq.close());
+      // an hour-long safety net: only a NOTIFY or the re-check after a reconnect can deliver
+      const serve = await startServeProcess({
+        databaseUrl: postgres.url,
+        entry: "test/serve/recordingServe.ts",
+        env: { CORQ_SAFETY_NET_MS: "3600000" },
+      });
+      cleanups.push(() => serve.stop("SIGKILL"));
+      const handled = async (stream: string) =>
+        (await raw.query("SELECT count(*)::int AS n FROM serve_handled WHERE key = $1", [stream])).rows[0].n;
+      const appendWithRetry = async (stream: string) =>
+        watch.waitFor(`an append to "${stream}"`, () => corq.append(stream, [{ name: "E", data: {} }]), {
+          timeoutMs: 20_000,
+          intervalMs: 50,
+        });
 
-    await appendWithRetry("before");
-    await eventually(async () => expect(await handled("before")).toBe(1));
+      const pid = serve.child.pid;
+      let stopping = false;
+      // runs before the stop above (cleanups run in reverse)
+      cleanups.push(async () => {
+        stopping = true;
+      });
+      void serve.exited.then((code) => {
+        if (!stopping) watch.fail(`serve process ${pid} exited unexpectedly (${code}): ${serve.output().slice(-300)}`);
+      });
+      const handledOnce = (stream: string, timeoutMs = 15_000) =>
+        watch.waitFor(`the event of "${stream}" handled`, async () => expect(await handled(stream)).toBe(1), {
+          timeoutMs,
+        });
 
-    await postgres.restart({ mode: "fast", downMs: 1500 });
-    // appended the moment the database is back: the LISTEN connection is still waiting to retry
-    await appendWithRetry("while-away");
-    await eventually(async () => expect(await handled("while-away")).toBe(1), { timeoutMs: 20_000 });
-    // (its log line may reach this process's pipe after the row reached the database)
-    await eventually(async () => expect(serve.output()).toContain("LISTEN connection back"));
+      watch.step('appending "before"');
+      await appendWithRetry("before");
+      await handledOnce("before");
 
-    await appendWithRetry("after");
-    await eventually(async () => expect(await handled("after")).toBe(1));
-    reportScenario({
-      scenario: "serve: database restart (LISTEN)",
-      events: 3,
-      lost: 0,
-      order: 0,
-      doubleClaims: 0,
-      dup: 0,
-      notes: { restarts: 1 },
-    });
-  }, 90_000); // a cluster of its own, a restart and a serve process: slow on a loaded machine
+      watch.step("restarting the database");
+      await postgres.restart({ mode: "fast", downMs: 1500 });
+      // appended the moment the database is back: the LISTEN connection is still waiting to retry
+      watch.step('appending "while-away"');
+      await appendWithRetry("while-away");
+      await handledOnce("while-away", 20_000);
+      // (its log line may reach this process's pipe after the row reached the database)
+      await watch.waitFor(
+        'serve\'s "LISTEN connection back"',
+        async () => expect(serve.output()).toContain("LISTEN connection back"),
+        { timeoutMs: 15_000 },
+      );
+
+      watch.step('appending "after"');
+      await appendWithRetry("after");
+      await handledOnce("after");
+      reportScenario({
+        scenario: "serve: database restart (LISTEN)",
+        events: 3,
+        lost: 0,
+        order: 0,
+        doubleClaims: 0,
+        dup: 0,
+        notes: { restarts: 1 },
+      });
+    },
+    LISTEN_TIMEOUT_MS,
+  );
 });

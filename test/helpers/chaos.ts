@@ -1,10 +1,11 @@
 // Figures of one reliability scenario (issue: "each scenario prints its figures"); the global
 // setup (test/setup/chaos.ts) prints the totals after the run.
 import type { ChildProcess } from "node:child_process";
-import { appendFileSync } from "node:fs";
-import { inject } from "vitest";
+import { appendFileSync, writeSync } from "node:fs";
+import { inject, onTestFinished } from "vitest";
 import { sleep } from "./corq.js";
 import { present } from "./present.js";
+import { eventually } from "./until.js";
 
 export interface ScenarioFigures {
   scenario: string;
@@ -31,6 +32,143 @@ export function reportScenario(figures: ScenarioFigures): void {
       `double_claims=${figures.doubleClaims} dup=${figures.dup}${notes}`,
   );
   appendFileSync(inject("chaosFile"), `${JSON.stringify(figures)}\n`);
+}
+
+/**
+ * What a scenario says the moment it sees something wrong, before any assertion or teardown:
+ * one line on stderr,
+ *
+ *   chaos FAILED <scenario> seed=<seed>: <reason>
+ *
+ * written synchronously to the process's own stderr (fd 2), not through vitest's console (which
+ * the reporter prints at the end of the file): a soak cut short afterwards (a time limit,
+ * Ctrl-C, a killed worker) still shows why. The scenario's assertions then fail as before.
+ */
+export interface ScenarioWatch {
+  /** Prints `reason` now (every call: a scenario may see several things wrong). */
+  fail(reason: string): void;
+  /** Names the step the scenario is in: a timeout says where it hung. */
+  step(name: string): void;
+  /** `eventually(check)`; when it gives up: prints what it waited for and the last check's error, then throws it. */
+  waitFor<T>(what: string, check: () => Promise<T>, options: { timeoutMs: number; intervalMs?: number }): Promise<T>;
+  /**
+   * Waits while `measure` (a count: kills, events handled) climbs to `target`, for as long as it
+   * keeps climbing: gives up only when it stood still for `stallMs`, then prints where it stood
+   * and throws. The time such work takes depends on the machine's load (a consumer process took
+   * 10 to 33 s from its start to its n-th commit at load 10 to 20); a fixed budget fails a slow
+   * machine, a stall fails a stuck run.
+   * `done` (optional): a further check once the target is reached (retried like the measure).
+   */
+  waitForProgress(
+    what: string,
+    measure: () => number | Promise<number>,
+    target: number,
+    options: { stallMs: number; intervalMs?: number; done?: () => Promise<unknown> },
+  ): Promise<void>;
+  /** Prints when `child` exits unless `expected(code, signal)` says the scenario caused it (a kill, the teardown). */
+  watchChild(
+    child: ChildProcess,
+    label: string,
+    expected: (code: number | null, signal: NodeJS.Signals | null) => boolean,
+  ): void;
+  /** Prints the non-zero ones of `counts` (lost, order, double claims, …) as one reason; true if all were 0. */
+  expectZero(counts: Record<string, number>): boolean;
+  /** Prints `what` when `actual` is not `expected`; true if it is. */
+  expectEqual(what: string, actual: unknown, expected: unknown): boolean;
+}
+
+/**
+ * The watch of one scenario (call it in the test): `testTimeoutMs` is the test's own limit — a
+ * little before it, a scenario still running prints the step it is in (vitest's "Test timed
+ * out" names no cause, and comes at the end of the file). `write` is for the helper's own test.
+ */
+export function watchScenario(
+  scenario: string,
+  options: { seed?: number; testTimeoutMs: number; write?: (line: string) => void },
+): ScenarioWatch {
+  const write = options.write ?? ((line: string) => void writeSync(2, line));
+  const started = Date.now();
+  let step = "starting";
+  const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const fail = (reason: string) => {
+    const seed = options.seed === undefined ? "" : ` seed=${options.seed}`;
+    write(
+      `chaos FAILED ${scenario}${seed}: ${reason.replace(/\s*\n\s*/g, " ")} (at ${seconds(Date.now() - started)})\n`,
+    );
+  };
+  const watchdog = setTimeout(
+    () =>
+      fail(
+        `still ${step} after ${seconds(Date.now() - started)}: the test's limit is ${seconds(options.testTimeoutMs)}`,
+      ),
+    Math.max(0, options.testTimeoutMs - 2000),
+  );
+  watchdog.unref();
+  onTestFinished(() => clearTimeout(watchdog));
+  const describe = (error: unknown) => (error instanceof Error ? error.message : String(error));
+  return {
+    fail,
+    step(name) {
+      step = name;
+    },
+    async waitFor(what, check, waitOptions) {
+      const since = Date.now();
+      try {
+        return await eventually(check, waitOptions);
+      } catch (error) {
+        fail(`timeout after ${seconds(Date.now() - since)} waiting for ${what}: ${describe(error)}`);
+        throw error;
+      }
+    },
+    async waitForProgress(what, measure, target, progressOptions) {
+      const { stallMs, intervalMs = 100, done } = progressOptions;
+      const since = Date.now();
+      let best = Number.NEGATIVE_INFINITY;
+      let movedAt = Date.now();
+      let lastError: unknown;
+      for (;;) {
+        let reached = false;
+        try {
+          const now = await measure();
+          lastError = undefined;
+          if (now > best) [best, movedAt] = [now, Date.now()];
+          reached = now >= target;
+          if (reached) {
+            await done?.();
+            return;
+          }
+        } catch (error) {
+          lastError = error; // a failing measure or `done` counts as no progress
+        }
+        if (Date.now() - movedAt > stallMs) {
+          const at = best === Number.NEGATIVE_INFINITY ? "nothing measured" : `${best} of ${target}`;
+          const why = lastError === undefined ? "" : `; last error: ${describe(lastError)}`;
+          fail(
+            `no progress for ${seconds(stallMs)} waiting for ${what}: ${at}${reached ? " (the target reached, the final check not)" : ""} after ${seconds(Date.now() - since)}${why}`,
+          );
+          throw lastError instanceof Error ? lastError : new Error(`no progress waiting for ${what}: ${at}`);
+        }
+        await sleep(intervalMs);
+      }
+    },
+    watchChild(child, label, expected) {
+      child.once("exit", (code, signal) => {
+        if (!expected(code, signal))
+          fail(`${label} (pid ${child.pid}) exited unexpectedly: code=${code} signal=${signal}`);
+      });
+    },
+    expectZero(counts) {
+      const wrong = Object.entries(counts).filter(([, n]) => n !== 0);
+      if (wrong.length > 0) fail(wrong.map(([name, n]) => `${name}=${n}`).join(" "));
+      return wrong.length === 0;
+    },
+    expectEqual(what, actual, expected) {
+      const same = JSON.stringify(actual) === JSON.stringify(expected);
+      if (!same)
+        fail(`${what}: ${JSON.stringify(actual)?.slice(0, 300)}, expected ${JSON.stringify(expected)?.slice(0, 300)}`);
+      return same;
+    },
+  };
 }
 
 /**
@@ -133,7 +271,10 @@ export function chaosSeed(fixed: number): number {
  * names) until at least `events` are appended and the kills are over; meanwhile, after 1.5 s
  * (the first consumers at work), `kills` times a live child picked at random is handed to
  * `kill` (which SIGKILLs and replaces it), 250–500 ms apart. `afterKills` runs before appending
- * may stop. Every draw comes from `random`. Returns how many events were appended.
+ * may stop. Past `events`, a trickle (a batch every 100–200 ms): work for consumers still to be
+ * killed, not a backlog that grows with the wait (at full pace, 8,280 events piled up in a
+ * scale-2 exactly-once run of 1,000 at load 20, where a consumer took 20–30 s from its start to
+ * its kill at a commit). Every draw comes from `random`. Returns how many events were appended.
  */
 export async function appendWhileKilling(options: {
   random: () => number;
@@ -159,7 +300,7 @@ export async function appendWhileKilling(options: {
         Array.from({ length: count }, (_, i) => ({ name: options.eventName, data: { i: appended + i } })),
       );
       appended += count;
-      await sleep(random() * 8);
+      await sleep(appended < options.events ? random() * 8 : 100 + random() * 100);
     }
   })();
   try {

@@ -77,17 +77,7 @@ export function useStack(
   return { state, api };
 }
 
-export async function eventually<T>(check: () => Promise<T>, { timeoutMs = 15_000, intervalMs = 50 } = {}): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, intervalMs));
-    }
-  }
-}
+export { eventually } from "./until.js";
 
 /** `npm run serve` with what `npm start` gives the Worker: the local variables, the dev secrets. */
 async function startServeStack(databaseUrl: string, vars: Record<string, string>): Promise<Stack> {

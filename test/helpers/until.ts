@@ -3,6 +3,19 @@
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Runs `check` until it resolves (every `intervalMs`); after `timeoutMs` its last error is thrown. */
+export async function eventually<T>(check: () => Promise<T>, { timeoutMs = 15_000, intervalMs = 50 } = {}): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await sleep(intervalMs);
+    }
+  }
+}
+
 /** Polls `condition` every `everyMs` (default 5) until it holds; throws `message` after `timeoutMs` (default 5 s). */
 export async function until(
   condition: () => boolean | Promise<boolean>,

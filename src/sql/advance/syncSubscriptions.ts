@@ -1,19 +1,13 @@
 import { sql, type SQL } from "drizzle-orm";
 import { advanceKicks, subscriptions } from "../../db/schema.js";
 import { asyncCommit } from "../common/asyncCommit.js";
+import type { SubscriptionStats } from "../../types.js";
 
-export interface StoredSettings {
-  name: string;
-  events: string[];
-  /** Stream-name prefixes; null = every stream. */
-  streams: string[] | null;
-  key: string;
-  from: "beginning" | "now";
-  batchSize: number;
-  maxAttempts: number;
-  leaseMs: number;
-  backoff: { initialMs: number; maxMs: number; factor: number };
-}
+/** A subscription's settings as stored: the same fields the stats show (one definition of them). */
+export type StoredSettings = Pick<
+  SubscriptionStats,
+  "name" | "events" | "streams" | "key" | "from" | "batchSize" | "maxAttempts" | "leaseMs" | "backoff"
+>;
 
 export interface SubscriptionRow {
   id: number;

@@ -340,3 +340,59 @@ describe("upgrading a populated database of the release before (0010)", () => {
     }
   });
 });
+
+describe("housekeeping (what the cron and serve run)", () => {
+  it("compacts keys idle past keyIdleMs (default 7 days) and prunes expired sessions, old webhook ids and batch records", async () => {
+    const { subscription } = recording();
+    const { corq, raw } = await open({ subscriptions: [subscription] });
+    for (const key of ["8-days", "6-days"]) await corq.append(key, [e(1)]);
+    await drain(corq, "s");
+    await raw.query(
+      `UPDATE corq.keys SET active_at = now() - CASE key WHEN '8-days' THEN interval '8 days' ELSE interval '6 days' END`,
+    );
+    await raw.query(`
+      INSERT INTO corq.dashboard_sessions (id, expires_at) VALUES ('expired', now() - interval '1 second'), ('live', now() + interval '1 hour');
+      INSERT INTO corq.webhook_ids (id, seen_at) VALUES ('old', now() - interval '11 minutes'), ('recent', now() - interval '9 minutes');
+      INSERT INTO corq.activity (subscription_id, key, started_at, finished_at, events, outcome)
+        SELECT id, k, now() - ago, now() - ago, 1, 'acked' FROM corq.subscriptions,
+          (VALUES ('old', interval '16 minutes'), ('recent', interval '14 minutes')) v(k, ago);`);
+    const before = (await raw.query("SELECT count(*)::int AS n FROM corq.activity WHERE key NOT IN ('old', 'recent')"))
+      .rows[0].n;
+    expect(await corq.housekeeping()).toEqual({
+      keys: 1,
+      busySubscriptions: 0,
+      activity: 1,
+      sessions: 1,
+      webhookIds: 1,
+    });
+    expect(await keyRows(raw)).toEqual(["6-days"]);
+    const left = async (table: string) =>
+      (await raw.query(`SELECT id FROM corq.${table} ORDER BY id`)).rows.map((r: { id: string }) => r.id);
+    expect(await left("dashboard_sessions")).toEqual(["live"]);
+    expect(await left("webhook_ids")).toEqual(["recent"]);
+    const activity = await raw.query("SELECT key FROM corq.activity WHERE key IN ('old', 'recent')");
+    expect(activity.rows).toEqual([{ key: "recent" }]);
+    expect(
+      (await raw.query("SELECT count(*)::int AS n FROM corq.activity WHERE key NOT IN ('old', 'recent')")).rows[0].n,
+    ).toBe(before);
+  });
+
+  it("deletes in chunks of 5,000 keys, at most maxChunks a pass; the rest the next pass", async () => {
+    const { corq, raw } = await open({ subscriptions: [recording().subscription], keyIdleMs: HOUR });
+    await corq.advance(); // the subscription's row
+    await raw.query(`INSERT INTO corq.keys (subscription_id, key, seq, active_at)
+      SELECT id, 'k' || i, i % 7, now() - interval '2 hours' FROM corq.subscriptions, generate_series(1, 12000) i`);
+    expect(await corq.housekeeping({ maxChunks: 2 })).toMatchObject({ keys: 10_000 });
+    expect(await corq.housekeeping({ maxChunks: 2 })).toMatchObject({ keys: 2000 });
+    expect(await corq.housekeeping()).toMatchObject({ keys: 0 });
+    const { rows } = await raw.query("SELECT key_seq_floor::int AS floor FROM corq.subscriptions");
+    expect(rows).toEqual([{ floor: 6 }]);
+  });
+
+  it("refuses a keyIdleMs that is not a positive integer", async () => {
+    for (const keyIdleMs of [0, -1, 1.5, Number.NaN])
+      expect(() => createCorq({ databaseUrl: "postgres://unused", keyIdleMs })).toThrow(
+        expect.objectContaining({ code: "invalid_config" }),
+      );
+  });
+});

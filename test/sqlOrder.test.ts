@@ -54,6 +54,8 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ackedPerBucket: (f) => [f(60_000, 10_000)],
   recordBatches: (f) => [f([batchRecord])],
   pruneActivity: (f) => [f(1000)],
+  pruneActivityCtes: (f) => [f(1000)],
+  pruneOperational: (f) => [f({ activityOlderThanMs: 1000 })],
   logTail: (f) => [f(10), f(10, 500)],
   timelineBatches: (f) => [
     f({ sinceMs: 60_000, maxKeys: 40, slotMs: 200, limit: 100 }),

@@ -927,4 +927,42 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/idleKeys.int.test.ts"],
   },
+  {
+    name: "housekeeping: the Worker's cron does not run it",
+    edits: one("functions/createWorker.ts", "housekeeping: true,", "housekeeping: false,"),
+    tests: ["test/worker/pipeline.worker.test.ts"],
+  },
+  {
+    name: "housekeeping: serve's loop does not run it",
+    edits: one("src/node/runner.ts", "corq.housekeeping().catch(", "Promise.resolve().catch("),
+    tests: ["test/serve/housekeeping.serve.test.ts"],
+  },
+  {
+    name: "housekeeping: serve ignores CORQ_KEY_IDLE_MS",
+    edits: one("src/node/serve.ts", "        keyIdleMs: knobs.keyIdleMs,\n", ""),
+    tests: ["test/serve/housekeeping.serve.test.ts"],
+  },
+  {
+    name: "housekeeping: expired dashboard sessions kept",
+    edits: one(
+      "src/sql/housekeeping/pruneOperational.ts",
+      "sessions AS (${pruneDashboardSessions} RETURNING 1)",
+      "sessions AS (SELECT 1 WHERE false)",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "housekeeping: webhook ids kept past their window",
+    edits: one(
+      "src/sql/housekeeping/pruneOperational.ts",
+      "webhooks AS (${forgetWebhookIds} RETURNING 1)",
+      "webhooks AS (SELECT 1 WHERE false)",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "housekeeping: one chunk a pass whatever maxChunks says",
+    edits: one("src/corq/housekeeping.ts", "if (compacted.deleted < CHUNK) break;", "break;"),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
 ];

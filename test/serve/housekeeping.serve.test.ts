@@ -64,5 +64,5 @@ describe("serve: housekeeping", () => {
     } finally {
       expect(await serve.stop()).toBe(0);
     }
-  });
+  }, 90_000); // a process start on a loaded machine, then up to 15 s of waiting for its first pass
 });

@@ -919,6 +919,15 @@ export const mutants: Mutant[] = [
     tests: ["test/plans.int.test.ts"],
   },
   {
+    name: "idle keys: compaction does not lock the subscription rows (a rewind's requeue loses the keys deleted meanwhile)",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "SELECT id FROM ${subscriptions} ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+      "SELECT id FROM ${subscriptions} ORDER BY id",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
     name: "idle keys: compaction waits for a subscription whose row is held",
     edits: one(
       "src/sql/housekeeping/compactIdleKeys.ts",

@@ -74,7 +74,7 @@ export function createWorker(app: WorkerApp): CorqWorker {
           await migrateApp(env);
           await advanceAndDispatch(env, subscriptions, invoke, {
             opened: openCorq(env, subscriptions),
-            pruneActivity: true,
+            housekeeping: true,
             coalesce: true,
           });
         })().catch((error) => console.error("corq: scheduled run failed:", error)),

@@ -34,13 +34,13 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");
   configureLocal(env);
   const databaseUrl = env.DATABASE_URL;
-  const { dbDriver, pushAllowPrivate } = settings(env);
+  const { dbDriver, pushAllowPrivate, keyIdleMs } = settings(env);
   // recorded on every lease this invocation takes: the keys API says who holds a key
   const holder = `worker invocation ${crypto.randomUUID().slice(0, 8)}`;
   if (dbDriver === "websocket") {
     const pool = webSocketPool(databaseUrl);
     return {
-      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate, holder }),
+      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate, holder, keyIdleMs }),
       statements: () => 1,
       db: createExecutor(pool),
       end: () => pool.end().catch(() => undefined),
@@ -64,6 +64,7 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
       subscriptions,
       pushAllowPrivate,
       holder,
+      keyIdleMs,
       onStatement: () => void statements++,
     }),
     statements: () => statements,

@@ -10,6 +10,7 @@ import { createAppendWakes } from "./corq/appendWakes.js";
 import { connect } from "./corq/connect.js";
 import { createConsuming } from "./corq/consuming.js";
 import { createDispatching } from "./corq/dispatching.js";
+import { createHousekeeping } from "./corq/housekeeping.js";
 import { createInspection } from "./corq/inspection.js";
 import { createLog } from "./corq/log.js";
 import { createOperations } from "./corq/operations.js";
@@ -43,6 +44,7 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
     ...advancing,
     ...createConsuming({ ...deps, recorder, corq: () => corq }),
     ...createDispatching(deps),
+    ...createHousekeeping(deps),
     ...inspection,
     ...createOperations({
       ...deps,

@@ -44,4 +44,18 @@ export interface CorqRuntime extends Corq {
   }>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
+  /**
+   * One housekeeping pass (the cron, `serve` once a minute): idle key rows compacted — nothing
+   * queued, no live lease, not dead, not paused, no activity for `keyIdleMs` — at most
+   * `maxChunks` (default 4) statements of 5,000 keys, never waiting for a subscription another
+   * statement holds (`busySubscriptions`: left for the next pass); and, in one statement, batch
+   * records older than 15 minutes, expired dashboard sessions and webhook ids past their window.
+   */
+  housekeeping(options?: { maxChunks?: number }): Promise<{
+    keys: number;
+    busySubscriptions: number;
+    activity: number;
+    sessions: number;
+    webhookIds: number;
+  }>;
 }

@@ -12,6 +12,7 @@ import { claimBatch, settleAndClaim } from "../src/sql/consume/claimBatch.js";
 import type { Settlement } from "../src/sql/consume/settleKeys.js";
 import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
 import { listKeys } from "../src/sql/inspect/listKeys.js";
+import { compactIdleKeys } from "../src/sql/housekeeping/compactIdleKeys.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { explain, planOffenses, type Intent } from "./helpers/plans.js";
 
@@ -119,6 +120,12 @@ const statements: { name: string; query: () => SQL; intent: Intent }[] = [
     },
   },
   { name: "the keys page", query: () => listKeys("plans", { limit: 51 }), intent: { walks: ["keys_pkey"] } },
+  {
+    // runs every minute at any number of keys: reads only the idle ones past the threshold
+    name: "a chunk of idle-key compaction",
+    query: () => compactIdleKeys({ idleMs: 7 * 86_400_000, limit: 5000 }),
+    intent: { walks: ["keys_idle_idx"] },
+  },
   {
     name: "the keys page after a cursor",
     query: () => listKeys("plans", { limit: 51, after: "k5" }),

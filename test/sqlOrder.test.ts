@@ -54,6 +54,8 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ackedPerBucket: (f) => [f(60_000, 10_000)],
   recordBatches: (f) => [f([batchRecord])],
   pruneActivity: (f) => [f(1000)],
+  pruneActivityCtes: (f) => [f(1000)],
+  pruneOperational: (f) => [f({ activityOlderThanMs: 1000 })],
   logTail: (f) => [f(10), f(10, 500)],
   timelineBatches: (f) => [
     f({ sinceMs: 60_000, maxKeys: 40, slotMs: 200, limit: 100 }),
@@ -153,6 +155,8 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   nextDue: (f) => [f([]), f(["a", "b"])],
   notifyWake: (f) => [f("append"), f("append", "ready")],
   logPosition: (f) => [f()],
+  compactIdleKeys: (f) => [f({ idleMs: 1000, limit: 10 })],
+  seqFloor: (f) => [f(1)],
 };
 
 /** Exports of src/sql that are not SQL builders. */
@@ -176,6 +180,12 @@ const exceptions: { rule: Rule; match: string; reason: string }[] = [
     rule: "LIMIT",
     match: `SELECT 1 FROM "corq"."keys"`,
     reason: "readyKeys and claimConsumerSlots count ready / leased keys up to a cap: which ones is irrelevant",
+  },
+  {
+    rule: "LIMIT",
+    match: "FOR UPDATE OF k SKIP LOCKED",
+    reason:
+      "compactIdleKeys deletes any idle keys past the threshold, a chunk at a time: which go first is irrelevant, and an ORDER BY across subscriptions would sort every candidate",
   },
   {
     rule: "INSERT … SELECT",

@@ -7,6 +7,10 @@ import type { CorqOptions } from "../types.js";
 
 export const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 
+/** createCorq({ keyIdleMs }) and CORQ_KEY_IDLE_MS: 7 days by default, at most about 10 years. */
+export const DEFAULT_KEY_IDLE_MS = 7 * 86_400_000;
+export const MAX_KEY_IDLE_MS = 3650 * 86_400_000;
+
 /** createCorq's options after validation: what the parts read. */
 export interface CorqSettings {
   /** This instance's code subscriptions, by name. */
@@ -14,6 +18,8 @@ export interface CorqSettings {
   appMigrations: AppMigration[];
   advanceBatchSize: number;
   activityFlushMs: number;
+  /** An idle key loses its row after this long (housekeeping). */
+  keyIdleMs: number;
   notify: boolean;
   pushAllowPrivate: boolean;
   /** Who this instance's consumers are (recorded on each lease). */
@@ -43,6 +49,12 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
     "invalid_config",
     "activityFlushMs",
   );
+  const keyIdleMs = parseOrThrow(
+    z.number().int().min(1).max(MAX_KEY_IDLE_MS).default(DEFAULT_KEY_IDLE_MS),
+    options.keyIdleMs,
+    "invalid_config",
+    "keyIdleMs",
+  );
   const holder =
     parseOrThrow(z.string().min(1).max(200).optional(), options.holder, "invalid_config", "holder") ?? defaultHolder();
   return {
@@ -50,6 +62,7 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
     appMigrations,
     advanceBatchSize,
     activityFlushMs,
+    keyIdleMs,
     notify: options.notify === true,
     pushAllowPrivate: options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true",
     holder,

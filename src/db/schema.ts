@@ -91,6 +91,11 @@ export const subscriptions = corqSchema.table("subscriptions", {
   // changes when a subscription is deleted and created again under the same name: deliveries
   // carry it, so a receiver never mixes up the seqs of two incarnations
   incarnation: uuid("incarnation").notNull().defaultRandom(),
+  // Seqs are never reused: when idle key rows are compacted (deleted) this is raised to the
+  // highest seq they had, and a key row created later numbers its events from here
+  // (src/sql/common/keySeqFloor.ts). A floor shared by the subscription's keys, so a key that
+  // comes back may skip seqs (a gap), never repeat one.
+  keySeqFloor: bigint("key_seq_floor", { mode: "number" }).notNull().default(0),
   createdAt: createdAt(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 });
@@ -140,6 +145,9 @@ export const keys = corqSchema.table(
     // Who claimed the current lease (a Worker invocation, a process) and when.
     leaseHolder: text("lease_holder"),
     leasedAt: timestamp("leased_at", { withTimezone: true }),
+    // The key's last activity: created, an enqueue, an ack, a skip, a resume. An idle key whose
+    // last activity is older than CORQ_KEY_IDLE_MS loses its row (src/sql/housekeeping/).
+    activeAt: timestamp("active_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
@@ -151,6 +159,11 @@ export const keys = corqSchema.table(
       .where(sql`available_at IS NOT NULL AND paused_at IS NULL`),
     index("keys_dead_at_idx").on(t.subscriptionId, t.deadAt).where(sql`dead_at IS NOT NULL`),
     index("keys_paused_at_idx").on(t.subscriptionId, t.pausedAt).where(sql`paused_at IS NOT NULL`),
+    // Idle keys (nothing to do, not dead, not paused) by last activity: compaction reads only the
+    // keys idle past its threshold, whatever the number of keys.
+    index("keys_idle_idx")
+      .on(t.subscriptionId, t.activeAt)
+      .where(sql`available_at IS NULL AND dead_at IS NULL AND paused_at IS NULL`),
   ],
 );
 

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { signingSecretProblem } from "../webhookSignature.js";
 import { replayKeysFor } from "../consume/drainLimits.js";
+import { DEFAULT_KEY_IDLE_MS, MAX_KEY_IDLE_MS } from "../corq/options.js";
 import { ProblemError } from "./problem.js";
 import type { Env } from "./types.js";
 
@@ -22,6 +23,7 @@ const settingsSchema = z.object({
   CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
   CORQ_AUTH_FAILURE_WINDOW_S: positiveInt(60, 86_400),
   CORQ_PUSH_ALLOW_PRIVATE: z.string().optional(),
+  CORQ_KEY_IDLE_MS: positiveInt(DEFAULT_KEY_IDLE_MS, MAX_KEY_IDLE_MS),
 });
 
 export interface Settings {
@@ -39,6 +41,8 @@ export interface Settings {
   authFailureLimit: number;
   authFailureWindowMs: number;
   pushAllowPrivate: boolean;
+  /** An idle key loses its row after this long (createCorq's keyIdleMs). */
+  keyIdleMs: number;
 }
 
 /**
@@ -75,5 +79,6 @@ export function settings(env: Env): Settings {
     authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,
     authFailureWindowMs: parsed.CORQ_AUTH_FAILURE_WINDOW_S * 1000,
     pushAllowPrivate: parsed.CORQ_PUSH_ALLOW_PRIVATE === "true",
+    keyIdleMs: parsed.CORQ_KEY_IDLE_MS,
   };
 }

@@ -35,6 +35,8 @@ export interface Env {
    * rest stays free for live keys while a replay runs (drain's `replayKeys`).
    */
   CORQ_REPLAY_KEYS?: string;
+  /** How long an idle key keeps its row, in ms (default 7 days): housekeeping deletes it after that. */
+  CORQ_KEY_IDLE_MS?: string;
   /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */

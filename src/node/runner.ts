@@ -56,7 +56,7 @@ const HORIZON_MAX_MS = 1000;
 // Quiet this long with every slot free before reading the next due time (under load the slots
 // free up and fill again within milliseconds: no statement per batch for it).
 const IDLE_SETTLE_MS = 20;
-const PRUNE_EVERY_MS = 60_000;
+const HOUSEKEEPING_EVERY_MS = 60_000;
 const LOG_EVERY_MS = 10_000;
 
 /**
@@ -77,7 +77,7 @@ const LOG_EVERY_MS = 10_000;
  *              its slot checks again).
  *   idle       every slot free: one timer until the next due time (a backoff or a lease that
  *              ends), read from the database; the safety net (safetyNetMs) re-checks
- *              everything and prunes the activity record every minute.
+ *              everything and runs housekeeping every minute (idle keys, the activity record …).
  *   stopping   no advance, check or claim starts; see Runner.stop.
  * Every error is caught and logged (rate-limited): the next wake-up tries again.
  */
@@ -265,14 +265,14 @@ export function createRunner(options: RunnerOptions): Runner {
     settleTimer.unref();
   };
 
-  let lastPrune = 0;
+  let lastHousekeeping = 0;
   const safetyNet = setInterval(() => {
     if (stopping) return;
     requestAdvance();
     requestCheck();
-    if (Date.now() - lastPrune >= PRUNE_EVERY_MS) {
-      lastPrune = Date.now();
-      corq.pruneActivity().catch((error) => report("pruning the activity record", error));
+    if (Date.now() - lastHousekeeping >= HOUSEKEEPING_EVERY_MS) {
+      lastHousekeeping = Date.now();
+      corq.housekeeping().catch((error) => report("housekeeping", error));
     }
   }, options.safetyNetMs);
   safetyNet.unref();

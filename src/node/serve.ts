@@ -104,6 +104,7 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     tokenCacheMs: parsed.CORQ_TOKEN_CACHE_MS,
     role: parsed.CORQ_ROLE,
     pushAllowPrivate: base.pushAllowPrivate,
+    keyIdleMs: base.keyIdleMs,
     // a malformed list refuses to start (it throws here)
     trustedProxies: parseTrustedProxies(parsed.CORQ_TRUSTED_PROXIES),
   };
@@ -139,6 +140,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         poolSize,
         notify,
         pushAllowPrivate: knobs.pushAllowPrivate,
+        keyIdleMs: knobs.keyIdleMs,
         // one activity write a second for all drains, not one per drain (drains here are many
         // and short: at 1,000 appends/s that statement was a fifth of the database's work)
         activityFlushMs: 1000,

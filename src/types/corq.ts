@@ -142,6 +142,12 @@ export interface CorqOptions {
    * instead of one per drain; close() writes what waits, a crash loses at most that much.
    */
   activityFlushMs?: number;
+  /**
+   * How long a key may stay idle — nothing queued, no lease, not dead, not paused — before its
+   * row is deleted by housekeeping (the Worker's cron, `serve`), in ms. Default 7 days. A key
+   * that comes back gets a new row, and its seqs go on above every seq it had.
+   */
+  keyIdleMs?: number;
 }
 
 export interface Corq {

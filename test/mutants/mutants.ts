@@ -301,7 +301,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "advance: the key's seq counter not moved (seqs given twice)",
-    edits: one("src/sql/advance/advanceSubscription.ts", "seq = k.seq + excluded.seq,", ""),
+    edits: one("src/sql/advance/advanceSubscription.ts", "seq = k.seq + excluded.pending,", ""),
     tests: ["test/seq.int.test.ts"],
   },
   {
@@ -852,5 +852,126 @@ export const mutants: Mutant[] = [
       "WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)",
     ),
     tests: ["test/plans.int.test.ts"],
+  },
+  // --- idle keys compacted, seqs never reused (issue 30) --------------------------------------
+  {
+    name: "idle keys: compaction ignores the threshold",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "AND k.active_at < now() - ${idleMs} * interval '1 millisecond'",
+      "",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: a paused key compacted",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "AND k.available_at IS NULL AND k.dead_at IS NULL AND k.paused_at IS NULL",
+      "AND k.available_at IS NULL AND k.dead_at IS NULL",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: the floor raised to the lowest seq compacted, not the highest",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "max(seq) AS seq FROM deleted",
+      "min(seq) AS seq FROM deleted",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: a key row the advance creates numbers from 1, not from the floor",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "count(*), moved.key_seq_floor + count(*), now()",
+      "count(*), count(*), now()",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: the advance reads the floor with its snapshot, not from the row it locked",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "count(*), moved.key_seq_floor + count(*), now()",
+      "count(*), (SELECT key_seq_floor FROM corq.subscriptions WHERE id = moved.id) + count(*), now()",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: a rewind numbers a compacted key from 1",
+    edits: one("src/sql/operate/rewind.ts", "f.n, fl.floor + f.n, fl.floor + f.n, now()", "f.n, f.n, f.n, now()"),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: a pause reads the floor without locking the subscription row",
+    edits: one("src/sql/operate/pauseKey.ts", "ORDER BY id FOR SHARE", "ORDER BY id"),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: compaction's predicate short of the idle index's (a scan of every key, every minute)",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "AND k.available_at IS NULL AND k.dead_at IS NULL AND k.paused_at IS NULL",
+      "AND k.dead_at IS NULL AND k.paused_at IS NULL",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "idle keys: compaction does not lock the subscription rows (a rewind's requeue loses the keys deleted meanwhile)",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "SELECT id FROM ${subscriptions} ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+      "SELECT id FROM ${subscriptions} ORDER BY id",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: compaction waits for a subscription whose row is held",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+      "ORDER BY id FOR NO KEY UPDATE",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "housekeeping: the Worker's cron does not run it",
+    edits: one("functions/createWorker.ts", "housekeeping: true,", "housekeeping: false,"),
+    tests: ["test/worker/pipeline.worker.test.ts"],
+  },
+  {
+    name: "housekeeping: serve's loop does not run it",
+    edits: one("src/node/runner.ts", "corq.housekeeping().catch(", "Promise.resolve().catch("),
+    tests: ["test/serve/housekeeping.serve.test.ts"],
+  },
+  {
+    name: "housekeeping: serve ignores CORQ_KEY_IDLE_MS",
+    edits: one("src/node/serve.ts", "        keyIdleMs: knobs.keyIdleMs,\n", ""),
+    tests: ["test/serve/housekeeping.serve.test.ts"],
+  },
+  {
+    name: "housekeeping: expired dashboard sessions kept",
+    edits: one(
+      "src/sql/housekeeping/pruneOperational.ts",
+      "sessions AS (${pruneDashboardSessions} RETURNING 1)",
+      "sessions AS (SELECT 1 WHERE false)",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "housekeeping: webhook ids kept past their window",
+    edits: one(
+      "src/sql/housekeeping/pruneOperational.ts",
+      "webhooks AS (${forgetWebhookIds} RETURNING 1)",
+      "webhooks AS (SELECT 1 WHERE false)",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "housekeeping: one chunk a pass whatever maxChunks says",
+    edits: one("src/corq/housekeeping.ts", "if (compacted.deleted < CHUNK) break;", "break;"),
+    tests: ["test/idleKeys.int.test.ts"],
   },
 ];

@@ -89,8 +89,10 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
  * rows and upsert their key rows only if it moved, and count the skipped events. The
  * watermark and the queue change in one statement: nothing is enqueued twice, nothing is
  * lost. Each queued event gets the next seqs of its key's counter, in log order (the upsert
- * bumps the counter, the queue rows are numbered from what it returns). A working advance
- * also clears the subscription's last advance error.
+ * bumps the counter, the queue rows are numbered from what it returns); a key row created here
+ * numbers from the subscription's key_seq_floor as the watermark UPDATE returns it (the row's
+ * latest version, under its lock: src/sql/common/keySeqFloor.ts). A working advance also
+ * clears the subscription's last advance error.
  */
 export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: SQL }, condition: SQL): SQL {
   return sql`
@@ -105,17 +107,18 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
                               WHERE invalid IS NOT NULL ORDER BY tx DESC, position DESC LIMIT 1), s.last_skip),
         advance_error = NULL, advance_error_at = NULL
       WHERE s.id = ${subscriptionId} AND ${condition}
-      RETURNING s.id
+      RETURNING s.id, s.key_seq_floor
     ),
     keyed AS (
       INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, available_at)
-      SELECT moved.id, key, count(*), count(*), now() FROM matched, moved WHERE key IS NOT NULL
-      GROUP BY moved.id, key
+      SELECT moved.id, key, count(*), moved.key_seq_floor + count(*), now() FROM matched, moved WHERE key IS NOT NULL
+      GROUP BY moved.id, moved.key_seq_floor, key
       ORDER BY key -- one lock order for every writer of key rows: no deadlocks between advancers
       ON CONFLICT (subscription_id, key) DO UPDATE SET
         pending = k.pending + excluded.pending,
-        seq = k.seq + excluded.seq,
-        available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END
+        seq = k.seq + excluded.pending,
+        available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END,
+        active_at = now()
       RETURNING k.key, k.seq
     ),
     -- each key's counter as the upsert left it (the latest row version, under its lock), in

@@ -89,7 +89,7 @@ export function ackCtes(lease: Lease, through: AckThrough, count: number, option
         available_at = CASE WHEN k.pending - ${count} > 0 THEN f.at END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
         last_seq = ${through.seq}, last_tx = ${through.tx}::xid8, last_position = ${through.position},
-        acked = k.acked + ${count}
+        acked = k.acked + ${count}, active_at = f.at
       FROM fenced f
       WHERE k.subscription_id = f.subscription_id AND k.key = f.key ${options.durable ? sql`` : sql`AND ${asyncCommit}`}
       RETURNING k.subscription_id, k.key, k.pending

@@ -81,7 +81,7 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
         available_at = CASE WHEN k.pending - f.count > 0 THEN f.at END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
         last_seq = f.through_seq, last_tx = f.through_tx, last_position = f.through_position,
-        acked = k.acked + f.count
+        acked = k.acked + f.count, active_at = f.at
       FROM fenced f
       WHERE f.error IS NULL AND k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
       RETURNING k.subscription_id, k.key, k.pending, k.last_seq, f.at

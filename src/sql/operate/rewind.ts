@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions } from "../../db/schema.js";
 import { keyExpression, keyProblem, streamTaken } from "../advance/advanceSubscription.js";
 import { lockedNow } from "../common/clock.js";
+import { seqFloor } from "../common/keySeqFloor.js";
 
 // A rewind runs in ONE transaction of a few statements (src/rewind.ts):
 //   holdAdvancing   the advancer's lock of this subscription, held to the end: no advance
@@ -121,7 +122,10 @@ export interface RequeueRow {
  *            them never hands them out.
  * Requeued events get the next seqs of the key's counter, in log order, and `replay`; the key
  * is replaying (claimed after live keys) until it acks the last of them. A key the range has
- * events of but no row yet (the key strategy changed) gets one.
+ * events of but no row yet (the key strategy changed, or its idle row was compacted) gets one,
+ * numbered from the subscription's seq floor. (Compaction cannot delete a row between this
+ * statement's snapshot and its locks: it skips a subscription whose row is locked, and the
+ * rewind holds that lock from rewindTarget on.)
  */
 export function requeue(subscriptionId: number, matched: SQL): SQL {
   // Joins between CTEs are avoided: the planner cannot count a CTE's rows (it guessed 1 for
@@ -171,11 +175,12 @@ export function requeue(subscriptionId: number, matched: SQL): SQL {
     ),
     fresh AS (
       INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, replay_seq, available_at)
-      SELECT ${subscriptionId}, f.key, f.n, f.n, f.n, now() FROM firsts f
+      SELECT ${subscriptionId}, f.key, f.n, fl.floor + f.n, fl.floor + f.n, now()
+      FROM firsts f, (SELECT ${seqFloor(subscriptionId)} AS floor) fl
       WHERE NOT EXISTS (SELECT 1 FROM ${keys} x WHERE x.subscription_id = ${subscriptionId} AND x.key = f.key)
       ORDER BY f.key
       ON CONFLICT (subscription_id, key) DO UPDATE SET
-        pending = k.pending + excluded.pending, seq = k.seq + excluded.seq, replay_seq = k.seq + excluded.seq,
+        pending = k.pending + excluded.pending, seq = k.seq + excluded.pending, replay_seq = k.seq + excluded.pending,
         available_at = coalesce(k.available_at, now())
       RETURNING k.key, k.seq
     ),

@@ -113,5 +113,17 @@ export const migrations: { tag: string; statements: string[] }[] = [
     "statements": [
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"streams\" text[];"
     ]
+  },
+  {
+    "tag": "0011_stream_erasure",
+    "statements": [
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"erased\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_through\" integer;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_events\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_at\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erase_sweep\" bigint[];",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"erase_epoch\" bigint DEFAULT 0 NOT NULL;",
+      "CREATE INDEX \"queue_position_idx\" ON \"corq\".\"queue\" USING btree (\"position\");"
+    ]
   }
 ];

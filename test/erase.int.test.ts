@@ -445,6 +445,38 @@ describe("a batch in flight whose events were all erased", () => {
     expect(await corq.consume("s")).toBeNull();
   });
 
+  it("in a drain: the ack of a batch partly erased and the failure of one all erased keep the counts right", async () => {
+    const s = recording("byRoom", { key: "data.room", leaseMs: 60_000 });
+    const { corq, raw } = await open({ subscriptions: [s.definition] });
+    await corq.append("alice", [
+      ev({ n: "a0", room: "r1", block: true }),
+      ev({ n: "a1", room: "r2", block: true, fail: true }),
+    ]);
+    await corq.append("bob", [ev({ n: "b0", room: "r1" })]);
+    await corq.advance();
+    const draining = corq.drain("byRoom", { keysPerClaim: 4 });
+    await until(
+      async () => {
+        const keys = await keysOf(raw, "byRoom");
+        return keys.r1?.leased === true && keys.r2?.leased === true;
+      },
+      { message: "r1 and r2 were not both claimed" },
+    );
+    expect(await corq.eraseStream("alice")).toEqual({ erased: 2 });
+    expect(await keysOf(raw, "byRoom")).toMatchObject({
+      r1: { pending: 1, leased: true },
+      r2: { pending: 0, leased: true },
+    });
+    s.gate.open();
+    await draining;
+    expect(await keysOf(raw, "byRoom")).toMatchObject({
+      r1: { pending: 0, seqs: [], idle_or_dead: true },
+      r2: { pending: 0, seqs: [], attempts: 0, dead: false, idle_or_dead: true },
+    });
+    await consistent(raw);
+    expect(s.seen.map((x) => x.n)).toEqual(["a0", "b0"]); // the batch in flight finished
+  });
+
   it("an expired lease on it is taken over for nothing: the key goes idle, not dead", async () => {
     const s = recording("short", { leaseMs: 200 });
     const { corq, raw } = await open({ subscriptions: [s.definition] });

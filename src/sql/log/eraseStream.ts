@@ -96,7 +96,7 @@ export function eraseRound(stream: string, limit: number): SQL {
     targets AS MATERIALIZED (SELECT position FROM doomed UNION SELECT unnest(sweep) FROM tomb),
     hit AS MATERIALIZED (
       SELECT DISTINCT q.subscription_id, q.key FROM ${queue} q
-      WHERE q.position = ANY(ARRAY(SELECT position FROM targets))
+      WHERE q.position = ANY(ARRAY(SELECT position FROM targets ORDER BY position))
       ORDER BY q.subscription_id, q.key
     ),
     locked AS (
@@ -114,14 +114,14 @@ export function eraseRound(stream: string, limit: number): SQL {
     ),
     removed AS (
       DELETE FROM ${queue} q USING judged j
-      WHERE q.position = ANY(ARRAY(SELECT position FROM targets))
+      WHERE q.position = ANY(ARRAY(SELECT position FROM targets ORDER BY position))
         AND q.subscription_id = j.subscription_id AND q.key = j.key
       RETURNING q.subscription_id, q.key, q.position
     ),
     per_key AS (
       SELECT r.subscription_id, r.key, count(*)::int AS n,
         -- a key not under a live lease starts over when its queue is empty or its failed event went
-        NOT j.live AND (j.pending - count(*) = 0 OR coalesce(j.failed_position = ANY(array_agg(r.position)), false)) AS fresh,
+        NOT j.live AND (j.pending - count(*) = 0 OR coalesce(j.failed_position = ANY(array_agg(r.position ORDER BY r.position)), false)) AS fresh,
         j.live, j.at
       FROM removed r JOIN judged j ON j.subscription_id = r.subscription_id AND j.key = r.key
       GROUP BY r.subscription_id, r.key, j.pending, j.failed_position, j.live, j.at
@@ -143,12 +143,12 @@ export function eraseRound(stream: string, limit: number): SQL {
       FROM per_key r
       WHERE k.subscription_id = r.subscription_id AND k.key = r.key
         -- by primary key (= ANY): a join with per_key may be planned as a scan of every key row
-        AND k.subscription_id = ANY(ARRAY(SELECT subscription_id FROM per_key))
-        AND k.key = ANY(ARRAY(SELECT key FROM per_key))
+        AND k.subscription_id = ANY(ARRAY(SELECT subscription_id FROM per_key ORDER BY subscription_id))
+        AND k.key = ANY(ARRAY(SELECT key FROM per_key ORDER BY key))
       RETURNING 1
     ),
     gone AS (
-      DELETE FROM ${events} e WHERE e.position = ANY(ARRAY(SELECT position FROM doomed))
+      DELETE FROM ${events} e WHERE e.position = ANY(ARRAY(SELECT position FROM doomed ORDER BY position))
       RETURNING e.position
     ),
     tombstone AS (

@@ -55,6 +55,9 @@ export interface ClaimRow extends Partial<EventRow> {
  *            snapshot, so only rows past the key row's ack cursor last_seq (its latest, locked
  *            version) count: a consumer that claimed, handled and acked this key while this
  *            statement waited is never repeated, nor are rows a rewind replaced.
+ *            Each row is joined with its event in the same read (never a queue row without it),
+ *            and a key an erasure round took events of after the snapshot (keys.erased moved
+ *            on its locked row) gets no batch: it is given back (src/sql/log/eraseStream.ts).
  * Rows: per claimed key, one row per event (key, then seq order); one row with null event
  * columns for a key that died here; one row with a null key when nothing was claimed; no row
  * when there is no such subscription (of `kind`).

@@ -160,9 +160,9 @@ async function advanceByFunction(
 ): Promise<number> {
   let enqueued = 0;
   for (;;) {
-    const rows = await executor.run<EventRow & { matches: boolean; watermark_tx: string; watermark_position: string }>(
-      readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }),
-    );
+    const rows = await executor.run<
+      EventRow & { matches: boolean; watermark_tx: string; watermark_position: string; erase_epoch: string | number }
+    >(readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }));
     const [first] = rows;
     const last = rows.at(-1);
     if (!first || !last) return enqueued;
@@ -171,7 +171,11 @@ async function advanceByFunction(
       .map((row) => ({ tx: row.tx, position: Number(row.position), ...keyOf(options.key, row) }));
     const [written] = await executor.run<{ applied: number }>(
       writeAdvanceBatch(subscriptionId, {
-        read: { tx: first.watermark_tx, position: Number(first.watermark_position) },
+        read: {
+          tx: first.watermark_tx,
+          position: Number(first.watermark_position),
+          eraseEpoch: Number(first.erase_epoch),
+        },
         last: { tx: last.tx, position: Number(last.position) },
         matched,
       }),

@@ -86,7 +86,9 @@ export interface CorqClient {
   readStream(
     stream: string,
     options?: { from?: number; limit?: number },
-  ): Promise<{ stream: string; events: StoredEvent[] }>;
+  ): Promise<{ stream: string; events: StoredEvent[]; erased?: true; version?: number }>;
+  /** Erase the stream: its events leave the log and every queue; its version stays (admin). */
+  eraseStream(stream: string): Promise<{ erased: number }>;
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
   /** The newest events first, paged backwards: pass `next` as `before` (GET /events/tail). */
   logTail(options?: { before?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
@@ -154,6 +156,7 @@ export function createClient(options: ClientOptions): CorqClient {
       }),
     readStream: async (stream, readOptions = {}) =>
       call("GET", `/streams/${segment(stream, "stream")}`, { query: readOptions }),
+    eraseStream: async (stream) => call("DELETE", `/streams/${segment(stream, "stream")}`),
     readLog: async (logOptions = {}) => call("GET", "/events", { query: logOptions }),
     logTail: async (tailOptions = {}) => call("GET", "/events/tail", { query: tailOptions }),
     subscriptions: async () => call("GET", "/subscriptions"),

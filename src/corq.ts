@@ -39,7 +39,7 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
   const advancing = createAdvancing(deps);
   const inspection = createInspection({ ...deps, subscription: subscriptions.subscription });
   const corq: CorqRuntime = {
-    ...createLog({ ...deps, wake: wakes.wake }),
+    ...createLog({ ...deps, wake: wakes.wake, advance: advancing.advance }),
     ...subscriptions,
     ...advancing,
     ...createConsuming({ ...deps, recorder, corq: () => corq }),

@@ -9,6 +9,7 @@ export type CorqErrorCode =
   | "conflict"
   | "unknown_subscription"
   | "unknown_key"
+  | "unknown_stream"
   | "unknown_token"
   | "database_unavailable"
   | "schema_too_new";
@@ -22,6 +23,7 @@ export const statusByCode: Record<CorqErrorCode, number> = {
   conflict: 409,
   unknown_subscription: 404,
   unknown_key: 404,
+  unknown_stream: 404,
   unknown_token: 404,
   database_unavailable: 503,
   schema_too_new: 500,

@@ -2,7 +2,7 @@
 // slots, kicks, the horizon probe, ready-key counts. Not exported from the package's main entry
 // (src/index.ts) and not in the user docs: they can change in any release. functions/ and
 // src/node/ get them from src/internal.ts.
-import type { Corq } from "./types.js";
+import type { Corq, StoredEvent } from "./types.js";
 
 export interface CorqRuntime extends Corq {
   /**
@@ -42,6 +42,14 @@ export interface CorqRuntime extends Corq {
     slots: number[];
     waiting: string | null;
   }>;
+  /**
+   * GET /streams/:stream: readStream's events, and for an erased stream `erased: true` with its
+   * version (the tombstone; events appended after the erasure are listed).
+   */
+  streamPage(
+    stream: string,
+    options?: { from?: number; limit?: number },
+  ): Promise<{ stream: string; events: StoredEvent[]; erased?: true; version?: number }>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
   /**

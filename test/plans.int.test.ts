@@ -13,6 +13,7 @@ import type { Settlement } from "../src/sql/consume/settleKeys.js";
 import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
 import { listKeys } from "../src/sql/inspect/listKeys.js";
 import { compactIdleKeys } from "../src/sql/housekeeping/compactIdleKeys.js";
+import { eraseRound } from "../src/sql/log/eraseStream.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { explain, planOffenses, type Intent } from "./helpers/plans.js";
 
@@ -120,6 +121,8 @@ const statements: { name: string; query: () => SQL; intent: Intent }[] = [
     },
   },
   { name: "the keys page", query: () => listKeys("plans", { limit: 51 }), intent: { walks: ["keys_pkey"] } },
+  // not hot, but it holds every advancer lock while it runs: each read is pinned (by position, by key)
+  { name: "an erasure round", query: () => eraseRound("k7", 2000), intent: { walks: [] } },
   {
     // runs every minute at any number of keys: reads only the idle ones past the threshold
     name: "a chunk of idle-key compaction",

@@ -67,7 +67,11 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
     f(1, { names: ["A", "B"], streams: ["a-", "b-"], limit: 100 }),
   ],
   writeAdvanceBatch: (f) => [
-    f(1, { read: through, last: through, matched: [{ tx: "10", position: 5, key: "k", invalid: null }] }),
+    f(1, {
+      read: { ...through, eraseEpoch: 0 },
+      last: through,
+      matched: [{ tx: "10", position: 5, key: "k", invalid: null }],
+    }),
   ],
   advanceSubscription: (f) => [f(1, 100)],
   enqueueAndMove: (f) => [f(sql`1`, { tx: sql`'1'::xid8`, position: sql`1` }, sql`true`)],
@@ -121,6 +125,10 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   readLog: (f) => [f(0, 10), f(5, 10)],
   eventExists: (f) => [f(5)],
   readStream: (f) => [f("s", 0, 10)],
+  beginErasure: (f) => [f("s")],
+  holdAdvancers: (f) => [f()],
+  eraseRound: (f) => [f("s", 2000)],
+  afterRound: (f) => [f([1, 2])],
   readyKeys: (f) => [f(8)],
   releaseDeadKeys: (f) => [
     f("s", undefined, "retry"),

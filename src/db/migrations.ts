@@ -115,6 +115,18 @@ export const migrations: { tag: string; statements: string[] }[] = [
     ]
   },
   {
+    "tag": "0011_stream_erasure",
+    "statements": [
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"erased\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_through\" integer;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_events\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_at\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erase_sweep\" bigint[];",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"erase_epoch\" bigint DEFAULT 0 NOT NULL;",
+      "CREATE INDEX \"queue_position_idx\" ON \"corq\".\"queue\" USING btree (\"position\");"
+    ]
+  },
+  {
     "tag": "0013_idle_keys",
     "statements": [
       "-- Idle keys compacted, seqs never reused. now() is stable, so the column is added without a\n-- table rewrite: every key row of the release before counts as active at the upgrade, and none\n-- is compacted before CORQ_KEY_IDLE_MS has passed after it.\nALTER TABLE \"corq\".\"keys\" ADD COLUMN \"active_at\" timestamp with time zone DEFAULT now() NOT NULL;",

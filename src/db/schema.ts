@@ -53,6 +53,15 @@ export const streams = corqSchema.table("streams", {
   // an append from an OLDER transaction would sort before versions committed earlier: such an
   // append is refused (a retryable conflict) and within a stream log order is version order.
   lastTx: xid8("last_tx"),
+  // The tombstone of an erasure (src/sql/log/eraseStream.ts): versions up to erased_through are
+  // erased (or being erased: a call that was interrupted is finished by the next one); the row,
+  // its version and last_tx stay, so expectedVersion keeps its meaning and appends continue.
+  erasedThrough: integer("erased_through"),
+  erasedEvents: bigint("erased_events", { mode: "number" }).notNull().default(0),
+  erasedAt: timestamp("erased_at", { withTimezone: true }),
+  // positions the last erasure round removed: the next round (or call) looks for queue rows of
+  // them once more — an advance of a subscription created during that round may have queued them
+  eraseSweep: bigint("erase_sweep", { mode: "number" }).array(),
 });
 
 /** Code and push subscriptions alike; the watermark is the (tx, position) pair last advanced. */
@@ -96,6 +105,9 @@ export const subscriptions = corqSchema.table("subscriptions", {
   // (src/sql/common/keySeqFloor.ts). A floor shared by the subscription's keys, so a key that
   // comes back may skip seqs (a gap), never repeat one.
   keySeqFloor: bigint("key_seq_floor", { mode: "number" }).notNull().default(0),
+  // bumped by every erasure round (eraseStream.ts): an advance whose events were read before
+  // the round committed finds it changed on the locked row and enqueues nothing from that read
+  eraseEpoch: bigint("erase_epoch", { mode: "number" }).notNull().default(0),
   createdAt: createdAt(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 });
@@ -148,6 +160,9 @@ export const keys = corqSchema.table(
     // The key's last activity: created, an enqueue, an ack, a skip, a resume. An idle key whose
     // last activity is older than CORQ_KEY_IDLE_MS loses its row (src/sql/housekeeping/).
     activeAt: timestamp("active_at", { withTimezone: true }).notNull().defaultNow(),
+    // Queued events an erasure removed from this key (eraseStream.ts). A claim whose snapshot
+    // predates such a removal sees this counter moved on the row it locked and hands out nothing.
+    erased: bigint("erased", { mode: "number" }).notNull().default(0),
   },
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
@@ -182,7 +197,11 @@ export const queue = corqSchema.table(
     position: bigint("position", { mode: "number" }).notNull(),
     replay: boolean("replay").notNull().default(false),
   },
-  (t) => [primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.seq] })],
+  (t) => [
+    primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.seq] }),
+    // an erasure finds the queue rows of a stream's events by position, in every subscription
+    index("queue_position_idx").on(t.position),
+  ],
 );
 
 /**

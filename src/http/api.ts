@@ -194,8 +194,14 @@ export function createApi({ subscriptions, open }: { subscriptions: Subscription
   app.get("/streams/:stream", requireScope("read"), async (c) => {
     const stream = param(c, "stream", streamName);
     const { from, limit } = query(c, streamQuery);
-    return c.json({ stream, events: await c.var.corq().readStream(stream, { from, limit }) });
+    // an erased stream adds erased: true and its version (the tombstone)
+    return c.json(await c.var.corq().streamPage(stream, { from, limit }));
   });
+
+  // erasure: the stream's events leave the log and every queue; its version stays
+  app.delete("/streams/:stream", requireScope("admin"), async (c) =>
+    c.json(await c.var.corq().eraseStream(param(c, "stream", streamName))),
+  );
 
   app.get("/events", requireScope("read"), async (c) => {
     const { after, limit } = query(c, logQuery);

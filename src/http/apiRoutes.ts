@@ -76,6 +76,18 @@ export const apiRoutes: ApiRoute[] = [
     answers: { 200: { description: "the events from `from`", schema: s.streamEvents } },
   },
   {
+    method: "delete",
+    path: "/streams/:stream",
+    summary: "Erase a stream: its events leave the log and every queue; its name and version stay (the tombstone)",
+    tag: "log",
+    access: "admin",
+    params: s.streamParams,
+    answers: {
+      200: { description: "the events this call erased (0: already erased)", schema: s.erased },
+      404: { description: "no stream by that name", schema: s.problem },
+    },
+  },
+  {
     method: "get",
     path: "/events",
     summary: "The global log in the safe read order, after a position",

@@ -118,7 +118,16 @@ export const appendResult = z.object({
   version: z.number().int(),
   positions: z.array(z.number().int()),
 });
-export const streamEvents = z.object({ stream: z.string(), events: z.array(event) });
+export const streamEvents = z.object({
+  stream: z.string(),
+  events: z.array(event),
+  erased: z
+    .literal(true)
+    .optional()
+    .describe("the stream was erased (DELETE /streams/:stream); events appended since are listed"),
+  version: z.number().int().optional().describe("an erased stream's last version: appends continue after it"),
+});
+export const erased = z.object({ erased: z.number().int().describe("events this call erased") });
 export const logPage = z.object({ events: z.array(event), next: z.number().int().nullable() });
 export const tailPage = z.object({
   events: z.array(event).describe("newest first"),

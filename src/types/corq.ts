@@ -160,6 +160,14 @@ export interface Corq {
   readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
   /**
+   * Erases one stream: its events leave the log and every subscription's queue (versions up to
+   * the stream's version when the call began; events appended meanwhile stay), in rounds that
+   * each commit. The stream keeps its name and version (appends continue after it). A batch
+   * already handed out may still finish and be acked. A call that failed is finished by calling
+   * again. → the events this call erased (0 for a stream already erased).
+   */
+  eraseStream(stream: string): Promise<{ erased: number }>;
+  /**
    * Moves the log into the subscriptions' queues. When it returns, every event committed before
    * it is enqueued (it waits for an advancer already at work). `{ coalesce: true }` is for
    * wake-ups (after an append, a cron): where another advancer is at work it returns at once,

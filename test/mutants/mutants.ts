@@ -72,8 +72,8 @@ export const mutants: Mutant[] = [
     name: "advance: not coalesced (a second advancer waits for the first)",
     edits: one(
       "src/sql/advance/advanceSubscription.ts",
-      "AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)\n      FOR UPDATE",
-      "FOR UPDATE",
+      "        AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)\n",
+      "",
     ),
     tests: ["test/coalescedAdvance.int.test.ts"],
   },
@@ -91,7 +91,7 @@ export const mutants: Mutant[] = [
     name: "advance by function: write ignores the watermark it read (no compare-and-set)",
     edits: one(
       "src/sql/advance/advanceByFunction.ts",
-      "sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position} AND ${asyncCommit}`",
+      "sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position}\n          AND s.erase_epoch = ${read.eraseEpoch} AND ${asyncCommit}`",
       "sql`${asyncCommit}`",
     ),
     tests: ["test/pipeline.int.test.ts"],
@@ -151,6 +151,132 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/append.int.test.ts"],
   },
+  // --- erasure of a stream (issue 30 item 2) ----------------------------------------------
+  {
+    name: "erase: versions appended while the erasure runs are erased too",
+    edits: one("src/sql/log/eraseStream.ts", "e.version <= (SELECT erased_through FROM tomb)", "true"),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a round takes no advancer lock (an advance at work may queue what it erases)",
+    edits: one(
+      "src/sql/log/eraseStream.ts",
+      "SELECT id, pg_advisory_xact_lock(${ADVANCING}::int4, id)::text AS held",
+      "SELECT id, ''::text AS held",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a round does not sweep what the round before it erased",
+    edits: one("src/sql/log/eraseStream.ts", " UNION SELECT unnest(sweep) FROM tomb", ""),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a dead key whose failed event was erased stays dead",
+    edits: one(
+      "src/sql/log/eraseStream.ts",
+      " OR coalesce(j.failed_position = ANY(array_agg(r.position ORDER BY r.position)), false)",
+      "",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a key whose queue it emptied stays ready (claimed for nothing)",
+    edits: one("src/sql/log/eraseStream.ts", "                            WHEN k.pending - r.n = 0 THEN NULL\n", ""),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a live lease taken from its batch (the batch in flight cannot finish)",
+    edits: one("src/sql/log/eraseStream.ts", "NOT j.live AND (", "("),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: reads list versions an interrupted erasure left in the log",
+    edits: one("src/sql/log/readStream.ts", " AND e.version > coalesce(t.erased_through, -1)", ""),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: the route needs only the read scope",
+    edits: one(
+      "src/http/api.ts",
+      'app.delete("/streams/:stream", requireScope("admin")',
+      'app.delete("/streams/:stream", requireScope("read")',
+    ),
+    tests: ["test/worker/erase.worker.test.ts"],
+  },
+  {
+    name: "erase: an ack lowers pending by the batch's size (an erased event counted twice)",
+    edits: one(
+      "src/sql/consume/ackBatch.ts",
+      "pending = k.pending - (SELECT count(*) FROM removed),\n        available_at = CASE WHEN k.pending - (SELECT count(*) FROM removed) > 0",
+      "pending = k.pending - ${count},\n        available_at = CASE WHEN k.pending - ${count} > 0",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a drain's ack lowers pending by the batch's size",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "pending = k.pending - coalesce(r.n, 0),\n        available_at = CASE WHEN k.pending - coalesce(r.n, 0) > 0",
+      "pending = k.pending - f.count,\n        available_at = CASE WHEN k.pending - f.count > 0",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a batch whose events were all erased dies on its failure (consume)",
+    edits: one(
+      "src/sql/consume/failBatch.ts",
+      "dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts AND k.pending > 0 THEN f.at END",
+      "dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN f.at END",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a batch whose events were all erased dies on its failure (drain)",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts AND k.pending > 0 THEN f.at END",
+      "dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN f.at END",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: an expired lease on a key with nothing queued dies on it",
+    edits: one("src/sql/consume/claimBatch.ts", " AND k.pending > 0) AS dies", ") AS dies"),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a key given back with nothing queued is made ready (claimed for nothing again)",
+    edits: one(
+      "src/sql/consume/releaseLease.ts",
+      "available_at = CASE WHEN pending > 0 THEN ${lockedNow} END",
+      "available_at = ${lockedNow}",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a claim hands out a queue row whose event is gone",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "FROM ${queue} q JOIN ${events} e ON e.position = q.position",
+      "FROM ${queue} q LEFT JOIN ${events} e ON e.position = q.position",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a claim with a snapshot older than a round hands out the events it erased",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "\n        AND c.erased = (SELECT k0.erased FROM ${keys} k0 WHERE k0.subscription_id = c.subscription_id AND k0.key = c.key)",
+      "",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a function-key advance that read before a round writes after it (no erase_epoch in its compare-and-set)",
+    edits: one("src/sql/advance/advanceByFunction.ts", "\n          AND s.erase_epoch = ${read.eraseEpoch}", ""),
+    tests: ["test/erase.int.test.ts"],
+  },
   // --- claim -----------------------------------------------------------------------------
   {
     name: "claim: no SKIP LOCKED",
@@ -167,11 +293,13 @@ export const mutants: Mutant[] = [
     tests: ["test/forcedPlans.int.test.ts", "test/sqlOrder.test.ts"],
   },
   {
-    name: "claim: batch rows returned unsorted",
+    // (with the events joined inside the batch's LATERAL, which sorts by seq, dropping the outer
+    // ORDER BY changes nothing any plan can show: the rows are sorted wrongly instead)
+    name: "claim: batch rows returned unsorted (by position, not seq)",
     edits: one(
       "src/sql/consume/claimBatch.ts",
-      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY c.key, q.seq`;",
-      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY c.key`;",
+      "    ) e ON true\n    ORDER BY c.key, e.seq`;",
+      "    ) e ON true\n    ORDER BY c.key, e.position`;",
     ),
     tests: ["test/forcedPlans.int.test.ts"],
   },
@@ -226,15 +354,19 @@ export const mutants: Mutant[] = [
   },
   {
     name: "ack: pending count not decremented",
-    edits: one("src/sql/consume/ackBatch.ts", "pending = k.pending - ${count},", "pending = k.pending,"),
+    edits: one(
+      "src/sql/consume/ackBatch.ts",
+      "pending = k.pending - (SELECT count(*) FROM removed),",
+      "pending = k.pending,",
+    ),
     tests: ["test/pipeline.int.test.ts"],
   },
   {
     name: "ack: a prefix ack deletes the whole queue of the key",
     edits: one(
       "src/sql/consume/ackBatch.ts",
-      "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key\n        AND q.seq <= ${through.seq}",
-      "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key",
+      "WHERE q.subscription_id = f.subscription_id AND q.key = f.key\n        AND q.seq <= ${through.seq}",
+      "WHERE q.subscription_id = f.subscription_id AND q.key = f.key",
     ),
     tests: ["test/consumers.int.test.ts"],
   },
@@ -505,8 +637,8 @@ export const mutants: Mutant[] = [
     name: "settle: an ack deletes other keys' queue rows up to its cursor",
     edits: one(
       "src/sql/consume/settleKeys.ts",
-      "WHERE q.subscription_id = a.subscription_id AND q.key = a.key",
-      "WHERE q.subscription_id = a.subscription_id",
+      "AND q.subscription_id = a.subscription_id AND q.key = a.key",
+      "AND q.subscription_id = a.subscription_id",
     ),
     tests: ["test/multiKeyClaims.int.test.ts"],
   },

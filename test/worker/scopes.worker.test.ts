@@ -119,6 +119,17 @@ const endpoints: Endpoint[] = [
     allowed: [201],
   },
   { route: "GET /streams/:stream", scope: "read", path: () => "/streams/matrix-s", allowed: [200] },
+  {
+    route: "DELETE /streams/:stream",
+    scope: "admin",
+    prepare: async () => {
+      const stream = `matrix-erased-${++appended}`;
+      await withCorq((corq) => corq.append(stream, [{ name: "MatrixNoted", data: {} }]));
+      return stream;
+    },
+    path: (stream) => `/streams/${stream}`,
+    allowed: [200],
+  },
   { route: "GET /events", scope: "read", path: () => "/events?limit=5", allowed: [200] },
   { route: "GET /events/tail", scope: "read", path: () => "/events/tail?limit=5", allowed: [200] },
   { route: "GET /subscriptions", scope: "read", path: () => "/subscriptions", allowed: [200] },

@@ -19,7 +19,7 @@ export function readAdvanceBatch(
   const taken = streams === null ? sql`true` : streamTaken(sql`e.stream`, sql`${sql.param(streams)}::text[]`);
   return sql`
     SELECT ${eventColumns}, ${named} AND ${taken} AS matches,
-           s.watermark_tx::text AS watermark_tx, s.watermark_position
+           s.watermark_tx::text AS watermark_tx, s.watermark_position, s.erase_epoch
     FROM ${subscriptions} s, ${events} e
     WHERE s.id = ${subscriptionId}
       AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)
@@ -36,8 +36,9 @@ export interface KeyedEvent {
 }
 
 /**
- * Write half: a compare-and-set on the watermark read by `readAdvanceBatch`. If another
- * advancer moved it meanwhile, the UPDATE matches nothing and nothing is enqueued.
+ * Write half: a compare-and-set on the watermark read by `readAdvanceBatch`, and on its
+ * erase_epoch. If another advancer moved the watermark meanwhile, or an erasure round (whose
+ * events the read may have seen) ran, the UPDATE matches nothing and nothing is enqueued.
  */
 export function writeAdvanceBatch(
   subscriptionId: number,
@@ -45,7 +46,11 @@ export function writeAdvanceBatch(
     read,
     last,
     matched,
-  }: { read: { tx: string; position: number }; last: { tx: string; position: number }; matched: KeyedEvent[] },
+  }: {
+    read: { tx: string; position: number; eraseEpoch: number };
+    last: { tx: string; position: number };
+    matched: KeyedEvent[];
+  },
 ): SQL {
   return sql`
     WITH matched AS (
@@ -55,7 +60,8 @@ export function writeAdvanceBatch(
     ${enqueueAndMove(
       sql`${subscriptionId}::int`,
       { tx: sql`${last.tx}::xid8`, position: sql`${last.position}::bigint` },
-      sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position} AND ${asyncCommit}`,
+      sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position}
+          AND s.erase_epoch = ${read.eraseEpoch} AND ${asyncCommit}`,
     )}
     SELECT (SELECT count(*) FROM moved)::int AS applied`;
 }

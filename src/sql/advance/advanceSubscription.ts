@@ -11,7 +11,7 @@ export interface AdvanceRow {
 }
 
 // Advisory lock class of "advancing subscription <id>" (any fixed number; the id is the key).
-const ADVANCING = 736_420_198;
+export const ADVANCING = 736_420_198;
 
 /**
  * The correlation key of event `e` as SQL text, from the LOCKED subscription row `sub` (its
@@ -58,6 +58,9 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
       SELECT id, watermark_tx, watermark_position, events, streams, key FROM ${subscriptions}
       WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}
         AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)
+        -- an erasure round committed after this statement's snapshot (its events still visible
+        -- here): the locked row's epoch moved, so nothing is done, as if another advancer held it
+        AND erase_epoch = (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId})
       FOR UPDATE
     ),
     scan AS (

@@ -13,6 +13,7 @@ import { createDispatching } from "./corq/dispatching.js";
 import { createInspection } from "./corq/inspection.js";
 import { createLog } from "./corq/log.js";
 import { createOperations } from "./corq/operations.js";
+import { createRetention } from "./corq/retention.js";
 import { parseCorqOptions } from "./corq/options.js";
 import { createSubscriptions } from "./corq/subscriptions.js";
 import { createTokens } from "./corq/tokens.js";
@@ -51,6 +52,7 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
       advance: advancing.advance,
     }),
     ...createTokens(deps),
+    ...createRetention(deps),
     async close() {
       await wakes.settled();
       await recorder.close();

@@ -171,6 +171,32 @@ describe("retention", () => {
     expect(await positions(raw)).toEqual([]);
   });
 
+  it("re-checks held events a chunk at a time: a pass goes through all of them once the sweep has caught up", async () => {
+    const a = recording("a");
+    const { corq, raw } = await open({ subscriptions: [a.definition] });
+    const held = (
+      await corq.append(
+        "x",
+        Array.from({ length: 5 }, (_, i) => e(i)),
+      )
+    ).positions;
+    await age(raw);
+    await corq.pauseKey("a", "x");
+    await drain(corq, "a");
+    await corq.setRetention({ maxAgeMs: DAY });
+    expect(await corq.runRetention({ chunkSize: 2 })).toEqual({ deleted: 0, horizon: null, done: true });
+    expect(await raw.query("SELECT count(*)::int AS n FROM corq.retention_held")).toMatchObject({ rows: [{ n: 5 }] });
+    await corq.resumeKey("a", "x");
+    await drain(corq, "a");
+    // one pass: the first chunk sweeps (nothing new) and re-checks 2, then re-check-only chunks of 2 and 1
+    expect(await corq.runRetention({ chunkSize: 2 })).toEqual({
+      deleted: 5,
+      horizon: (held[4] as number) + 1,
+      done: true,
+    });
+    expect(await raw.query("SELECT count(*)::int AS n FROM corq.retention_held")).toMatchObject({ rows: [{ n: 0 }] });
+  });
+
   it("refuses a rewind below the horizon with retained_away (409, the horizon) and changes nothing", async () => {
     const a = recording("a");
     const { corq, raw } = await open({ subscriptions: [a.definition] });

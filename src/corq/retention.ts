@@ -5,7 +5,7 @@ import { parseOrThrow } from "../config.js";
 import { CorqError, present } from "../errors.js";
 import { retentionInput, storedPolicy } from "../retentionPolicy.js";
 import {
-  chunkLockTimeout,
+  chunkSettings,
   lockPolicy,
   lockSubscriptions,
   readRetention,
@@ -42,11 +42,11 @@ class Requeued extends Error {}
  * One chunk, one short transaction (src/sql/lifecycle/retention.ts, at the top): the policy
  * row, the removal, the subscription rows, the check that no rewind queued what was removed.
  */
-async function chunkOnce(db: Executor, size: number): Promise<ChunkRow> {
+async function chunkOnce(db: Executor, sizes: { sweep: number; recheck: number }): Promise<ChunkRow> {
   return db.transaction(async (tx) => {
-    await tx.run(chunkLockTimeout(RETENTION_LOCK_WAIT_MS));
+    await tx.run(chunkSettings(RETENTION_LOCK_WAIT_MS));
     await tx.run(lockPolicy());
-    const row = present((await tx.run<ChunkRow>(removeChunk(size)))[0], "the chunk's count row");
+    const row = present((await tx.run<ChunkRow>(removeChunk(sizes)))[0], "the chunk's count row");
     if (row.deleted === 0) return row;
     await tx.run(lockSubscriptions());
     const [check] = await tx.run<{ requeued: boolean }>(requeuedRemoved((row.positions ?? []).map(Number)));
@@ -98,11 +98,17 @@ export function createRetention({
       let horizon = policy.horizon;
       const more = (chunk: number) =>
         chunk < maxChunks && !stop?.aborted && (chunk === 0 || Date.now() - started < budgetMs);
+      // The pass's first chunk also re-checks held events; the others sweep on, and once the sweep
+      // has caught up, re-check the rest of the held events (not every chunk: the queue that
+      // holds them rarely changes between two chunks, and each re-check reads them all again).
+      let sweeping = true;
+      let recheckDue = true;
       let races = 0;
       for (let chunk = 0; more(chunk); chunk++) {
+        const recheck = recheckDue && (chunk === 0 || !sweeping);
         let row: ChunkRow;
         try {
-          row = await chunkOnce(db, chunkSize);
+          row = await chunkOnce(db, { sweep: sweeping ? chunkSize : 0, recheck: recheck ? chunkSize : 0 });
         } catch (error) {
           // rolled back: done again (its removal now sees the rewind's queue rows), a few times at most
           if (error instanceof Requeued && ++races < RACES_PER_PASS) continue;
@@ -111,7 +117,9 @@ export function createRetention({
         }
         deleted += row.deleted;
         horizon = row.horizon === null ? null : Number(row.horizon);
-        if (!row.active || !row.more) return { deleted, horizon, done: true };
+        if (sweeping) sweeping = row.sweep_more;
+        if (recheck) recheckDue = row.recheck_more;
+        if (!row.active || (!sweeping && !recheckDue)) return { deleted, horizon, done: true };
       }
       return { deleted, horizon, done: false };
     },

@@ -911,6 +911,15 @@ export const mutants: Mutant[] = [
     tests: ["test/retention.int.test.ts"],
   },
   {
+    name: "retention: held events re-checked only in a pass's first chunk",
+    edits: one(
+      "src/corq/retention.ts",
+      "if (recheck) recheckDue = row.recheck_more;",
+      "if (recheck) recheckDue = false;",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
     name: "retention: a chunk does not wait for a rewind holding its subscription's row",
     edits: one("src/corq/retention.ts", "    await tx.run(lockSubscriptions());\n", ""),
     tests: ["test/retention.int.test.ts"],

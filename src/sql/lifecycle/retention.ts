@@ -109,9 +109,16 @@ export function requeuedRemoved(removed: number[]): SQL {
   return sql`SELECT EXISTS (SELECT 1 FROM ${queue} WHERE position = ANY(${sql.param(removed)}::bigint[])) AS requeued`;
 }
 
-/** At most this long waiting for a lock: an advance's statement is shorter, a long rewind is not waited for. */
-export function chunkLockTimeout(ms: number): SQL {
-  return sql`SELECT set_config('lock_timeout', ${`${ms}ms`}, true) AS lock_timeout`;
+/**
+ * The chunk transaction's settings. `lock_timeout`: at most this long waiting for a lock (an
+ * advance's statement is shorter; a long rewind is not waited for). synchronous_commit off: the
+ * commit does not wait for the WAL flush, so the subscription rows are not held through an
+ * fsync (under I/O pressure that took seconds). Safe: a crash loses at most the last chunks,
+ * and a lost chunk only means its events are still there — the next pass removes them again.
+ */
+export function chunkSettings(lockTimeoutMs: number): SQL {
+  return sql`SELECT set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true) AS lock_timeout,
+    set_config('synchronous_commit', 'off', true) AS synchronous_commit`;
 }
 
 export interface ChunkRow {
@@ -120,8 +127,10 @@ export interface ChunkRow {
   /** Their positions (requeuedRemoved checks them). */
   positions: (string | number)[] | null;
   horizon: string | number | null;
-  /** A full chunk was looked at without reaching an event that is not due yet: there may be more. */
-  more: boolean;
+  /** The sweep looked at a full chunk without reaching an event that is not due yet: it may have more. */
+  sweep_more: boolean;
+  /** The re-check of held events read a full chunk of them: more after those. */
+  recheck_more: boolean;
   /** false: retention is off (no max age); nothing was looked at. */
   active: boolean;
 }
@@ -129,8 +138,8 @@ export interface ChunkRow {
 const LAST_POSITION = sql.raw("9223372036854775807");
 
 /**
- * One chunk, in ONE statement: up to `size` events from the sweep's cursor and up to `size`
- * held ones after the re-check's cursor. An event is due when it is older than the cutoff
+ * One chunk, in ONE statement: up to `sweep` events from the sweep's cursor and up to
+ * `recheck` held ones after the re-check's cursor (0: none). An event is due when it is older than the cutoff
  * (database clock) and at or below the lowest watermark (log order: (tx, position)); with no
  * subscription at all, age alone decides. Of the events the policy takes:
  *   not due   the first one stops the sweep there (the cursor stays on it: it is still to come);
@@ -138,7 +147,7 @@ const LAST_POSITION = sql.raw("9223372036854775807");
  * events of streams the policy does not take are passed. Held events removed, gone (erased) or
  * no longer taken leave retention_held. The cursors and the horizon move in the same statement.
  */
-export function removeChunk(size: number): SQL {
+export function removeChunk({ sweep, recheck }: { sweep: number; recheck: number }): SQL {
   const due = (tx: SQL, position: SQL, createdAt: SQL) => sql`(${createdAt} < p.cutoff
     AND (NOT EXISTS (SELECT 1 FROM low) OR (${tx}, ${position}) <= ((SELECT tx FROM low), (SELECT position FROM low))))`;
   return sql`
@@ -155,7 +164,7 @@ export function removeChunk(size: number): SQL {
       SELECT e.position, e.tx, e.stream, e.created_at FROM ${events} e
       WHERE e.position >= (SELECT swept_to FROM policy)
       ORDER BY e.position
-      LIMIT ${size}
+      LIMIT ${sweep}
     ),
     judged AS (
       SELECT s.position, s.tx, ${streamTaken(sql`s.stream`, sql`p.streams`)} AS taken,
@@ -170,7 +179,7 @@ export function removeChunk(size: number): SQL {
       FROM policy p, ${retentionHeld} h LEFT JOIN ${events} e ON e.position = h.position
       WHERE h.position > p.held_after
       ORDER BY h.position
-      LIMIT ${size}
+      LIMIT ${recheck}
     ),
     candidates AS (
       SELECT position, tx FROM judged
@@ -199,7 +208,8 @@ export function removeChunk(size: number): SQL {
     moved AS (
       UPDATE ${retention} r SET
         swept_to = coalesce((SELECT position FROM stop), (SELECT max(position) + 1 FROM swept), r.swept_to),
-        held_after = CASE WHEN (SELECT count(*) FROM rechecked) < ${size} THEN 0
+        held_after = CASE WHEN ${recheck} = 0 THEN r.held_after
+                          WHEN (SELECT count(*) FROM rechecked) < ${recheck} THEN 0
                           ELSE (SELECT max(position) FROM rechecked) END,
         horizon = greatest(r.horizon, (SELECT max(position) + 1 FROM removed)),
         (removed_tx, removed_position) = (
@@ -211,8 +221,8 @@ export function removeChunk(size: number): SQL {
     )
     SELECT (SELECT count(*) FROM removed)::int AS deleted, (SELECT array_agg(position) FROM removed) AS positions,
       coalesce((SELECT horizon FROM moved), (SELECT horizon FROM ${retention} WHERE id = 1)) AS horizon,
-      ((SELECT count(*) FROM swept) = ${size} AND (SELECT position FROM stop) IS NULL)
-        OR (SELECT count(*) FROM rechecked) = ${size} AS more,
+      ${sweep} > 0 AND (SELECT count(*) FROM swept) = ${sweep} AND (SELECT position FROM stop) IS NULL AS sweep_more,
+      ${recheck} > 0 AND (SELECT count(*) FROM rechecked) = ${recheck} AS recheck_more,
       EXISTS (SELECT 1 FROM policy) AS active`;
 }
 

@@ -2,6 +2,7 @@
 // HTTP (a PUT stands; bad bodies are 4xx problem+json and change nothing), the cron running a
 // pass by itself, POST /retention/run, and a rewind below the horizon answered 409 retained_away.
 import { describe, expect, it } from "vitest";
+import { createClient } from "../../src/client.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const DAY = 86_400_000;
@@ -79,6 +80,11 @@ describe("retention over HTTP", () => {
       status: 200,
       json: { deleted: 0, horizon, done: true },
     });
+    // the typed client (corq/client) says the same
+    const client = createClient({ url: state.stack.url, token: state.stack.adminToken });
+    expect(await client.retention()).toEqual({ maxAgeMs: DAY, streams: ["retained-"], horizon });
+    expect(await client.runRetention()).toEqual({ deleted: 0, horizon, done: true });
+    expect(await client.setRetention({ maxAgeMs: DAY, streams: ["retained-"] })).toMatchObject({ horizon });
 
     const queued = await count("corq.queue");
     const refused = await api("POST", "/subscriptions/visitor-directory/rewind", { body: { to: positions[0] } });

@@ -10,6 +10,9 @@ import type {
   EventInput,
   KeyState,
   KeyStatus,
+  Retention,
+  RetentionPolicy,
+  RetentionRun,
   StoredEvent,
   SubscriptionStats,
   TokenInfo,
@@ -28,6 +31,9 @@ export type {
   TokenInfo,
   TokenScope,
   CreatedToken,
+  Retention,
+  RetentionPolicy,
+  RetentionRun,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -123,6 +129,12 @@ export interface CorqClient {
   createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
   tokens(): Promise<{ tokens: TokenInfo[] }>;
   revokeToken(id: string): Promise<void>;
+  /** The retention policy and the horizon. */
+  retention(): Promise<Retention>;
+  /** Sets the retention policy (admin); `maxAgeMs: null` keeps the log forever. */
+  setRetention(policy: RetentionPolicy): Promise<Retention>;
+  /** One bounded retention pass now (admin). */
+  runRetention(): Promise<RetentionRun>;
   openapi(): Promise<Record<string, unknown>>;
 }
 
@@ -183,6 +195,9 @@ export function createClient(options: ClientOptions): CorqClient {
     createToken: async (input) => call("POST", "/tokens", { body: input }),
     tokens: async () => call("GET", "/tokens"),
     revokeToken: async (id) => call("DELETE", `/tokens/${segment(id, "id")}`),
+    retention: async () => call("GET", "/retention"),
+    setRetention: async (policy) => call("PUT", "/retention", { body: policy }),
+    runRetention: async () => call("POST", "/retention/run"),
     openapi: async () => call("GET", "/openapi.json"),
   };
 }

@@ -14,6 +14,7 @@ import { createHousekeeping } from "./corq/housekeeping.js";
 import { createInspection } from "./corq/inspection.js";
 import { createLog } from "./corq/log.js";
 import { createOperations } from "./corq/operations.js";
+import { createRetention } from "./corq/retention.js";
 import { parseCorqOptions } from "./corq/options.js";
 import { createSubscriptions } from "./corq/subscriptions.js";
 import { createTokens } from "./corq/tokens.js";
@@ -53,6 +54,7 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
       advance: advancing.advance,
     }),
     ...createTokens(deps),
+    ...createRetention(deps),
     async close() {
       await wakes.settled();
       await recorder.close();

@@ -12,7 +12,8 @@ export type CorqErrorCode =
   | "unknown_stream"
   | "unknown_token"
   | "database_unavailable"
-  | "schema_too_new";
+  | "schema_too_new"
+  | "retained_away";
 
 /** Every code the library raises, with its HTTP status (docs/http-api.md "Errors" lists them: test/errorCodes.test.ts). */
 export const statusByCode: Record<CorqErrorCode, number> = {
@@ -27,6 +28,7 @@ export const statusByCode: Record<CorqErrorCode, number> = {
   unknown_token: 404,
   database_unavailable: 503,
   schema_too_new: 500,
+  retained_away: 409,
 };
 
 export class CorqError extends Error {

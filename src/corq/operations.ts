@@ -9,6 +9,7 @@ import { rememberWebhookId } from "../sql/consume/webhookIds.js";
 import { pauseKey, resumeKey } from "../sql/operate/pauseKey.js";
 import { releaseDeadKeys } from "../sql/operate/releaseDeadKeys.js";
 import { setPaused } from "../sql/operate/setPaused.js";
+import { refuseRewindBelowHorizon } from "./retention.js";
 import type { Corq } from "../types.js";
 import type { PartDeps } from "./options.js";
 import type { KnownSubscription } from "./subscriptions.js";
@@ -68,7 +69,16 @@ export function createOperations({
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { to, key } = parseOrThrow(rewindOptions, rewindOpts, "invalid_input", "options");
       const db = await executor();
-      const done = await rewindSubscription(db, { subscription: name, to, key }, { code: code.get(name) });
+      // below the retention horizon: refused here, before the rewind takes any lock (and again if
+      // the event at `to` went while it started: a retention pass removed it meanwhile)
+      if (to !== "beginning") await refuseRewindBelowHorizon(db, to);
+      const done = await rewindSubscription(db, { subscription: name, to, key }, { code: code.get(name) }).catch(
+        async (error: unknown) => {
+          if (to !== "beginning" && error instanceof CorqError && error.code === "invalid_input")
+            await refuseRewindBelowHorizon(db, to);
+          throw error;
+        },
+      );
       // advances that came while the rewind held the advancer's lock left a kick and returned
       if ((await db.run(kicksPending([done.subscriptionId]))).length > 0) await advance({ coalesce: true });
       return { requeued: done.requeued };

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { parseOrThrow, parseSubscriptions, type Subscription } from "../config.js";
 import { parseAppMigrations, type AppMigration } from "../db/appMigrations.js";
 import type { Executor, ExecutorOptions } from "../db/executor.js";
+import { retentionInput, storedPolicy, type StoredPolicy } from "../retentionPolicy.js";
 import type { CorqOptions } from "../types.js";
 
 export const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
@@ -24,6 +25,8 @@ export interface CorqSettings {
   pushAllowPrivate: boolean;
   /** Who this instance's consumers are (recorded on each lease). */
   holder: string;
+  /** The retention policy this instance was given (createCorq's `retention`); undefined: none. */
+  retention: StoredPolicy | undefined;
   /** For an executor made over a caller's connection (append's `tx`). */
   statementOptions: Pick<ExecutorOptions, "onStatement">;
 }
@@ -57,9 +60,14 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
   );
   const holder =
     parseOrThrow(z.string().min(1).max(200).optional(), options.holder, "invalid_config", "holder") ?? defaultHolder();
+  const retention =
+    options.retention === undefined
+      ? undefined
+      : storedPolicy(parseOrThrow(retentionInput, options.retention, "invalid_config", "retention"));
   return {
     code,
     appMigrations,
+    retention,
     advanceBatchSize,
     activityFlushMs,
     keyIdleMs,

@@ -11,6 +11,7 @@ import {
   subscriptionName,
 } from "../config.js";
 import { TOKEN_SCOPES, tokenId, tokenInput } from "../tokens.js";
+import { retentionInput } from "../retentionPolicy.js";
 
 // ---- requests ---------------------------------------------------------------------------
 
@@ -94,6 +95,9 @@ export const tokenParams = z.object({ id: tokenId });
 /** POST /tokens */
 export const tokenBody = tokenInput;
 
+/** PUT /retention */
+export const retentionBody = retentionInput;
+
 /** PUT /subscriptions/:name (validated by corq.putSubscription with this schema). */
 export const subscriptionBody = pushSubscriptionInput;
 
@@ -167,6 +171,13 @@ export const subscription = z.object({
     paused: z.number().int(),
   }),
   incarnation: z.string().describe("changes when the subscription is deleted and created again"),
+  startsAt: z
+    .number()
+    .int()
+    .nullable()
+    .describe(
+      'created `from: "beginning"` after retention removed events: the retention horizon then, where it began; null: it saw the whole log (or started from now)',
+    ),
   oldestPendingAgeMs: z.number().nullable(),
 });
 export const createdSubscription = subscription.extend({
@@ -209,6 +220,28 @@ export const released = z.object({ released: z.number().int() });
 export const stats = z.object({
   subscriptions: z.array(subscription),
   log: z.object({ head: z.number().int().nullable(), events: z.number().int() }),
+});
+
+export const retention = z.object({
+  maxAgeMs: z.number().int().nullable().describe("events older than this (ms) are removed; null: kept forever"),
+  streams: z
+    .array(z.string())
+    .nullable()
+    .describe("only streams starting with one of these prefixes; null: every stream"),
+  horizon: z
+    .number()
+    .int()
+    .nullable()
+    .describe(
+      "1 + the highest position retention removed (null: nothing removed yet); nothing from here on was removed, a rewind below it is refused",
+    ),
+});
+export const retentionRun = z.object({
+  deleted: z.number().int().describe("events this pass removed"),
+  horizon: z.number().int().nullable(),
+  done: z
+    .boolean()
+    .describe("false: the pass stopped at its bound with more to remove (the cron goes on; or call again)"),
 });
 
 export const advanced = z.object({ advanced: z.record(z.string(), z.number().int()) });

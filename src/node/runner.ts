@@ -30,6 +30,8 @@ export interface RunnerOptions {
   budgetMs: number;
   /** The safety net: advance and look for ready keys this often however quiet it is. */
   safetyNetMs: number;
+  /** Retention passes: one this often, bounded to `maxChunks`; one that left more goes on at the next safety-net tick. */
+  retention?: { everyMs: number; maxChunks: number };
   log(line: string): void;
 }
 
@@ -57,6 +59,8 @@ const HORIZON_MAX_MS = 1000;
 // free up and fill again within milliseconds: no statement per batch for it).
 const IDLE_SETTLE_MS = 20;
 const HOUSEKEEPING_EVERY_MS = 60_000;
+// a retention pass starts no chunk after this long (the chunk under way finishes)
+const RETENTION_PASS_MS = 10_000;
 const LOG_EVERY_MS = 10_000;
 
 /**
@@ -266,6 +270,22 @@ export function createRunner(options: RunnerOptions): Runner {
   };
 
   let lastHousekeeping = 0;
+  // retention: one pass at a time; 0 = due at the next tick (the last pass left more)
+  let lastRetention = 0;
+  let retaining: Promise<void> | undefined;
+  const retain = (every: { everyMs: number; maxChunks: number }) => {
+    if (retaining || Date.now() - lastRetention < every.everyMs) return;
+    lastRetention = Date.now();
+    retaining = corq
+      .runRetention({ maxChunks: every.maxChunks, budgetMs: RETENTION_PASS_MS, stop: stopClaiming.signal })
+      .then(
+        ({ done }) => {
+          if (!done) lastRetention = 0; // more to remove: the next tick goes on
+        },
+        (error: unknown) => report("retention", error),
+      )
+      .finally(() => (retaining = undefined));
+  };
   const safetyNet = setInterval(() => {
     if (stopping) return;
     requestAdvance();
@@ -274,6 +294,7 @@ export function createRunner(options: RunnerOptions): Runner {
       lastHousekeeping = Date.now();
       corq.housekeeping().catch((error) => report("housekeeping", error));
     }
+    if (options.retention) retain(options.retention);
   }, options.safetyNetMs);
   safetyNet.unref();
 
@@ -299,7 +320,7 @@ export function createRunner(options: RunnerOptions): Runner {
       clearInterval(safetyNet);
       clearTimeout(horizonTimer);
       clearIdleTimers();
-      const settled = () => Promise.all([...drains, advancing, checking]);
+      const settled = () => Promise.all([...drains, advancing, checking, retaining]);
       await waitFor(settled, boundMs);
       if (drains.size > 0) {
         abortHandlers.abort();

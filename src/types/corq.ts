@@ -17,6 +17,7 @@ import type {
   TimelineData,
 } from "./inspection.js";
 import type { CreatedToken, TokenInfo } from "./tokens.js";
+import type { Retention, RetentionPolicy, RetentionRun } from "./retention.js";
 
 /** Computes the correlation key of an event in JS; null/undefined = the event does not match. */
 export type KeyFunction = (event: StoredEvent) => string | null | undefined;
@@ -148,6 +149,12 @@ export interface CorqOptions {
    * that comes back gets a new row, and its seqs go on above every seq it had.
    */
   keyIdleMs?: number;
+  /**
+   * The retention policy this app deploys with (README, "Retention"): off when left out. It is
+   * applied when it differs from the option last applied (a deploy that changes it); a policy
+   * set since with setRetention / PUT /retention stays in force until then.
+   */
+  retention?: RetentionPolicy;
 }
 
 export interface Corq {
@@ -296,5 +303,21 @@ export interface Corq {
    * at all for a string that is not shaped like a token; moves lastUsedAt at most once a minute.
    */
   verifyToken(secret: string): Promise<TokenInfo | null>;
+  /** The retention policy in force and the horizon (applying this instance's `retention` option first if it changed). */
+  retention(): Promise<Retention>;
+  /** Sets the retention policy (in force until a deploy changes the `retention` option); maxAgeMs null turns retention off. */
+  setRetention(policy: RetentionPolicy): Promise<Retention>;
+  /**
+   * One retention pass: removes what the policy allows, in chunks of `chunkSize` events (each its
+   * own short transaction), until nothing more is due, `maxChunks` ran or `budgetMs` passed.
+   * `done: false` — more remains; the next pass goes on where this one stopped. Once `stop` is
+   * aborted no further chunk starts (a graceful shutdown).
+   */
+  runRetention(options?: {
+    maxChunks?: number;
+    budgetMs?: number;
+    chunkSize?: number;
+    stop?: AbortSignal;
+  }): Promise<RetentionRun>;
   close(): Promise<void>;
 }

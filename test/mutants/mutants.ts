@@ -914,7 +914,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "api: a body's nesting not measured before it is parsed",
-    edits: one("src/http/api.ts", "if (nestsDeeperThan(text, MAX_BODY_NESTING)) {", "if (false) {"),
+    edits: one("src/http/jsonBody.ts", "if (nestsDeeperThan(text, MAX_BODY_NESTING)) {", "if (false) {"),
     tests: ["test/worker/api.worker.test.ts"],
   },
   {
@@ -1105,5 +1105,114 @@ export const mutants: Mutant[] = [
     name: "housekeeping: one chunk a pass whatever maxChunks says",
     edits: one("src/corq/housekeeping.ts", "if (compacted.deleted < CHUNK) break;", "break;"),
     tests: ["test/idleKeys.int.test.ts"],
+  },
+
+  // --- retention ---------------------------------------------------------------------------
+  {
+    name: "retention: removes events a queue still holds (a backlog, a paused or dead key)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "WHERE NOT EXISTS (SELECT 1 FROM queued q WHERE q.position = c.position))",
+      "WHERE true)",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: removes events a subscription has not advanced past",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "AND (NOT EXISTS (SELECT 1 FROM low) OR (${tx}, ${position}) <= ((SELECT tx FROM low), (SELECT position FROM low))))",
+      ")",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: removes events younger than maxAgeMs",
+    edits: one("src/sql/lifecycle/retention.ts", "(${createdAt} < p.cutoff", "(${createdAt} IS NOT NULL"),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: the stream prefixes ignored",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "SELECT s.position, s.tx, ${streamTaken(sql`s.stream`, sql`p.streams`)} AS taken,",
+      "SELECT s.position, s.tx, true AS taken,",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: a change of prefixes does not sweep the log again",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "swept_to = CASE WHEN r.streams IS DISTINCT FROM ${textArray(policy.streams)} THEN 0 ELSE r.swept_to END,",
+      "swept_to = r.swept_to,",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: the sweep passes events not due yet (they are never removed later)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "swept_to = coalesce((SELECT position FROM stop), (SELECT max(position) + 1 FROM swept), r.swept_to),",
+      "swept_to = coalesce((SELECT max(position) + 1 FROM swept), r.swept_to),",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: held events never checked again",
+    edits: one("src/sql/lifecycle/retention.ts", "WHERE h.position > p.held_after", "WHERE false"),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: held events re-checked only in a pass's first chunk",
+    edits: one(
+      "src/corq/retention.ts",
+      "if (recheck) recheckDue = row.recheck_more;",
+      "if (recheck) recheckDue = false;",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: a chunk does not wait for a rewind holding its subscription's row",
+    edits: one("src/corq/retention.ts", "    await tx.run(lockSubscriptions());\n", ""),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: events a rewind queued meanwhile removed (the check after the lock skipped)",
+    edits: one("src/corq/retention.ts", "if (check?.requeued) throw new Requeued();", ""),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: the option applied on every read (a PUT lost at once)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "WHERE id = 1 AND r.option IS DISTINCT FROM ${optionJson(option)}",
+      "WHERE id = 1",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "rewind: below the retention horizon not refused",
+    edits: one("src/corq/retention.ts", "if (!row?.below) return;", "return;"),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "stats: a subscription created from the beginning after retention does not say where it started",
+    edits: one(
+      "src/sql/inspect/subscriptionStats.ts",
+      "startsAt: row.start_horizon === null ? null : Number(row.start_horizon),",
+      "startsAt: null,",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "cron: no retention pass",
+    edits: one("functions/createWorker.ts", "retainOnCron(env.CORQ_ADMIN_TOKEN, invoke)", "Promise.resolve()"),
+    tests: ["test/worker/retention.worker.test.ts"],
+  },
+  {
+    name: "serve: no retention pass in the loop",
+    edits: one("src/node/runner.ts", "if (options.retention) retain(options.retention);", ""),
+    tests: ["test/serve/retention.serve.test.ts"],
   },
 ];

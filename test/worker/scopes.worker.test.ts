@@ -247,6 +247,29 @@ const endpoints: Endpoint[] = [
     path: (id) => `/tokens/${id}`,
     allowed: [204],
   },
+  { route: "GET /retention", scope: "read", path: () => "/retention", allowed: [200] },
+  {
+    route: "PUT /retention",
+    scope: "admin",
+    path: () => "/retention",
+    body: { maxAgeMs: 86_400_000, streams: ["matrix-retained-"] },
+    allowed: [200],
+  },
+  {
+    route: "POST /retention/run",
+    scope: "admin",
+    // an event every subscription has advanced past, older than the policy's millisecond: a pass removes it
+    prepare: async () => {
+      await withCorq(async (corq) => {
+        await corq.setRetention({ maxAgeMs: 1, streams: ["matrix-retained-"] });
+        await corq.append(`matrix-retained-${++appended}`, [{ name: "MatrixNoted", data: {} }]);
+      });
+      expect((await api("POST", "/advance")).status).toBe(200);
+      return undefined;
+    },
+    path: () => "/retention/run",
+    allowed: [200],
+  },
 ];
 
 beforeAll(async () => {

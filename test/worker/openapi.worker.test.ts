@@ -79,6 +79,10 @@ describe("answers against the OpenAPI document", () => {
         .status,
     ).toBe(415);
     expect((await call("GET", "/streams/visitor-ola?from=0&limit=10")).status).toBe(200);
+    expect((await call("POST", "/streams/erased-ola/events", { body: { events } })).status).toBe(201);
+    expect((await call("DELETE", "/streams/erased-ola")).status).toBe(200);
+    expect((await call("GET", "/streams/erased-ola")).json).toMatchObject({ erased: true, version: 1 });
+    expect((await call("DELETE", "/streams/nobody")).status).toBe(404);
     expect((await call("GET", "/events?after=0&limit=5")).status).toBe(200);
     expect((await call("GET", "/events/tail?limit=2")).status).toBe(200);
     expect((await call("GET", "/events/tail?before=0")).status).toBe(400);

@@ -92,11 +92,12 @@ export function ackCtes(lease: Lease, through: AckThrough, count: number, option
         acked = k.acked + ${count}
       FROM fenced f
       WHERE k.subscription_id = f.subscription_id AND k.key = f.key ${options.durable ? sql`` : sql`AND ${asyncCommit}`}
+        AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
       RETURNING k.subscription_id, k.key, k.pending
     ),
     removed AS (
       DELETE FROM ${queue} q USING acked
-      WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key
-        AND q.seq <= ${through.seq}
+      WHERE q.subscription_id = ${lease.subscriptionId} AND q.key = ${lease.key} AND q.seq <= ${through.seq}
+        AND q.subscription_id = acked.subscription_id AND q.key = acked.key
     )`;
 }

@@ -365,8 +365,8 @@ export const mutants: Mutant[] = [
     name: "ack: a prefix ack deletes the whole queue of the key",
     edits: one(
       "src/sql/consume/ackBatch.ts",
-      "WHERE q.subscription_id = f.subscription_id AND q.key = f.key\n        AND q.seq <= ${through.seq}",
-      "WHERE q.subscription_id = f.subscription_id AND q.key = f.key",
+      "AND q.key = ${lease.key} AND q.seq <= ${through.seq}",
+      "AND q.key = ${lease.key}",
     ),
     tests: ["test/consumers.int.test.ts"],
   },
@@ -973,6 +973,33 @@ export const mutants: Mutant[] = [
       "src/sql/consume/claimBatch.ts",
       "(k.last_seq < k.replay_seq) IS ${replaying ? sql`TRUE` : sql`FALSE`}",
       "${replaying ? sql`(k.last_seq < k.replay_seq)` : sql`NOT (k.last_seq < k.replay_seq)`}",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "settle: the acked keys' queue rows named only through the join (a plan made on an empty queue walks all of it)",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "\n        AND q.subscription_id = ${subscriptionId} AND q.key = ANY(${settled})",
+      "",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "ack: the key row named only through the fence's join",
+    edits: one(
+      "src/sql/consume/ackBatch.ts",
+      "\n        AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}",
+      "",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "connections: corq's pool without its planner settings (plans made on empty tables read them whole)",
+    edits: one(
+      "src/corq/connect.ts",
+      '\n      created.on("connect", (client) => void client.query(PLANNER_SETTINGS).catch(() => undefined));',
+      "",
     ),
     tests: ["test/plans.int.test.ts"],
   },

@@ -88,7 +88,7 @@ export function ackCtes(lease: Lease, through: AckThrough, count: number, option
     removed AS (
       DELETE FROM ${queue} q USING fenced f
       WHERE q.subscription_id = f.subscription_id AND q.key = f.key
-        AND q.seq <= ${through.seq}
+        AND q.subscription_id = ${lease.subscriptionId} AND q.key = ${lease.key} AND q.seq <= ${through.seq}
       RETURNING q.seq
     ),
     acked AS (
@@ -100,6 +100,7 @@ export function ackCtes(lease: Lease, through: AckThrough, count: number, option
         acked = k.acked + ${count}, active_at = f.at
       FROM fenced f
       WHERE k.subscription_id = f.subscription_id AND k.key = f.key ${options.durable ? sql`` : sql`AND ${asyncCommit}`}
+        AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
       RETURNING k.subscription_id, k.key, k.pending
     )`;
 }

@@ -29,7 +29,8 @@ export function failBatch(
           ELSE f.at + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
                        * interval '1 millisecond' END
       FROM fenced f, ${subscriptions} s
-      WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND s.id = k.subscription_id AND ${asyncCommit}
+      WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
+        AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key} AND s.id = ${lease.subscriptionId}
       RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead
     ),
     recorded AS (

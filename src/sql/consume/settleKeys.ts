@@ -44,11 +44,16 @@ export interface SettledRow {
  *            cursor (last_seq) moved;
  *   failed   failures: attempts + 1, backoff from `at` or dead after maxAttempts (as failBatch);
  *   failures the failed batches in the activity record (acks are buffered by the drain loop).
+ * Each write names its rows in an index condition of its own (the settled keys, a parameter),
+ * not only through its join with a CTE: a plan made while the tables were empty must still
+ * read them by key once they are full (docs/architecture.md, "Plans made while a table was empty").
  */
 export function settleCtes(subscriptionId: number, settlements: Settlement[]): SQL {
   const ack = (s: Settlement) => ("through" in s.outcome ? s.outcome : undefined);
   const fail = (s: Settlement) => ("error" in s.outcome ? s.outcome : undefined);
   const column = <T>(values: T[]) => sql.param(values);
+  // the settled keys, as a parameter: each write below names them in its own index condition
+  const settled = sql`${sql.param(settlements.map((s) => s.key))}::text[]`;
   return sql`
     settle AS (
       SELECT * FROM unnest(
@@ -65,7 +70,7 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
     locked AS (
       -- by primary key (= ANY): a join with settle may be planned as a scan of every key row
       SELECT k.subscription_id, k.key, k.lease_token, k.lease_until FROM ${keys} k
-      WHERE k.subscription_id = ${subscriptionId} AND k.key = ANY(${column(settlements.map((s) => s.key))}::text[])
+      WHERE k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       ORDER BY k.key
       FOR UPDATE
     ),
@@ -78,6 +83,7 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
     removed AS (
       DELETE FROM ${queue} q USING fenced a
       WHERE a.error IS NULL AND q.subscription_id = a.subscription_id AND q.key = a.key AND q.seq <= a.through_seq
+        AND q.subscription_id = ${subscriptionId} AND q.key = ANY(${settled})
       RETURNING q.key
     ),
     -- what each ack deleted: pending goes down by that, not by the batch's count (an erasure
@@ -92,6 +98,7 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
         acked = k.acked + f.count, active_at = f.at
       FROM fenced f LEFT JOIN removed_per_key r ON r.key = f.key
       WHERE f.error IS NULL AND k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
+        AND k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       RETURNING k.subscription_id, k.key, k.pending, k.last_seq, f.at
     ),
     failed AS (
@@ -108,7 +115,8 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
                        * interval '1 millisecond' END
       FROM fenced f, ${subscriptions} s
       WHERE f.error IS NOT NULL AND k.subscription_id = f.subscription_id AND k.key = f.key
-        AND s.id = k.subscription_id AND ${asyncCommit}
+        AND s.id = ${subscriptionId} AND ${asyncCommit}
+        AND k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead, f.at, f.claimed_at, f.count
     ),
     failures AS (

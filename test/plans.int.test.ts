@@ -62,7 +62,8 @@ beforeAll(async () => {
   cached.on("error", () => undefined);
   await cached.connect();
   await cached.query(PLANNER_SETTINGS);
-  for (const [i, statement] of statements.entries()) await cacheGenericPlan(cached, `cached_${i}`, statement.query());
+  for (const [i, statement] of statements.entries())
+    if (!statement.unprepared) await cacheGenericPlan(cached, `cached_${i}`, statement.query());
   await load(client, subscriptionId);
   const { rows } = await client.query(
     "SELECT key, lease_token FROM corq.keys WHERE lease_token IS NOT NULL ORDER BY key LIMIT 16",
@@ -125,7 +126,9 @@ async function load(db: pg.Client, id: number) {
 }
 
 const pick: Intent = { walks: ["keys_ready_idx", "keys_ready_idx"] };
-const statements: { name: string; query: () => SQL; intent: Intent }[] = [
+// \`unprepared\`: the library sends it as an unnamed statement (executor.run(…, { prepare: false })),
+// planned for its parameters every time, so no plan of it is ever cached on small tables
+const statements: { name: string; query: () => SQL; intent: Intent; unprepared?: true }[] = [
   { name: "the pick (one key)", query: () => claimBatch("plans", { holder: "plans-test" }), intent: pick },
   { name: "the pick (a drain's claim)", query: () => claimBatch("plans", DRAIN), intent: pick },
   {
@@ -159,12 +162,13 @@ const statements: { name: string; query: () => SQL; intent: Intent }[] = [
   },
   { name: "the keys page", query: () => listKeys("plans", { limit: 51 }), intent: { walks: ["keys_pkey"] } },
   // not hot, but it holds every advancer lock while it runs: each read is pinned (by position, by key)
-  { name: "an erasure round", query: () => eraseRound("k7", 2000), intent: { walks: [] } },
+  { name: "an erasure round", query: () => eraseRound("k7", 2000), intent: { walks: [] }, unprepared: true },
   {
     // runs every minute at any number of keys: reads only the idle ones past the threshold
     name: "a chunk of idle-key compaction",
     query: () => compactIdleKeys({ idleMs: 7 * 86_400_000, limit: 5000 }),
     intent: { walks: ["keys_idle_idx"] },
+    unprepared: true,
   },
   {
     name: "the keys page after a cursor",
@@ -183,11 +187,12 @@ async function check(statement: (typeof statements)[number], when: string) {
 
 describe("planned on empty tables, run after the load (a prepared statement of corq's pool)", () => {
   for (const [i, statement] of statements.entries())
-    it(`${statement.name} keeps its index order`, async () => {
-      const plan = await explainCached(cached, `cached_${i}`, statement.query());
-      const offenses = planOffenses(plan, statement.intent);
-      expect(offenses, `${statement.name}, planned on empty tables:\n  ${offenses.join("\n  ")}`).toEqual([]);
-    });
+    if (!statement.unprepared)
+      it(`${statement.name} keeps its index order`, async () => {
+        const plan = await explainCached(cached, `cached_${i}`, statement.query());
+        const offenses = planOffenses(plan, statement.intent);
+        expect(offenses, `${statement.name}, planned on empty tables:\n  ${offenses.join("\n  ")}`).toEqual([]);
+      });
 
   it("corq's own connections run with those settings", async () => {
     const seen: unknown[] = [];

@@ -133,7 +133,7 @@ export function createLog({
       for (;;) {
         const { round, held } = await db.transaction(async (tx) => {
           const locked = await tx.run<{ id: number }>(holdAdvancers());
-          const [row] = await tx.run<EraseRoundRow>(eraseRound(stream, ERASE_ROUND));
+          const [row] = await tx.run<EraseRoundRow>(eraseRound(stream, ERASE_ROUND), { prepare: false });
           return { round: present(row, "the erasure round's row"), held: locked.map((r) => r.id) };
         });
         erased += round.erased;

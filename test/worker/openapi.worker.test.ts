@@ -83,6 +83,10 @@ describe("answers against the OpenAPI document", () => {
     expect((await call("DELETE", "/streams/erased-ola")).status).toBe(200);
     expect((await call("GET", "/streams/erased-ola")).json).toMatchObject({ erased: true, version: 1 });
     expect((await call("DELETE", "/streams/nobody")).status).toBe(404);
+    expect((await call("GET", "/retention")).status).toBe(200);
+    expect((await call("PUT", "/retention", { body: { maxAgeMs: -1 } })).status).toBe(400);
+    expect((await call("PUT", "/retention", { body: { maxAgeMs: null } })).status).toBe(200);
+    expect((await call("POST", "/retention/run")).status).toBe(200);
     expect((await call("GET", "/events?after=0&limit=5")).status).toBe(200);
     expect((await call("GET", "/events/tail?limit=2")).status).toBe(200);
     expect((await call("GET", "/events/tail?before=0")).status).toBe(400);

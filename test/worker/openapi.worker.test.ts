@@ -118,6 +118,10 @@ describe("answers against the OpenAPI document", () => {
     expect((await call("GET", "/tokens")).status).toBe(200);
     expect((await call("DELETE", `/tokens/${created.json.id}`)).status).toBe(204);
     expect((await call("DELETE", `/tokens/${created.json.id}`)).status).toBe(404);
+    expect((await call("GET", "/retention")).status).toBe(200);
+    expect((await call("PUT", "/retention", { body: { maxAgeMs: 86_400_000, streams: ["none-"] } })).status).toBe(200);
+    expect((await call("PUT", "/retention", { body: { maxAgeMs: 0 } })).status).toBe(400);
+    expect((await call("POST", "/retention/run")).status).toBe(200);
 
     const documented = Object.entries(document.paths).flatMap(([path, ops]) =>
       Object.keys(ops).map((method) => `${method} ${path}`),

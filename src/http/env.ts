@@ -25,7 +25,7 @@ const settingsSchema = z.object({
   CORQ_AUTH_FAILURE_WINDOW_S: positiveInt(60, 86_400),
   CORQ_PUSH_ALLOW_PRIVATE: z.string().optional(),
   CORQ_KEY_IDLE_MS: positiveInt(DEFAULT_KEY_IDLE_MS, MAX_KEY_IDLE_MS),
-  CORQ_RETENTION_CHUNKS: positiveInt(20, 100_000),
+  CORQ_RETENTION_CHUNKS: positiveInt(100, 100_000),
 });
 
 export interface Settings {

@@ -62,7 +62,7 @@ export interface Env {
   CORQ_RETENTION_MAX_AGE_MS?: string;
   /** With CORQ_RETENTION_MAX_AGE_MS: only streams starting with one of these comma-separated prefixes. */
   CORQ_RETENTION_STREAMS?: string;
-  /** Chunks one retention pass removes at most (a cron tick, POST /retention/run; default 20). */
+  /** Chunks one retention pass removes at most (a cron tick, POST /retention/run; default 100, within 10 s and the subrequests). */
   CORQ_RETENTION_CHUNKS?: string;
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
   SELF?: { fetch(input: Request | string, init?: RequestInit): Promise<Response> };

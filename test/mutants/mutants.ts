@@ -1187,7 +1187,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "retention: held events never checked again",
-    edits: one("src/sql/lifecycle/retention.ts", "WHERE h.position > p.held_after", "WHERE false"),
+    edits: one("src/sql/lifecycle/retention.ts", "WHERE h.position > (SELECT held_after FROM policy)", "WHERE false"),
     tests: ["test/retention.int.test.ts"],
   },
   {

@@ -104,9 +104,15 @@ export function lockSubscriptions(): SQL {
   return sql`SELECT count(*)::int AS locked FROM (SELECT id FROM ${subscriptions} ORDER BY id FOR KEY SHARE) s`;
 }
 
-/** Whether a queue row references one of the `removed` positions (a rewind queued it while the chunk ran). */
+/**
+ * Whether a queue row references one of the `removed` positions (a rewind queued it while the
+ * chunk ran). One pass over the queue against a hash of the positions: `position = ANY(array)`
+ * compared every queue row with every position (15 ms for 500 queued × 2,000 removed, and it
+ * runs while the subscription rows are held).
+ */
 export function requeuedRemoved(removed: number[]): SQL {
-  return sql`SELECT EXISTS (SELECT 1 FROM ${queue} WHERE position = ANY(${sql.param(removed)}::bigint[])) AS requeued`;
+  return sql`SELECT EXISTS (SELECT 1 FROM ${queue} q
+    WHERE q.position IN (SELECT unnest(${sql.param(removed)}::bigint[]))) AS requeued`;
 }
 
 /**
@@ -177,7 +183,8 @@ export function removeChunk({ sweep, recheck }: { sweep: number; recheck: number
         e.position IS NOT NULL AND ${streamTaken(sql`e.stream`, sql`p.streams`)} AS taken,
         ${due(sql`e.tx`, sql`e.position`, sql`e.created_at`)} AS due
       FROM policy p, ${retentionHeld} h LEFT JOIN ${events} e ON e.position = h.position
-      WHERE h.position > p.held_after
+      -- the cursor as a value (a scalar subquery): a bound of the index scan, not a filter of every held row
+      WHERE h.position > (SELECT held_after FROM policy)
       ORDER BY h.position
       LIMIT ${recheck}
     ),

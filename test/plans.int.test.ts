@@ -20,6 +20,9 @@ import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
 import { listKeys } from "../src/sql/inspect/listKeys.js";
 import { compactIdleKeys } from "../src/sql/housekeeping/compactIdleKeys.js";
 import { eraseRound } from "../src/sql/log/eraseStream.js";
+import { subscriptionStats } from "../src/sql/inspect/subscriptionStats.js";
+import { readyKeys } from "../src/sql/consume/readyKeys.js";
+import { nextDue } from "../src/sql/consume/nextDue.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { cacheGenericPlan, explain, explainCached, planOffenses, type Intent } from "./helpers/plans.js";
 
@@ -44,7 +47,14 @@ let lease = { subscriptionId: 0, key: "k0", token: "00000000-0000-0000-0000-0000
 
 beforeAll(async () => {
   database = await createTestDatabase(inject("postgresUrl"));
-  const corq = createCorq({ databaseUrl: database.url, subscriptions: [{ name: "plans", handle: () => undefined }] });
+  // and one with nothing queued, beside it (its stats must not walk the other's queue)
+  const corq = createCorq({
+    databaseUrl: database.url,
+    subscriptions: [
+      { name: "plans", handle: () => undefined },
+      { name: "quiet", handle: () => undefined },
+    ],
+  });
   await corq.migrate();
   await corq.close();
   client = new pg.Client({ connectionString: database.url });
@@ -160,6 +170,22 @@ const statements: { name: string; query: () => SQL; intent: Intent; unprepared?:
       ],
     },
   },
+  {
+    name: "the dispatcher's ready keys",
+    query: () => readyKeys(128),
+    intent: {
+      walks: ["keys_ready_idx", "keys_ready_idx"],
+      exempt: {
+        filter: /lease_until > now\(\)/,
+        why: "the leased count: leased and backoff keys share the index's order, so any plan reads what is waiting (work, not history), and nothing dispatches on it",
+      },
+    },
+  },
+  {
+    name: "a consumer's next due key",
+    query: () => nextDue(["plans"]),
+    intent: { walks: ["keys_ready_idx", "keys_ready_idx"] },
+  },
   { name: "the keys page", query: () => listKeys("plans", { limit: 51 }), intent: { walks: ["keys_pkey"] } },
   // not hot, but it holds every advancer lock while it runs: each read is pinned (by position, by key)
   { name: "an erasure round", query: () => eraseRound("k7", 2000), intent: { walks: [] }, unprepared: true },
@@ -169,6 +195,40 @@ const statements: { name: string; query: () => SQL; intent: Intent; unprepared?:
     query: () => compactIdleKeys({ idleMs: 7 * 86_400_000, limit: 5000 }),
     intent: { walks: ["keys_idle_idx"] },
     unprepared: true,
+  },
+  {
+    name: "the keys page of ready keys",
+    query: () => listKeys("plans", { limit: 51, status: "ready" }),
+    intent: { walks: ["keys_pkey"] },
+  },
+  {
+    name: "the keys page of keys in backoff",
+    query: () => listKeys("plans", { limit: 51, status: "backoff" }),
+    intent: { walks: ["keys_pkey"] },
+  },
+  {
+    name: "the stats of a subscription with nothing queued",
+    query: () => subscriptionStats("quiet"),
+    intent: {
+      walks: ["queue_subscription_position_idx"],
+      counts: ["keys"],
+      exempt: {
+        filter: /ROW\(tx, "position"\) > ROW\(s\.watermark_tx/,
+        why: "the lag count, as in the stats of a subscription at work",
+      },
+    },
+  },
+  {
+    name: "the stats",
+    query: () => subscriptionStats("plans"),
+    intent: {
+      walks: ["queue_subscription_position_idx"],
+      counts: ["keys"],
+      exempt: {
+        filter: /ROW\(tx, "position"\) > ROW\(s\.watermark_tx/,
+        why: "the lag count: with no statistics of the log the planner guesses a third of it is past the watermark and reads it whole; after ANALYZE (autovacuum's, after 10 % growth) and on corq's own pool it walks from the watermark",
+      },
+    },
   },
   {
     name: "the keys page after a cursor",

@@ -144,5 +144,11 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"key_seq_floor\" bigint DEFAULT 0 NOT NULL;",
       "CREATE INDEX \"keys_idle_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",\"active_at\") WHERE available_at IS NULL AND dead_at IS NULL AND paused_at IS NULL;"
     ]
+  },
+  {
+    "tag": "0015_queue_subscription_position",
+    "statements": [
+      "-- The stats' oldest pending event (min(position) of a subscription's queued rows): one index\n-- probe. Without it every queued row of the subscription is read per stats call (200,000 rows\n-- after a rewind of 200,000 events; the whole queue at 1M keys with one event each);\n-- queue_position_idx (position) leads with the position, so a subscription with nothing queued\n-- beside one with a backlog would walk all of that backlog. Partial on a predicate every row\n-- meets (positions start at 1) that only the stats query states, so no other statement can pick\n-- it: as a full index it was taken for the ack's delete in a plan made on an empty queue (see\n-- src/db/schema.ts). A plain CREATE INDEX: the queue holds only unacked rows, so the build is short.\nCREATE INDEX \"queue_subscription_position_idx\" ON \"corq\".\"queue\" USING btree (\"subscription_id\",\"position\") WHERE position > 0;"
+    ]
   }
 ];

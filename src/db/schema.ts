@@ -205,6 +205,14 @@ export const queue = corqSchema.table(
     primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.seq] }),
     // an erasure finds the queue rows of a stream's events by position, in every subscription
     index("queue_position_idx").on(t.position),
+    // The oldest pending event of a subscription (stats): one probe. Without it the stats read
+    // every queued row of the subscription (200,000 after a rewind), or through
+    // queue_position_idx every row queued for the others (a subscription with nothing queued).
+    // Partial on a predicate every row meets (positions start at 1) and only the stats state:
+    // no other statement can use it. As a full index it was one more candidate for the ack's
+    // delete by (subscription, key, seq), and a plan made on an empty queue took it — reading
+    // the subscription's whole queue per ack (test/plans.int.test.ts).
+    index("queue_subscription_position_idx").on(t.subscriptionId, t.position).where(sql`position > 0`),
   ],
 );
 

@@ -461,11 +461,14 @@ export const mutants: Mutant[] = [
   },
   {
     name: "dispatch: paused keys counted as ready",
-    edits: one(
-      "src/sql/consume/readyKeys.ts",
-      "k.available_at <= now() AND k.paused_at IS NULL LIMIT",
-      "k.available_at <= now() LIMIT",
-    ),
+    edits: [
+      {
+        file: "src/sql/consume/readyKeys.ts",
+        search: " AND k.paused_at IS NULL ORDER BY k.available_at",
+        replace: " ORDER BY k.available_at",
+        all: true,
+      },
+    ],
     tests: ["test/keyControl.int.test.ts"],
   },
   {
@@ -1000,6 +1003,49 @@ export const mutants: Mutant[] = [
       "src/corq/connect.ts",
       '\n      created.on("connect", (client) => void client.query(PLANNER_SETTINGS).catch(() => undefined));',
       "",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "nextDue: paused keys looked at too (the partial ready index no longer applies: every waiting key sorted)",
+    edits: one(
+      "src/sql/consume/nextDue.ts",
+      "AND k.available_at > now() AND k.paused_at IS NULL",
+      "AND k.available_at > now()",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "readyKeys: the counts in no order (a Seq Scan or a bitmap of every ready key)",
+    edits: [
+      { file: "src/sql/consume/readyKeys.ts", search: " ORDER BY k.available_at LIMIT", replace: " LIMIT", all: true },
+    ],
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "keys page: ready keys filtered as the ready index states them (read from it and sorted)",
+    edits: one(
+      "src/sql/inspect/listKeys.ts",
+      "sql`AND ${pageFilter(options.status)}`",
+      "sql`AND ${statusFilter[options.status]}`",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "stats: the oldest pending without the partial index's predicate (a subscription's whole queue read)",
+    edits: one(
+      "src/sql/inspect/subscriptionStats.ts",
+      "WHERE (q.subscription_id, q.position) >= (s.id, 0) AND q.position > 0",
+      "WHERE (q.subscription_id, q.position) >= (s.id, 0)",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "stats: the oldest pending as min(position) (erasure's index walked through the others' queues)",
+    edits: one(
+      "src/sql/inspect/subscriptionStats.ts",
+      "SELECT CASE WHEN q.subscription_id = s.id THEN q.position END FROM ${queue} q\n          WHERE (q.subscription_id, q.position) >= (s.id, 0) AND q.position > 0\n          ORDER BY q.subscription_id, q.position LIMIT 1",
+      "SELECT min(q.position) FROM ${queue} q WHERE q.subscription_id = s.id AND q.position > 0",
     ),
     tests: ["test/plans.int.test.ts"],
   },

@@ -20,7 +20,16 @@ export function subscriptionStats(name?: string): SQL {
       (SELECT count(*) FROM ${events} e WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position))::bigint AS lag,
       c.pending, c.ready, c.leased, c.backoff, c.dead, c.paused_keys,
       (SELECT (extract(epoch FROM now() - e.created_at) * 1000)::bigint FROM ${events} e
-        WHERE e.position = (SELECT min(q.position) FROM ${queue} q WHERE q.subscription_id = s.id)) AS oldest_pending_age_ms
+        WHERE e.position = (
+          -- the first queue row at or after (this subscription, 0) in (subscription, position)
+          -- order, if it is this subscription's: one probe of queue_subscription_position_idx
+          -- (position > 0, every row, states its predicate). Written as min(position) of the
+          -- subscription's rows, the planner also had erasure's queue_position_idx: a walk in
+          -- position order that, for a subscription with nothing queued, read every row queued
+          -- for the others (chosen after ANALYZE: the statistics saw one subscription)
+          SELECT CASE WHEN q.subscription_id = s.id THEN q.position END FROM ${queue} q
+          WHERE (q.subscription_id, q.position) >= (s.id, 0) AND q.position > 0
+          ORDER BY q.subscription_id, q.position LIMIT 1)) AS oldest_pending_age_ms
     FROM ${subscriptions} s
     CROSS JOIN LATERAL (
       SELECT coalesce(sum(k.pending), 0)::bigint AS pending,

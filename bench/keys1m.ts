@@ -5,8 +5,9 @@
 // the first time box starts with no statistics on any table; then the same consumers drain for
 // a time box, ANALYZE runs, and they drain for another. Each box prints events/s, the machine's
 // load average and whether the planner had statistics of the keys table at its start and end
-// (autovacuum may ANALYZE on its own during a box: it is reported, not prevented). The last
-// line printed is one JSON object. Postgres: embedded (default settings) unless DATABASE_URL.
+// (autovacuum may ANALYZE on its own during a box: it is reported, not prevented), and this
+// process's CPU per event (the consumers' share of the machine). The last line printed is one
+// JSON object. Postgres: embedded (default settings) unless DATABASE_URL.
 import { loadavg } from "node:os";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
 import { createCorq } from "../src/index.js";
@@ -61,9 +62,13 @@ try {
     const drains = Array.from({ length: consumers }, () =>
       createCorq({ databaseUrl: url, subscriptions: [subscription], poolSize: 1 }),
     );
+    const cpuBefore = process.cpuUsage();
     const started = performance.now();
     const drained = await Promise.all(drains.map((c) => c.drain("bench", { budgetMs: seconds * 1000, keysPerClaim })));
     const elapsed = (performance.now() - started) / 1000;
+    // this process's CPU (the consumers' side: statements built and sent, rows decoded, handlers
+    // and their signals, the activity record): it shares the machine with Postgres
+    const cpu = process.cpuUsage(cpuBefore);
     await Promise.all(drains.map((c) => c.close()));
     const events = drained.reduce((sum, d) => sum + d.events, 0);
     const result = {
@@ -71,13 +76,14 @@ try {
       eps: Math.round(events / elapsed),
       events,
       seconds: Number(elapsed.toFixed(1)),
+      nodeCpuMsPerEvent: Number(((cpu.user + cpu.system) / 1000 / Math.max(events, 1)).toFixed(3)),
       statisticsAtStart: before.statistics,
       statisticsAtEnd: await hasStatistics(),
       loadAtStart: before.load,
       loadAtEnd: load(),
     };
     console.log(
-      `${label}: ${fmt(result.eps)} events/s (${fmt(events)} in ${result.seconds} s; statistics of keys at start/end: ` +
+      `${label}: ${fmt(result.eps)} events/s (${fmt(events)} in ${result.seconds} s; this process's CPU ${result.nodeCpuMsPerEvent} ms per event; statistics of keys at start/end: ` +
         `${result.statisticsAtStart}/${result.statisticsAtEnd}; load ${result.loadAtStart} → ${result.loadAtEnd})`,
     );
     return result;

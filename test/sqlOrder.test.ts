@@ -93,23 +93,24 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ],
   pauseKey: (f) => [f("s", "k")],
   resumeKey: (f) => [f("s", "k")],
-  holdAdvancer: (f) => [f("s")],
   keyProblem: (f) => [f(sql`'k'`)],
   streamTaken: (f) => [f(sql`e.stream`, sql`s.streams`)],
-  rewindTarget: (f) => [f("s", "beginning"), f("s", 5)],
-  matchedInSql: (f) => [
-    f({ subscriptionId: 1, from: through }, false),
-    f({ subscriptionId: 1, from: through, key: "k" }, true),
-    f({ subscriptionId: 1, from: through, key: "k" }, false),
+  beginRewind: (f) => [
+    f({ subscription: "s", to: "beginning", key: undefined, token: lease.token, leaseMs: 1000, functionKey: false }),
+    f({ subscription: "s", to: 5, key: "k", token: lease.token, leaseMs: 1000, functionKey: true }),
   ],
-  createStage: (f) => [f()],
-  readRewindRange: (f) => [
-    f({ subscriptionId: 1, from: through }, null, 10),
-    f({ subscriptionId: 1, from: through }, through, 10),
+  takeOverRewind: (f) => [f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, functionKey: false })],
+  finishRewind: (f) => [f(1, lease.token)],
+  rewindChunk: (f) => [
+    f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000 }),
+    f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000, oneStream: "k" }),
   ],
-  stageKeys: (f) => [f([{ tx: "10", position: 5, key: "k" }])],
-  staged: (f) => [f(), f("k")],
-  requeue: (f) => [f(1, sql`SELECT '1'::xid8 AS tx, 1::bigint AS position, 'k' AS key`)],
+  readRewindChunk: (f) => [f({ subscriptionId: 1, token: lease.token, limit: 10 })],
+  writeRewindChunk: (f) => [
+    f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, last: null, keyed: [] }),
+    f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, last: through, keyed: [{ ...through, key: "k" }] }),
+  ],
+  rewindState: (f) => [f(sql`s`)],
   putSubscription: (f) => [
     f(settings, { url: "https://x.example", timeoutMs: 1000 }, { generated: "whsec_x" }),
     f({ ...settings, streams: ["a-", "b-"] }, { url: "https://x.example", timeoutMs: 1000 }, { generated: "whsec_x" }),

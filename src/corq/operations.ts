@@ -68,8 +68,13 @@ export function createOperations({
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { to, key } = parseOrThrow(rewindOptions, rewindOpts, "invalid_input", "options");
       const db = await executor();
-      const done = await rewindSubscription(db, { subscription: name, to, key }, { code: code.get(name) });
-      // advances that came while the rewind held the advancer's lock left a kick and returned
+      const keyFunction = code.get(name)?.key;
+      const done = await rewindSubscription(
+        db,
+        { subscription: name, to, key },
+        { keyFunction: keyFunction?.kind === "function" ? keyFunction : undefined, chunk: settings.advanceBatchSize },
+      );
+      // advances that came while the subscription was being rewound left a kick and returned
       if ((await db.run(kicksPending([done.subscriptionId]))).length > 0) await advance({ coalesce: true });
       return { requeued: done.requeued };
     },

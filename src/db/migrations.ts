@@ -113,5 +113,17 @@ export const migrations: { tag: string; statements: string[] }[] = [
     "statements": [
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"streams\" text[];"
     ]
+  },
+  {
+    "tag": "0014_bounded_rewind",
+    "statements": [
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"rewound_by\" integer;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewinds\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_token\" uuid;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_until\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_cursor_tx\" \"xid8\";",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_cursor_position\" bigint;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_key\" text;"
+    ]
   }
 ];

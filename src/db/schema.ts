@@ -93,6 +93,19 @@ export const subscriptions = corqSchema.table("subscriptions", {
   incarnation: uuid("incarnation").notNull().defaultRandom(),
   createdAt: createdAt(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  // A rewind in progress (src/rewind.ts): it requeues the range in chunks that each commit, and
+  // the subscription's own advance waits until it ends (another advance would number a key's
+  // live events between two of its chunks). rewinds: how many rewinds began (the current one's
+  // number, which marks the keys it requeued: keys.rewound_by); rewind_token: its holder;
+  // rewind_until: its lease, renewed by every chunk — past it, an advance or the next rewind
+  // takes the rewind over and finishes it; rewind_cursor: the last event it went through (its
+  // range goes on after it, up to the watermark); rewind_key: the one key rewound (null: all).
+  rewinds: integer("rewinds").notNull().default(0),
+  rewindToken: uuid("rewind_token"),
+  rewindUntil: timestamp("rewind_until", { withTimezone: true }),
+  rewindCursorTx: xid8("rewind_cursor_tx"),
+  rewindCursorPosition: bigint("rewind_cursor_position", { mode: "number" }),
+  rewindKey: text("rewind_key"),
 });
 
 /**
@@ -140,6 +153,9 @@ export const keys = corqSchema.table(
     // Who claimed the current lease (a Worker invocation, a process) and when.
     leaseHolder: text("lease_holder"),
     leasedAt: timestamp("leased_at", { withTimezone: true }),
+    // The rewind (subscriptions.rewinds) that last queued this key's events again: a later
+    // chunk of the same rewind appends the key's next events after them.
+    rewoundBy: integer("rewound_by"),
   },
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),

@@ -34,6 +34,8 @@ export interface StallPhase {
   /** The oldest transaction holding an xid seen in the phase, and the oldest of any kind (ms). */
   longestXidMs: number;
   longestTransactionMs: number;
+  /** The statement that longest xid was running (its first characters). */
+  longestXidQuery: string;
   /** The 1-minute load average at the phase's end (the machine is shared). */
   load: number;
 }
@@ -71,7 +73,14 @@ export async function rewindStall(databaseUrl: string, o: RewindStallOptions) {
       }
     },
   };
-  const operator = createCorq({ databaseUrl, subscriptions: [rewound], poolSize: 2 });
+  // the rewind's statements one after another: each one's time is the gap to the next one sent
+  const sent: { at: number; text: string }[] = [];
+  const operator = createCorq({
+    databaseUrl,
+    subscriptions: [rewound],
+    poolSize: 2,
+    onStatement: (text) => void sent.push({ at: performance.now(), text }),
+  });
   await operator.migrate();
   await operator.advance(); // "rewound" exists, its watermark past the log
   const app = createCorq({ databaseUrl, subscriptions: [other], poolSize: 4 });
@@ -96,15 +105,24 @@ export async function rewindStall(databaseUrl: string, o: RewindStallOptions) {
     }),
   ]);
   let longestXidMs = 0;
+  let longestXidQuery = "";
   let longestTransactionMs = 0;
   const watching = (async () => {
     while (!stop) {
       const { rows } = await watcher.query(`
-        SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)) FILTER (WHERE backend_xid IS NOT NULL), 0) * 1000 AS xid_ms,
-               coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0) * 1000 AS any_ms
-        FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
-      longestXidMs = Math.max(longestXidMs, Number(rows[0].xid_ms));
-      longestTransactionMs = Math.max(longestTransactionMs, Number(rows[0].any_ms));
+        SELECT extract(epoch FROM clock_timestamp() - xact_start) * 1000 AS ms, backend_xid IS NOT NULL AS xid,
+          state || coalesce(' ' || wait_event_type || '/' || wait_event, '') || ': ' ||
+            regexp_replace(left(query, 200), '\\s+', ' ', 'g') AS query
+        FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL`);
+      for (const row of rows as { ms: number; xid: boolean; query: string }[]) {
+        longestTransactionMs = Math.max(longestTransactionMs, Number(row.ms));
+        if (row.xid && Number(row.ms) > longestXidMs) {
+          longestXidMs = Number(row.ms);
+          longestXidQuery = row.query.slice(0, 120);
+          if (longestXidMs > 2000) console.log(`xid held ${Math.round(longestXidMs)} ms: ${row.query}`);
+        }
+      }
       await sleep(250);
     }
   })();
@@ -113,6 +131,7 @@ export async function rewindStall(databaseUrl: string, o: RewindStallOptions) {
   const phase = async (seconds: number, done: () => boolean): Promise<StallPhase> => {
     live.length = 0;
     longestXidMs = 0;
+    longestXidQuery = "";
     longestTransactionMs = 0;
     const started = Date.now();
     const appends: Promise<unknown>[] = [];
@@ -143,6 +162,7 @@ export async function rewindStall(databaseUrl: string, o: RewindStallOptions) {
       worstWindowP50Ms: Math.max(...[...windows.values()].map((w) => percentile(w, 50))),
       longestXidMs,
       longestTransactionMs,
+      longestXidQuery,
       load: present(loadavg()[0], "the 1-minute load average"),
     };
   };
@@ -159,9 +179,21 @@ export async function rewindStall(databaseUrl: string, o: RewindStallOptions) {
     })().finally(() => {
       ended = true;
     });
+    const first = sent.length;
     const during = await phase(1, () => ended);
     await rewinding;
-    return { baseline, during, rewindMs, requeued };
+    // the rewind call's statements: the longest (the gap to the next one sent), and the count
+    const calls = sent.slice(first);
+    let longestStatementMs = 0;
+    let longestStatement = "";
+    for (let i = 0; i + 1 < calls.length; i++) {
+      const gap = present(calls[i + 1], "the next statement").at - present(calls[i], "a statement").at;
+      if (gap > longestStatementMs) {
+        longestStatementMs = gap;
+        longestStatement = present(calls[i], "a statement").text.replace(/\s+/g, " ").slice(0, 80);
+      }
+    }
+    return { baseline, during, rewindMs, requeued, statements: calls.length, longestStatementMs, longestStatement };
   } finally {
     stop = true;
     enqueued.notify();

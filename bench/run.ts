@@ -423,12 +423,16 @@ try {
       );
     row("no rewind (baseline)", r.baseline);
     row(`rewind of ${fmt(r.requeued)} events`, r.during, r.rewindMs);
+    say(
+      `\nThe rewind call sent ${fmt(r.statements)} statements; the longest took ${fmt(r.longestStatementMs)} ms (\`${r.longestStatement}…\`). The longest xid was held by \`${r.during.longestXidQuery}…\`.`,
+    );
     results.rewind_stall = {
       baseline_p50_ms: r.baseline.p50Ms,
       p50_ms: r.during.p50Ms,
       p99_ms: r.during.p99Ms,
       worst_window_p50_ms: r.during.worstWindowP50Ms,
       longest_xid_ms: Math.round(r.during.longestXidMs),
+      longest_statement_ms: Math.round(r.longestStatementMs),
       rewind_ms: Math.round(r.rewindMs),
       requeued: r.requeued,
       load: r.during.load,

@@ -101,14 +101,25 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ],
   takeOverRewind: (f) => [f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, functionKey: false })],
   finishRewind: (f) => [f(1, lease.token)],
-  rewindChunk: (f) => [
+  stageChunk: (f) => [
     f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000 }),
     f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000, oneStream: "k" }),
   ],
-  readRewindChunk: (f) => [f({ subscriptionId: 1, token: lease.token, limit: 10 })],
-  writeRewindChunk: (f) => [
-    f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, last: null, keyed: [] }),
-    f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, last: through, keyed: [{ ...through, key: "k" }] }),
+  readStageChunk: (f) => [f({ subscriptionId: 1, token: lease.token, limit: 10 })],
+  writeStageChunk: (f) => [
+    f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, last: null, keyed: [], done: true }),
+    f({
+      subscriptionId: 1,
+      token: lease.token,
+      leaseMs: 1000,
+      last: through,
+      keyed: [{ ...through, key: "k" }],
+      done: false,
+    }),
+  ],
+  requeueChunk: (f) => [
+    f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000, after: null }),
+    f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000, after: { ...through, key: "k" } }),
   ],
   rewindState: (f) => [f(sql`s`)],
   putSubscription: (f) => [

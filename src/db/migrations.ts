@@ -117,10 +117,13 @@ export const migrations: { tag: string; statements: string[] }[] = [
   {
     "tag": "0014_bounded_rewind",
     "statements": [
+      "CREATE TABLE \"corq\".\"rewind_staged\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"key\" text NOT NULL,\n\t\"tx\" \"xid8\" NOT NULL,\n\t\"position\" bigint NOT NULL,\n\tCONSTRAINT \"rewind_staged_pkey\" PRIMARY KEY(\"subscription_id\",\"key\",\"tx\",\"position\")\n);",
       "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"rewound_by\" integer;",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewinds\" integer DEFAULT 0 NOT NULL;",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_token\" uuid;",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_until\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_from_tx\" \"xid8\";",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_from_position\" bigint;",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_cursor_tx\" \"xid8\";",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_cursor_position\" bigint;",
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_key\" text;"

@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { events, keys, queue, subscriptions } from "../../db/schema.js";
+import { events, keys, queue, rewindStaged, subscriptions } from "../../db/schema.js";
 import { keyExpression, keyProblem, rewindState, streamTaken } from "../advance/advanceSubscription.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
@@ -7,15 +7,19 @@ import { lockedNow } from "../common/clock.js";
 // A rewind is a series of statements that each commit (src/rewind.ts), never one transaction:
 // any transaction that holds an xid holds the cluster's xmin horizon, and with it every
 // subscription's advance (docs/architecture.md, invariant 1).
-//   beginRewind     marks the subscription as rewinding (its own advance waits from now on)
-//                   and sets the cursor just before the event rewound to;
-//   rewindChunk     the next `limit` events of the range after the cursor, in log order,
-//                   queued again and the cursor moved past them (a key function's subscription:
-//                   readRewindChunk, keys computed in JS, writeRewindChunk);
+//   beginRewind     marks the subscription as rewinding (its own advance waits from now on),
+//                   the cursor just before the event rewound to;
+//   stageChunk      the next `limit` events of the range after the cursor, in log order: those
+//                   the subscription takes, with their keys, into rewind_staged; the cursor
+//                   moved past them, and cleared once the range is read (a key function's
+//                   subscription: readStageChunk, keys computed in JS, writeStageChunk);
+//   requeueChunk    the next `limit` staged events in (key, log) order queued again;
 //   finishRewind    the mark cleared: the subscription advances again.
 // The range ends at the watermark, which stands still while the subscription is rewinding;
 // and no advance numbers the keys' events between two chunks — so each key's replay is in
-// log order and ends exactly where the key's later events begin.
+// log order and ends exactly where the key's later events begin. Staged, the requeue writes a
+// key's row once (twice where a chunk ends inside its events), however many chunks of the log
+// its events are spread over: a chunk of the log can touch as many keys as it has events.
 
 /** The lease's end, `ms` from the database clock. */
 const leaseEnd = (ms: number) => sql`${lockedNow} + make_interval(secs => ${ms}::float8 / 1000)`;
@@ -55,8 +59,8 @@ export function beginRewind(options: {
     begun AS (
       -- the cursor is exclusive: (tx, position - 1) is just before (tx, position) in log order
       UPDATE ${subscriptions} s SET rewinds = s.rewinds + 1, rewind_token = ${token}::uuid,
-        rewind_until = ${leaseEnd(leaseMs)}, rewind_cursor_tx = t.from_tx::xid8,
-        rewind_cursor_position = ${position - 1}, rewind_key = ${key ?? null}::text
+        rewind_until = ${leaseEnd(leaseMs)}, rewind_from_tx = t.from_tx::xid8, rewind_from_position = ${position},
+        rewind_cursor_tx = t.from_tx::xid8, rewind_cursor_position = ${position - 1}, rewind_key = ${key ?? null}::text
       FROM target t
       WHERE s.id = t.id AND t.from_tx IS NOT NULL AND s.rewind_token IS NULL
         AND (s.key <> 'function' OR ${functionKey})
@@ -69,11 +73,13 @@ export function beginRewind(options: {
 export interface TakeOverRow {
   key: string;
   rewind_key: string | null;
+  /** The range is still being staged (else: being requeued). */
+  staging: boolean;
 }
 
 /**
  * Takes over a rewind whose lease is over (its holder crashed or stalled): `token` holds it
- * from now on and finishes it from its cursor. None where the subscription is keyed by a
+ * from now on and finishes it where it stopped. None where the subscription is keyed by a
  * function the caller does not have.
  */
 export function takeOverRewind(options: {
@@ -87,36 +93,36 @@ export function takeOverRewind(options: {
     UPDATE ${subscriptions} SET rewind_token = ${token}::uuid, rewind_until = ${leaseEnd(leaseMs)}
     WHERE id = ${subscriptionId} AND rewind_token IS NOT NULL AND rewind_until < ${lockedNow}
       AND (key <> 'function' OR ${functionKey})
-    RETURNING key, rewind_key`;
+    RETURNING key, rewind_key, rewind_cursor_tx IS NOT NULL AS staging`;
 }
 
 /** Ends the rewind `token` holds: the subscription advances again. */
 export function finishRewind(subscriptionId: number, token: string): SQL {
   return sql`
-    UPDATE ${subscriptions} SET rewind_token = NULL, rewind_until = NULL, rewind_cursor_tx = NULL,
-      rewind_cursor_position = NULL, rewind_key = NULL
+    UPDATE ${subscriptions} SET rewind_token = NULL, rewind_until = NULL, rewind_from_tx = NULL,
+      rewind_from_position = NULL, rewind_cursor_tx = NULL, rewind_cursor_position = NULL, rewind_key = NULL
     WHERE id = ${subscriptionId} AND rewind_token = ${token}::uuid
     RETURNING id`;
 }
 
 export interface ChunkRow {
-  /** Events of the range read (matching or not): fewer than the limit, and the range is done. */
+  /** Events read (of the range, or staged ones): fewer than the limit, and that phase is done. */
   scanned: number;
-  requeued: number;
   /** 0: the rewind is not held by this token any more (taken over, or the subscription deleted). */
   held: number;
 }
 
 /**
- * One chunk of a rewind whose key is computed in SQL (stream or JSON path), in ONE statement:
- * the subscription row locked (only while `token` holds its rewind), the next `limit` events
- * after the cursor up to the watermark in log order, those that the subscription's CURRENT
- * filters (event names, stream prefixes) match with a valid key (of `rewind_key` only, when
- * set) queued again, the cursor moved past the last event read. A rewind of one stream
- * (`oneStream`: the key is the stream) reads that stream alone, by its index, in version order
- * — within a stream log order is version order (schema.ts, streams.last_tx).
+ * One chunk of staging where the key is computed in SQL (stream or JSON path), in ONE
+ * statement: the subscription row locked (only while `token` holds its rewind and it is
+ * staging), the next `limit` events after the cursor up to the watermark in log order, those
+ * that the subscription's CURRENT filters (event names, stream prefixes) match with a valid
+ * key (of `rewind_key` only, when set) staged, the cursor moved past the last event read —
+ * cleared when fewer than `limit` were left. A rewind of one stream (`oneStream`: the key is
+ * the stream) reads that stream alone, by its index, in version order — within a stream log
+ * order is version order (schema.ts, streams.last_tx).
  */
-export function rewindChunk(options: {
+export function stageChunk(options: {
   subscriptionId: number;
   token: string;
   limit: number;
@@ -155,7 +161,7 @@ export function rewindChunk(options: {
     WITH sub AS (
       SELECT id, events, streams, key, rewind_key, watermark_tx, watermark_position, rewind_cursor_tx, rewind_cursor_position
       FROM ${subscriptions}
-      WHERE id = ${subscriptionId} AND rewind_token = ${token}::uuid AND ${asyncCommit}
+      WHERE id = ${subscriptionId} AND rewind_token = ${token}::uuid AND rewind_cursor_tx IS NOT NULL AND ${asyncCommit}
       FOR UPDATE
     ),
     scan AS (${scan}),
@@ -165,17 +171,20 @@ export function rewindChunk(options: {
         AND ((SELECT rewind_key FROM sub) IS NULL OR key = (SELECT rewind_key FROM sub))
     ),
     last AS (SELECT tx, position FROM scan ORDER BY tx DESC, position DESC LIMIT 1),
-    ${requeueAndMove({ subscriptionId, token, leaseMs })}
-    SELECT (SELECT count(*) FROM scan)::int AS scanned, (SELECT count(*) FROM requeued)::int AS requeued,
-      (SELECT count(*) FROM moved)::int AS held`;
+    staged AS (
+      INSERT INTO ${rewindStaged} (subscription_id, key, tx, position)
+      SELECT ${subscriptionId}, key, tx, position FROM matched ORDER BY key, tx, position
+    ),
+    ${moveCursor({ subscriptionId, token, leaseMs, done: sql`(SELECT count(*) FROM scan) < ${limit}` })}
+    SELECT (SELECT count(*) FROM scan)::int AS scanned, (SELECT count(*) FROM moved)::int AS held`;
 }
 
 /**
  * For a key function: the next `limit` events of the range after the cursor of the rewind
- * `token` holds, in log order (none when it holds none); `matches`: the subscription's current
- * filters (event names, stream prefixes) take it.
+ * `token` holds, in log order (none when it holds none, or the range is staged); `matches`:
+ * the subscription's current filters (event names, stream prefixes) take it.
  */
-export function readRewindChunk(options: { subscriptionId: number; token: string; limit: number }): SQL {
+export function readStageChunk(options: { subscriptionId: number; token: string; limit: number }): SQL {
   const { subscriptionId, token, limit } = options;
   return sql`
     WITH sub AS (
@@ -192,64 +201,122 @@ export function readRewindChunk(options: { subscriptionId: number; token: string
 }
 
 /**
- * For a key function: queues the keyed events of one chunk (read by readRewindChunk) again and
- * moves the cursor to `last` (null: the range had nothing left) — only while `token` holds the rewind.
+ * For a key function: stages the keyed events of one chunk (read by readStageChunk) and moves
+ * the cursor to `last` (`done`: the range is read, the cursor cleared) — only while `token`
+ * holds the rewind.
  */
-export function writeRewindChunk(options: {
+export function writeStageChunk(options: {
   subscriptionId: number;
   token: string;
   leaseMs: number;
   last: { tx: string; position: number } | null;
   keyed: { tx: string; position: number; key: string }[];
+  done: boolean;
 }): SQL {
-  const { subscriptionId, token, leaseMs, last, keyed } = options;
+  const { subscriptionId, token, leaseMs, last, keyed, done } = options;
   return sql`
-    WITH matched AS (
-      SELECT t.tx::xid8 AS tx, t.position, t.key
+    WITH last AS (SELECT ${last?.tx ?? null}::xid8 AS tx, ${last?.position ?? null}::bigint AS position),
+    ${moveCursor({ subscriptionId, token, leaseMs, done: sql`${done}::boolean` })},
+    staged AS (
+      INSERT INTO ${rewindStaged} (subscription_id, key, tx, position)
+      SELECT ${subscriptionId}, t.key, t.tx::xid8, t.position
       FROM jsonb_to_recordset(${JSON.stringify(keyed)}::jsonb) AS t(tx text, position bigint, key text)
-    ),
-    last AS (SELECT ${last?.tx ?? null}::xid8 AS tx, ${last?.position ?? null}::bigint AS position),
-    ${requeueAndMove({ subscriptionId, token, leaseMs })}
-    SELECT (SELECT count(*) FROM requeued)::int AS requeued, (SELECT count(*) FROM moved)::int AS held`;
+      WHERE EXISTS (SELECT 1 FROM moved)
+      ORDER BY t.key, t.tx::xid8, t.position
+    )
+    SELECT (SELECT count(*) FROM moved)::int AS held`;
 }
 
 /**
- * The write half of a chunk, given `matched(tx, position, key)` and `last(tx, position)` (at
- * most one row: the last event read): first the subscription row — the cursor moved to `last`
- * and the lease renewed, only while `token` holds the rewind (else nothing below happens) —
- * then the events of `matched` queued again, key by key, each key's row locked (in key order,
- * the order every writer of key rows keeps) and its state read after the lock:
- *   append   this rewind queued the key's earlier events again in an earlier chunk
+ * The CTE `moved`: the cursor moved to \`last(tx, position)\` (kept where it has no row), or
+ * cleared when `done`; the lease renewed — only while `token` holds the rewind and it stages.
+ */
+function moveCursor(options: { subscriptionId: number; token: string; leaseMs: number; done: SQL }): SQL {
+  const { subscriptionId, token, leaseMs, done } = options;
+  return sql`moved AS (
+      UPDATE ${subscriptions} s SET
+        rewind_cursor_tx = CASE WHEN ${done} THEN NULL ELSE coalesce((SELECT tx FROM last), s.rewind_cursor_tx) END,
+        rewind_cursor_position = CASE WHEN ${done} THEN NULL
+                                      ELSE coalesce((SELECT position FROM last), s.rewind_cursor_position) END,
+        rewind_until = ${leaseEnd(leaseMs)}
+      WHERE s.id = ${subscriptionId} AND s.rewind_token = ${token}::uuid AND s.rewind_cursor_tx IS NOT NULL AND ${asyncCommit}
+      RETURNING s.id
+    )`;
+}
+
+export interface RequeueChunkRow extends ChunkRow {
+  requeued: number;
+  /** The last staged event taken (null: none was left): the next chunk takes what follows it. */
+  last_key: string | null;
+  last_tx: string | null;
+  last_position: string | null;
+}
+
+/**
+ * One chunk of the requeue, in ONE statement: the lease renewed (only while `token` holds the
+ * rewind and its range is staged), the next `limit` staged events after `after` in (key, log)
+ * order taken out of rewind_staged (by their row ids, read in the same statement: nothing else
+ * writes a rewind's staged rows) and queued again. `after` (the last one the chunk before took;
+ * null at first) starts the index scan past the rows taken so far: left dead until vacuum, a
+ * scan from the start of the subscription's rows would step over all of them in every chunk.
+ */
+export function requeueChunk(options: {
+  subscriptionId: number;
+  token: string;
+  limit: number;
+  leaseMs: number;
+  after: { key: string; tx: string; position: number } | null;
+}): SQL {
+  const { subscriptionId, token, limit, leaseMs, after } = options;
+  const past =
+    after === null
+      ? sql``
+      : sql`AND (key, tx, position) > (${after.key}::text, ${after.tx}::xid8, ${after.position}::bigint)`;
+  return sql`
+    WITH moved AS (
+      UPDATE ${subscriptions} s SET rewind_until = ${leaseEnd(leaseMs)}
+      WHERE s.id = ${subscriptionId} AND s.rewind_token = ${token}::uuid AND s.rewind_cursor_tx IS NULL AND ${asyncCommit}
+      RETURNING s.id, s.rewinds AS mark
+    ),
+    matched AS (
+      DELETE FROM ${rewindStaged}
+      WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM ${rewindStaged} WHERE subscription_id = ${subscriptionId} ${past}
+        ORDER BY subscription_id, key, tx, position LIMIT ${limit}))
+        AND EXISTS (SELECT 1 FROM moved)
+      RETURNING key, tx, position
+    ),
+    last_taken AS (SELECT key, tx::text AS tx, position FROM matched ORDER BY key DESC, tx DESC, position DESC LIMIT 1),
+    ${requeue(subscriptionId)}
+    SELECT (SELECT count(*) FROM matched)::int AS scanned, (SELECT count(*) FROM requeued)::int AS requeued,
+      (SELECT count(*) FROM moved)::int AS held, (SELECT key FROM last_taken) AS last_key,
+      (SELECT tx FROM last_taken) AS last_tx, (SELECT position FROM last_taken) AS last_position`;
+}
+
+/**
+ * Queues the events of `matched(tx, position, key)` (one chunk of the staged ones, given the
+ * rewind's number as `moved.mark`) again, key by key, each key's row locked (in key order, the
+ * order every writer of key rows keeps) and its state read after the lock:
+ *   append   this rewind queued the key's earlier events again in the chunk before
  *            (rewound_by), or it is leased (its holder keeps the lease and its batch: one holder
  *            per key): the events go after what is queued, which is delivered first; an idle
  *            key becomes ready;
- *   covered  its queue already holds an event before the key's first one here: everything
- *            from there on is still to be delivered (nothing to do). A later chunk finds the
- *            same, or what was queued delivered up to an event of its own (replaced below:
- *            nothing before it is lost);
+ *   covered  its queue already holds an event before the key's first one in the range:
+ *            everything from there on is still to be delivered (nothing to do);
  *   replace  otherwise (ready, in backoff, idle, dead): what is queued is dropped and the key
- *            delivers from its first event here — a fresh start: attempts reset, a dead key comes
- *            back (the rewind is the operator's retry from there), a paused key stays paused.
- *            The ack cursor moves past the dropped rows, so a claim whose snapshot still sees
- *            them never hands them out.
+ *            delivers from its first event in the range — a fresh start: attempts reset, a dead
+ *            key comes back (the rewind is the operator's retry from there), a paused key stays
+ *            paused. The ack cursor moves past the dropped rows, so a claim whose snapshot
+ *            still sees them never hands them out.
  * Requeued events get the next seqs of the key's counter, in log order, and `replay`; the key
  * is replaying (claimed after live keys) until it acks the last of them. A key with events here
  * but no row yet (the key strategy changed) gets one.
  */
-function requeueAndMove(options: { subscriptionId: number; token: string; leaseMs: number }): SQL {
-  const { subscriptionId, token, leaseMs } = options;
+function requeue(subscriptionId: number): SQL {
   // Joins between CTEs are avoided: the planner cannot count a CTE's rows (it guessed 1 for
   // `matched` and joined 50,000 rows to 1,000 keys by nested loop: 9 s instead of 0.7). Keys
   // are looked up by index, and each key's new counter travels in one jsonb object.
   return sql`
-    moved AS (
-      UPDATE ${subscriptions} s SET
-        rewind_cursor_tx = coalesce((SELECT tx FROM last), s.rewind_cursor_tx),
-        rewind_cursor_position = coalesce((SELECT position FROM last), s.rewind_cursor_position),
-        rewind_until = ${leaseEnd(leaseMs)}
-      WHERE s.id = ${subscriptionId} AND s.rewind_token = ${token}::uuid AND ${asyncCommit}
-      RETURNING s.id, s.rewinds AS mark
-    ),
     firsts AS (
       SELECT DISTINCT ON (key) key, tx, position, count(*) OVER (PARTITION BY key) AS n
       FROM matched WHERE EXISTS (SELECT 1 FROM moved) ORDER BY key, tx, position
@@ -296,7 +363,10 @@ function requeueAndMove(options: { subscriptionId: number; token: string; leaseM
     fresh AS (
       INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, replay_seq, available_at, rewound_by)
       SELECT ${subscriptionId}, f.key, f.n, f.n, f.n, now(), (SELECT mark FROM moved) FROM firsts f
-      WHERE NOT EXISTS (SELECT 1 FROM ${keys} x WHERE x.subscription_id = ${subscriptionId} AND x.key = f.key)
+      -- not an anti-join with keys: planned on a keys table without statistics (its first
+      -- rewind, say), it probed by subscription alone, every fresh key against every row
+      -- inserted so far (5 s for 5,000 keys); a hashed subplan over the rows found
+      WHERE f.key NOT IN (SELECT key FROM locked)
       ORDER BY f.key
       ON CONFLICT (subscription_id, key) DO UPDATE SET
         pending = k.pending + excluded.pending, seq = k.seq + excluded.seq, replay_seq = k.seq + excluded.seq,

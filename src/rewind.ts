@@ -29,6 +29,7 @@ import type { KeyStrategy } from "./config.js";
 import { keyOf } from "./keyOf.js";
 import type { EventRow } from "./sql/common/eventColumns.js";
 import {
+  analyzeStaged,
   beginRewind,
   finishRewind,
   readStageChunk,
@@ -163,6 +164,7 @@ async function runChunks(executor: Executor, held: Held, options: RewindOptions)
     await options.afterChunk?.({ phase: "stage", n });
     if (chunk.scanned < limit) break;
   }
+  await executor.run(analyzeStaged());
   let requeued = 0;
   let after: { key: string; tx: string; position: number } | null = null;
   for (let n = 1; ; n++) {

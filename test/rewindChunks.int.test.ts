@@ -66,9 +66,17 @@ describe("a rewind in chunks", () => {
       const keyFunction = typeof key === "function" ? ({ kind: "function", fn: key } as const) : undefined;
       const rewind = rewinder(raw, { keyFunction });
       const between: string[] = [];
+      let stagedStatistics: number | undefined;
       const result = await rewind("s", "beginning", {
         afterChunk: async ({ phase, n }) => {
           between.push(`${phase} ${n}`);
+          // the requeue is planned on statistics of what was staged (test/rewindPlans.int.test.ts)
+          if (phase === "requeue" && n === 1) {
+            const { rows } = await raw.query(
+              "SELECT reltuples FROM pg_class WHERE oid = 'corq.rewind_staged'::regclass",
+            );
+            stagedStatistics = rows[0].reltuples;
+          }
           // live events come while the range is staged; an advance and the consumers run
           // between every two chunks (b delivers its replay as it is queued; a is paused)
           if (phase === "stage" && n === 1) {
@@ -79,6 +87,7 @@ describe("a rewind in chunks", () => {
         },
       });
       expect(result.requeued).toBe(6);
+      expect(stagedStatistics).toBe(6);
       // staged: a1 b1 | a2 b2 | a3 b3 | (none left); requeued: a1 a2 | a3 b1 | b2 b3 | (none left)
       expect(between).toEqual(["stage 1", "stage 2", "stage 3", "stage 4", "requeue 1", "requeue 2", "requeue 3"]);
       await corq.resumeKey("s", "a");

@@ -105,6 +105,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
     f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000 }),
     f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000, oneStream: "k" }),
   ],
+  analyzeStaged: (f) => [f()],
   readStageChunk: (f) => [f({ subscriptionId: 1, token: lease.token, limit: 10 })],
   writeStageChunk: (f) => [
     f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, last: null, keyed: [], done: true }),

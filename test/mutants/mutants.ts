@@ -518,6 +518,24 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/rewindChunks.int.test.ts"],
   },
+  {
+    name: "rewind: the staged events requeued without fresh statistics (every chunk sorts all that is left)",
+    edits: one("src/rewind.ts", "  await executor.run(analyzeStaged());\n", ""),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: a requeue chunk walks the staged events from the start (not from its cursor)",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "WHERE subscription_id = ${subscriptionId} ${past}",
+      "WHERE subscription_id = ${subscriptionId}",
+    ),
+    tests: ["test/rewindPlans.int.test.ts"],
+  },
+  // No mutants for the requeue's `= ANY` lookups of key and queue rows beside their joins with
+  // a CTE: they keep a plan seen once (a hash join over every key row, keys analyzed while
+  // small) from coming back, and test/rewindPlans.int.test.ts could not make the planner
+  // choose it again without them.
   // The rewind's begin is an UPDATE of the subscription row: it waits for an advance in
   // progress (which locks the row, with a SQL key or a function key) by nature, and the chunks
   // after it see what that advance enqueued (test/rewind.int.test.ts holds one open): no

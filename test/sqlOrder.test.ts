@@ -164,6 +164,17 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   notifyWake: (f) => [f("append"), f("append", "ready")],
   logPosition: (f) => [f()],
   compactIdleKeys: (f) => [f({ idleMs: 1000, limit: 10 })],
+  readRetention: (f) => [f(undefined), f({ maxAgeMs: 1000, streams: ["a-"] })],
+  writeRetention: (f) => [
+    f({ maxAgeMs: 1000, streams: null }, undefined),
+    f({ maxAgeMs: null, streams: ["a-"] }, { maxAgeMs: 1, streams: null }),
+  ],
+  lockPolicy: (f) => [f()],
+  lockSubscriptions: (f) => [f()],
+  requeuedRemoved: (f) => [f([1, 2, 3])],
+  chunkSettings: (f) => [f(300)],
+  removeChunk: (f) => [f({ sweep: 2000, recheck: 2000 }), f({ sweep: 2000, recheck: 0 })],
+  rewindBelowHorizon: (f) => [f(10)],
   seqFloor: (f) => [f(1)],
 };
 
@@ -175,6 +186,7 @@ const notBuilders: Record<string, string> = {
   toDeadLetter: "decodes a row",
   toBatchRecord: "decodes a row",
   toTokenInfo: "decodes a row",
+  toRetention: "decodes a row",
 };
 
 type Rule = "LIMIT" | "INSERT … SELECT" | "ordered aggregate";

@@ -226,7 +226,7 @@ export function removeChunk({ sweep, recheck }: { sweep: number; recheck: number
       WHERE id = 1 AND EXISTS (SELECT 1 FROM policy)
       RETURNING r.horizon
     )
-    SELECT (SELECT count(*) FROM removed)::int AS deleted, (SELECT array_agg(position) FROM removed) AS positions,
+    SELECT (SELECT count(*) FROM removed)::int AS deleted, (SELECT array_agg(position ORDER BY position) FROM removed) AS positions,
       coalesce((SELECT horizon FROM moved), (SELECT horizon FROM ${retention} WHERE id = 1)) AS horizon,
       ${sweep} > 0 AND (SELECT count(*) FROM swept) = ${sweep} AND (SELECT position FROM stop) IS NULL AS sweep_more,
       ${recheck} > 0 AND (SELECT count(*) FROM rechecked) = ${recheck} AS recheck_more,

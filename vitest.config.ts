@@ -19,7 +19,11 @@ export default defineConfig({
         extends: true,
         test: {
           name: "serve",
-          include: ["test/worker/api.worker.test.ts", "test/worker/push.worker.test.ts"],
+          include: [
+            "test/worker/api.worker.test.ts",
+            "test/worker/push.worker.test.ts",
+            "test/worker/erase.worker.test.ts",
+          ],
           env: { CORQ_TEST_RUNTIME: "serve" },
         },
       },

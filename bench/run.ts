@@ -1,5 +1,5 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall | --skip connections]
-// [-- --replay-events n] [-- --rewind-events n]`: corq
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained | --skip connections]
+// [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n]`: corq
 // against graphile-worker and pg-boss on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
 // connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full
@@ -21,9 +21,10 @@ import { lineChart } from "./charts.js";
 import { median, percentile, spreadPercent } from "./stats.js";
 import { replayUnderLive, type PhaseResult, type ReplayPhase } from "./replay.js";
 import { rewindStall, type StallPhase } from "./rewindStall.js";
+import { sustainedSection } from "./sustainedSection.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections", "serve", "advance", "replay", "rewindStall"];
+const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
@@ -317,6 +318,13 @@ try {
     console.log(JSON.stringify(results));
     process.exit(0);
   };
+
+  // issue 30: a saga-shaped workload for many minutes with retention and idle-key compaction on
+  if (only === "sustained") {
+    const start = sectionOf("Sustained", "sustained");
+    Object.assign(results, await onFreshDatabase("sustained", (url) => sustainedSection(url, { quick, say })));
+    await endOnly(start);
+  }
 
   // the advance stage alone: compare two commits with it (seq numbering is part of it)
   if (only === "advance") {

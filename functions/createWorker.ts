@@ -9,6 +9,8 @@ import { parseSubscriptions } from "../src/config.js";
 import { createApi } from "../src/http/api.js";
 import { openCorq } from "./database.js";
 import { advanceAndDispatch, selfInvoker } from "../src/http/dispatch.js";
+import { retentionOption } from "../src/http/env.js";
+import { retainOnCron } from "../src/http/retentionRoutes.js";
 import type { Env } from "../src/http/types.js";
 export type { Env } from "../src/http/types.js";
 
@@ -65,7 +67,7 @@ export function createWorker(app: WorkerApp): CorqWorker {
       return api.fetch(request, env, ctx);
     },
 
-    /** Cron: advance every subscription and fan out consumers. Never lets an error escape. */
+    /** Cron: advance every subscription and fan out consumers; a retention pass. Never lets an error escape. */
     async scheduled(_controller, env, ctx) {
       // Without a SELF binding the consumers run in this invocation.
       const invoke = selfInvoker(env, (request) => api.fetch(request, env, ctx));
@@ -74,10 +76,18 @@ export function createWorker(app: WorkerApp): CorqWorker {
           await migrateApp(env);
           await advanceAndDispatch(env, subscriptions, invoke, {
             opened: openCorq(env, subscriptions),
-            pruneActivity: true,
+            housekeeping: true,
             coalesce: true,
           });
         })().catch((error) => console.error("corq: scheduled run failed:", error)),
+      );
+      // retention: a bounded pass in an invocation of its own (its own subrequests); the next tick goes on
+      const { problem } = retentionOption(env);
+      if (problem) console.error(`corq: retention option ignored: ${problem}`);
+      ctx.waitUntil(
+        retainOnCron(env.CORQ_ADMIN_TOKEN, invoke).catch((error) =>
+          console.error("corq: retention pass failed:", error),
+        ),
       );
     },
   };

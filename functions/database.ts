@@ -9,7 +9,7 @@ import { Pool, neon, neonConfig } from "@neondatabase/serverless";
 import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { createCorqRuntime as createCorq } from "../src/internal.js";
 import { createExecutor, type PoolLike, type Session } from "../src/db/executor.js";
-import { settings } from "../src/http/env.js";
+import { retentionOption, settings } from "../src/http/env.js";
 import type { Env, OpenCorq } from "../src/http/types.js";
 
 /** Locally the driver talks to the stand-ins in infra/: the HTTP SQL endpoint and a WebSocket→TCP proxy. */
@@ -34,13 +34,15 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");
   configureLocal(env);
   const databaseUrl = env.DATABASE_URL;
-  const { dbDriver, pushAllowPrivate } = settings(env);
+  const { dbDriver, pushAllowPrivate, keyIdleMs } = settings(env);
+  // the deploy's retention policy, applied when it changed (a malformed one: none; the cron logs why)
+  const retention = retentionOption(env).option;
   // recorded on every lease this invocation takes: the keys API says who holds a key
   const holder = `worker invocation ${crypto.randomUUID().slice(0, 8)}`;
   if (dbDriver === "websocket") {
     const pool = webSocketPool(databaseUrl);
     return {
-      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate, holder }),
+      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate, holder, keyIdleMs, retention }),
       statements: () => 1,
       db: createExecutor(pool),
       end: () => pool.end().catch(() => undefined),
@@ -64,6 +66,8 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
       subscriptions,
       pushAllowPrivate,
       holder,
+      keyIdleMs,
+      retention,
       onStatement: () => void statements++,
     }),
     statements: () => statements,

@@ -176,6 +176,7 @@ async function advanceByFunction(
         matches: boolean;
         watermark_tx: string;
         watermark_position: string;
+        erase_epoch: string | number;
         rewinding: AdvanceRow["rewinding"];
       }
     >(readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }));
@@ -196,7 +197,11 @@ async function advanceByFunction(
       .map((row) => ({ tx: row.tx, position: Number(row.position), ...keyOf(options.key, row) }));
     const [written] = await executor.run<{ applied: number }>(
       writeAdvanceBatch(subscriptionId, {
-        read: { tx: first.watermark_tx, position: Number(first.watermark_position) },
+        read: {
+          tx: first.watermark_tx,
+          position: Number(first.watermark_position),
+          eraseEpoch: Number(first.erase_epoch),
+        },
         last: { tx: last.tx, position: Number(last.position) },
         matched,
       }),

@@ -10,6 +10,9 @@ import type {
   EventInput,
   KeyState,
   KeyStatus,
+  Retention,
+  RetentionPolicy,
+  RetentionRun,
   StoredEvent,
   SubscriptionStats,
   TokenInfo,
@@ -28,6 +31,9 @@ export type {
   TokenInfo,
   TokenScope,
   CreatedToken,
+  Retention,
+  RetentionPolicy,
+  RetentionRun,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -86,7 +92,9 @@ export interface CorqClient {
   readStream(
     stream: string,
     options?: { from?: number; limit?: number },
-  ): Promise<{ stream: string; events: StoredEvent[] }>;
+  ): Promise<{ stream: string; events: StoredEvent[]; erased?: true; version?: number }>;
+  /** Erase the stream: its events leave the log and every queue; its version stays (admin). */
+  eraseStream(stream: string): Promise<{ erased: number }>;
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
   /** The newest events first, paged backwards: pass `next` as `before` (GET /events/tail). */
   logTail(options?: { before?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
@@ -121,6 +129,12 @@ export interface CorqClient {
   createToken(input: { name: string; scopes: TokenScope[]; streamPrefix?: string | null }): Promise<CreatedToken>;
   tokens(): Promise<{ tokens: TokenInfo[] }>;
   revokeToken(id: string): Promise<void>;
+  /** The retention policy and the horizon. */
+  retention(): Promise<Retention>;
+  /** Sets the retention policy (admin); `maxAgeMs: null` keeps the log forever. */
+  setRetention(policy: RetentionPolicy): Promise<Retention>;
+  /** One bounded retention pass now (admin). */
+  runRetention(): Promise<RetentionRun>;
   openapi(): Promise<Record<string, unknown>>;
 }
 
@@ -154,6 +168,7 @@ export function createClient(options: ClientOptions): CorqClient {
       }),
     readStream: async (stream, readOptions = {}) =>
       call("GET", `/streams/${segment(stream, "stream")}`, { query: readOptions }),
+    eraseStream: async (stream) => call("DELETE", `/streams/${segment(stream, "stream")}`),
     readLog: async (logOptions = {}) => call("GET", "/events", { query: logOptions }),
     logTail: async (tailOptions = {}) => call("GET", "/events/tail", { query: tailOptions }),
     subscriptions: async () => call("GET", "/subscriptions"),
@@ -180,6 +195,9 @@ export function createClient(options: ClientOptions): CorqClient {
     createToken: async (input) => call("POST", "/tokens", { body: input }),
     tokens: async () => call("GET", "/tokens"),
     revokeToken: async (id) => call("DELETE", `/tokens/${segment(id, "id")}`),
+    retention: async () => call("GET", "/retention"),
+    setRetention: async (policy) => call("PUT", "/retention", { body: policy }),
+    runRetention: async () => call("POST", "/retention/run"),
     openapi: async () => call("GET", "/openapi.json"),
   };
 }

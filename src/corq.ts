@@ -10,9 +10,11 @@ import { createAppendWakes } from "./corq/appendWakes.js";
 import { connect } from "./corq/connect.js";
 import { createConsuming } from "./corq/consuming.js";
 import { createDispatching } from "./corq/dispatching.js";
+import { createHousekeeping } from "./corq/housekeeping.js";
 import { createInspection } from "./corq/inspection.js";
 import { createLog } from "./corq/log.js";
 import { createOperations } from "./corq/operations.js";
+import { createRetention } from "./corq/retention.js";
 import { parseCorqOptions } from "./corq/options.js";
 import { createSubscriptions } from "./corq/subscriptions.js";
 import { createTokens } from "./corq/tokens.js";
@@ -38,11 +40,12 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
   const advancing = createAdvancing(deps);
   const inspection = createInspection({ ...deps, subscription: subscriptions.subscription });
   const corq: CorqRuntime = {
-    ...createLog({ ...deps, wake: wakes.wake }),
+    ...createLog({ ...deps, wake: wakes.wake, advance: advancing.advance }),
     ...subscriptions,
     ...advancing,
     ...createConsuming({ ...deps, recorder, corq: () => corq }),
     ...createDispatching(deps),
+    ...createHousekeeping(deps),
     ...inspection,
     ...createOperations({
       ...deps,
@@ -51,6 +54,7 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
       advance: advancing.advance,
     }),
     ...createTokens(deps),
+    ...createRetention(deps),
     async close() {
       await wakes.settled();
       await recorder.close();

@@ -9,9 +9,11 @@ export type CorqErrorCode =
   | "conflict"
   | "unknown_subscription"
   | "unknown_key"
+  | "unknown_stream"
   | "unknown_token"
   | "database_unavailable"
-  | "schema_too_new";
+  | "schema_too_new"
+  | "retained_away";
 
 /** Every code the library raises, with its HTTP status (docs/http-api.md "Errors" lists them: test/errorCodes.test.ts). */
 export const statusByCode: Record<CorqErrorCode, number> = {
@@ -22,9 +24,11 @@ export const statusByCode: Record<CorqErrorCode, number> = {
   conflict: 409,
   unknown_subscription: 404,
   unknown_key: 404,
+  unknown_stream: 404,
   unknown_token: 404,
   database_unavailable: 503,
   schema_too_new: 500,
+  retained_away: 409,
 };
 
 export class CorqError extends Error {

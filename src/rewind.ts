@@ -142,7 +142,7 @@ async function runChunks(executor: Executor, held: Held, options: RewindOptions)
   const leaseMs = options.leaseMs ?? REWIND_LEASE_MS;
   const { subscriptionId, token } = held;
   const limit = options.chunk;
-  for (let n = 1; held.staging; n++) {
+  for (let n = 1; held.staging; ) {
     const chunk =
       held.key === "function"
         ? await stageByFunction(executor, held, options)
@@ -160,8 +160,9 @@ async function runChunks(executor: Executor, held: Held, options: RewindOptions)
             )[0],
             "the stage chunk's row",
           );
+    if (chunk.stale) continue; // an erasure round committed after the chunk's read: read it again
     if (chunk.held === 0) throw lostLease(leaseMs);
-    await options.afterChunk?.({ phase: "stage", n });
+    await options.afterChunk?.({ phase: "stage", n: n++ });
     if (chunk.scanned < limit) break;
   }
   await executor.run(analyzeStaged());
@@ -193,7 +194,7 @@ async function stageByFunction(executor: Executor, held: Held, options: RewindOp
   const strategy = options.keyFunction;
   if (strategy === undefined)
     throw new CorqError("conflict", "a rewind of a function-keyed subscription needs its key function");
-  const rows = await executor.run<EventRow & { matches: boolean }>(
+  const rows = await executor.run<EventRow & { matches: boolean; erase_epoch: string | number }>(
     readStageChunk({ subscriptionId: held.subscriptionId, token: held.token, limit: options.chunk }),
   );
   const keyed = rows
@@ -202,7 +203,7 @@ async function stageByFunction(executor: Executor, held: Held, options: RewindOp
     .filter((row): row is { tx: string; position: number; key: string } => row.key !== null)
     .filter((row) => held.rewindKey === null || row.key === held.rewindKey);
   const last = rows.at(-1);
-  const [written] = await executor.run<{ held: number }>(
+  const [written] = await executor.run<{ held: number; stale: boolean }>(
     writeStageChunk({
       subscriptionId: held.subscriptionId,
       token: held.token,
@@ -210,7 +211,10 @@ async function stageByFunction(executor: Executor, held: Held, options: RewindOp
       last: last === undefined ? null : { tx: last.tx, position: Number(last.position) },
       keyed,
       done: rows.length < options.chunk,
+      // nothing read, nothing to stage: no epoch to compare with
+      eraseEpoch: rows[0] === undefined ? undefined : Number(rows[0].erase_epoch),
     }),
   );
-  return { scanned: rows.length, held: present(written, "the stage chunk's write").held };
+  const { held: stillHeld, stale } = present(written, "the stage chunk's write");
+  return { scanned: rows.length, held: stillHeld, stale };
 }

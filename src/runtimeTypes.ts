@@ -2,7 +2,7 @@
 // slots, kicks, the horizon probe, ready-key counts. Not exported from the package's main entry
 // (src/index.ts) and not in the user docs: they can change in any release. functions/ and
 // src/node/ get them from src/internal.ts.
-import type { Corq } from "./types.js";
+import type { Corq, StoredEvent } from "./types.js";
 
 export interface CorqRuntime extends Corq {
   /**
@@ -42,6 +42,28 @@ export interface CorqRuntime extends Corq {
     slots: number[];
     waiting: string | null;
   }>;
+  /**
+   * GET /streams/:stream: readStream's events, and for an erased stream `erased: true` with its
+   * version (the tombstone; events appended after the erasure are listed).
+   */
+  streamPage(
+    stream: string,
+    options?: { from?: number; limit?: number },
+  ): Promise<{ stream: string; events: StoredEvent[]; erased?: true; version?: number }>;
   /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
   readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
+  /**
+   * One housekeeping pass (the cron, `serve` once a minute): idle key rows compacted — nothing
+   * queued, no live lease, not dead, not paused, no activity for `keyIdleMs` — at most
+   * `maxChunks` (default 4) statements of 5,000 keys, never waiting for a subscription another
+   * statement holds (`busySubscriptions`: left for the next pass); and, in one statement, batch
+   * records older than 15 minutes, expired dashboard sessions and webhook ids past their window.
+   */
+  housekeeping(options?: { maxChunks?: number }): Promise<{
+    keys: number;
+    busySubscriptions: number;
+    activity: number;
+    sessions: number;
+    webhookIds: number;
+  }>;
 }

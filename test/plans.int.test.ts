@@ -1,19 +1,27 @@
 // A plan is part of the contract (invariant 14): the hot statements keep their index order on
 // tables big enough that a bad plan shows, right after a bulk load (no statistics yet) and
-// after ANALYZE, planned for their parameters and as prepared statements. EXPLAIN only (nothing
-// runs); the SQL is what corq sends, built by the same functions with the parameters a
-// draining consumer, an advancer and the keys page pass. What a plan may and may not do is in
-// test/helpers/plans.ts; a failure names the offending node.
+// after ANALYZE, planned for their parameters and as prepared statements — and as a prepared
+// statement of corq's own pool whose plan was made while the tables were empty after a vacuum
+// (a quiet system) and is still used after the load (a rewind or a burst: nothing replans it
+// until autovacuum comes). EXPLAIN only (nothing runs); the SQL is what corq sends, built by the
+// same functions with the parameters a draining consumer, an advancer and the keys page pass.
+// What a plan may and may not do is in test/helpers/plans.ts; a failure names the offending node.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import pg from "pg";
 import type { SQL } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { createCorq } from "../src/index.js";
+import { PLANNER_SETTINGS } from "../src/corq/connect.js";
 import { claimBatch, settleAndClaim } from "../src/sql/consume/claimBatch.js";
+import { ackBatch } from "../src/sql/consume/ackBatch.js";
+import { failBatch } from "../src/sql/consume/failBatch.js";
 import type { Settlement } from "../src/sql/consume/settleKeys.js";
 import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
 import { listKeys } from "../src/sql/inspect/listKeys.js";
+import { compactIdleKeys } from "../src/sql/housekeeping/compactIdleKeys.js";
+import { eraseRound } from "../src/sql/log/eraseStream.js";
 import { createTestDatabase } from "./helpers/database.js";
-import { explain, planOffenses, type Intent } from "./helpers/plans.js";
+import { cacheGenericPlan, explain, explainCached, planOffenses, type Intent } from "./helpers/plans.js";
 
 const KEYS = 100_000;
 // what a draining consumer passes (src/consume.ts): 16 keys per claim, a quarter of them replaying
@@ -21,8 +29,18 @@ const DRAIN = { limit: 16, replayLimit: 4, holder: "plans-test" };
 
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
 let client: pg.Client;
+// a session like those of corq's own pool: its settings, its statements prepared on empty tables
+let cached: pg.Client;
 let subscriptionId: number;
-let settlements: Settlement[];
+// until the load: stand-ins of the same shape (the statement text is the same)
+let settlements: Settlement[] = Array.from({ length: 16 }, (_, i) => ({
+  key: `k${i}`,
+  token: "00000000-0000-0000-0000-000000000000",
+  claimedAt: new Date(),
+  count: 1,
+  outcome: i % 4 === 3 ? { error: "Error: no", headPosition: 1 } : { through: { tx: "1", position: 1, seq: 1 } },
+}));
+let lease = { subscriptionId: 0, key: "k0", token: "00000000-0000-0000-0000-000000000000" };
 
 beforeAll(async () => {
   database = await createTestDatabase(inject("postgresUrl"));
@@ -33,11 +51,25 @@ beforeAll(async () => {
   client.on("error", () => undefined); // the database is dropped WITH (FORCE) afterwards
   await client.connect();
   subscriptionId = (await client.query("SELECT id FROM corq.subscriptions WHERE name = 'plans'")).rows[0].id;
+  lease = { ...lease, subscriptionId };
+  // autovacuum must not ANALYZE behind the test's back: "before ANALYZE" is the point
+  for (const table of ["keys", "queue", "events"])
+    await client.query(`ALTER TABLE corq.${table} SET (autovacuum_enabled = false)`);
+  // a quiet system: autovacuum has been through the empty tables, and corq's sessions have made
+  // their plans since
+  await client.query("VACUUM (ANALYZE) corq.keys, corq.queue");
+  cached = new pg.Client({ connectionString: database.url });
+  cached.on("error", () => undefined);
+  await cached.connect();
+  await cached.query(PLANNER_SETTINGS);
+  for (const [i, statement] of statements.entries())
+    if (!statement.unprepared) await cacheGenericPlan(cached, `cached_${i}`, statement.query());
   await load(client, subscriptionId);
   const { rows } = await client.query(
     "SELECT key, lease_token FROM corq.keys WHERE lease_token IS NOT NULL ORDER BY key LIMIT 16",
   );
   // acks and a failure of leased keys, as a drain settles them with its next claim
+  lease = { subscriptionId, key: rows[0].key, token: rows[0].lease_token };
   settlements = rows.map((row, i) => ({
     key: row.key,
     token: row.lease_token,
@@ -48,6 +80,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  await cached?.end();
   await client?.end();
   await database?.drop();
 });
@@ -61,9 +94,6 @@ afterAll(async () => {
  * And 10,000 events past the watermark, for the advance.
  */
 async function load(db: pg.Client, id: number) {
-  // autovacuum must not ANALYZE behind the test's back: "before ANALYZE" is the point
-  for (const table of ["keys", "queue", "events"])
-    await db.query(`ALTER TABLE corq.${table} SET (autovacuum_enabled = false)`);
   await db.query(`
     INSERT INTO corq.events (stream, version, name, data)
       SELECT 'k' || i, 0, 'Placed', jsonb_build_object('i', i) FROM generate_series(1, ${KEYS}) i;
@@ -96,13 +126,25 @@ async function load(db: pg.Client, id: number) {
 }
 
 const pick: Intent = { walks: ["keys_ready_idx", "keys_ready_idx"] };
-const statements: { name: string; query: () => SQL; intent: Intent }[] = [
+// \`unprepared\`: the library sends it as an unnamed statement (executor.run(…, { prepare: false })),
+// planned for its parameters every time, so no plan of it is ever cached on small tables
+const statements: { name: string; query: () => SQL; intent: Intent; unprepared?: true }[] = [
   { name: "the pick (one key)", query: () => claimBatch("plans", { holder: "plans-test" }), intent: pick },
   { name: "the pick (a drain's claim)", query: () => claimBatch("plans", DRAIN), intent: pick },
   {
     name: "settle + claim",
     query: () => settleAndClaim("plans", DRAIN, { subscriptionId, settlements }),
     intent: pick,
+  },
+  {
+    name: "an ack",
+    query: () => ackBatch(lease, { through: { tx: "1", position: 1, seq: 1 }, count: 1, claimedAt: new Date(0) }),
+    intent: { walks: [] },
+  },
+  {
+    name: "a failure",
+    query: () => failBatch(lease, { error: "Error: no", headPosition: 1, count: 1, claimedAt: new Date(0) }),
+    intent: { walks: [] },
   },
   {
     name: "the advance round",
@@ -119,6 +161,15 @@ const statements: { name: string; query: () => SQL; intent: Intent }[] = [
     },
   },
   { name: "the keys page", query: () => listKeys("plans", { limit: 51 }), intent: { walks: ["keys_pkey"] } },
+  // not hot, but it holds every advancer lock while it runs: each read is pinned (by position, by key)
+  { name: "an erasure round", query: () => eraseRound("k7", 2000), intent: { walks: [] }, unprepared: true },
+  {
+    // runs every minute at any number of keys: reads only the idle ones past the threshold
+    name: "a chunk of idle-key compaction",
+    query: () => compactIdleKeys({ idleMs: 7 * 86_400_000, limit: 5000 }),
+    intent: { walks: ["keys_idle_idx"] },
+    unprepared: true,
+  },
   {
     name: "the keys page after a cursor",
     query: () => listKeys("plans", { limit: 51, after: "k5" }),
@@ -133,6 +184,44 @@ async function check(statement: (typeof statements)[number], when: string) {
   );
   expect(offenses, `${statement.name}, ${when}:\n  ${offenses.join("\n  ")}`).toEqual([]);
 }
+
+describe("planned on empty tables, run after the load (a prepared statement of corq's pool)", () => {
+  for (const [i, statement] of statements.entries())
+    if (!statement.unprepared)
+      it(`${statement.name} keeps its index order`, async () => {
+        const plan = await explainCached(cached, `cached_${i}`, statement.query());
+        const offenses = planOffenses(plan, statement.intent);
+        expect(offenses, `${statement.name}, planned on empty tables:\n  ${offenses.join("\n  ")}`).toEqual([]);
+      });
+
+  it("corq's own connections run with those settings", async () => {
+    const seen: unknown[] = [];
+    const corq = createCorq({
+      databaseUrl: database.url,
+      subscriptions: [
+        {
+          name: "settings",
+          key: "stream",
+          from: "now",
+          handle: async (_events, ctx) => {
+            seen.push(
+              ...(await ctx.run<{ enable_seqscan: string }>(sql`SHOW enable_seqscan`)).map((r) => r.enable_seqscan),
+            );
+          },
+        },
+      ],
+    });
+    try {
+      await corq.migrate();
+      await corq.append("settings-1", [{ name: "Probed", data: {} }]);
+      await corq.advance();
+      await corq.drain("settings", { budgetMs: 10_000 });
+    } finally {
+      await corq.close();
+    }
+    expect(seen).toEqual(["off"]);
+  });
+});
 
 describe("right after a bulk load (no statistics)", () => {
   it("the tables have no statistics yet", async () => {

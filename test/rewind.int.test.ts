@@ -381,7 +381,11 @@ describe("rewind", () => {
       const last = { tx: rows[0].tx, position: Number(rows[0].position) };
       const write = dialect.sqlToQuery(
         writeAdvanceBatch(id, {
-          read: { tx: rows[0].watermark_tx, position: Number(rows[0].watermark_position) },
+          read: {
+            tx: rows[0].watermark_tx,
+            position: Number(rows[0].watermark_position),
+            eraseEpoch: Number(rows[0].erase_epoch),
+          },
           last,
           matched: [{ ...last, key: "a", invalid: null }],
         }),

@@ -122,7 +122,7 @@ describe("a rewind in chunks", () => {
     const last = { tx: row.tx, position: Number(row.position) };
     const write = dialect.sqlToQuery(
       writeAdvanceBatch(id, {
-        read: { tx: row.watermark_tx, position: Number(row.watermark_position) },
+        read: { tx: row.watermark_tx, position: Number(row.watermark_position), eraseEpoch: Number(row.erase_epoch) },
         last,
         matched: [{ ...last, key: "a", invalid: null }],
       }),

@@ -54,6 +54,8 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ackedPerBucket: (f) => [f(60_000, 10_000)],
   recordBatches: (f) => [f([batchRecord])],
   pruneActivity: (f) => [f(1000)],
+  pruneActivityCtes: (f) => [f(1000)],
+  pruneOperational: (f) => [f({ activityOlderThanMs: 1000 })],
   logTail: (f) => [f(10), f(10, 500)],
   timelineBatches: (f) => [
     f({ sinceMs: 60_000, maxKeys: 40, slotMs: 200, limit: 100 }),
@@ -65,7 +67,11 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
     f(1, { names: ["A", "B"], streams: ["a-", "b-"], limit: 100 }),
   ],
   writeAdvanceBatch: (f) => [
-    f(1, { read: through, last: through, matched: [{ tx: "10", position: 5, key: "k", invalid: null }] }),
+    f(1, {
+      read: { ...through, eraseEpoch: 0 },
+      last: through,
+      matched: [{ tx: "10", position: 5, key: "k", invalid: null }],
+    }),
   ],
   advanceSubscription: (f) => [f(1, 100)],
   enqueueAndMove: (f) => [f(sql`1`, { tx: sql`'1'::xid8`, position: sql`1` }, sql`true`)],
@@ -132,6 +138,10 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   readLog: (f) => [f(0, 10), f(5, 10)],
   eventExists: (f) => [f(5)],
   readStream: (f) => [f("s", 0, 10)],
+  beginErasure: (f) => [f("s")],
+  holdAdvancers: (f) => [f()],
+  eraseRound: (f) => [f("s", 2000)],
+  afterRound: (f) => [f([1, 2])],
   readyKeys: (f) => [f(8)],
   releaseDeadKeys: (f) => [
     f("s", undefined, "retry"),
@@ -166,6 +176,19 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   nextDue: (f) => [f([]), f(["a", "b"])],
   notifyWake: (f) => [f("append"), f("append", "ready")],
   logPosition: (f) => [f()],
+  compactIdleKeys: (f) => [f({ idleMs: 1000, limit: 10 })],
+  readRetention: (f) => [f(undefined), f({ maxAgeMs: 1000, streams: ["a-"] })],
+  writeRetention: (f) => [
+    f({ maxAgeMs: 1000, streams: null }, undefined),
+    f({ maxAgeMs: null, streams: ["a-"] }, { maxAgeMs: 1, streams: null }),
+  ],
+  lockPolicy: (f) => [f()],
+  lockSubscriptions: (f) => [f()],
+  requeuedRemoved: (f) => [f([1, 2, 3], { tx: "5", position: 3 })],
+  chunkSettings: (f) => [f(300)],
+  removeChunk: (f) => [f({ sweep: 2000, recheck: 2000 }), f({ sweep: 2000, recheck: 0 })],
+  rewindBelowHorizon: (f) => [f(10)],
+  seqFloor: (f) => [f(1)],
 };
 
 /** Exports of src/sql that are not SQL builders. */
@@ -176,6 +199,7 @@ const notBuilders: Record<string, string> = {
   toDeadLetter: "decodes a row",
   toBatchRecord: "decodes a row",
   toTokenInfo: "decodes a row",
+  toRetention: "decodes a row",
 };
 
 type Rule = "LIMIT" | "INSERT … SELECT" | "ordered aggregate";
@@ -189,6 +213,12 @@ const exceptions: { rule: Rule; match: string; reason: string }[] = [
     rule: "LIMIT",
     match: `SELECT 1 FROM "corq"."keys"`,
     reason: "readyKeys and claimConsumerSlots count ready / leased keys up to a cap: which ones is irrelevant",
+  },
+  {
+    rule: "LIMIT",
+    match: "FOR UPDATE OF k SKIP LOCKED",
+    reason:
+      "compactIdleKeys deletes any idle keys past the threshold, a chunk at a time: which go first is irrelevant, and an ORDER BY across subscriptions would sort every candidate",
   },
   {
     rule: "INSERT … SELECT",

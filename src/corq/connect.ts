@@ -7,6 +7,20 @@ import type { CorqOptions } from "../types.js";
 // Worker, which always passes its own Neon pool as `db`.
 const NODE_POSTGRES = "pg";
 
+/**
+ * The session settings of corq's own pool, whose statements are named prepared statements: after
+ * five runs Postgres plans one for any parameters (a generic plan) with the table sizes of that
+ * moment, and keeps it until the table is next vacuumed or analyzed. A plan cached while the queue
+ * (or the keys table) was empty after a vacuum reads it with a Seq Scan, which costs nothing on an
+ * empty table — and keeps reading it that way once a rewind or a burst has filled it: 0.9–1.4 s per
+ * settle+claim over 200,000 requeued rows instead of ~3 ms, until autovacuum came round (the replay
+ * bench's live p50 went from ~70 ms to seconds). Without Seq Scans every hot statement has one
+ * plan at any size: its index (each names its rows in an index condition; test/plans.int.test.ts
+ * checks the plans cached on vacuumed empty tables too). A table with no usable index is still
+ * read whole: this only takes away the choice.
+ */
+export const PLANNER_SETTINGS = "SET enable_seqscan = off";
+
 /** Lazily opens the connection (pg is imported on first use, so Workers never load it). */
 export function connect(options: CorqOptions): { executor: () => Promise<Executor>; end: () => Promise<void> } {
   const statementOptions = { onStatement: options.onStatement };
@@ -31,6 +45,8 @@ export function connect(options: CorqOptions): { executor: () => Promise<Executo
       const created = new pg.Pool({ connectionString: databaseUrl, max });
       // An idle client that loses its connection emits 'error'; the pool replaces it.
       created.on("error", () => undefined);
+      // Sent before the client's first statement (a client runs its queries in order).
+      created.on("connect", (client) => void client.query(PLANNER_SETTINGS).catch(() => undefined));
       return created as unknown as PoolLike;
     });
   return {

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { correlationKey, parseOrThrow, subscriptionName } from "../config.js";
 import { CorqError, present } from "../errors.js";
 import {
+  ACTIVITY_KEPT_MS,
   ackedPerBucket,
   batchCounts,
   logTail,
@@ -53,7 +54,7 @@ const throughputOptions = z
     bucketMs: z.number().int().min(10_000).max(HOUR_MS).multipleOf(10_000).default(10_000),
   })
   .refine((o) => o.windowMs / o.bucketMs <= 1000, "at most 1,000 buckets");
-const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(900_000) });
+const pruneOptions = z.object({ olderThanMs: z.number().int().min(0).default(ACTIVITY_KEPT_MS) });
 const logTailOptions = z.object({
   before: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
   limit: limit(1000, 50),

@@ -9,6 +9,7 @@ import { rememberWebhookId } from "../sql/consume/webhookIds.js";
 import { pauseKey, resumeKey } from "../sql/operate/pauseKey.js";
 import { releaseDeadKeys } from "../sql/operate/releaseDeadKeys.js";
 import { setPaused } from "../sql/operate/setPaused.js";
+import { refuseRewindBelowHorizon } from "./retention.js";
 import type { Corq } from "../types.js";
 import type { PartDeps } from "./options.js";
 import type { KnownSubscription } from "./subscriptions.js";
@@ -69,11 +70,18 @@ export function createOperations({
       const { to, key } = parseOrThrow(rewindOptions, rewindOpts, "invalid_input", "options");
       const db = await executor();
       const keyFunction = code.get(name)?.key;
+      // below the retention horizon: refused here, before the rewind marks anything (and again if
+      // the event at `to` went while it began: a retention pass removed it meanwhile)
+      if (to !== "beginning") await refuseRewindBelowHorizon(db, to);
       const done = await rewindSubscription(
         db,
         { subscription: name, to, key },
         { keyFunction: keyFunction?.kind === "function" ? keyFunction : undefined, chunk: settings.advanceBatchSize },
-      );
+      ).catch(async (error: unknown) => {
+        if (to !== "beginning" && error instanceof CorqError && error.code === "invalid_input")
+          await refuseRewindBelowHorizon(db, to);
+        throw error;
+      });
       // advances that came while the subscription was being rewound left a kick and returned
       if ((await db.run(kicksPending([done.subscriptionId]))).length > 0) await advance({ coalesce: true });
       return { requeued: done.requeued };

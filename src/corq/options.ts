@@ -3,9 +3,14 @@ import { z } from "zod";
 import { parseOrThrow, parseSubscriptions, type Subscription } from "../config.js";
 import { parseAppMigrations, type AppMigration } from "../db/appMigrations.js";
 import type { Executor, ExecutorOptions } from "../db/executor.js";
+import { retentionInput, storedPolicy, type StoredPolicy } from "../retentionPolicy.js";
 import type { CorqOptions } from "../types.js";
 
 export const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
+
+/** createCorq({ keyIdleMs }) and CORQ_KEY_IDLE_MS: 7 days by default, at most about 10 years. */
+export const DEFAULT_KEY_IDLE_MS = 7 * 86_400_000;
+export const MAX_KEY_IDLE_MS = 3650 * 86_400_000;
 
 /** createCorq's options after validation: what the parts read. */
 export interface CorqSettings {
@@ -14,10 +19,14 @@ export interface CorqSettings {
   appMigrations: AppMigration[];
   advanceBatchSize: number;
   activityFlushMs: number;
+  /** An idle key loses its row after this long (housekeeping). */
+  keyIdleMs: number;
   notify: boolean;
   pushAllowPrivate: boolean;
   /** Who this instance's consumers are (recorded on each lease). */
   holder: string;
+  /** The retention policy this instance was given (createCorq's `retention`); undefined: none. */
+  retention: StoredPolicy | undefined;
   /** For an executor made over a caller's connection (append's `tx`). */
   statementOptions: Pick<ExecutorOptions, "onStatement">;
 }
@@ -43,13 +52,25 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
     "invalid_config",
     "activityFlushMs",
   );
+  const keyIdleMs = parseOrThrow(
+    z.number().int().min(1).max(MAX_KEY_IDLE_MS).default(DEFAULT_KEY_IDLE_MS),
+    options.keyIdleMs,
+    "invalid_config",
+    "keyIdleMs",
+  );
   const holder =
     parseOrThrow(z.string().min(1).max(200).optional(), options.holder, "invalid_config", "holder") ?? defaultHolder();
+  const retention =
+    options.retention === undefined
+      ? undefined
+      : storedPolicy(parseOrThrow(retentionInput, options.retention, "invalid_config", "retention"));
   return {
     code,
     appMigrations,
+    retention,
     advanceBatchSize,
     activityFlushMs,
+    keyIdleMs,
     notify: options.notify === true,
     pushAllowPrivate: options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true",
     holder,

@@ -37,7 +37,12 @@ export type Connection = Queryable | DrizzleLike | HttpQueryFunction;
 
 export interface Executor {
   /** Runs one statement and returns its rows. */
-  run<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
+  /**
+   * `prepare: false` sends an unnamed statement even where the executor names them: planned for
+   * its parameters and the tables' sizes every time. For rare statements (housekeeping, erasure
+   * rounds) whose generic plan, cached while the tables were small, would read a large one whole.
+   */
+  run<T = Record<string, unknown>>(query: SQL, options?: { prepare?: false }): Promise<T[]>;
   /**
    * Runs one statement given as text (drizzle's query builders, through a transactional
    * handler's `ctx.tx`): rows as objects, or as arrays (`arrayMode`) with dates left as text,
@@ -71,16 +76,16 @@ export type Session = <T>(use: (pool: PoolLike) => Promise<T>) => Promise<T>;
 
 export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
   // a lost or refused connection surfaces as CorqError("database_unavailable"), from every driver
-  const run = <T>(query: SQL): Promise<T[]> =>
-    send<T>(query).catch((error: unknown) => {
+  const run = <T>(query: SQL, runOptions?: { prepare?: false }): Promise<T[]> =>
+    send<T>(query, runOptions?.prepare ?? options.prepare).catch((error: unknown) => {
       throw fromDriverError(error);
     });
-  const send = async <T>(query: SQL): Promise<T[]> => {
+  const send = async <T>(query: SQL, prepare: boolean | undefined): Promise<T[]> => {
     const { sql: text, params } = dialect.sqlToQuery(query);
     options.onStatement?.(text);
     if (isHttp(connection)) return (await connection.query(text, params)) as T[];
     if (isQueryable(connection)) {
-      const config = { text, values: params, name: options.prepare ? statementName(text) : undefined };
+      const config = { text, values: params, name: prepare ? statementName(text) : undefined };
       if (!isPool(connection)) return (await connection.query(config)).rows as T[];
       // what pool.query does, with the connect step retried
       const client = await connectWithRetry(connection);

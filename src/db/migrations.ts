@@ -115,6 +115,37 @@ export const migrations: { tag: string; statements: string[] }[] = [
     ]
   },
   {
+    "tag": "0011_stream_erasure",
+    "statements": [
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"erased\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_through\" integer;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_events\" bigint DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erased_at\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"streams\" ADD COLUMN \"erase_sweep\" bigint[];",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"erase_epoch\" bigint DEFAULT 0 NOT NULL;",
+      "CREATE INDEX \"queue_position_idx\" ON \"corq\".\"queue\" USING btree (\"position\");"
+    ]
+  },
+  {
+    "tag": "0012_retention",
+    "statements": [
+      "-- Edited by hand after drizzle-kit generate: the policy's one row, and the trigger that records\n-- where a subscription created `from: \"beginning\"` began (what drizzle cannot express).\nCREATE TABLE \"corq\".\"retention\" (\n\t\"id\" integer PRIMARY KEY DEFAULT 1 NOT NULL,\n\t\"max_age_ms\" bigint,\n\t\"streams\" text[],\n\t\"option\" jsonb,\n\t\"swept_to\" bigint DEFAULT 0 NOT NULL,\n\t\"held_after\" bigint DEFAULT 0 NOT NULL,\n\t\"horizon\" bigint,\n\t\"removed_tx\" \"xid8\",\n\t\"removed_position\" bigint,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"retention_one_row\" CHECK (id = 1)\n);",
+      "CREATE TABLE \"corq\".\"retention_held\" (\n\t\"position\" bigint PRIMARY KEY NOT NULL\n);",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"start_horizon\" bigint;",
+      "INSERT INTO \"corq\".\"retention\" (\"id\") VALUES (1);",
+      "-- A subscription created from the beginning records the retention horizon: it starts there (the\n-- events of retained streams below it are gone). FOR SHARE: a retention chunk under way holds the\n-- row FOR UPDATE, so this waits for its commit and reads the horizon it left; a chunk that starts\n-- meanwhile waits for this insert to commit and then sees the new subscription's watermark.\n-- (BEFORE INSERT triggers also fire for an INSERT … ON CONFLICT that turns into an update: the\n-- value is then simply not used.)\nCREATE FUNCTION \"corq\".\"record_start_horizon\"() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  IF NEW.\"from\" = 'beginning' THEN\n    SELECT horizon INTO NEW.start_horizon FROM corq.retention WHERE id = 1 FOR SHARE;\n  END IF;\n  RETURN NEW;\nEND $$;",
+      "CREATE TRIGGER \"subscriptions_start_horizon\" BEFORE INSERT ON \"corq\".\"subscriptions\"\n  FOR EACH ROW EXECUTE FUNCTION \"corq\".\"record_start_horizon\"();"
+    ]
+  },
+  {
+    "tag": "0013_idle_keys",
+    "statements": [
+      "-- Idle keys compacted, seqs never reused. now() is stable, so the column is added without a\n-- table rewrite: every key row of the release before counts as active at the upgrade, and none\n-- is compacted before CORQ_KEY_IDLE_MS has passed after it.\nALTER TABLE \"corq\".\"keys\" ADD COLUMN \"active_at\" timestamp with time zone DEFAULT now() NOT NULL;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"key_seq_floor\" bigint DEFAULT 0 NOT NULL;",
+      "CREATE INDEX \"keys_idle_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",\"active_at\") WHERE available_at IS NULL AND dead_at IS NULL AND paused_at IS NULL;"
+    ]
+  },
+  {
     "tag": "0014_bounded_rewind",
     "statements": [
       "CREATE TABLE \"corq\".\"rewind_staged\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"key\" text NOT NULL,\n\t\"tx\" \"xid8\" NOT NULL,\n\t\"position\" bigint NOT NULL,\n\tCONSTRAINT \"rewind_staged_pkey\" PRIMARY KEY(\"subscription_id\",\"key\",\"tx\",\"position\")\n);",

@@ -53,6 +53,15 @@ export const streams = corqSchema.table("streams", {
   // an append from an OLDER transaction would sort before versions committed earlier: such an
   // append is refused (a retryable conflict) and within a stream log order is version order.
   lastTx: xid8("last_tx"),
+  // The tombstone of an erasure (src/sql/log/eraseStream.ts): versions up to erased_through are
+  // erased (or being erased: a call that was interrupted is finished by the next one); the row,
+  // its version and last_tx stay, so expectedVersion keeps its meaning and appends continue.
+  erasedThrough: integer("erased_through"),
+  erasedEvents: bigint("erased_events", { mode: "number" }).notNull().default(0),
+  erasedAt: timestamp("erased_at", { withTimezone: true }),
+  // positions the last erasure round removed: the next round (or call) looks for queue rows of
+  // them once more — an advance of a subscription created during that round may have queued them
+  eraseSweep: bigint("erase_sweep", { mode: "number" }).array(),
 });
 
 /** Code and push subscriptions alike; the watermark is the (tx, position) pair last advanced. */
@@ -91,6 +100,18 @@ export const subscriptions = corqSchema.table("subscriptions", {
   // changes when a subscription is deleted and created again under the same name: deliveries
   // carry it, so a receiver never mixes up the seqs of two incarnations
   incarnation: uuid("incarnation").notNull().defaultRandom(),
+  // Seqs are never reused: when idle key rows are compacted (deleted) this is raised to the
+  // highest seq they had, and a key row created later numbers its events from here
+  // (src/sql/common/keySeqFloor.ts). A floor shared by the subscription's keys, so a key that
+  // comes back may skip seqs (a gap), never repeat one.
+  keySeqFloor: bigint("key_seq_floor", { mode: "number" }).notNull().default(0),
+  // bumped by every erasure round (eraseStream.ts): an advance whose events were read before
+  // the round committed finds it changed on the locked row and enqueues nothing from that read
+  eraseEpoch: bigint("erase_epoch", { mode: "number" }).notNull().default(0),
+  // A subscription created `from: "beginning"` after retention removed events: the retention
+  // horizon then (set by a trigger on insert, drizzle/0012_retention.sql), where its beginning
+  // was. Null: it saw the whole log (or started from now).
+  startHorizon: bigint("start_horizon", { mode: "number" }),
   createdAt: createdAt(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   // A rewind in progress (src/rewind.ts): it stages the range's events (rewind_staged) and
@@ -176,6 +197,12 @@ export const keys = corqSchema.table(
     // The rewind (subscriptions.rewinds) that last queued this key's events again: a later
     // chunk of the same rewind appends the key's next events after them.
     rewoundBy: integer("rewound_by"),
+    // The key's last activity: created, an enqueue, an ack, a skip, a resume. An idle key whose
+    // last activity is older than CORQ_KEY_IDLE_MS loses its row (src/sql/housekeeping/).
+    activeAt: timestamp("active_at", { withTimezone: true }).notNull().defaultNow(),
+    // Queued events an erasure removed from this key (eraseStream.ts). A claim whose snapshot
+    // predates such a removal sees this counter moved on the row it locked and hands out nothing.
+    erased: bigint("erased", { mode: "number" }).notNull().default(0),
   },
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
@@ -187,6 +214,11 @@ export const keys = corqSchema.table(
       .where(sql`available_at IS NOT NULL AND paused_at IS NULL`),
     index("keys_dead_at_idx").on(t.subscriptionId, t.deadAt).where(sql`dead_at IS NOT NULL`),
     index("keys_paused_at_idx").on(t.subscriptionId, t.pausedAt).where(sql`paused_at IS NOT NULL`),
+    // Idle keys (nothing to do, not dead, not paused) by last activity: compaction reads only the
+    // keys idle past its threshold, whatever the number of keys.
+    index("keys_idle_idx")
+      .on(t.subscriptionId, t.activeAt)
+      .where(sql`available_at IS NULL AND dead_at IS NULL AND paused_at IS NULL`),
   ],
 );
 
@@ -205,7 +237,11 @@ export const queue = corqSchema.table(
     position: bigint("position", { mode: "number" }).notNull(),
     replay: boolean("replay").notNull().default(false),
   },
-  (t) => [primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.seq] })],
+  (t) => [
+    primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.seq] }),
+    // an erasure finds the queue rows of a stream's events by position, in every subscription
+    index("queue_position_idx").on(t.position),
+  ],
 );
 
 /**
@@ -345,4 +381,40 @@ export const advanceKicks = corqSchema.table("advance_kicks", {
 export const consumerSlots = corqSchema.table("consumer_slots", {
   slot: integer("slot").primaryKey(),
   busyUntil: timestamp("busy_until", { withTimezone: true }),
+});
+
+/**
+ * The retention policy, one row (src/sql/lifecycle/retention.ts): events older than max_age_ms
+ * (null: kept forever), of streams with one of `streams` as prefix (null: every stream), that
+ * every subscription has advanced past and no queue holds, are removed in chunks. `option` is
+ * the library option (createCorq({ retention }), CORQ_RETENTION_*) last applied: an instance
+ * whose option differs applies its own (a deploy changed it), a PUT stays until then.
+ * The sweep's state: `swept_to` the next position it looks at, `held_after` where the re-check
+ * of held events goes on; `horizon` is 1 + the highest position removed, (removed_tx,
+ * removed_position) the last event removed in log order.
+ */
+export const retention = corqSchema.table(
+  "retention",
+  {
+    id: integer("id").primaryKey().default(1),
+    maxAgeMs: bigint("max_age_ms", { mode: "number" }),
+    streams: text("streams").array(),
+    option: jsonb("option"),
+    sweptTo: bigint("swept_to", { mode: "number" }).notNull().default(0),
+    heldAfter: bigint("held_after", { mode: "number" }).notNull().default(0),
+    horizon: bigint("horizon", { mode: "number" }),
+    removedTx: xid8("removed_tx"),
+    removedPosition: bigint("removed_position", { mode: "number" }),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  () => [check("retention_one_row", sql`id = 1`)],
+);
+
+/**
+ * Events a retention sweep passed that a queue still held (a backlog, a dead or paused key):
+ * re-checked by later passes and removed once nothing holds them, without sweeping the log
+ * below the cursor again.
+ */
+export const retentionHeld = corqSchema.table("retention_held", {
+  position: bigint("position", { mode: "number" }).primaryKey(),
 });

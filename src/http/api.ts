@@ -19,38 +19,20 @@ import {
   streamQuery,
 } from "./apiSchemas.js";
 import { openApiDocument } from "./openapi.js";
-import { MAX_BODY_NESTING, nestsDeeperThan } from "./jsonNesting.js";
+import { jsonBody } from "./jsonBody.js";
+import { addRetentionRoutes } from "./retentionRoutes.js";
 import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { waitForHorizon } from "./horizonRetry.js";
 import { advanceAndDispatch, consumeInSlot, dispatchInBackground, selfInvoker, startConsumer } from "./dispatch.js";
 import { settings } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
-import { onError, problem, ProblemError } from "./problem.js";
+import { onError, problem } from "./problem.js";
 import { toPrometheus } from "../metrics.js";
 import { dashboard } from "./dashboard/routes.js";
 import { scopesAllow, tokenId, tokenInput } from "../tokens.js";
 import { redactedUrl } from "./redactedUrl.js";
 import type { AppEnv, OpenCorq, OpenCorqFor } from "./types.js";
-
-/** The request's JSON body, validated; a wrong content type or malformed JSON is a 4xx. */
-async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
-  const type = c.req.header("content-type") ?? "";
-  if (!/^application\/([\w.+-]+\+)?json\b/i.test(type)) {
-    throw new ProblemError(415, "unsupported_media_type", "send the body as application/json");
-  }
-  const text = await c.req.text();
-  if (nestsDeeperThan(text, MAX_BODY_NESTING)) {
-    throw new CorqError("invalid_input", `the body nests deeper than ${MAX_BODY_NESTING} levels`);
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw new CorqError("invalid_input", "the body is not valid JSON");
-  }
-  return parseOrThrow(schema, parsed, "invalid_input", "body");
-}
 
 // query fields are named as the client sent them (`limit`, not `query.limit`)
 const query = <T extends z.ZodType>(c: Context, schema: T): z.output<T> =>
@@ -191,11 +173,19 @@ export function createApi({ subscriptions, open }: { subscriptions: Subscription
   // valid token too: 401 without, 404 with.
   app.use("*", authenticate({ unless: (c) => c.req.path === "/dead-letters/retry" }));
 
+  addRetentionRoutes(app);
+
   app.get("/streams/:stream", requireScope("read"), async (c) => {
     const stream = param(c, "stream", streamName);
     const { from, limit } = query(c, streamQuery);
-    return c.json({ stream, events: await c.var.corq().readStream(stream, { from, limit }) });
+    // an erased stream adds erased: true and its version (the tombstone)
+    return c.json(await c.var.corq().streamPage(stream, { from, limit }));
   });
+
+  // erasure: the stream's events leave the log and every queue; its version stays
+  app.delete("/streams/:stream", requireScope("admin"), async (c) =>
+    c.json(await c.var.corq().eraseStream(param(c, "stream", streamName))),
+  );
 
   app.get("/events", requireScope("read"), async (c) => {
     const { after, limit } = query(c, logQuery);

@@ -20,7 +20,7 @@ export interface ApiRoute {
   /** As Hono writes it: `/subscriptions/:name`. */
   path: string;
   summary: string;
-  tag: "health" | "log" | "subscriptions" | "dead letters" | "pipeline" | "tokens";
+  tag: "health" | "log" | "subscriptions" | "dead letters" | "pipeline" | "tokens" | "retention";
   access: Access;
   params?: z.ZodObject;
   query?: z.ZodObject;
@@ -74,6 +74,18 @@ export const apiRoutes: ApiRoute[] = [
     params: s.streamParams,
     query: s.streamQuery,
     answers: { 200: { description: "the events from `from`", schema: s.streamEvents } },
+  },
+  {
+    method: "delete",
+    path: "/streams/:stream",
+    summary: "Erase a stream: its events leave the log and every queue; its name and version stay (the tombstone)",
+    tag: "log",
+    access: "admin",
+    params: s.streamParams,
+    answers: {
+      200: { description: "the events this call erased (0: already erased)", schema: s.erased },
+      404: { description: "no stream by that name", schema: s.problem },
+    },
   },
   {
     method: "get",
@@ -190,7 +202,11 @@ export const apiRoutes: ApiRoute[] = [
     answers: {
       200: { description: "events queued again", schema: s.rewound },
       404: unknownSubscription,
-      409: { description: "keyed by a function this Worker does not define", schema: s.problem },
+      409: {
+        description:
+          "keyed by a function this Worker does not define; or `to` is below the retention horizon (retained_away, with `horizon`)",
+        schema: s.problem,
+      },
     },
   },
   {
@@ -298,5 +314,32 @@ export const apiRoutes: ApiRoute[] = [
       204: noBody("revoked"),
       404: { description: "no such token (or revoked already)", schema: s.problem },
     },
+  },
+  {
+    method: "get",
+    path: "/retention",
+    summary: "The retention policy and the horizon",
+    tag: "retention",
+    access: "read",
+    answers: { 200: { description: "the policy in force", schema: s.retention } },
+  },
+  {
+    method: "put",
+    path: "/retention",
+    summary:
+      "Set the retention policy (in force until a deploy changes its own option); maxAgeMs null keeps the log forever",
+    tag: "retention",
+    access: "admin",
+    body: s.retentionBody,
+    answers: { 200: { description: "the policy now in force", schema: s.retention } },
+  },
+  {
+    method: "post",
+    path: "/retention/run",
+    summary:
+      "One retention pass now, bounded (CORQ_RETENTION_CHUNKS chunks, 10 s); the cron and serve run passes by themselves",
+    tag: "retention",
+    access: "admin",
+    answers: { 200: { description: "what the pass removed", schema: s.retentionRun } },
   },
 ];

@@ -11,6 +11,7 @@ import {
   subscriptionName,
 } from "../config.js";
 import { TOKEN_SCOPES, tokenId, tokenInput } from "../tokens.js";
+import { retentionInput } from "../retentionPolicy.js";
 
 // ---- requests ---------------------------------------------------------------------------
 
@@ -94,6 +95,9 @@ export const tokenParams = z.object({ id: tokenId });
 /** POST /tokens */
 export const tokenBody = tokenInput;
 
+/** PUT /retention */
+export const retentionBody = retentionInput;
+
 /** PUT /subscriptions/:name (validated by corq.putSubscription with this schema). */
 export const subscriptionBody = pushSubscriptionInput;
 
@@ -118,7 +122,16 @@ export const appendResult = z.object({
   version: z.number().int(),
   positions: z.array(z.number().int()),
 });
-export const streamEvents = z.object({ stream: z.string(), events: z.array(event) });
+export const streamEvents = z.object({
+  stream: z.string(),
+  events: z.array(event),
+  erased: z
+    .literal(true)
+    .optional()
+    .describe("the stream was erased (DELETE /streams/:stream); events appended since are listed"),
+  version: z.number().int().optional().describe("an erased stream's last version: appends continue after it"),
+});
+export const erased = z.object({ erased: z.number().int().describe("events this call erased") });
 export const logPage = z.object({ events: z.array(event), next: z.number().int().nullable() });
 export const tailPage = z.object({
   events: z.array(event).describe("newest first"),
@@ -158,6 +171,13 @@ export const subscription = z.object({
     paused: z.number().int(),
   }),
   incarnation: z.string().describe("changes when the subscription is deleted and created again"),
+  startsAt: z
+    .number()
+    .int()
+    .nullable()
+    .describe(
+      'created `from: "beginning"` after retention removed events: the retention horizon then, where it began; null: it saw the whole log (or started from now)',
+    ),
   oldestPendingAgeMs: z.number().nullable(),
 });
 export const createdSubscription = subscription.extend({
@@ -200,6 +220,28 @@ export const released = z.object({ released: z.number().int() });
 export const stats = z.object({
   subscriptions: z.array(subscription),
   log: z.object({ head: z.number().int().nullable(), events: z.number().int() }),
+});
+
+export const retention = z.object({
+  maxAgeMs: z.number().int().nullable().describe("events older than this (ms) are removed; null: kept forever"),
+  streams: z
+    .array(z.string())
+    .nullable()
+    .describe("only streams starting with one of these prefixes; null: every stream"),
+  horizon: z
+    .number()
+    .int()
+    .nullable()
+    .describe(
+      "1 + the highest position retention removed (null: nothing removed yet); nothing from here on was removed, a rewind below it is refused",
+    ),
+});
+export const retentionRun = z.object({
+  deleted: z.number().int().describe("events this pass removed"),
+  horizon: z.number().int().nullable(),
+  done: z
+    .boolean()
+    .describe("false: the pass stopped at its bound with more to remove (the cron goes on; or call again)"),
 });
 
 export const advanced = z.object({ advanced: z.record(z.string(), z.number().int()) });

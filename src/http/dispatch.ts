@@ -49,7 +49,7 @@ const SUBREQUESTS_AFTER = 3;
  * are separate invocations. Each consumer holds a consumer slot (claimed in the database), so
  * however many appends kick this at once, at most CORQ_CONCURRENCY consumers run.
  * Uses (and closes) `options.opened`. The cron also
- * prunes the activity record (`options.pruneActivity`). Wake-ups (an append's kick, the cron)
+ * runs housekeeping (`options.housekeeping`: idle keys, the activity record …). Wake-ups (an append's kick, the cron)
  * pass `coalesce` (corq.kick): the advance returns at once where another is at work, and its
  * re-check for others' kicks runs beside the slot claim; an append passes its `eventNames`:
  * only the subscriptions that take them advance.
@@ -61,7 +61,7 @@ export async function advanceAndDispatch(
   options: {
     /** the database handle it uses, and closes */
     opened: OpenCorq;
-    pruneActivity?: boolean;
+    housekeeping?: boolean;
     coalesce?: boolean;
     eventNames?: string[];
     /** this dispatch is itself the retry after the horizon passed (src/http/horizonRetry.ts): it starts none */
@@ -116,7 +116,9 @@ export async function advanceAndDispatch(
       advanced = await opened.corq.advance();
       ({ ready, slots } = await opened.corq.claimSlots(slotOptions));
     }
-    if (options.pruneActivity) await opened.corq.pruneActivity();
+    // its own failure stops nothing: the consumers are started all the same
+    if (options.housekeeping)
+      await opened.corq.housekeeping().catch((error) => console.error("corq: housekeeping failed:", error));
     plan = roundRobin(ready, slots.length);
     for (const unused of slots.slice(plan.length)) await opened.corq.releaseSlot(unused);
     const [here, ...elsewhere] = inSlots(plan, slots);

@@ -2,6 +2,8 @@
 import { z } from "zod";
 import { signingSecretProblem } from "../webhookSignature.js";
 import { replayKeysFor } from "../consume/drainLimits.js";
+import { DEFAULT_KEY_IDLE_MS, MAX_KEY_IDLE_MS } from "../corq/options.js";
+import { retentionInput, storedPolicy, type StoredPolicy } from "../retentionPolicy.js";
 import { ProblemError } from "./problem.js";
 import type { Env } from "./types.js";
 
@@ -22,6 +24,8 @@ const settingsSchema = z.object({
   CORQ_AUTH_FAILURE_LIMIT: positiveInt(10, 1_000_000),
   CORQ_AUTH_FAILURE_WINDOW_S: positiveInt(60, 86_400),
   CORQ_PUSH_ALLOW_PRIVATE: z.string().optional(),
+  CORQ_KEY_IDLE_MS: positiveInt(DEFAULT_KEY_IDLE_MS, MAX_KEY_IDLE_MS),
+  CORQ_RETENTION_CHUNKS: positiveInt(100, 100_000),
 });
 
 export interface Settings {
@@ -39,6 +43,10 @@ export interface Settings {
   authFailureLimit: number;
   authFailureWindowMs: number;
   pushAllowPrivate: boolean;
+  /** An idle key loses its row after this long (createCorq's keyIdleMs). */
+  keyIdleMs: number;
+  /** Chunks a retention pass removes at most (CORQ_RETENTION_CHUNKS). */
+  retentionChunks: number;
 }
 
 /**
@@ -75,5 +83,33 @@ export function settings(env: Env): Settings {
     authFailureLimit: parsed.CORQ_AUTH_FAILURE_LIMIT,
     authFailureWindowMs: parsed.CORQ_AUTH_FAILURE_WINDOW_S * 1000,
     pushAllowPrivate: parsed.CORQ_PUSH_ALLOW_PRIVATE === "true",
+    keyIdleMs: parsed.CORQ_KEY_IDLE_MS,
+    retentionChunks: parsed.CORQ_RETENTION_CHUNKS,
   };
+}
+
+/**
+ * The retention policy this deploy brings (createCorq's `retention` option): from
+ * CORQ_RETENTION_MAX_AGE_MS (milliseconds, or "off") and CORQ_RETENTION_STREAMS (comma-separated
+ * prefixes). Unset: no option (the stored policy stays as it is). A malformed value is not
+ * guessed at: `problem` says what is wrong, and there is no option (the Worker logs it; serve
+ * refuses to start).
+ */
+export function retentionOption(env: Env): { option?: StoredPolicy; problem?: string } {
+  const maxAge = env.CORQ_RETENTION_MAX_AGE_MS?.trim();
+  const streams = env.CORQ_RETENTION_STREAMS?.trim();
+  if (maxAge === undefined || maxAge === "") {
+    return streams ? { problem: "CORQ_RETENTION_STREAMS is set without CORQ_RETENTION_MAX_AGE_MS" } : {};
+  }
+  const maxAgeMs = maxAge === "off" ? null : /^\d{1,16}$/.test(maxAge) ? Number(maxAge) : Number.NaN;
+  const parsed = retentionInput.safeParse({
+    maxAgeMs,
+    streams: streams ? streams.split(",").map((prefix) => prefix.trim()) : undefined,
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = issue?.path[0] === "streams" ? "CORQ_RETENTION_STREAMS" : "CORQ_RETENTION_MAX_AGE_MS";
+    return { problem: `${name}: ${issue?.message ?? "invalid"} (milliseconds, or "off")` };
+  }
+  return { option: storedPolicy(parsed.data) };
 }

@@ -123,7 +123,9 @@ export function openApiDocument(): Record<string, unknown> {
         "known path with another method answers 405 with `Allow`. See docs/http-api.md.",
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
-    tags: ["health", "log", "subscriptions", "dead letters", "pipeline", "tokens"].map((name) => ({ name })),
+    tags: ["health", "log", "subscriptions", "dead letters", "pipeline", "tokens", "retention"].map((name) => ({
+      name,
+    })),
     paths,
     components: {
       schemas: { Problem: jsonSchema(s.problem, "output") },

@@ -35,6 +35,8 @@ export interface Env {
    * rest stays free for live keys while a replay runs (drain's `replayKeys`).
    */
   CORQ_REPLAY_KEYS?: string;
+  /** How long an idle key keeps its row, in ms (default 7 days): housekeeping deletes it after that. */
+  CORQ_KEY_IDLE_MS?: string;
   /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
@@ -53,6 +55,15 @@ export interface Env {
   CORQ_AUTH_FAILURE_WINDOW_S?: string;
   /** Workers rate-limit binding ([[ratelimits]]): failed authentications counted across isolates. */
   CORQ_AUTH_LIMITER?: { limit(options: { key: string }): Promise<{ success: boolean }> };
+  /**
+   * Retention (docs/http-api.md, "Retention"): remove events older than this many ms, or "off"
+   * (unset: this deploy has no say, and the policy stored by PUT /retention stays in force).
+   */
+  CORQ_RETENTION_MAX_AGE_MS?: string;
+  /** With CORQ_RETENTION_MAX_AGE_MS: only streams starting with one of these comma-separated prefixes. */
+  CORQ_RETENTION_STREAMS?: string;
+  /** Chunks one retention pass removes at most (a cron tick, POST /retention/run; default 100, within 10 s and the subrequests). */
+  CORQ_RETENTION_CHUNKS?: string;
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
   SELF?: { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
   /**

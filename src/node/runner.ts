@@ -30,6 +30,8 @@ export interface RunnerOptions {
   budgetMs: number;
   /** The safety net: advance and look for ready keys this often however quiet it is. */
   safetyNetMs: number;
+  /** Retention passes: one this often, bounded to `maxChunks`; one that left more goes on at the next safety-net tick. */
+  retention?: { everyMs: number; maxChunks: number };
   log(line: string): void;
 }
 
@@ -56,7 +58,9 @@ const HORIZON_MAX_MS = 1000;
 // Quiet this long with every slot free before reading the next due time (under load the slots
 // free up and fill again within milliseconds: no statement per batch for it).
 const IDLE_SETTLE_MS = 20;
-const PRUNE_EVERY_MS = 60_000;
+const HOUSEKEEPING_EVERY_MS = 60_000;
+// a retention pass starts no chunk after this long (the chunk under way finishes)
+const RETENTION_PASS_MS = 10_000;
 const LOG_EVERY_MS = 10_000;
 
 /**
@@ -77,7 +81,7 @@ const LOG_EVERY_MS = 10_000;
  *              its slot checks again).
  *   idle       every slot free: one timer until the next due time (a backoff or a lease that
  *              ends), read from the database; the safety net (safetyNetMs) re-checks
- *              everything and prunes the activity record every minute.
+ *              everything and runs housekeeping every minute (idle keys, the activity record …).
  *   stopping   no advance, check or claim starts; see Runner.stop.
  * Every error is caught and logged (rate-limited): the next wake-up tries again.
  */
@@ -265,15 +269,32 @@ export function createRunner(options: RunnerOptions): Runner {
     settleTimer.unref();
   };
 
-  let lastPrune = 0;
+  let lastHousekeeping = 0;
+  // retention: one pass at a time; 0 = due at the next tick (the last pass left more)
+  let lastRetention = 0;
+  let retaining: Promise<void> | undefined;
+  const retain = (every: { everyMs: number; maxChunks: number }) => {
+    if (retaining || Date.now() - lastRetention < every.everyMs) return;
+    lastRetention = Date.now();
+    retaining = corq
+      .runRetention({ maxChunks: every.maxChunks, budgetMs: RETENTION_PASS_MS, stop: stopClaiming.signal })
+      .then(
+        ({ done }) => {
+          if (!done) lastRetention = 0; // more to remove: the next tick goes on
+        },
+        (error: unknown) => report("retention", error),
+      )
+      .finally(() => (retaining = undefined));
+  };
   const safetyNet = setInterval(() => {
     if (stopping) return;
     requestAdvance();
     requestCheck();
-    if (Date.now() - lastPrune >= PRUNE_EVERY_MS) {
-      lastPrune = Date.now();
-      corq.pruneActivity().catch((error) => report("pruning the activity record", error));
+    if (Date.now() - lastHousekeeping >= HOUSEKEEPING_EVERY_MS) {
+      lastHousekeeping = Date.now();
+      corq.housekeeping().catch((error) => report("housekeeping", error));
     }
+    if (options.retention) retain(options.retention);
   }, options.safetyNetMs);
   safetyNet.unref();
 
@@ -299,7 +320,7 @@ export function createRunner(options: RunnerOptions): Runner {
       clearInterval(safetyNet);
       clearTimeout(horizonTimer);
       clearIdleTimers();
-      const settled = () => Promise.all([...drains, advancing, checking]);
+      const settled = () => Promise.all([...drains, advancing, checking, retaining]);
       await waitFor(settled, boundMs);
       if (drains.size > 0) {
         abortHandlers.abort();

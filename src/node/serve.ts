@@ -16,7 +16,7 @@ import { serve as listen } from "@hono/node-server";
 import pg from "pg";
 import { z } from "zod";
 import { createApi } from "../http/api.js";
-import { settings } from "../http/env.js";
+import { retentionOption, settings } from "../http/env.js";
 import { createTokenCache } from "../http/tokenCache.js";
 import { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM, type CorqRuntime } from "../internal.js";
 import { createExecutor } from "../db/executor.js";
@@ -87,11 +87,16 @@ const nodeSettingsSchema = z.object({
   CORQ_KEYS_PER_CLAIM: int(DEFAULT_KEYS_PER_CLAIM, 1, MAX_KEYS_PER_CLAIM),
   /** Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (forwarded.ts); default none. */
   CORQ_TRUSTED_PROXIES: z.string().optional(),
+  /** A retention pass this often (ms); one that stopped with more to remove goes on at the next safety-net tick. */
+  CORQ_RETENTION_EVERY_MS: int(60_000, 1000, 86_400_000),
 });
 
 export function nodeSettings(env: Record<string, string | undefined>) {
   const parsed = nodeSettingsSchema.parse(env);
   const base = settings({ ...env, CORQ_KEYS_PER_CLAIM: String(parsed.CORQ_KEYS_PER_CLAIM) } as Env);
+  // a malformed retention policy refuses to start (as a malformed proxy list does)
+  const retention = retentionOption(env as Env);
+  if (retention.problem) throw new Error(retention.problem);
   return {
     concurrency: base.concurrency,
     keysPerClaim: base.keysPerClaim,
@@ -104,8 +109,11 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     tokenCacheMs: parsed.CORQ_TOKEN_CACHE_MS,
     role: parsed.CORQ_ROLE,
     pushAllowPrivate: base.pushAllowPrivate,
+    keyIdleMs: base.keyIdleMs,
     // a malformed list refuses to start (it throws here)
     trustedProxies: parseTrustedProxies(parsed.CORQ_TRUSTED_PROXIES),
+    retention: retention.option,
+    retentionPasses: { everyMs: parsed.CORQ_RETENTION_EVERY_MS, maxChunks: base.retentionChunks },
   };
 }
 
@@ -139,6 +147,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         poolSize,
         notify,
         pushAllowPrivate: knobs.pushAllowPrivate,
+        keyIdleMs: knobs.keyIdleMs,
+        retention: knobs.retention,
         // one activity write a second for all drains, not one per drain (drains here are many
         // and short: at 1,000 appends/s that statement was a fifth of the database's work)
         activityFlushMs: 1000,
@@ -181,6 +191,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           replayKeys: knobs.replayKeys,
           budgetMs: knobs.consumerBudgetMs,
           safetyNetMs: knobs.safetyNetMs,
+          retention: knobs.retentionPasses,
           log,
         })
       : noRunner;

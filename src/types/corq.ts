@@ -17,6 +17,7 @@ import type {
   TimelineData,
 } from "./inspection.js";
 import type { CreatedToken, TokenInfo } from "./tokens.js";
+import type { Retention, RetentionPolicy, RetentionRun } from "./retention.js";
 
 /** Computes the correlation key of an event in JS; null/undefined = the event does not match. */
 export type KeyFunction = (event: StoredEvent) => string | null | undefined;
@@ -142,6 +143,18 @@ export interface CorqOptions {
    * instead of one per drain; close() writes what waits, a crash loses at most that much.
    */
   activityFlushMs?: number;
+  /**
+   * How long a key may stay idle — nothing queued, no lease, not dead, not paused — before its
+   * row is deleted by housekeeping (the Worker's cron, `serve`), in ms. Default 7 days. A key
+   * that comes back gets a new row, and its seqs go on above every seq it had.
+   */
+  keyIdleMs?: number;
+  /**
+   * The retention policy this app deploys with (README, "Retention"): off when left out. It is
+   * applied when it differs from the option last applied (a deploy that changes it); a policy
+   * set since with setRetention / PUT /retention stays in force until then.
+   */
+  retention?: RetentionPolicy;
 }
 
 export interface Corq {
@@ -153,6 +166,14 @@ export interface Corq {
   ): Promise<AppendResult>;
   readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;
+  /**
+   * Erases one stream: its events leave the log and every subscription's queue (versions up to
+   * the stream's version when the call began; events appended meanwhile stay), in rounds that
+   * each commit. The stream keeps its name and version (appends continue after it). A batch
+   * already handed out may still finish and be acked. A call that failed is finished by calling
+   * again. → the events this call erased (0 for a stream already erased).
+   */
+  eraseStream(stream: string): Promise<{ erased: number }>;
   /**
    * Moves the log into the subscriptions' queues. When it returns, every event committed before
    * it is enqueued (it waits for an advancer already at work) — but for a subscription being
@@ -284,5 +305,21 @@ export interface Corq {
    * at all for a string that is not shaped like a token; moves lastUsedAt at most once a minute.
    */
   verifyToken(secret: string): Promise<TokenInfo | null>;
+  /** The retention policy in force and the horizon (applying this instance's `retention` option first if it changed). */
+  retention(): Promise<Retention>;
+  /** Sets the retention policy (in force until a deploy changes the `retention` option); maxAgeMs null turns retention off. */
+  setRetention(policy: RetentionPolicy): Promise<Retention>;
+  /**
+   * One retention pass: removes what the policy allows, in chunks of `chunkSize` events (each its
+   * own short transaction), until nothing more is due, `maxChunks` ran or `budgetMs` passed.
+   * `done: false` — more remains; the next pass goes on where this one stopped. Once `stop` is
+   * aborted no further chunk starts (a graceful shutdown).
+   */
+  runRetention(options?: {
+    maxChunks?: number;
+    budgetMs?: number;
+    chunkSize?: number;
+    stop?: AbortSignal;
+  }): Promise<RetentionRun>;
   close(): Promise<void>;
 }

@@ -55,6 +55,12 @@ export interface SubscriptionStats {
   keys: { ready: number; leased: number; backoff: number; dead: number; paused: number };
   /** Changes when the subscription is deleted and created again (deliveries carry it with each batch). */
   incarnation: string;
+  /**
+   * Created `from: "beginning"` after retention had removed events: the retention horizon then,
+   * where its beginning was (events of retained streams below it were gone). Null: it saw the
+   * whole log, or started from now.
+   */
+  startsAt: number | null;
   oldestPendingAgeMs: number | null;
 }
 

@@ -32,13 +32,12 @@ const dialect = new PgDialect();
  */
 export async function explain(client: pg.ClientBase, query: SQL): Promise<Record<PlanMode, PlanNode>> {
   const { sql: text, params } = dialect.sqlToQuery(query);
-  const args = params.length > 0 ? `(${params.map((p) => literal(client, p)).join(", ")})` : "";
   await client.query(`PREPARE plan_check AS ${text}`);
   try {
     const plans: Partial<Record<PlanMode, PlanNode>> = {};
     for (const mode of ["custom", "generic"] as const) {
       await client.query(`SET plan_cache_mode = force_${mode}_plan`);
-      const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE plan_check${args}`);
+      const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE plan_check${args(client, params)}`);
       plans[mode] = rows[0]["QUERY PLAN"][0].Plan as PlanNode;
     }
     return plans as Record<PlanMode, PlanNode>;
@@ -47,6 +46,42 @@ export async function explain(client: pg.ClientBase, query: SQL): Promise<Record
     await client.query("DEALLOCATE plan_check");
   }
 }
+
+/**
+ * A session's cached plan of `query`, as corq's own pool gets one (src/corq/connect.ts): the
+ * statement is PREPAREd as `name` and its generic plan made NOW, with the tables as they are, and
+ * kept (a generic plan is made once and reused until a table it reads is vacuumed, analyzed or
+ * altered). `explainCached` then shows that plan for the parameters of the same statement text.
+ */
+export async function cacheGenericPlan(client: pg.ClientBase, name: string, query: SQL): Promise<void> {
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  await client.query(`PREPARE ${name} AS ${text}`);
+  await client.query("SET plan_cache_mode = force_generic_plan");
+  try {
+    await client.query(`EXPLAIN EXECUTE ${name}${args(client, params)}`);
+  } finally {
+    await client.query("RESET plan_cache_mode");
+  }
+  cachedTexts.set(`${name}`, text);
+}
+
+const cachedTexts = new Map<string, string>();
+
+/** The plan `cacheGenericPlan` cached as `name`, EXPLAINed with the parameters of `query` (the same text). */
+export async function explainCached(client: pg.ClientBase, name: string, query: SQL): Promise<PlanNode> {
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  if (cachedTexts.get(name) !== text) throw new Error(`${name}: not the statement text that was prepared`);
+  await client.query("SET plan_cache_mode = force_generic_plan");
+  try {
+    const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE ${name}${args(client, params)}`);
+    return rows[0]["QUERY PLAN"][0].Plan as PlanNode;
+  } finally {
+    await client.query("RESET plan_cache_mode");
+  }
+}
+
+const args = (client: pg.ClientBase, params: unknown[]) =>
+  params.length > 0 ? `(${params.map((p) => literal(client, p)).join(", ")})` : "";
 
 /** A parameter as an SQL literal (the statement's casts give it its type). */
 function literal(client: pg.ClientBase, value: unknown): string {

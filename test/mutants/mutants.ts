@@ -72,8 +72,8 @@ export const mutants: Mutant[] = [
     name: "advance: not coalesced (a second advancer waits for the first)",
     edits: one(
       "src/sql/advance/advanceSubscription.ts",
-      "AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)\n      FOR UPDATE",
-      "FOR UPDATE",
+      "        AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)\n",
+      "",
     ),
     tests: ["test/coalescedAdvance.int.test.ts"],
   },
@@ -91,7 +91,7 @@ export const mutants: Mutant[] = [
     name: "advance by function: write ignores the watermark it read (no compare-and-set)",
     edits: one(
       "src/sql/advance/advanceByFunction.ts",
-      "sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position} AND s.rewind_token IS NULL AND ${asyncCommit}`",
+      "sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position}\n          AND s.erase_epoch = ${read.eraseEpoch} AND s.rewind_token IS NULL AND ${asyncCommit}`",
       "sql`s.rewind_token IS NULL AND ${asyncCommit}`",
     ),
     tests: ["test/pipeline.int.test.ts"],
@@ -151,6 +151,132 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/append.int.test.ts"],
   },
+  // --- erasure of a stream (issue 30 item 2) ----------------------------------------------
+  {
+    name: "erase: versions appended while the erasure runs are erased too",
+    edits: one("src/sql/log/eraseStream.ts", "e.version <= (SELECT erased_through FROM tomb)", "true"),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a round takes no advancer lock (an advance at work may queue what it erases)",
+    edits: one(
+      "src/sql/log/eraseStream.ts",
+      "SELECT id, pg_advisory_xact_lock(${ADVANCING}::int4, id)::text AS held",
+      "SELECT id, ''::text AS held",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a round does not sweep what the round before it erased",
+    edits: one("src/sql/log/eraseStream.ts", " UNION SELECT unnest(sweep) FROM tomb", ""),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a dead key whose failed event was erased stays dead",
+    edits: one(
+      "src/sql/log/eraseStream.ts",
+      " OR coalesce(j.failed_position = ANY(array_agg(r.position ORDER BY r.position)), false)",
+      "",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a key whose queue it emptied stays ready (claimed for nothing)",
+    edits: one("src/sql/log/eraseStream.ts", "                            WHEN k.pending - r.n = 0 THEN NULL\n", ""),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a live lease taken from its batch (the batch in flight cannot finish)",
+    edits: one("src/sql/log/eraseStream.ts", "NOT j.live AND (", "("),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: reads list versions an interrupted erasure left in the log",
+    edits: one("src/sql/log/readStream.ts", " AND e.version > coalesce(t.erased_through, -1)", ""),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: the route needs only the read scope",
+    edits: one(
+      "src/http/api.ts",
+      'app.delete("/streams/:stream", requireScope("admin")',
+      'app.delete("/streams/:stream", requireScope("read")',
+    ),
+    tests: ["test/worker/erase.worker.test.ts"],
+  },
+  {
+    name: "erase: an ack lowers pending by the batch's size (an erased event counted twice)",
+    edits: one(
+      "src/sql/consume/ackBatch.ts",
+      "pending = k.pending - (SELECT count(*) FROM removed),\n        available_at = CASE WHEN k.pending - (SELECT count(*) FROM removed) > 0",
+      "pending = k.pending - ${count},\n        available_at = CASE WHEN k.pending - ${count} > 0",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a drain's ack lowers pending by the batch's size",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "pending = k.pending - coalesce(r.n, 0),\n        available_at = CASE WHEN k.pending - coalesce(r.n, 0) > 0",
+      "pending = k.pending - f.count,\n        available_at = CASE WHEN k.pending - f.count > 0",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a batch whose events were all erased dies on its failure (consume)",
+    edits: one(
+      "src/sql/consume/failBatch.ts",
+      "dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts AND k.pending > 0 THEN f.at END",
+      "dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN f.at END",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a batch whose events were all erased dies on its failure (drain)",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts AND k.pending > 0 THEN f.at END",
+      "dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN f.at END",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: an expired lease on a key with nothing queued dies on it",
+    edits: one("src/sql/consume/claimBatch.ts", " AND k.pending > 0) AS dies", ") AS dies"),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a key given back with nothing queued is made ready (claimed for nothing again)",
+    edits: one(
+      "src/sql/consume/releaseLease.ts",
+      "available_at = CASE WHEN pending > 0 THEN ${lockedNow} END",
+      "available_at = ${lockedNow}",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a claim hands out a queue row whose event is gone",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "FROM ${queue} q JOIN ${events} e ON e.position = q.position",
+      "FROM ${queue} q LEFT JOIN ${events} e ON e.position = q.position",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a claim with a snapshot older than a round hands out the events it erased",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "\n        AND c.erased = (SELECT k0.erased FROM ${keys} k0 WHERE k0.subscription_id = c.subscription_id AND k0.key = c.key)",
+      "",
+    ),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
+    name: "erase: a function-key advance that read before a round writes after it (no erase_epoch in its compare-and-set)",
+    edits: one("src/sql/advance/advanceByFunction.ts", "\n          AND s.erase_epoch = ${read.eraseEpoch}", ""),
+    tests: ["test/erase.int.test.ts"],
+  },
   // --- claim -----------------------------------------------------------------------------
   {
     name: "claim: no SKIP LOCKED",
@@ -167,11 +293,13 @@ export const mutants: Mutant[] = [
     tests: ["test/forcedPlans.int.test.ts", "test/sqlOrder.test.ts"],
   },
   {
-    name: "claim: batch rows returned unsorted",
+    // (with the events joined inside the batch's LATERAL, which sorts by seq, dropping the outer
+    // ORDER BY changes nothing any plan can show: the rows are sorted wrongly instead)
+    name: "claim: batch rows returned unsorted (by position, not seq)",
     edits: one(
       "src/sql/consume/claimBatch.ts",
-      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY c.key, q.seq`;",
-      "    LEFT JOIN ${events} e ON e.position = q.position\n    ORDER BY c.key`;",
+      "    ) e ON true\n    ORDER BY c.key, e.seq`;",
+      "    ) e ON true\n    ORDER BY c.key, e.position`;",
     ),
     tests: ["test/forcedPlans.int.test.ts"],
   },
@@ -226,15 +354,19 @@ export const mutants: Mutant[] = [
   },
   {
     name: "ack: pending count not decremented",
-    edits: one("src/sql/consume/ackBatch.ts", "pending = k.pending - ${count},", "pending = k.pending,"),
+    edits: one(
+      "src/sql/consume/ackBatch.ts",
+      "pending = k.pending - (SELECT count(*) FROM removed),",
+      "pending = k.pending,",
+    ),
     tests: ["test/pipeline.int.test.ts"],
   },
   {
     name: "ack: a prefix ack deletes the whole queue of the key",
     edits: one(
       "src/sql/consume/ackBatch.ts",
-      "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key\n        AND q.seq <= ${through.seq}",
-      "WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key",
+      "AND q.key = ${lease.key} AND q.seq <= ${through.seq}",
+      "AND q.key = ${lease.key}",
     ),
     tests: ["test/consumers.int.test.ts"],
   },
@@ -301,7 +433,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "advance: the key's seq counter not moved (seqs given twice)",
-    edits: one("src/sql/advance/advanceSubscription.ts", "seq = k.seq + excluded.seq,", ""),
+    edits: one("src/sql/advance/advanceSubscription.ts", "seq = k.seq + excluded.pending,", ""),
     tests: ["test/seq.int.test.ts"],
   },
   {
@@ -604,8 +736,8 @@ export const mutants: Mutant[] = [
     name: "settle: an ack deletes other keys' queue rows up to its cursor",
     edits: one(
       "src/sql/consume/settleKeys.ts",
-      "WHERE q.subscription_id = a.subscription_id AND q.key = a.key",
-      "WHERE q.subscription_id = a.subscription_id",
+      "AND q.subscription_id = a.subscription_id AND q.key = a.key",
+      "AND q.subscription_id = a.subscription_id",
     ),
     tests: ["test/multiKeyClaims.int.test.ts"],
   },
@@ -881,7 +1013,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "api: a body's nesting not measured before it is parsed",
-    edits: one("src/http/api.ts", "if (nestsDeeperThan(text, MAX_BODY_NESTING)) {", "if (false) {"),
+    edits: one("src/http/jsonBody.ts", "if (nestsDeeperThan(text, MAX_BODY_NESTING)) {", "if (false) {"),
     tests: ["test/worker/api.worker.test.ts"],
   },
   {
@@ -944,6 +1076,33 @@ export const mutants: Mutant[] = [
     tests: ["test/plans.int.test.ts"],
   },
   {
+    name: "settle: the acked keys' queue rows named only through the join (a plan made on an empty queue walks all of it)",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "\n        AND q.subscription_id = ${subscriptionId} AND q.key = ANY(${settled})",
+      "",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "ack: the key row named only through the fence's join",
+    edits: one(
+      "src/sql/consume/ackBatch.ts",
+      "\n        AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}",
+      "",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "connections: corq's pool without its planner settings (plans made on empty tables read them whole)",
+    edits: one(
+      "src/corq/connect.ts",
+      '\n      created.on("connect", (client) => void client.query(PLANNER_SETTINGS).catch(() => undefined));',
+      "",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
     name: "advance: the watermark as a join filter",
     edits: one(
       "src/sql/advance/advanceSubscription.ts",
@@ -951,5 +1110,280 @@ export const mutants: Mutant[] = [
       "WHERE (e.tx, e.position) > (sub.watermark_tx, sub.watermark_position)",
     ),
     tests: ["test/plans.int.test.ts"],
+  },
+  // --- idle keys compacted, seqs never reused (issue 30) --------------------------------------
+  {
+    name: "idle keys: compaction ignores the threshold",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "AND k.active_at < now() - ${idleMs} * interval '1 millisecond'",
+      "",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: a paused key compacted",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "AND k.available_at IS NULL AND k.dead_at IS NULL AND k.paused_at IS NULL",
+      "AND k.available_at IS NULL AND k.dead_at IS NULL",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: the floor raised to the lowest seq compacted, not the highest",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "max(seq) AS seq FROM deleted",
+      "min(seq) AS seq FROM deleted",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: a key row the advance creates numbers from 1, not from the floor",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "count(*), moved.key_seq_floor + count(*), now()",
+      "count(*), count(*), now()",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: the advance reads the floor with its snapshot, not from the row it locked",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "count(*), moved.key_seq_floor + count(*), now()",
+      "count(*), (SELECT key_seq_floor FROM corq.subscriptions WHERE id = moved.id) + count(*), now()",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: a rewind numbers a compacted key from 1",
+    edits: one("src/sql/operate/rewind.ts", "f.n, m.floor + f.n, m.floor + f.n, now()", "f.n, f.n, f.n, now()"),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: a pause reads the floor without locking the subscription row",
+    edits: one("src/sql/operate/pauseKey.ts", "ORDER BY id FOR SHARE", "ORDER BY id"),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: compaction's predicate short of the idle index's (a scan of every key, every minute)",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "AND k.available_at IS NULL AND k.dead_at IS NULL AND k.paused_at IS NULL",
+      "AND k.dead_at IS NULL AND k.paused_at IS NULL",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "idle keys: compaction does not lock the subscription rows (a rewind's requeue loses the keys deleted meanwhile)",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "SELECT id FROM ${subscriptions} WHERE rewind_token IS NULL ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+      "SELECT id FROM ${subscriptions} WHERE rewind_token IS NULL ORDER BY id",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: compaction deletes key rows of a subscription being rewound, between two chunks",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "FROM ${subscriptions} WHERE rewind_token IS NULL ORDER BY id",
+      "FROM ${subscriptions} ORDER BY id",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "retention: a rewind's range removed between two of its chunks (the lowest watermark ignores it)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "        UNION ALL\n        SELECT rewind_from_tx, rewind_from_position - 1 FROM ${subscriptions} WHERE rewind_token IS NOT NULL\n",
+      "",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "retention: a chunk kept although a rewind marked after its removal may stage what it removed",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "WHERE s.rewind_token IS NOT NULL\n               AND",
+      "WHERE false\n               AND",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "erasure: a rewind's staged rows of erased events kept (they are queued again, events gone)",
+    edits: one(
+      "src/sql/log/eraseStream.ts",
+      "WHERE EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.rewind_token IS NOT NULL)",
+      "WHERE false",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "erasure: a rewind's stage chunk that read before a round committed stages what the round erased",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "SELECT (SELECT erase_epoch FROM sub) IS DISTINCT FROM",
+      "SELECT false AND (SELECT erase_epoch FROM sub) IS DISTINCT FROM",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "idle keys: compaction waits for a subscription whose row is held",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+      "ORDER BY id FOR NO KEY UPDATE",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "housekeeping: the Worker's cron does not run it",
+    edits: one("functions/createWorker.ts", "housekeeping: true,", "housekeeping: false,"),
+    tests: ["test/worker/pipeline.worker.test.ts"],
+  },
+  {
+    name: "housekeeping: serve's loop does not run it",
+    edits: one("src/node/runner.ts", "corq.housekeeping().catch(", "Promise.resolve().catch("),
+    tests: ["test/serve/housekeeping.serve.test.ts"],
+  },
+  {
+    name: "housekeeping: serve ignores CORQ_KEY_IDLE_MS",
+    edits: one("src/node/serve.ts", "        keyIdleMs: knobs.keyIdleMs,\n", ""),
+    tests: ["test/serve/housekeeping.serve.test.ts"],
+  },
+  {
+    name: "housekeeping: expired dashboard sessions kept",
+    edits: one(
+      "src/sql/housekeeping/pruneOperational.ts",
+      "sessions AS (${pruneDashboardSessions} RETURNING 1)",
+      "sessions AS (SELECT 1 WHERE false)",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "housekeeping: webhook ids kept past their window",
+    edits: one(
+      "src/sql/housekeeping/pruneOperational.ts",
+      "webhooks AS (${forgetWebhookIds} RETURNING 1)",
+      "webhooks AS (SELECT 1 WHERE false)",
+    ),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "housekeeping: one chunk a pass whatever maxChunks says",
+    edits: one("src/corq/housekeeping.ts", "if (compacted.deleted < CHUNK) break;", "break;"),
+    tests: ["test/idleKeys.int.test.ts"],
+  },
+
+  // --- retention ---------------------------------------------------------------------------
+  {
+    name: "retention: removes events a queue still holds (a backlog, a paused or dead key)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "WHERE NOT EXISTS (SELECT 1 FROM queued q WHERE q.position = c.position))",
+      "WHERE true)",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: removes events a subscription has not advanced past",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "AND (NOT EXISTS (SELECT 1 FROM low) OR (${tx}, ${position}) <= ((SELECT tx FROM low), (SELECT position FROM low))))",
+      ")",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: removes events younger than maxAgeMs",
+    edits: one("src/sql/lifecycle/retention.ts", "(${createdAt} < p.cutoff", "(${createdAt} IS NOT NULL"),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: the stream prefixes ignored",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "SELECT s.position, s.tx, ${streamTaken(sql`s.stream`, sql`p.streams`)} AS taken,",
+      "SELECT s.position, s.tx, true AS taken,",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: a change of prefixes does not sweep the log again",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "swept_to = CASE WHEN r.streams IS DISTINCT FROM ${textArray(policy.streams)} THEN 0 ELSE r.swept_to END,",
+      "swept_to = r.swept_to,",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: the sweep passes events not due yet (they are never removed later)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "swept_to = coalesce((SELECT position FROM stop), (SELECT max(position) + 1 FROM swept), r.swept_to),",
+      "swept_to = coalesce((SELECT max(position) + 1 FROM swept), r.swept_to),",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: held events never checked again",
+    edits: one("src/sql/lifecycle/retention.ts", "WHERE h.position > (SELECT held_after FROM policy)", "WHERE false"),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: held events re-checked only in a pass's first chunk",
+    edits: one(
+      "src/corq/retention.ts",
+      "if (recheck) recheckDue = row.recheck_more;",
+      "if (recheck) recheckDue = false;",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: a chunk does not wait for a rewind holding its subscription's row",
+    edits: one("src/corq/retention.ts", "    await tx.run(lockSubscriptions());\n", ""),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: events a rewind queued meanwhile removed (the check after the lock skipped)",
+    edits: one("src/corq/retention.ts", "if (check?.requeued) throw new Requeued();", ""),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "retention: the option applied on every read (a PUT lost at once)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "WHERE id = 1 AND r.option IS DISTINCT FROM ${optionJson(option)}",
+      "WHERE id = 1",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "rewind: below the retention horizon not refused",
+    edits: one("src/corq/retention.ts", "if (!row?.below) return;", "return;"),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "stats: a subscription created from the beginning after retention does not say where it started",
+    edits: one(
+      "src/sql/inspect/subscriptionStats.ts",
+      "startsAt: row.start_horizon === null ? null : Number(row.start_horizon),",
+      "startsAt: null,",
+    ),
+    tests: ["test/retention.int.test.ts"],
+  },
+  {
+    name: "cron: no retention pass",
+    edits: one("functions/createWorker.ts", "retainOnCron(env.CORQ_ADMIN_TOKEN, invoke)", "Promise.resolve()"),
+    tests: ["test/worker/retention.worker.test.ts"],
+  },
+  {
+    name: "serve: no retention pass in the loop",
+    edits: one("src/node/runner.ts", "if (options.retention) retain(options.retention);", ""),
+    tests: ["test/serve/retention.serve.test.ts"],
   },
 ];

@@ -79,6 +79,10 @@ describe("answers against the OpenAPI document", () => {
         .status,
     ).toBe(415);
     expect((await call("GET", "/streams/visitor-ola?from=0&limit=10")).status).toBe(200);
+    expect((await call("POST", "/streams/erased-ola/events", { body: { events } })).status).toBe(201);
+    expect((await call("DELETE", "/streams/erased-ola")).status).toBe(200);
+    expect((await call("GET", "/streams/erased-ola")).json).toMatchObject({ erased: true, version: 1 });
+    expect((await call("DELETE", "/streams/nobody")).status).toBe(404);
     expect((await call("GET", "/events?after=0&limit=5")).status).toBe(200);
     expect((await call("GET", "/events/tail?limit=2")).status).toBe(200);
     expect((await call("GET", "/events/tail?before=0")).status).toBe(400);
@@ -118,6 +122,10 @@ describe("answers against the OpenAPI document", () => {
     expect((await call("GET", "/tokens")).status).toBe(200);
     expect((await call("DELETE", `/tokens/${created.json.id}`)).status).toBe(204);
     expect((await call("DELETE", `/tokens/${created.json.id}`)).status).toBe(404);
+    expect((await call("GET", "/retention")).status).toBe(200);
+    expect((await call("PUT", "/retention", { body: { maxAgeMs: 86_400_000, streams: ["none-"] } })).status).toBe(200);
+    expect((await call("PUT", "/retention", { body: { maxAgeMs: 0 } })).status).toBe(400);
+    expect((await call("POST", "/retention/run")).status).toBe(200);
 
     const documented = Object.entries(document.paths).flatMap(([path, ops]) =>
       Object.keys(ops).map((method) => `${method} ${path}`),

@@ -47,6 +47,24 @@ describe("scheduled handler", () => {
     });
   });
 
+  it("runs housekeeping: keys idle past CORQ_KEY_IDLE_MS (7 days) lose their rows; expired sessions, old webhook ids go", async () => {
+    await state.db.query(`
+      INSERT INTO corq.keys (subscription_id, key, active_at)
+        SELECT id, k, now() - ago FROM corq.subscriptions, (VALUES ('idle-8d', interval '8 days'), ('idle-6d', interval '6 days')) v(k, ago)
+        WHERE name = 'greeter';
+      INSERT INTO corq.dashboard_sessions (id, expires_at) VALUES ('expired-hk', now() - interval '1 second'), ('live-hk', now() + interval '1 hour');
+      INSERT INTO corq.webhook_ids (id, seen_at) VALUES ('old-hk', now() - interval '11 minutes'), ('recent-hk', now());`);
+    await state.stack.runCron();
+    await eventually(async () => {
+      const left = async (query: string) => (await state.db.query(query)).rows.map((r) => r.id);
+      expect(await left("SELECT key AS id FROM corq.keys WHERE key LIKE 'idle-%' ORDER BY key")).toEqual(["idle-6d"]);
+      expect(await left("SELECT id FROM corq.dashboard_sessions WHERE id LIKE '%-hk' ORDER BY id")).toEqual([
+        "live-hk",
+      ]);
+      expect(await left("SELECT id FROM corq.webhook_ids WHERE id LIKE '%-hk' ORDER BY id")).toEqual(["recent-hk"]);
+    });
+  });
+
   it("fans out consumer invocations over the SELF binding, up to CORQ_CONCURRENCY", async () => {
     for (let v = 0; v < 20; v++)
       await appendQuietly(`visitor-f${v}`, [{ name: "Registered", data: { name: `F${v}` } }]);

@@ -119,6 +119,17 @@ const endpoints: Endpoint[] = [
     allowed: [201],
   },
   { route: "GET /streams/:stream", scope: "read", path: () => "/streams/matrix-s", allowed: [200] },
+  {
+    route: "DELETE /streams/:stream",
+    scope: "admin",
+    prepare: async () => {
+      const stream = `matrix-erased-${++appended}`;
+      await withCorq((corq) => corq.append(stream, [{ name: "MatrixNoted", data: {} }]));
+      return stream;
+    },
+    path: (stream) => `/streams/${stream}`,
+    allowed: [200],
+  },
   { route: "GET /events", scope: "read", path: () => "/events?limit=5", allowed: [200] },
   { route: "GET /events/tail", scope: "read", path: () => "/events/tail?limit=5", allowed: [200] },
   { route: "GET /subscriptions", scope: "read", path: () => "/subscriptions", allowed: [200] },
@@ -235,6 +246,29 @@ const endpoints: Endpoint[] = [
     prepare: async () => (await api("POST", "/tokens", { body: { name: "doomed", scopes: ["read"] } })).json.id,
     path: (id) => `/tokens/${id}`,
     allowed: [204],
+  },
+  { route: "GET /retention", scope: "read", path: () => "/retention", allowed: [200] },
+  {
+    route: "PUT /retention",
+    scope: "admin",
+    path: () => "/retention",
+    body: { maxAgeMs: 86_400_000, streams: ["matrix-retained-"] },
+    allowed: [200],
+  },
+  {
+    route: "POST /retention/run",
+    scope: "admin",
+    // an event every subscription has advanced past, older than the policy's millisecond: a pass removes it
+    prepare: async () => {
+      await withCorq(async (corq) => {
+        await corq.setRetention({ maxAgeMs: 1, streams: ["matrix-retained-"] });
+        await corq.append(`matrix-retained-${++appended}`, [{ name: "MatrixNoted", data: {} }]);
+      });
+      expect((await api("POST", "/advance")).status).toBe(200);
+      return undefined;
+    },
+    path: () => "/retention/run",
+    allowed: [200],
   },
 ];
 

@@ -95,19 +95,28 @@ export function recordBatches(rows: BatchRecordRow[]): SQL {
     ${countAcked(sql`(SELECT * FROM batch WHERE outcome = 'acked') acked`, sql`finished_at`, sql`events`)}`;
 }
 
+/** How long the batch records and throughput buckets are kept by default (the dashboard's longest window). */
+export const ACTIVITY_KEPT_MS = 900_000;
+
 /**
  * Forgets batches and throughput buckets older than `olderThanMs`, and the batch-duration
  * counters of deleted subscriptions; counts the batches.
  */
 export function pruneActivity(olderThanMs: number): SQL {
+  return sql`
+    WITH ${pruneActivityCtes(olderThanMs)}
+    SELECT count(*)::int AS pruned FROM pruned`;
+}
+
+/** pruneActivity's CTEs, ending in `pruned` (one row per batch record forgotten). */
+export function pruneActivityCtes(olderThanMs: number): SQL {
   const cutoff = sql`now() - ${olderThanMs} * interval '1 millisecond'`;
   return sql`
-    WITH pruned AS (DELETE FROM ${activity} WHERE finished_at < ${cutoff} RETURNING 1),
+    pruned AS (DELETE FROM ${activity} WHERE finished_at < ${cutoff} RETURNING 1),
     buckets AS (DELETE FROM ${throughput} WHERE bucket < ${cutoff} - interval '10 seconds'),
     durations AS (
       DELETE FROM ${batchDurations} d WHERE NOT EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.id = d.subscription_id)
-    )
-    SELECT count(*)::int AS pruned FROM pruned`;
+    )`;
 }
 
 /**

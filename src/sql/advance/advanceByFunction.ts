@@ -20,7 +20,8 @@ export function readAdvanceBatch(
   const taken = streams === null ? sql`true` : streamTaken(sql`e.stream`, sql`${sql.param(streams)}::text[]`);
   return sql`
     SELECT ${eventColumns}, ${named} AND ${taken} AS matches,
-           s.watermark_tx::text AS watermark_tx, s.watermark_position, ${rewindState(sql`s`)} AS rewinding
+           s.watermark_tx::text AS watermark_tx, s.watermark_position, s.erase_epoch,
+           ${rewindState(sql`s`)} AS rewinding
     FROM ${subscriptions} s, ${events} e
     WHERE s.id = ${subscriptionId}
       AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)
@@ -37,8 +38,10 @@ export interface KeyedEvent {
 }
 
 /**
- * Write half: a compare-and-set on the watermark read by `readAdvanceBatch`. If another
- * advancer moved it meanwhile, or a rewind began, the UPDATE matches nothing and nothing is enqueued.
+ * Write half: a compare-and-set on the watermark read by `readAdvanceBatch`, and on its
+ * erase_epoch. If another advancer moved the watermark meanwhile, an erasure round (whose
+ * events the read may have seen) ran, or a rewind began, the UPDATE matches nothing and
+ * nothing is enqueued.
  */
 export function writeAdvanceBatch(
   subscriptionId: number,
@@ -46,7 +49,11 @@ export function writeAdvanceBatch(
     read,
     last,
     matched,
-  }: { read: { tx: string; position: number }; last: { tx: string; position: number }; matched: KeyedEvent[] },
+  }: {
+    read: { tx: string; position: number; eraseEpoch: number };
+    last: { tx: string; position: number };
+    matched: KeyedEvent[];
+  },
 ): SQL {
   return sql`
     WITH matched AS (
@@ -56,7 +63,8 @@ export function writeAdvanceBatch(
     ${enqueueAndMove(
       sql`${subscriptionId}::int`,
       { tx: sql`${last.tx}::xid8`, position: sql`${last.position}::bigint` },
-      sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position} AND s.rewind_token IS NULL AND ${asyncCommit}`,
+      sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position}
+          AND s.erase_epoch = ${read.eraseEpoch} AND s.rewind_token IS NULL AND ${asyncCommit}`,
     )}
     SELECT (SELECT count(*) FROM moved)::int AS applied`;
 }

@@ -21,7 +21,7 @@ export const rewindState = (s: SQL) =>
   sql`CASE WHEN ${s}.rewind_token IS NULL THEN NULL WHEN ${s}.rewind_until < ${lockedNow} THEN 'abandoned' ELSE 'live' END`;
 
 // Advisory lock class of "advancing subscription <id>" (any fixed number; the id is the key).
-const ADVANCING = 736_420_198;
+export const ADVANCING = 736_420_198;
 
 /**
  * The correlation key of event `e` as SQL text, from the LOCKED subscription row `sub` (its
@@ -70,6 +70,9 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
       SELECT id, watermark_tx, watermark_position, events, streams, key FROM ${subscriptions}
       WHERE id = ${subscriptionId} AND key <> 'function' AND rewind_token IS NULL AND ${asyncCommit}
         AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)
+        -- an erasure round committed after this statement's snapshot (its events still visible
+        -- here): the locked row's epoch moved, so nothing is done, as if another advancer held it
+        AND erase_epoch = (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId})
       FOR UPDATE
     ),
     scan AS (
@@ -102,8 +105,10 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
  * rows and upsert their key rows only if it moved, and count the skipped events. The
  * watermark and the queue change in one statement: nothing is enqueued twice, nothing is
  * lost. Each queued event gets the next seqs of its key's counter, in log order (the upsert
- * bumps the counter, the queue rows are numbered from what it returns). A working advance
- * also clears the subscription's last advance error.
+ * bumps the counter, the queue rows are numbered from what it returns); a key row created here
+ * numbers from the subscription's key_seq_floor as the watermark UPDATE returns it (the row's
+ * latest version, under its lock: src/sql/common/keySeqFloor.ts). A working advance also
+ * clears the subscription's last advance error.
  */
 export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: SQL }, condition: SQL): SQL {
   return sql`
@@ -118,17 +123,18 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
                               WHERE invalid IS NOT NULL ORDER BY tx DESC, position DESC LIMIT 1), s.last_skip),
         advance_error = NULL, advance_error_at = NULL
       WHERE s.id = ${subscriptionId} AND ${condition}
-      RETURNING s.id
+      RETURNING s.id, s.key_seq_floor
     ),
     keyed AS (
       INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, available_at)
-      SELECT moved.id, key, count(*), count(*), now() FROM matched, moved WHERE key IS NOT NULL
-      GROUP BY moved.id, key
+      SELECT moved.id, key, count(*), moved.key_seq_floor + count(*), now() FROM matched, moved WHERE key IS NOT NULL
+      GROUP BY moved.id, moved.key_seq_floor, key
       ORDER BY key -- one lock order for every writer of key rows: no deadlocks between advancers
       ON CONFLICT (subscription_id, key) DO UPDATE SET
         pending = k.pending + excluded.pending,
-        seq = k.seq + excluded.seq,
-        available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END
+        seq = k.seq + excluded.pending,
+        available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END,
+        active_at = now()
       RETURNING k.key, k.seq
     ),
     -- each key's counter as the upsert left it (the latest row version, under its lock), in

@@ -76,27 +76,31 @@ export function fencedKey(lease: Lease): SQL {
 }
 
 /**
- * The CTEs `acked` (the key row, when the lease held) and `removed` (its queue rows); see ackBatch.
+ * The CTEs `removed` (the acked queue rows, when the lease held) and `acked` (the key row); see ackBatch.
  * `durable`: the ack of a transactional handler's batch, last statement of the transaction that
  * holds the handler's writes — those are the app's data, committed synchronously (no asyncCommit).
  */
 export function ackCtes(lease: Lease, through: AckThrough, count: number, options: { durable?: boolean } = {}): SQL {
+  // pending goes down by the queue rows this ack deleted, not by the batch's `count`: an erasure
+  // may have removed some of the batch's events (and counted them) while it was in flight
   return sql`
     ${fencedKey(lease)},
+    removed AS (
+      DELETE FROM ${queue} q USING fenced f
+      WHERE q.subscription_id = f.subscription_id AND q.key = f.key
+        AND q.subscription_id = ${lease.subscriptionId} AND q.key = ${lease.key} AND q.seq <= ${through.seq}
+      RETURNING q.seq
+    ),
     acked AS (
       UPDATE ${keys} k SET
-        pending = k.pending - ${count},
-        available_at = CASE WHEN k.pending - ${count} > 0 THEN f.at END,
+        pending = k.pending - (SELECT count(*) FROM removed),
+        available_at = CASE WHEN k.pending - (SELECT count(*) FROM removed) > 0 THEN f.at END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
         last_seq = ${through.seq}, last_tx = ${through.tx}::xid8, last_position = ${through.position},
-        acked = k.acked + ${count}
+        acked = k.acked + ${count}, active_at = f.at
       FROM fenced f
       WHERE k.subscription_id = f.subscription_id AND k.key = f.key ${options.durable ? sql`` : sql`AND ${asyncCommit}`}
+        AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
       RETURNING k.subscription_id, k.key, k.pending
-    ),
-    removed AS (
-      DELETE FROM ${queue} q USING acked
-      WHERE q.subscription_id = acked.subscription_id AND q.key = acked.key
-        AND q.seq <= ${through.seq}
     )`;
 }

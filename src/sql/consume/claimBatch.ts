@@ -55,6 +55,9 @@ export interface ClaimRow extends Partial<EventRow> {
  *            snapshot, so only rows past the key row's ack cursor last_seq (its latest, locked
  *            version) count: a consumer that claimed, handled and acked this key while this
  *            statement waited is never repeated, nor are rows a rewind replaced.
+ *            Each row is joined with its event in the same read (never a queue row without it),
+ *            and a key an erasure round took events of after the snapshot (keys.erased moved
+ *            on its locked row) gets no batch: it is given back (src/sql/log/eraseStream.ts).
  * Rows: per claimed key, one row per event (key, then seq order); one row with null event
  * columns for a key that died here; one row with a null key when nothing was claimed; no row
  * when there is no such subscription (of `kind`).
@@ -123,7 +126,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
         -- the picked rows by primary key: a join alone may be planned as a scan of every key row
         AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM pick ORDER BY key))
-      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq, pick.replaying,
+      RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq, k.erased, pick.replaying,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
                 CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
                 CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
@@ -137,20 +140,23 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
           ? sql`CASE WHEN row_number() OVER () = 1 THEN (SELECT json_agg(settled ORDER BY key) FROM settled) END`
           : sql`NULL::json`
       } AS settled,
-      q.seq, q.replay, ${eventColumns}
+      e.seq, e.replay, ${eventColumns}
     FROM sub
     LEFT JOIN claimed c ON true
     LEFT JOIN LATERAL (
-      SELECT q.seq, q.replay, q.position FROM ${queue} q
+      -- with the event (one snapshot for both): a queue row is never handed out without it
+      SELECT q.seq, q.replay, e.* FROM ${queue} q JOIN ${events} e ON e.position = q.position
       WHERE q.subscription_id = c.subscription_id AND q.key = c.key AND NOT c.dies
         -- the snapshot may predate another consumer's ack of this key (or a rewind): skip
         -- what the cursor says is done
         AND q.seq > c.last_seq
+        -- it may predate an erasure round that took events of this key (the locked row's
+        -- counter moved): nothing of the key, which is given back (releaseLease)
+        AND c.erased = (SELECT k0.erased FROM ${keys} k0 WHERE k0.subscription_id = c.subscription_id AND k0.key = c.key)
       ORDER BY q.seq
       LIMIT c.batch_limit
-    ) q ON true
-    LEFT JOIN ${events} e ON e.position = q.position
-    ORDER BY c.key, q.seq`;
+    ) e ON true
+    ORDER BY c.key, e.seq`;
 }
 
 /**
@@ -169,7 +175,8 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
 function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQL {
   const part = (replaying: boolean, take: SQL) => sql`
       SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
-             (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts) AS dies,
+             -- (never dead on nothing: an erasure may have emptied the key under its lease)
+             (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts AND k.pending > 0) AS dies,
              k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from,
              ${sql.raw(String(replaying))} AS replaying
       FROM ${keys} k, sub

@@ -18,16 +18,19 @@ export function failBatch(
     WITH ${fencedKey(lease)},
     failed AS (
       UPDATE ${keys} k SET
-        attempts = k.attempts + 1,
+        -- pending 0: an erasure took every event of the key while the batch ran; nothing is
+        -- left to retry, so the key is idle, no attempt counted (never dead on a missing event)
+        attempts = CASE WHEN k.pending = 0 THEN 0 ELSE k.attempts + 1 END,
         last_error = ${error},
-        failed_position = ${headPosition},
+        failed_position = CASE WHEN k.pending > 0 THEN ${headPosition}::bigint END,
         lease_token = NULL, lease_until = NULL,
-        dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN f.at END,
-        available_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN NULL
+        dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts AND k.pending > 0 THEN f.at END,
+        available_at = CASE WHEN k.attempts + 1 >= s.max_attempts OR k.pending = 0 THEN NULL
           ELSE f.at + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
                        * interval '1 millisecond' END
       FROM fenced f, ${subscriptions} s
-      WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND s.id = k.subscription_id AND ${asyncCommit}
+      WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
+        AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key} AND s.id = ${lease.subscriptionId}
       RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead
     ),
     recorded AS (

@@ -5,14 +5,18 @@ import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
 
 /**
- * Gives a claimed key back untouched (ready again now): for a claim whose batch came out
- * empty because everything its snapshot saw had been acked by another consumer meanwhile,
- * and for a batch whose handler gave up in a graceful stop (consume.ts). One row when the
- * lease was still ours.
+ * Gives a claimed key back untouched: ready again now, or idle when nothing is queued. For a
+ * claim whose batch came out empty — everything its snapshot saw had been acked by another
+ * consumer meanwhile, or an erasure round took events of the key after its snapshot
+ * (claimBatch.ts) — and for a batch whose handler gave up in a graceful stop (consume.ts).
+ * One row when the lease was still ours.
  */
 export function releaseLease(lease: Lease): SQL {
   return sql`
-    UPDATE ${keys} SET lease_token = NULL, lease_until = NULL, available_at = ${lockedNow}
+    UPDATE ${keys} SET lease_token = NULL, lease_until = NULL,
+      -- nothing queued (an erasure took the key's events while its lease ran): idle, not ready
+      available_at = CASE WHEN pending > 0 THEN ${lockedNow} END,
+      attempts = CASE WHEN pending > 0 THEN attempts ELSE 0 END
     WHERE subscription_id = ${lease.subscriptionId} AND key = ${lease.key} AND lease_token = ${lease.token}::uuid AND ${asyncCommit}
     RETURNING 1 AS released`;
 }

@@ -39,16 +39,21 @@ export interface SettledRow {
  *            comes first, in a CTE of its own, because an UPDATE evaluates its WHERE and SET
  *            before it waits for a row another session merely locked (see clock.ts). A CTE's
  *            rows are produced one by one, so each key's clock is read after its own lock;
- *   acked    acks: pending − count, ready again at `at` if more is queued, the ack cursor
- *            (last_seq) moved;
  *   removed  the acked prefix of each key's queue rows, by seq (that key's only);
+ *   acked    acks: pending − the rows removed, ready again at `at` if more is queued, the ack
+ *            cursor (last_seq) moved;
  *   failed   failures: attempts + 1, backoff from `at` or dead after maxAttempts (as failBatch);
  *   failures the failed batches in the activity record (acks are buffered by the drain loop).
+ * Each write names its rows in an index condition of its own (the settled keys, a parameter),
+ * not only through its join with a CTE: a plan made while the tables were empty must still
+ * read them by key once they are full (docs/architecture.md, "Plans made while a table was empty").
  */
 export function settleCtes(subscriptionId: number, settlements: Settlement[]): SQL {
   const ack = (s: Settlement) => ("through" in s.outcome ? s.outcome : undefined);
   const fail = (s: Settlement) => ("error" in s.outcome ? s.outcome : undefined);
   const column = <T>(values: T[]) => sql.param(values);
+  // the settled keys, as a parameter: each write below names them in its own index condition
+  const settled = sql`${sql.param(settlements.map((s) => s.key))}::text[]`;
   return sql`
     settle AS (
       SELECT * FROM unnest(
@@ -65,7 +70,7 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
     locked AS (
       -- by primary key (= ANY): a join with settle may be planned as a scan of every key row
       SELECT k.subscription_id, k.key, k.lease_token, k.lease_until FROM ${keys} k
-      WHERE k.subscription_id = ${subscriptionId} AND k.key = ANY(${column(settlements.map((s) => s.key))}::text[])
+      WHERE k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       ORDER BY k.key
       FOR UPDATE
     ),
@@ -75,34 +80,43 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
       FROM locked l JOIN settle i ON i.key = l.key
       WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}
     ),
+    removed AS (
+      DELETE FROM ${queue} q USING fenced a
+      WHERE a.error IS NULL AND q.subscription_id = a.subscription_id AND q.key = a.key AND q.seq <= a.through_seq
+        AND q.subscription_id = ${subscriptionId} AND q.key = ANY(${settled})
+      RETURNING q.key
+    ),
+    -- what each ack deleted: pending goes down by that, not by the batch's count (an erasure
+    -- may have removed some of the batch's events, and counted them, while it was in flight)
+    removed_per_key AS (SELECT key, count(*) AS n FROM removed GROUP BY key),
     acked AS (
       UPDATE ${keys} k SET
-        pending = k.pending - f.count,
-        available_at = CASE WHEN k.pending - f.count > 0 THEN f.at END,
+        pending = k.pending - coalesce(r.n, 0),
+        available_at = CASE WHEN k.pending - coalesce(r.n, 0) > 0 THEN f.at END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
         last_seq = f.through_seq, last_tx = f.through_tx, last_position = f.through_position,
-        acked = k.acked + f.count
-      FROM fenced f
+        acked = k.acked + f.count, active_at = f.at
+      FROM fenced f LEFT JOIN removed_per_key r ON r.key = f.key
       WHERE f.error IS NULL AND k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
+        AND k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       RETURNING k.subscription_id, k.key, k.pending, k.last_seq, f.at
-    ),
-    removed AS (
-      DELETE FROM ${queue} q USING acked a
-      WHERE q.subscription_id = a.subscription_id AND q.key = a.key AND q.seq <= a.last_seq
     ),
     failed AS (
       UPDATE ${keys} k SET
-        attempts = k.attempts + 1,
+        -- pending 0: an erasure took every event of the key while the batch ran; nothing is
+        -- left to retry, so the key is idle, no attempt counted (never dead on a missing event)
+        attempts = CASE WHEN k.pending = 0 THEN 0 ELSE k.attempts + 1 END,
         last_error = f.error,
-        failed_position = f.head_position,
+        failed_position = CASE WHEN k.pending > 0 THEN f.head_position END,
         lease_token = NULL, lease_until = NULL,
-        dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN f.at END,
-        available_at = CASE WHEN k.attempts + 1 >= s.max_attempts THEN NULL
+        dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts AND k.pending > 0 THEN f.at END,
+        available_at = CASE WHEN k.attempts + 1 >= s.max_attempts OR k.pending = 0 THEN NULL
           ELSE f.at + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
                        * interval '1 millisecond' END
       FROM fenced f, ${subscriptions} s
       WHERE f.error IS NOT NULL AND k.subscription_id = f.subscription_id AND k.key = f.key
-        AND s.id = k.subscription_id AND ${asyncCommit}
+        AND s.id = ${subscriptionId} AND ${asyncCommit}
+        AND k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead, f.at, f.claimed_at, f.count
     ),
     failures AS (

@@ -16,6 +16,7 @@ export function subscriptionStats(name?: string): SQL {
     SELECT s.id, s.name, s.kind, s.events, s.streams, s.key, s."from", s.batch_size, s.max_attempts, s.lease_ms,
       s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.deliver, s.paused, s.watermark_position, s.skipped,
       s.skipped_invalid, s.last_skip, s.skipped_dead, s.advance_error, s.advance_error_at, s.incarnation,
+      s.start_horizon,
       (SELECT count(*) FROM ${events} e WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position))::bigint AS lag,
       c.pending, c.ready, c.leased, c.backoff, c.dead, c.paused_keys,
       (SELECT (extract(epoch FROM now() - e.created_at) * 1000)::bigint FROM ${events} e
@@ -68,6 +69,7 @@ export interface StatsRow {
   dead: number;
   paused_keys: number;
   incarnation: string;
+  start_horizon: string | null;
   oldest_pending_age_ms: string | null;
 }
 
@@ -99,6 +101,7 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
         : { message: row.advance_error, at: new Date(present(row.advance_error_at, "advance_error_at")).toISOString() },
     keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead, paused: row.paused_keys },
     incarnation: row.incarnation,
+    startsAt: row.start_horizon === null ? null : Number(row.start_horizon),
     oldestPendingAgeMs: row.oldest_pending_age_ms === null ? null : Math.max(0, Number(row.oldest_pending_age_ms)),
   };
 }

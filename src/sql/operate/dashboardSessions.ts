@@ -1,14 +1,18 @@
 import { sql, type SQL } from "drizzle-orm";
 import { dashboardSessions, tokens } from "../../db/schema.js";
 
+/** Forgets the expired dashboard sessions. */
+export const pruneDashboardSessions = sql`DELETE FROM ${dashboardSessions} WHERE expires_at < now()`;
+
 /**
  * Records a new dashboard session valid for `ttlMs`, logged in with the scoped token `tokenId`
- * (null: the bootstrap admin token); forgets expired ones in the same statement. No row when
- * the token is gone (revoked since it was checked): the login is refused.
+ * (null: the bootstrap admin token); forgets expired ones in the same statement (housekeeping
+ * does too, when nobody logs in). No row when the token is gone (revoked since it was
+ * checked): the login is refused.
  */
 export function startDashboardSession(id: string, ttlMs: number, tokenId: string | null): SQL {
   return sql`
-    WITH pruned AS (DELETE FROM ${dashboardSessions} WHERE expires_at < now())
+    WITH pruned AS (${pruneDashboardSessions})
     INSERT INTO ${dashboardSessions} (id, expires_at, token_id)
     SELECT ${id}, now() + ${ttlMs} * interval '1 millisecond', ${tokenId}::uuid
     WHERE ${tokenId}::uuid IS NULL OR EXISTS (SELECT 1 FROM ${tokens} WHERE id = ${tokenId}::uuid)

@@ -43,7 +43,7 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
     released AS (
       UPDATE ${keys} k SET dead_at = NULL, attempts = 0, failed_position = NULL,
         pending = k.pending - 1, skipped = k.skipped + 1, last_seq = head.seq, last_tx = head.tx, last_position = head.position,
-        available_at = CASE WHEN k.pending - 1 > 0 THEN ${lockedNow} END
+        available_at = CASE WHEN k.pending - 1 > 0 THEN ${lockedNow} END, active_at = ${lockedNow}
       FROM head
       WHERE k.subscription_id = head.subscription_id AND k.key = head.key
       RETURNING k.key

@@ -110,6 +110,11 @@ export interface ChunkRow {
   scanned: number;
   /** 0: the rewind is not held by this token any more (taken over, or the subscription deleted). */
   held: number;
+  /**
+   * Staging only: an erasure round committed after the chunk's events were read (the
+   * subscription's erase_epoch moved on): nothing was staged, the cursor stayed; read again.
+   */
+  stale?: boolean;
 }
 
 /**
@@ -118,7 +123,9 @@ export interface ChunkRow {
  * staging), the next `limit` events after the cursor up to the watermark in log order, those
  * that the subscription's CURRENT filters (event names, stream prefixes) match with a valid
  * key (of `rewind_key` only, when set) staged, the cursor moved past the last event read —
- * cleared when fewer than `limit` were left. A rewind of one stream (`oneStream`: the key is
+ * cleared when fewer than `limit` were left — unless an erasure round committed between the
+ * statement's snapshot and its lock (erase_epoch moved on: the events read may be erased ones;
+ * nothing staged, `stale`). A rewind of one stream (`oneStream`: the key is
  * the stream) reads that stream alone, by its index, in version order — within a stream log
  * order is version order (schema.ts, streams.last_tx).
  */
@@ -159,39 +166,48 @@ export function stageChunk(options: {
       LIMIT ${limit}`;
   return sql`
     WITH sub AS (
-      SELECT id, events, streams, key, rewind_key, watermark_tx, watermark_position, rewind_cursor_tx, rewind_cursor_position
+      SELECT id, events, streams, key, rewind_key, watermark_tx, watermark_position, rewind_cursor_tx, rewind_cursor_position,
+        erase_epoch
       FROM ${subscriptions}
       WHERE id = ${subscriptionId} AND rewind_token = ${token}::uuid AND rewind_cursor_tx IS NOT NULL AND ${asyncCommit}
       FOR UPDATE
     ),
+    -- the locked row is the latest version, the events are read with the statement's snapshot:
+    -- an erasure round that committed in between bumped the epoch (eraseStream.ts)
+    stale AS (
+      SELECT (SELECT erase_epoch FROM sub) IS DISTINCT FROM
+        (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId}) AS stale
+    ),
     scan AS (${scan}),
     matched AS (
       SELECT tx, position, key FROM scan
-      WHERE matches AND key IS NOT NULL AND ${keyProblem(sql`key`)} IS NULL
+      WHERE NOT (SELECT stale FROM stale) AND matches AND key IS NOT NULL AND ${keyProblem(sql`key`)} IS NULL
         AND ((SELECT rewind_key FROM sub) IS NULL OR key = (SELECT rewind_key FROM sub))
     ),
-    last AS (SELECT tx, position FROM scan ORDER BY tx DESC, position DESC LIMIT 1),
+    last AS (SELECT tx, position FROM scan WHERE NOT (SELECT stale FROM stale) ORDER BY tx DESC, position DESC LIMIT 1),
     staged AS (
       INSERT INTO ${rewindStaged} (subscription_id, key, tx, position)
       SELECT ${subscriptionId}, key, tx, position FROM matched ORDER BY key, tx, position
     ),
-    ${moveCursor({ subscriptionId, token, leaseMs, done: sql`(SELECT count(*) FROM scan) < ${limit}` })}
-    SELECT (SELECT count(*) FROM scan)::int AS scanned, (SELECT count(*) FROM moved)::int AS held`;
+    ${moveCursor({ subscriptionId, token, leaseMs, done: sql`NOT (SELECT stale FROM stale) AND (SELECT count(*) FROM scan) < ${limit}` })}
+    SELECT (SELECT count(*) FROM scan)::int AS scanned, (SELECT count(*) FROM moved)::int AS held,
+      (SELECT stale FROM stale) AS stale`;
 }
 
 /**
  * For a key function: the next `limit` events of the range after the cursor of the rewind
  * `token` holds, in log order (none when it holds none, or the range is staged); `matches`:
- * the subscription's current filters (event names, stream prefixes) take it.
+ * the subscription's current filters (event names, stream prefixes) take it; `erase_epoch`: the
+ * subscription's, for writeStageChunk's compare-and-set.
  */
 export function readStageChunk(options: { subscriptionId: number; token: string; limit: number }): SQL {
   const { subscriptionId, token, limit } = options;
   return sql`
     WITH sub AS (
-      SELECT id, events, streams, watermark_tx, watermark_position, rewind_cursor_tx, rewind_cursor_position
+      SELECT id, events, streams, watermark_tx, watermark_position, rewind_cursor_tx, rewind_cursor_position, erase_epoch
       FROM ${subscriptions} WHERE id = ${subscriptionId} AND rewind_token = ${token}::uuid
     )
-    SELECT e.position, e.stream, e.version, e.name, e.data, e.meta, e.created_at, e.tx::text AS tx,
+    SELECT e.position, e.stream, e.version, e.name, e.data, e.meta, e.created_at, e.tx::text AS tx, sub.erase_epoch,
       ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} AS matches
     FROM ${events} e, sub
     WHERE (e.tx, e.position) > ((SELECT rewind_cursor_tx FROM sub), (SELECT rewind_cursor_position FROM sub))
@@ -203,7 +219,8 @@ export function readStageChunk(options: { subscriptionId: number; token: string;
 /**
  * For a key function: stages the keyed events of one chunk (read by readStageChunk) and moves
  * the cursor to `last` (`done`: the range is read, the cursor cleared) — only while `token`
- * holds the rewind.
+ * holds the rewind, and only if no erasure round committed since the read (`eraseEpoch`, as
+ * read: else nothing is written and the row says `stale`).
  */
 export function writeStageChunk(options: {
   subscriptionId: number;
@@ -212,11 +229,13 @@ export function writeStageChunk(options: {
   last: { tx: string; position: number } | null;
   keyed: { tx: string; position: number; key: string }[];
   done: boolean;
+  /** As readStageChunk read it (undefined: it read nothing). */
+  eraseEpoch: number | undefined;
 }): SQL {
-  const { subscriptionId, token, leaseMs, last, keyed, done } = options;
+  const { subscriptionId, token, leaseMs, last, keyed, done, eraseEpoch } = options;
   return sql`
     WITH last AS (SELECT ${last?.tx ?? null}::xid8 AS tx, ${last?.position ?? null}::bigint AS position),
-    ${moveCursor({ subscriptionId, token, leaseMs, done: sql`${done}::boolean` })},
+    ${moveCursor({ subscriptionId, token, leaseMs, done: sql`${done}::boolean`, eraseEpoch })},
     staged AS (
       INSERT INTO ${rewindStaged} (subscription_id, key, tx, position)
       SELECT ${subscriptionId}, t.key, t.tx::xid8, t.position
@@ -224,22 +243,33 @@ export function writeStageChunk(options: {
       WHERE EXISTS (SELECT 1 FROM moved)
       ORDER BY t.key, t.tx::xid8, t.position
     )
-    SELECT (SELECT count(*) FROM moved)::int AS held`;
+    SELECT (SELECT count(*) FROM moved)::int AS held,
+      NOT EXISTS (SELECT 1 FROM moved) AND EXISTS (
+        SELECT 1 FROM ${subscriptions} WHERE id = ${subscriptionId} AND rewind_token = ${token}::uuid) AS stale`;
 }
 
 /**
  * The CTE `moved`: the cursor moved to \`last(tx, position)\` (kept where it has no row), or
- * cleared when `done`; the lease renewed — only while `token` holds the rewind and it stages.
+ * cleared when `done`; the lease renewed — only while `token` holds the rewind and it stages
+ * (and, given `eraseEpoch`, while the subscription's erase_epoch is still that).
  */
-function moveCursor(options: { subscriptionId: number; token: string; leaseMs: number; done: SQL }): SQL {
-  const { subscriptionId, token, leaseMs, done } = options;
+function moveCursor(options: {
+  subscriptionId: number;
+  token: string;
+  leaseMs: number;
+  done: SQL;
+  eraseEpoch?: number;
+}): SQL {
+  const { subscriptionId, token, leaseMs, done, eraseEpoch } = options;
+  const sameEpoch = eraseEpoch === undefined ? sql`` : sql`AND s.erase_epoch = ${eraseEpoch}`;
   return sql`moved AS (
       UPDATE ${subscriptions} s SET
         rewind_cursor_tx = CASE WHEN ${done} THEN NULL ELSE coalesce((SELECT tx FROM last), s.rewind_cursor_tx) END,
         rewind_cursor_position = CASE WHEN ${done} THEN NULL
                                       ELSE coalesce((SELECT position FROM last), s.rewind_cursor_position) END,
         rewind_until = ${leaseEnd(leaseMs)}
-      WHERE s.id = ${subscriptionId} AND s.rewind_token = ${token}::uuid AND s.rewind_cursor_tx IS NOT NULL AND ${asyncCommit}
+      WHERE s.id = ${subscriptionId} AND s.rewind_token = ${token}::uuid AND s.rewind_cursor_tx IS NOT NULL ${sameEpoch}
+        AND ${asyncCommit}
       RETURNING s.id
     )`;
 }
@@ -287,7 +317,7 @@ export function requeueChunk(options: {
     WITH moved AS (
       UPDATE ${subscriptions} s SET rewind_until = ${leaseEnd(leaseMs)}
       WHERE s.id = ${subscriptionId} AND s.rewind_token = ${token}::uuid AND s.rewind_cursor_tx IS NULL AND ${asyncCommit}
-      RETURNING s.id, s.rewinds AS mark
+      RETURNING s.id, s.rewinds AS mark, s.key_seq_floor AS floor
     ),
     matched AS (
       DELETE FROM ${rewindStaged}
@@ -321,7 +351,10 @@ export function requeueChunk(options: {
  *            still sees them never hands them out.
  * Requeued events get the next seqs of the key's counter, in log order, and `replay`; the key
  * is replaying (claimed after live keys) until it acks the last of them. A key with events here
- * but no row yet (the key strategy changed) gets one.
+ * but no row yet (the key strategy changed, or its idle row was compacted) gets one, numbered
+ * from the subscription's seq floor as the chunk's lock of the subscription row returns it
+ * (`moved.floor`: src/sql/common/keySeqFloor.ts). Compaction leaves a rewinding subscription
+ * alone, so no row of a key staged here goes between two chunks.
  */
 function requeue(subscriptionId: number): SQL {
   // Joins between CTEs are avoided: the planner cannot count a CTE's rows (it guessed 1 for
@@ -361,6 +394,7 @@ function requeue(subscriptionId: number): SQL {
         seq = d.seq + d.n,
         replay_seq = d.seq + d.n,
         rewound_by = (SELECT mark FROM moved),
+        active_at = now(),
         pending = CASE WHEN d.mode = 'replace' THEN d.n ELSE k.pending + d.n END,
         last_seq = CASE WHEN d.mode = 'replace' THEN d.seq ELSE k.last_seq END,
         available_at = CASE WHEN d.mode = 'replace' OR (k.available_at IS NULL AND k.dead_at IS NULL) THEN d.at
@@ -378,14 +412,14 @@ function requeue(subscriptionId: number): SQL {
     ),
     fresh AS (
       INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, replay_seq, available_at, rewound_by)
-      SELECT ${subscriptionId}, f.key, f.n, f.n, f.n, now(), (SELECT mark FROM moved) FROM firsts f
+      SELECT ${subscriptionId}, f.key, f.n, m.floor + f.n, m.floor + f.n, now(), m.mark FROM firsts f, moved m
       -- not an anti-join with keys: planned on a keys table without statistics (its first
       -- rewind, say), it probed by subscription alone, every fresh key against every row
       -- inserted so far (5 s for 5,000 keys); a hashed subplan over the rows found
       WHERE f.key NOT IN (SELECT key FROM locked)
       ORDER BY f.key
       ON CONFLICT (subscription_id, key) DO UPDATE SET
-        pending = k.pending + excluded.pending, seq = k.seq + excluded.seq, replay_seq = k.seq + excluded.seq,
+        pending = k.pending + excluded.pending, seq = k.seq + excluded.pending, replay_seq = k.seq + excluded.pending,
         available_at = coalesce(k.available_at, now()), rewound_by = excluded.rewound_by
       RETURNING k.key, k.seq
     ),

@@ -1,5 +1,5 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|sustained | --skip connections]
-// [-- --replay-events n] [-- --minutes n --rate n]`: corq
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained | --skip connections]
+// [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n]`: corq
 // against graphile-worker and pg-boss on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
 // connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full
@@ -20,10 +20,11 @@ import { connectionLines, connectionsJson, measureConnections } from "./workersC
 import { lineChart } from "./charts.js";
 import { median, percentile, spreadPercent } from "./stats.js";
 import { replayUnderLive, type PhaseResult, type ReplayPhase } from "./replay.js";
+import { rewindStall, type StallPhase } from "./rewindStall.js";
 import { sustainedSection } from "./sustainedSection.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections", "serve", "advance", "replay", "sustained"];
+const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
@@ -401,6 +402,49 @@ try {
       };
     }
     results.replay = replayResults;
+    if (only) await endOnly(start);
+  }
+
+  // issue 30: another subscription's delivery while one subscription is rewound (the xmin
+  // horizon is the cluster's: a rewind that held a transaction stalled every advance)
+  if (!only || only === "rewindStall") {
+    const events = process.argv.includes("--rewind-events")
+      ? Number(process.argv[process.argv.indexOf("--rewind-events") + 1])
+      : quick
+        ? 100_000
+        : 1_000_000;
+    const stall = { events, keys: 10_000, rate: 50, baselineSeconds: quick ? 5 : 10 };
+    const start = sectionOf(
+      `Another subscription during a rewind: ${fmt(stall.events)} events over ${fmt(stall.keys)} keys of one subscription rewound to the beginning, ${stall.rate} live appends/s that only another subscription takes`,
+      "rewindStall",
+    );
+    say(
+      "Append→handler latency of the other subscription's events (its own instance advances, coalesced, and drains with 2 consumers), before and while the rewind call runs; nobody consumes the rewound subscription. `worst 5 s p50`: the highest p50 of any 5-second window. `longest xid`: the oldest transaction holding a transaction id seen (pg_stat_activity, sampled every 250 ms) — what holds the xmin horizon, and every advance, back. `load`: the 1-minute load average at the phase's end (2 cores, shared).\n",
+    );
+    say(
+      "| phase | p50 ms | p99 ms | max ms | worst 5 s p50 ms | live events | longest xid ms | longest transaction ms | rewind call ms | load |\n|---|---|---|---|---|---|---|---|---|---|",
+    );
+    const r = await onFreshDatabase("stall", (url) => rewindStall(url, stall));
+    const row = (name: string, p: StallPhase, rewindMs?: number) =>
+      say(
+        `| ${name} | ${fmt(p.p50Ms)} | ${fmt(p.p99Ms)} | ${fmt(p.maxMs)} | ${fmt(p.worstWindowP50Ms)} | ${p.samples} | ${fmt(p.longestXidMs)} | ${fmt(p.longestTransactionMs)} | ${rewindMs === undefined ? "–" : fmt(rewindMs)} | ${p.load.toFixed(1)} |`,
+      );
+    row("no rewind (baseline)", r.baseline);
+    row(`rewind of ${fmt(r.requeued)} events`, r.during, r.rewindMs);
+    say(
+      `\nThe rewind call sent ${fmt(r.statements)} statements; the longest took ${fmt(r.longestStatementMs)} ms (\`${r.longestStatement}…\`). The longest xid was held by \`${r.during.longestXidQuery}…\`.`,
+    );
+    results.rewind_stall = {
+      baseline_p50_ms: r.baseline.p50Ms,
+      p50_ms: r.during.p50Ms,
+      p99_ms: r.during.p99Ms,
+      worst_window_p50_ms: r.during.worstWindowP50Ms,
+      longest_xid_ms: Math.round(r.during.longestXidMs),
+      longest_statement_ms: Math.round(r.longestStatementMs),
+      rewind_ms: Math.round(r.rewindMs),
+      requeued: r.requeued,
+      load: r.during.load,
+    };
     if (only) await endOnly(start);
   }
 

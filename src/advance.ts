@@ -1,6 +1,6 @@
 import type { Executor } from "./db/executor.js";
 import { CorqError, isDatabaseUnavailable, present, toError } from "./errors.js";
-import { keyProblem, keyText, type KeyStrategy, type Subscription } from "./config.js";
+import { keyText, type KeyStrategy, type Subscription } from "./config.js";
 import {
   advanceSubscription,
   kicksPending,
@@ -10,7 +10,11 @@ import {
 } from "./sql/advance/advanceSubscription.js";
 import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advance/advanceByFunction.js";
 import { syncSubscriptions, type SubscriptionRow } from "./sql/advance/syncSubscriptions.js";
-import { toStoredEvent, type EventRow } from "./sql/common/eventColumns.js";
+import type { EventRow } from "./sql/common/eventColumns.js";
+import { keyOf } from "./keyOf.js";
+import { resumeRewind } from "./rewind.js";
+
+type FunctionKey = Extract<KeyStrategy, { kind: "function" }>;
 
 export interface AdvanceOptions {
   /** Events scanned per statement; a subscription is advanced in rounds until it is caught up. */
@@ -124,7 +128,10 @@ export async function advanceOnce(
 
 /**
  * Rounds of one statement (stream or JSON-path key) until the subscription is caught up, or
- * none at all when another advancer is at work on it (held: false).
+ * none at all when another advancer is at work on it (held: false). A subscription being
+ * rewound is not advanced, coalesced or not: the rewind advances it when it ends (waiting here
+ * would hold up every subscription after it in this pass). A rewind whose holder is gone is
+ * taken over and finished first.
  */
 async function advanceInSql(
   executor: Executor,
@@ -134,6 +141,10 @@ async function advanceInSql(
   for (;;) {
     const [row] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit));
     const round = present(row, "the advance round's row");
+    if (round.held === 0 && round.rewinding !== null) {
+      if (round.rewinding === "abandoned" && (await resumeRewind(executor, subscriptionId, { chunk: limit }))) continue;
+      return { enqueued, held: false };
+    }
     if (round.held === 0) {
       if (coalesce) return { enqueued, held: enqueued > 0 };
       await executor.run(waitForAdvancer(subscriptionId));
@@ -152,7 +163,7 @@ async function advanceByFunction(
   executor: Executor,
   subscriptionId: number,
   options: {
-    key: Extract<KeyStrategy, { kind: "function" }>;
+    key: FunctionKey;
     events: string[];
     streams: string[] | null;
     limit: number;
@@ -161,11 +172,26 @@ async function advanceByFunction(
   let enqueued = 0;
   for (;;) {
     const rows = await executor.run<
-      EventRow & { matches: boolean; watermark_tx: string; watermark_position: string; erase_epoch: string | number }
+      EventRow & {
+        matches: boolean;
+        watermark_tx: string;
+        watermark_position: string;
+        erase_epoch: string | number;
+        rewinding: AdvanceRow["rewinding"];
+      }
     >(readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }));
     const [first] = rows;
     const last = rows.at(-1);
     if (!first || !last) return enqueued;
+    if (first.rewinding !== null) {
+      // being rewound: the rewind advances it when it ends (see advanceInSql)
+      if (
+        first.rewinding === "abandoned" &&
+        (await resumeRewind(executor, subscriptionId, { chunk: options.limit, keyFunction: options.key }))
+      )
+        continue;
+      return enqueued;
+    }
     const matched: KeyedEvent[] = rows
       .filter((row) => row.matches)
       .map((row) => ({ tx: row.tx, position: Number(row.position), ...keyOf(options.key, row) }));
@@ -185,29 +211,4 @@ async function advanceByFunction(
     enqueued += matched.filter((m) => m.key !== null).length;
     if (rows.length < options.limit) return enqueued;
   }
-}
-
-/**
- * The key of one event: the function's string (or number) if it keeps the key rule; nothing
- * (null / undefined: the event does not belong to this subscription); or, when the function
- * throws or returns anything else, no key and the reason — the event is skipped, counted,
- * and the advance goes on (one bad event never stalls a subscription).
- */
-export function keyOf(
-  strategy: Extract<KeyStrategy, { kind: "function" }>,
-  row: EventRow,
-): { key: string | null; invalid: string | null } {
-  let key: unknown;
-  try {
-    key = strategy.fn(toStoredEvent(row));
-  } catch (thrown) {
-    const error = toError(thrown);
-    return { key: null, invalid: `key function threw ${error.name}: ${error.message}`.slice(0, 500) };
-  }
-  if (key === null || key === undefined) return { key: null, invalid: null };
-  if (typeof key !== "number" && typeof key !== "string")
-    return { key: null, invalid: `key function returned ${typeof key}` };
-  const text = String(key);
-  const problem = keyProblem(text);
-  return problem ? { key: null, invalid: problem } : { key: text, invalid: null };
 }

@@ -405,7 +405,7 @@ describe("erasure and concurrent work", () => {
       await late.migrate();
       await advancer.query("BEGIN");
       expect(await run(advancer, advanceSubscription(await idOf(raw, "late"), 100))).toEqual([
-        { scanned: 3, enqueued: 3, held: 1 },
+        { scanned: 3, enqueued: 3, held: 1, rewinding: null },
       ]);
       // …the round erases them, not seeing those queue rows; the advance commits after it
       expect(await run(eraser, eraseRound("alice", 2000))).toEqual([{ erased: 2, dequeued: 0, keys: 0 }]);

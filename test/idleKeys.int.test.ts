@@ -7,7 +7,6 @@
 import { describe, expect, inject, it } from "vitest";
 import pg from "pg";
 import { createCorq, type DeliveredEvent, type HandlerContext, type SubscriptionDefinition } from "../src/index.js";
-import { migrations } from "../src/db/migrations.js";
 import { createExecutor, type Queryable } from "../src/db/executor.js";
 import { compactIdleKeys, type CompactedRow } from "../src/sql/housekeeping/compactIdleKeys.js";
 import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
@@ -15,6 +14,7 @@ import { drain, useCorq } from "./helpers/corq.js";
 import { until, within } from "./helpers/until.js";
 import { present } from "./helpers/present.js";
 import { createTestDatabase } from "./helpers/database.js";
+import { applyMigrations, migrationIndex, tagsFrom } from "./helpers/earlierRelease.js";
 
 const open = useCorq();
 const HOUR = 3_600_000;
@@ -253,9 +253,9 @@ describe("compaction next to writers of key rows", () => {
   });
 
   it("skips the subscription of a rewind in progress: the rewind requeues every key, the idle ones too", async () => {
-    // The rewind holds the subscription's row from its first statements on; its requeue waits
-    // here for key a's row (held by the test), its snapshot taken: had b been deleted meanwhile,
-    // the requeue would neither find b's row nor see it gone, and b's events would not replay.
+    // The rewind marks its subscription and commits chunk by chunk; its requeue chunk waits here
+    // for key a's row (held by the test), its snapshot taken: had b been deleted meanwhile, the
+    // requeue would neither find b's row nor see it gone, and b's events would not replay.
     const { seen, subscription } = recording();
     const { corq, raw } = await open({ subscriptions: [subscription] });
     await corq.append("a", [e(1), e(2)]);
@@ -267,7 +267,7 @@ describe("compaction next to writers of key rows", () => {
     try {
       await keyHolder.client.query("SELECT 1 FROM corq.keys WHERE key = 'a' FOR UPDATE");
       rewinding = corq.rewind("s", { to: "beginning" });
-      await waitingOnLock(raw, "WITH matched AS (");
+      await waitingOnLock(raw, "WITH moved AS (");
       const done = await within(compact(raw), { timeoutMs: 3000, message: "the compaction waited for the rewind" });
       expect(done).toEqual({ deleted: 0, busy: 1 });
       await keyHolder.end();
@@ -312,12 +312,8 @@ describe("upgrading a populated database of the release before (0010)", () => {
     const { seen, subscription } = recording({ maxAttempts: 5 });
     const corq = createCorq({ databaseUrl: database.url, subscriptions: [subscription] });
     try {
-      const previous = migrations.findIndex((m) => m.tag.endsWith("_stream_filter"));
-      expect(previous).toBeGreaterThan(0);
-      for (const migration of migrations.slice(0, previous + 1)) {
-        for (const statement of migration.statements) await client.query(statement);
-        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
-      }
+      const previous = migrationIndex("_stream_filter");
+      await applyMigrations(client, previous + 1);
       for (const [stream, version] of [
         ["i", 0],
         ["a", 0],
@@ -352,7 +348,7 @@ describe("upgrading a populated database of the release before (0010)", () => {
                  (1, 'd', 0, 0, NULL, NULL, NULL, NULL, NULL, now(), 1, 1, 1, 0),
                  (1, 'e', 1, 0, now(), NULL, NULL, NULL, NULL, NULL, 1, 2, 1, 2);`);
 
-      expect((await corq.migrate()).applied).toEqual(migrations.slice(previous + 1).map((m) => m.tag));
+      expect((await corq.migrate()).applied).toEqual(tagsFrom(previous + 1));
       const pool = client as unknown as Queryable;
       expect(await compact(pool)).toEqual({ deleted: 0, busy: 0 }); // every key was active at the upgrade
       await client.query("UPDATE corq.keys SET active_at = active_at - interval '2 hours'");

@@ -6,8 +6,8 @@
 import { describe, expect, inject, it } from "vitest";
 import pg from "pg";
 import { CorqError, createCorq, type SubscriptionDefinition } from "../src/index.js";
-import { migrations } from "../src/db/migrations.js";
 import { createTestDatabase } from "./helpers/database.js";
+import { applyMigrations, migrationIndex, seedAdvancedSubscriptions, tagsFrom } from "./helpers/earlierRelease.js";
 import { drain, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
 
@@ -365,12 +365,8 @@ describe("upgrading to retention", () => {
       ],
     });
     try {
-      const retentionMigration = migrations.findIndex((m) => m.tag.endsWith("_retention"));
-      expect(retentionMigration).toBeGreaterThan(0);
-      for (const migration of migrations.slice(0, retentionMigration)) {
-        for (const statement of migration.statements) await client.query(statement);
-        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
-      }
+      const retentionMigration = migrationIndex("_retention");
+      await applyMigrations(client, retentionMigration);
       for (const [stream, version] of [
         ["a", 0],
         ["b", 0],
@@ -388,27 +384,16 @@ describe("upgrading to retention", () => {
       // the release before left: a code subscription s advanced through the log, in which key a
       // is ready, b leased for an hour, c dead, d paused, e replaying (acked, then rewound); a push
       // subscription p advanced through the log too, with nothing queued
-      await client.query(`
-        INSERT INTO corq.streams (stream, version, last_tx) SELECT stream, max(version), max(tx) FROM corq.events GROUP BY stream;
-        INSERT INTO corq.subscriptions (name, kind, events, key, "from", batch_size, max_attempts, backoff_initial_ms,
-            backoff_max_ms, backoff_factor, lease_ms, deliver, watermark_tx, watermark_position)
-          SELECT name, kind, '{*}', 'stream', 'beginning', 100, 5, 0, 0, 1, 30000, deliver, tx, position
-          FROM (SELECT tx, position FROM corq.events ORDER BY tx DESC, position DESC LIMIT 1) last,
-            (VALUES ('s', 'code', NULL::jsonb),
-                    ('p', 'push', '{"url": "https://receiver.example/hook", "timeoutMs": 1000, "secret": "old"}'::jsonb)) v(name, kind, deliver)
-          ORDER BY name DESC;
-        INSERT INTO corq.queue (subscription_id, key, seq, tx, position, replay)
-          SELECT 1, stream, CASE WHEN stream = 'e' THEN version + 3 ELSE version + 1 END, tx, position, stream = 'e'
-          FROM corq.events;
-        INSERT INTO corq.keys (subscription_id, key, pending, attempts, available_at, lease_token, lease_until, lease_holder,
-            leased_at, dead_at, failed_position, paused_at, acked, seq, last_seq, replay_seq)
-          VALUES (1, 'a', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 2, 0, 0),
-                 (1, 'b', 1, 1, now() + interval '1 hour', gen_random_uuid(), now() + interval '1 hour', 'old', now(), NULL, NULL, NULL, 0, 1, 0, 0),
-                 (1, 'c', 1, 5, NULL, NULL, NULL, NULL, NULL, now(), (SELECT position FROM corq.events WHERE stream = 'c'), NULL, 0, 1, 0, 0),
-                 (1, 'd', 1, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, now(), 0, 1, 0, 0),
-                 (1, 'e', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2, 4, 2, 4);`);
+      await seedAdvancedSubscriptions(
+        client,
+        `(1, 'a', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 2, 0, 0),
+             (1, 'b', 1, 1, now() + interval '1 hour', gen_random_uuid(), now() + interval '1 hour', 'old', now(), NULL, NULL, NULL, 0, 1, 0, 0),
+             (1, 'c', 1, 5, NULL, NULL, NULL, NULL, NULL, now(), (SELECT position FROM corq.events WHERE stream = 'c'), NULL, 0, 1, 0, 0),
+             (1, 'd', 1, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, now(), 0, 1, 0, 0),
+             (1, 'e', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2, 4, 2, 4)`,
+      );
 
-      expect((await corq.migrate()).applied).toEqual(migrations.slice(retentionMigration).map((m) => m.tag));
+      expect((await corq.migrate()).applied).toEqual(tagsFrom(retentionMigration));
       expect(await corq.retention()).toEqual({ maxAgeMs: null, streams: null, horizon: null });
       expect(await corq.subscription("s")).toMatchObject({ startsAt: null, pending: 7 });
       expect(await corq.subscription("p")).toMatchObject({ startsAt: null });

@@ -465,7 +465,7 @@ describe("a claim whose snapshot predates a rewind", () => {
         [positions[0]],
       );
       const rewinding = corq.rewind("s", { to: "beginning", key: "b" });
-      await waiting("WITH matched AS ("); // (pg_stat_activity keeps a statement's first 1 kB)
+      await waiting("s.rewind_cursor_tx IS NULL"); // a requeue chunk (pg_stat_activity keeps a statement's first 1 kB)
       await keyHolder.query("BEGIN");
       await keyHolder.query("SELECT 1 FROM corq.keys WHERE key = 'z' FOR UPDATE");
       release();

@@ -1,5 +1,5 @@
-// Rewinds (of the whole subscription and of single keys, to random positions) while producers
-// append and several consumers drain. Per key, by seq (what a receiver deduplicates by):
+// Rewinds (of the whole subscription and of single keys, to random positions, in chunks of 16
+// events) while producers append and several consumers drain. Per key, by seq (what a receiver deduplicates by):
 //   order   seqs are first delivered in increasing order; a step back in the log happens only
 //           at a replayed event (a rewind); between steps back the events are consecutive — a
 //           replay ends exactly where the events after it begin (nothing skipped, nothing
@@ -94,7 +94,9 @@ describe("rewind under load", () => {
     const { corq, another } = await open({ subscriptions: [subscription] });
     const consumers: Corq[] = Array.from({ length: CONSUMERS }, () => another({ subscriptions: [subscription] }));
     const producer = another({ subscriptions: [subscription] });
-    const rewinder = another({ subscriptions: [subscription] });
+    // rewinds in chunks of 16 events (the advance's batch size): staged and requeued in many
+    // statements, each committed, while advances, appends and claims run between them
+    const rewinder = another({ subscriptions: [subscription], advanceBatchSize: 16 });
 
     const positions: number[] = [];
     let producing = true;

@@ -99,23 +99,36 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ],
   pauseKey: (f) => [f("s", "k")],
   resumeKey: (f) => [f("s", "k")],
-  holdAdvancer: (f) => [f("s")],
   keyProblem: (f) => [f(sql`'k'`)],
   streamTaken: (f) => [f(sql`e.stream`, sql`s.streams`)],
-  rewindTarget: (f) => [f("s", "beginning"), f("s", 5)],
-  matchedInSql: (f) => [
-    f({ subscriptionId: 1, from: through }, false),
-    f({ subscriptionId: 1, from: through, key: "k" }, true),
-    f({ subscriptionId: 1, from: through, key: "k" }, false),
+  beginRewind: (f) => [
+    f({ subscription: "s", to: "beginning", key: undefined, token: lease.token, leaseMs: 1000, functionKey: false }),
+    f({ subscription: "s", to: 5, key: "k", token: lease.token, leaseMs: 1000, functionKey: true }),
   ],
-  createStage: (f) => [f()],
-  readRewindRange: (f) => [
-    f({ subscriptionId: 1, from: through }, null, 10),
-    f({ subscriptionId: 1, from: through }, through, 10),
+  takeOverRewind: (f) => [f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, functionKey: false })],
+  finishRewind: (f) => [f(1, lease.token)],
+  stageChunk: (f) => [
+    f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000 }),
+    f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000, oneStream: "k" }),
   ],
-  stageKeys: (f) => [f([{ tx: "10", position: 5, key: "k" }])],
-  staged: (f) => [f(), f("k")],
-  requeue: (f) => [f(1, sql`SELECT '1'::xid8 AS tx, 1::bigint AS position, 'k' AS key`)],
+  analyzeStaged: (f) => [f()],
+  readStageChunk: (f) => [f({ subscriptionId: 1, token: lease.token, limit: 10 })],
+  writeStageChunk: (f) => [
+    f({ subscriptionId: 1, token: lease.token, leaseMs: 1000, last: null, keyed: [], done: true }),
+    f({
+      subscriptionId: 1,
+      token: lease.token,
+      leaseMs: 1000,
+      last: through,
+      keyed: [{ ...through, key: "k" }],
+      done: false,
+    }),
+  ],
+  requeueChunk: (f) => [
+    f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000, after: null }),
+    f({ subscriptionId: 1, token: lease.token, limit: 10, leaseMs: 1000, after: { ...through, key: "k" } }),
+  ],
+  rewindState: (f) => [f(sql`s`)],
   putSubscription: (f) => [
     f(settings, { url: "https://x.example", timeoutMs: 1000 }, { generated: "whsec_x" }),
     f({ ...settings, streams: ["a-", "b-"] }, { url: "https://x.example", timeoutMs: 1000 }, { generated: "whsec_x" }),
@@ -164,6 +177,17 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   notifyWake: (f) => [f("append"), f("append", "ready")],
   logPosition: (f) => [f()],
   compactIdleKeys: (f) => [f({ idleMs: 1000, limit: 10 })],
+  readRetention: (f) => [f(undefined), f({ maxAgeMs: 1000, streams: ["a-"] })],
+  writeRetention: (f) => [
+    f({ maxAgeMs: 1000, streams: null }, undefined),
+    f({ maxAgeMs: null, streams: ["a-"] }, { maxAgeMs: 1, streams: null }),
+  ],
+  lockPolicy: (f) => [f()],
+  lockSubscriptions: (f) => [f()],
+  requeuedRemoved: (f) => [f([1, 2, 3], { tx: "5", position: 3 })],
+  chunkSettings: (f) => [f(300)],
+  removeChunk: (f) => [f({ sweep: 2000, recheck: 2000 }), f({ sweep: 2000, recheck: 0 })],
+  rewindBelowHorizon: (f) => [f(10)],
   seqFloor: (f) => [f(1)],
 };
 
@@ -175,6 +199,7 @@ const notBuilders: Record<string, string> = {
   toDeadLetter: "decodes a row",
   toBatchRecord: "decodes a row",
   toTokenInfo: "decodes a row",
+  toRetention: "decodes a row",
 };
 
 type Rule = "LIMIT" | "INSERT … SELECT" | "ordered aggregate";

@@ -5,6 +5,7 @@ import pg from "pg";
 import { createCorq, type DeliveredEvent, type StoredEvent } from "../src/index.js";
 import { migrations } from "../src/db/migrations.js";
 import { createTestDatabase } from "./helpers/database.js";
+import { applyMigrations, migrationIndex, seedAdvancedSubscriptions, tagsFrom } from "./helpers/earlierRelease.js";
 
 const PREVIOUS_RELEASE = "0003_dashboard_and_webhooks";
 // the schema just before seq and rewind (0007_seq_rewind)
@@ -27,10 +28,7 @@ describe("upgrading a populated database", () => {
       ],
     });
     try {
-      for (const migration of migrations.slice(0, migrations.findIndex((m) => m.tag === PREVIOUS_RELEASE) + 1)) {
-        for (const statement of migration.statements) await client.query(statement);
-        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
-      }
+      await applyMigrations(client, migrations.findIndex((m) => m.tag === PREVIOUS_RELEASE) + 1);
       // what the previous release left behind: streams a (3 events), b (2), c (1), all advanced
       // into subscription s; key a ready, b leased for an hour, c dead (it had skipped 2 before)
       await client.query(`
@@ -96,10 +94,7 @@ describe("upgrading a populated database", () => {
       ],
     });
     try {
-      for (const migration of migrations.slice(0, migrations.findIndex((m) => m.tag === BEFORE_SEQ) + 1)) {
-        for (const statement of migration.statements) await client.query(statement);
-        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
-      }
+      await applyMigrations(client, migrations.findIndex((m) => m.tag === BEFORE_SEQ) + 1);
       // key a: a0 acked before, a1 … a3 queued (ready); b: two queued, leased for an hour; c: one
       // acked, two skipped dead letters, c3 queued and dead. Each append its own transaction.
       for (const [stream, version] of [
@@ -213,12 +208,8 @@ describe("upgrading a populated database", () => {
       ],
     });
     try {
-      const filterMigration = migrations.findIndex((m) => m.tag.endsWith("_stream_filter"));
-      expect(filterMigration).toBeGreaterThan(0);
-      for (const migration of migrations.slice(0, filterMigration)) {
-        for (const statement of migration.statements) await client.query(statement);
-        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
-      }
+      const filterMigration = migrationIndex("_stream_filter");
+      await applyMigrations(client, filterMigration);
       // each append its own transaction
       for (const [stream, version] of [
         ["a", 0],
@@ -240,27 +231,16 @@ describe("upgrading a populated database", () => {
       // what the release before left: a code subscription s and a push subscription p, both
       // advanced through the log; in s key a is ready, b leased for an hour, c dead, d paused,
       // e replaying (both its events acked, then rewound: queued again as seqs 3 and 4)
-      await client.query(`
-        INSERT INTO corq.streams (stream, version, last_tx) SELECT stream, max(version), max(tx) FROM corq.events GROUP BY stream;
-        INSERT INTO corq.subscriptions (name, kind, events, key, "from", batch_size, max_attempts, backoff_initial_ms,
-            backoff_max_ms, backoff_factor, lease_ms, deliver, watermark_tx, watermark_position)
-          SELECT name, kind, '{*}', 'stream', 'beginning', 100, 5, 0, 0, 1, 30000, deliver, tx, position
-          FROM (SELECT tx, position FROM corq.events ORDER BY tx DESC, position DESC LIMIT 1) last,
-            (VALUES ('s', 'code', NULL::jsonb),
-                    ('p', 'push', '{"url": "https://receiver.example/hook", "timeoutMs": 1000, "secret": "old"}'::jsonb)) v(name, kind, deliver)
-          ORDER BY name DESC;
-        INSERT INTO corq.queue (subscription_id, key, seq, tx, position, replay)
-          SELECT 1, stream, CASE WHEN stream = 'e' THEN version + 3 ELSE version + 1 END, tx, position, stream = 'e'
-          FROM corq.events;
-        INSERT INTO corq.keys (subscription_id, key, pending, attempts, available_at, lease_token, lease_until, lease_holder,
-            leased_at, dead_at, failed_position, paused_at, acked, seq, last_seq, replay_seq)
-          VALUES (1, 'a', 3, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 3, 0, 0),
-                 (1, 'b', 2, 1, now() + interval '1 hour', gen_random_uuid(), now() + interval '1 hour', 'old', now(), NULL, NULL, NULL, 0, 2, 0, 0),
-                 (1, 'c', 1, 5, NULL, NULL, NULL, NULL, NULL, now(), (SELECT position FROM corq.events WHERE stream = 'c'), NULL, 0, 1, 0, 0),
-                 (1, 'd', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, now(), 0, 2, 0, 0),
-                 (1, 'e', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2, 4, 2, 4);`);
+      await seedAdvancedSubscriptions(
+        client,
+        `(1, 'a', 3, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 3, 0, 0),
+             (1, 'b', 2, 1, now() + interval '1 hour', gen_random_uuid(), now() + interval '1 hour', 'old', now(), NULL, NULL, NULL, 0, 2, 0, 0),
+             (1, 'c', 1, 5, NULL, NULL, NULL, NULL, NULL, now(), (SELECT position FROM corq.events WHERE stream = 'c'), NULL, 0, 1, 0, 0),
+             (1, 'd', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, now(), 0, 2, 0, 0),
+             (1, 'e', 2, 0, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2, 4, 2, 4)`,
+      );
 
-      expect((await corq.migrate()).applied).toEqual(migrations.slice(filterMigration).map((m) => m.tag));
+      expect((await corq.migrate()).applied).toEqual(tagsFrom(filterMigration));
       expect(await corq.subscription("p")).toMatchObject({ kind: "push", streams: null, lag: 0 });
       expect(await corq.subscription("s")).toMatchObject({
         streams: null,
@@ -304,12 +284,8 @@ describe("upgrading a populated database", () => {
     await client.connect();
     const corq = createCorq({ databaseUrl: database.url, subscriptions: [{ name: "s", handle: () => undefined }] });
     try {
-      const tokensMigration = migrations.findIndex((m) => m.tag.endsWith("_tokens"));
-      expect(tokensMigration).toBeGreaterThan(0);
-      for (const migration of migrations.slice(0, tokensMigration)) {
-        for (const statement of migration.statements) await client.query(statement);
-        await client.query("INSERT INTO corq.migrations (tag) VALUES ($1)", [migration.tag]);
-      }
+      const tokensMigration = migrationIndex("_tokens");
+      await applyMigrations(client, tokensMigration);
       // what the release before left: two live sessions, an expired one, and a queue in flight
       await client.query(`
         INSERT INTO corq.dashboard_sessions (id, expires_at) VALUES
@@ -317,7 +293,7 @@ describe("upgrading a populated database", () => {
           ('expired', now() - interval '1 hour');`);
       await corq.append("a", [{ name: "E", data: {} }]);
 
-      expect((await corq.migrate()).applied).toEqual(migrations.slice(tokensMigration).map((m) => m.tag));
+      expect((await corq.migrate()).applied).toEqual(tagsFrom(tokensMigration));
       const sessions = await client.query(
         "SELECT id, token_id FROM corq.dashboard_sessions WHERE expires_at > now() ORDER BY id",
       );

@@ -69,17 +69,20 @@ export function createOperations({
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       const { to, key } = parseOrThrow(rewindOptions, rewindOpts, "invalid_input", "options");
       const db = await executor();
-      // below the retention horizon: refused here, before the rewind takes any lock (and again if
-      // the event at `to` went while it started: a retention pass removed it meanwhile)
+      const keyFunction = code.get(name)?.key;
+      // below the retention horizon: refused here, before the rewind marks anything (and again if
+      // the event at `to` went while it began: a retention pass removed it meanwhile)
       if (to !== "beginning") await refuseRewindBelowHorizon(db, to);
-      const done = await rewindSubscription(db, { subscription: name, to, key }, { code: code.get(name) }).catch(
-        async (error: unknown) => {
-          if (to !== "beginning" && error instanceof CorqError && error.code === "invalid_input")
-            await refuseRewindBelowHorizon(db, to);
-          throw error;
-        },
-      );
-      // advances that came while the rewind held the advancer's lock left a kick and returned
+      const done = await rewindSubscription(
+        db,
+        { subscription: name, to, key },
+        { keyFunction: keyFunction?.kind === "function" ? keyFunction : undefined, chunk: settings.advanceBatchSize },
+      ).catch(async (error: unknown) => {
+        if (to !== "beginning" && error instanceof CorqError && error.code === "invalid_input")
+          await refuseRewindBelowHorizon(db, to);
+        throw error;
+      });
+      // advances that came while the subscription was being rewound left a kick and returned
       if ((await db.run(kicksPending([done.subscriptionId]))).length > 0) await advance({ coalesce: true });
       return { requeued: done.requeued };
     },

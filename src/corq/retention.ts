@@ -36,7 +36,7 @@ export const RETENTION_LOCK_WAIT_MS = 300;
 /** Chunks rolled back in a row because a rewind queued their events meanwhile, before the pass stops. */
 const RACES_PER_PASS = 3;
 
-/** Thrown inside a chunk's transaction to roll it back: a rewind queued an event it removed. */
+/** Thrown inside a chunk's transaction to roll it back: a rewind queued, staged or may stage an event it removed. */
 class Requeued extends Error {}
 
 /**
@@ -50,7 +50,8 @@ async function chunkOnce(db: Executor, sizes: { sweep: number; recheck: number }
     const row = present((await tx.run<ChunkRow>(removeChunk(sizes)))[0], "the chunk's count row");
     if (row.deleted === 0) return row;
     await tx.run(lockSubscriptions());
-    const [check] = await tx.run<{ requeued: boolean }>(requeuedRemoved((row.positions ?? []).map(Number)));
+    const last = { tx: row.last_tx ?? "0", position: Number(row.last_position) };
+    const [check] = await tx.run<{ requeued: boolean }>(requeuedRemoved((row.positions ?? []).map(Number), last));
     if (check?.requeued) throw new Requeued();
     return row;
   });

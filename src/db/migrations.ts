@@ -146,6 +146,21 @@ export const migrations: { tag: string; statements: string[] }[] = [
     ]
   },
   {
+    "tag": "0014_bounded_rewind",
+    "statements": [
+      "CREATE TABLE \"corq\".\"rewind_staged\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"key\" text NOT NULL,\n\t\"tx\" \"xid8\" NOT NULL,\n\t\"position\" bigint NOT NULL,\n\tCONSTRAINT \"rewind_staged_pkey\" PRIMARY KEY(\"subscription_id\",\"key\",\"tx\",\"position\")\n);",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"rewound_by\" integer;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewinds\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_token\" uuid;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_until\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_from_tx\" \"xid8\";",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_from_position\" bigint;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_cursor_tx\" \"xid8\";",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_cursor_position\" bigint;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"rewind_key\" text;"
+    ]
+  },
+  {
     "tag": "0015_queue_subscription_position",
     "statements": [
       "-- The stats' oldest pending event (min(position) of a subscription's queued rows): one index\n-- probe. Without it every queued row of the subscription is read per stats call (200,000 rows\n-- after a rewind of 200,000 events; the whole queue at 1M keys with one event each);\n-- queue_position_idx (position) leads with the position, so a subscription with nothing queued\n-- beside one with a backlog would walk all of that backlog. Partial on a predicate every row\n-- meets (positions start at 1) that only the stats query states, so no other statement can pick\n-- it: as a full index it was taken for the ack's delete in a plan made on an empty queue (see\n-- src/db/schema.ts). A plain CREATE INDEX: the queue holds only unacked rows, so the build is short.\nCREATE INDEX \"queue_subscription_position_idx\" ON \"corq\".\"queue\" USING btree (\"subscription_id\",\"position\") WHERE position > 0;"

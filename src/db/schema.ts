@@ -114,7 +114,40 @@ export const subscriptions = corqSchema.table("subscriptions", {
   startHorizon: bigint("start_horizon", { mode: "number" }),
   createdAt: createdAt(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  // A rewind in progress (src/rewind.ts): it stages the range's events (rewind_staged) and
+  // then requeues them, in chunks that each commit; the subscription's own advance waits until
+  // it ends (an advance would number a key's live events between two of its chunks).
+  // rewinds: how many rewinds began (the current one's number marks the keys it requeued:
+  // keys.rewound_by); rewind_token: its holder; rewind_until: its lease, renewed by every chunk
+  // — past it, an advance or the next rewind takes the rewind over and finishes it;
+  // rewind_from: where its range starts (the range ends at the watermark, which stands still);
+  // rewind_cursor: the last event staged (null once the range is staged: the requeue goes on
+  // while staged rows are left); rewind_key: the one key rewound (null: all).
+  rewinds: integer("rewinds").notNull().default(0),
+  rewindToken: uuid("rewind_token"),
+  rewindUntil: timestamp("rewind_until", { withTimezone: true }),
+  rewindFromTx: xid8("rewind_from_tx"),
+  rewindFromPosition: bigint("rewind_from_position", { mode: "number" }),
+  rewindCursorTx: xid8("rewind_cursor_tx"),
+  rewindCursorPosition: bigint("rewind_cursor_position", { mode: "number" }),
+  rewindKey: text("rewind_key"),
 });
+
+/**
+ * The events a rewind in progress has found in its range and not yet requeued, with their keys
+ * (src/rewind.ts): staged in log order, requeued key by key — so each key's row is written
+ * once or twice per rewind, not once per chunk of the log its events are spread over.
+ */
+export const rewindStaged = corqSchema.table(
+  "rewind_staged",
+  {
+    subscriptionId: integer("subscription_id").notNull(),
+    key: text("key").notNull(),
+    tx: xid8("tx").notNull(),
+    position: bigint("position", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ name: "rewind_staged_pkey", columns: [t.subscriptionId, t.key, t.tx, t.position] })],
+);
 
 /**
  * The per-key state row, claimed with FOR UPDATE SKIP LOCKED. Status is derived:
@@ -161,6 +194,9 @@ export const keys = corqSchema.table(
     // Who claimed the current lease (a Worker invocation, a process) and when.
     leaseHolder: text("lease_holder"),
     leasedAt: timestamp("leased_at", { withTimezone: true }),
+    // The rewind (subscriptions.rewinds) that last queued this key's events again: a later
+    // chunk of the same rewind appends the key's next events after them.
+    rewoundBy: integer("rewound_by"),
     // The key's last activity: created, an enqueue, an ack, a skip, a resume. An idle key whose
     // last activity is older than CORQ_KEY_IDLE_MS loses its row (src/sql/housekeeping/).
     activeAt: timestamp("active_at", { withTimezone: true }).notNull().defaultNow(),

@@ -176,7 +176,8 @@ export interface Corq {
   eraseStream(stream: string): Promise<{ erased: number }>;
   /**
    * Moves the log into the subscriptions' queues. When it returns, every event committed before
-   * it is enqueued (it waits for an advancer already at work). `{ coalesce: true }` is for
+   * it is enqueued (it waits for an advancer already at work) — but for a subscription being
+   * rewound: its rewind enqueues them when it ends, after the replay. `{ coalesce: true }` is for
    * wake-ups (after an append, a cron): where another advancer is at work it returns at once,
    * and that one runs again for this call. `eventNames` (an append's kick) limits it to the
    * subscriptions whose filter takes one of those names.
@@ -239,7 +240,8 @@ export interface Corq {
    * Queues events again, in log order, from the event at position `to` (inclusive) or from the
    * beginning of the log — for the whole subscription, or one key (from that key's first event
    * at or after `to`). Events are matched with the subscription's current filter and key; they
-   * get new, higher seqs and `replay: true`. See README, "Rewind and replay".
+   * get new, higher seqs and `replay: true`. Requeued in chunks that each commit (never one long
+   * transaction); meanwhile the subscription's own advance waits. See README, "Rewind and replay".
    */
   rewind(subscription: string, options: { to: number | "beginning"; key?: string }): Promise<{ requeued: number }>;
   /** Dead keys, newest first; `withEvent` adds the event that failed (the dashboard shows it). */

@@ -91,8 +91,8 @@ export const mutants: Mutant[] = [
     name: "advance by function: write ignores the watermark it read (no compare-and-set)",
     edits: one(
       "src/sql/advance/advanceByFunction.ts",
-      "sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position}\n          AND s.erase_epoch = ${read.eraseEpoch} AND ${asyncCommit}`",
-      "sql`${asyncCommit}`",
+      "sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position}\n          AND s.erase_epoch = ${read.eraseEpoch} AND s.rewind_token IS NULL AND ${asyncCommit}`",
+      "sql`s.rewind_token IS NULL AND ${asyncCommit}`",
     ),
     tests: ["test/pipeline.int.test.ts"],
   },
@@ -482,7 +482,11 @@ export const mutants: Mutant[] = [
   },
   {
     name: "rewind: one key's rewind requeues every key (JSON-path key)",
-    edits: one("src/sql/operate/rewind.ts", "${range.key === undefined ? sql`` : sql`AND key = ${range.key}`}", ""),
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "\n        AND ((SELECT rewind_key FROM sub) IS NULL OR key = (SELECT rewind_key FROM sub))",
+      "",
+    ),
     tests: ["test/rewind.int.test.ts"],
   },
   {
@@ -490,13 +494,13 @@ export const mutants: Mutant[] = [
     edits: [
       {
         file: "src/sql/operate/rewind.ts",
-        search: "${range.key === undefined ? sql`` : sql`AND key = ${range.key}`}",
+        search: "\n        AND ((SELECT rewind_key FROM sub) IS NULL OR key = (SELECT rewind_key FROM sub))",
         replace: "",
       },
       {
-        file: "src/sql/operate/rewind.ts",
-        search: "const oneStream = range.key !== undefined && byStream ? sql`AND e.stream = ${range.key}` : sql``;",
-        replace: "const oneStream = sql``;",
+        file: "src/rewind.ts",
+        search: 'oneStream: held.key === "stream" ? (held.rewindKey ?? undefined) : undefined,',
+        replace: "oneStream: undefined,",
       },
     ],
     tests: ["test/rewind.int.test.ts"],
@@ -506,10 +510,9 @@ export const mutants: Mutant[] = [
     edits: [
       {
         file: "src/rewind.ts",
-        search: "\n      .filter((row) => range.key === undefined || row.key === range.key);",
+        search: "\n    .filter((row) => held.rewindKey === null || row.key === held.rewindKey);",
         replace: ";",
       },
-      { file: "src/rewind.ts", search: "return staged(range.key);", replace: "return staged();" },
     ],
     tests: ["test/rewind.int.test.ts"],
   },
@@ -549,33 +552,129 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/rewind.int.test.ts"],
   },
+  // --- a rewind in chunks that each commit (issue 30, item 4) -------------------------------
   {
-    name: "rewind: takes no lock (its replay ends before what an advance enqueued meanwhile)",
+    name: "rewind: the subscription's own advance not held (an advance numbers live events between two chunks)",
+    edits: one(
+      "src/sql/advance/advanceSubscription.ts",
+      "WHERE id = ${subscriptionId} AND key <> 'function' AND rewind_token IS NULL AND ${asyncCommit}",
+      "WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}",
+    ),
+    tests: ["test/rewindChunks.int.test.ts", "test/rewindUnderLoad.int.test.ts"],
+  },
+  {
+    name: "rewind: a function-key advance not held (it numbers live events between two chunks)",
     edits: [
       {
-        file: "src/rewind.ts",
-        search: "await tx.run<{ id: number }>(holdAdvancer(request.subscription));",
-        replace:
-          "await tx.run<{ id: number }>(sql`SELECT id FROM corq.subscriptions WHERE name = ${request.subscription}`);\n    void holdAdvancer;",
+        file: "src/sql/advance/advanceByFunction.ts",
+        search: "AND s.rewind_token IS NULL AND ${asyncCommit}`",
+        replace: "AND ${asyncCommit}`",
       },
-      {
-        file: "src/rewind.ts",
-        search: 'import type { SQL } from "drizzle-orm";',
-        replace: 'import { sql, type SQL } from "drizzle-orm";',
-      },
-      { file: "src/sql/operate/rewind.ts", search: "\n    FOR UPDATE OF s`;", replace: "`;" },
+      { file: "src/advance.ts", search: "if (first.rewinding !== null) {", replace: "if (false) {" },
     ],
-    tests: ["test/rewind.int.test.ts"],
+    tests: ["test/rewindChunks.int.test.ts"],
   },
   {
-    name: "rewind: the subscription row not locked (a function-key advance writes during the rewind)",
-    edits: one("src/sql/operate/rewind.ts", "\n    FOR UPDATE OF s`;", "`;"),
-    tests: ["test/rewind.int.test.ts"],
+    name: "rewind: a function-key advance that read before the rewind began writes during it",
+    edits: one(
+      "src/sql/advance/advanceByFunction.ts",
+      "AND s.rewind_token IS NULL AND ${asyncCommit}`",
+      "AND ${asyncCommit}`",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
   },
-  // No mutant for "rewind: the advancer's lock not taken" alone: the subscription row lock it
-  // takes next makes an advance with a stream or JSON-path key wait just the same (that
-  // advance locks the row too); the advancer's lock is there so that wake-ups return at once
-  // (coalesced) instead of queueing behind a long rewind.
+  {
+    name: "rewind: a key requeued by an earlier chunk taken for covered (the rest of its replay never queued)",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "CASE WHEN l.rewound_by = (SELECT mark FROM moved) THEN 'append'",
+      "CASE WHEN false THEN 'append'",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: one transaction (it holds the xmin horizon: every subscription's advance waits)",
+    edits: one(
+      "src/rewind.ts",
+      "return { requeued: await runChunks(executor, held, options), subscriptionId: row.id };",
+      "return { requeued: await executor.transaction((tx) => runChunks(tx, held, options)), subscriptionId: row.id };",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: staged events requeued against log order where a key's events span two chunks",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "ORDER BY subscription_id, key, tx, position LIMIT ${limit}))",
+      "ORDER BY subscription_id, key, tx DESC, position DESC LIMIT ${limit}))",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    // (a version bound that lets the cursor's own event in again changes nothing: the (tx,
+    // position) bound keeps it out; the version bound is there for the index)
+    name: "rewind: one stream's chunks skip the event after the cursor",
+    edits: one("src/sql/operate/rewind.ts", "AND e.version > coalesce(", "AND e.version > 1 + coalesce("),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: a second rewind begins while one is under way (it takes the first one's place)",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "WHERE s.id = t.id AND t.from_tx IS NOT NULL AND s.rewind_token IS NULL",
+      "WHERE s.id = t.id AND t.from_tx IS NOT NULL",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: an abandoned rewind never finished (its subscription never advances again)",
+    edits: one(
+      "src/advance.ts",
+      'if (round.rewinding === "abandoned" && (await resumeRewind(',
+      "if (false && (await resumeRewind(",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: an abandoned rewind ended where it stopped (its keys' replays stop short)",
+    edits: one(
+      "src/rewind.ts",
+      "  await runChunks(executor, held, options);\n  return true;",
+      "  await executor.run(finishRewind(subscriptionId, token));\n  return true;",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: a holder that lost its lease goes on as if it held it",
+    edits: one(
+      "src/rewind.ts",
+      "if (chunk.held === 0) throw lostLease(leaseMs);\n    requeued += chunk.requeued;",
+      "requeued += chunk.requeued;",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: the staged events requeued without fresh statistics (every chunk sorts all that is left)",
+    edits: one("src/rewind.ts", "  await executor.run(analyzeStaged());\n", ""),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
+    name: "rewind: a requeue chunk walks the staged events from the start (not from its cursor)",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "WHERE subscription_id = ${subscriptionId} ${past}",
+      "WHERE subscription_id = ${subscriptionId}",
+    ),
+    tests: ["test/rewindPlans.int.test.ts"],
+  },
+  // No mutants for the requeue's `= ANY` lookups of key and queue rows beside their joins with
+  // a CTE: they keep a plan seen once (a hash join over every key row, keys analyzed while
+  // small) from coming back, and test/rewindPlans.int.test.ts could not make the planner
+  // choose it again without them.
+  // The rewind's begin is an UPDATE of the subscription row: it waits for an advance in
+  // progress (which locks the row, with a SQL key or a function key) by nature, and the chunks
+  // after it see what that advance enqueued (test/rewind.int.test.ts holds one open): no
+  // mutant removes that wait without removing the begin.
   {
     name: "push: the webhook id ignores the queue entry (a replay reuses the id of the first delivery)",
     edits: one(
@@ -956,8 +1055,8 @@ export const mutants: Mutant[] = [
     name: "rewind: the stream filter ignored",
     edits: one(
       "src/sql/operate/rewind.ts",
-      "AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} ${oneStream}",
-      "${oneStream}",
+      "AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} AS matches,\n        ${keyExpression} AS key`;",
+      "AS matches,\n        ${keyExpression} AS key`;",
     ),
     tests: ["test/streamFilter.int.test.ts"],
   },
@@ -1106,7 +1205,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "idle keys: a rewind numbers a compacted key from 1",
-    edits: one("src/sql/operate/rewind.ts", "f.n, fl.floor + f.n, fl.floor + f.n, now()", "f.n, f.n, f.n, now()"),
+    edits: one("src/sql/operate/rewind.ts", "f.n, m.floor + f.n, m.floor + f.n, now()", "f.n, f.n, f.n, now()"),
     tests: ["test/idleKeys.int.test.ts"],
   },
   {
@@ -1127,10 +1226,55 @@ export const mutants: Mutant[] = [
     name: "idle keys: compaction does not lock the subscription rows (a rewind's requeue loses the keys deleted meanwhile)",
     edits: one(
       "src/sql/housekeeping/compactIdleKeys.ts",
-      "SELECT id FROM ${subscriptions} ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
-      "SELECT id FROM ${subscriptions} ORDER BY id",
+      "SELECT id FROM ${subscriptions} WHERE rewind_token IS NULL ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+      "SELECT id FROM ${subscriptions} WHERE rewind_token IS NULL ORDER BY id",
     ),
     tests: ["test/idleKeys.int.test.ts"],
+  },
+  {
+    name: "idle keys: compaction deletes key rows of a subscription being rewound, between two chunks",
+    edits: one(
+      "src/sql/housekeeping/compactIdleKeys.ts",
+      "FROM ${subscriptions} WHERE rewind_token IS NULL ORDER BY id",
+      "FROM ${subscriptions} ORDER BY id",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "retention: a rewind's range removed between two of its chunks (the lowest watermark ignores it)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "        UNION ALL\n        SELECT rewind_from_tx, rewind_from_position - 1 FROM ${subscriptions} WHERE rewind_token IS NOT NULL\n",
+      "",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "retention: a chunk kept although a rewind marked after its removal may stage what it removed",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "WHERE s.rewind_token IS NOT NULL\n               AND",
+      "WHERE false\n               AND",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "erasure: a rewind's staged rows of erased events kept (they are queued again, events gone)",
+    edits: one(
+      "src/sql/log/eraseStream.ts",
+      "WHERE EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.rewind_token IS NOT NULL)",
+      "WHERE false",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
+  },
+  {
+    name: "erasure: a rewind's stage chunk that read before a round committed stages what the round erased",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "SELECT (SELECT erase_epoch FROM sub) IS DISTINCT FROM",
+      "SELECT false AND (SELECT erase_epoch FROM sub) IS DISTINCT FROM",
+    ),
+    tests: ["test/rewindBeside.int.test.ts"],
   },
   {
     name: "idle keys: compaction waits for a subscription whose row is held",

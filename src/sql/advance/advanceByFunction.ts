@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, subscriptions } from "../../db/schema.js";
 import { eventColumns } from "../common/eventColumns.js";
-import { enqueueAndMove, streamTaken } from "./advanceSubscription.js";
+import { enqueueAndMove, rewindState, streamTaken } from "./advanceSubscription.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 
 /**
@@ -9,7 +9,8 @@ import { asyncCommit } from "../common/asyncCommit.js";
  * past the watermark and below the xmin horizon, with the watermark they were read from
  * (the write half only applies if it is unchanged). Events the filters (event names, stream
  * prefixes) do not match come back with `matches` false, only to move the watermark past them:
- * the key function never runs on them.
+ * the key function never runs on them. `rewinding`: the subscription is being rewound (no
+ * advance until that ends; see advanceSubscription).
  */
 export function readAdvanceBatch(
   subscriptionId: number,
@@ -19,7 +20,8 @@ export function readAdvanceBatch(
   const taken = streams === null ? sql`true` : streamTaken(sql`e.stream`, sql`${sql.param(streams)}::text[]`);
   return sql`
     SELECT ${eventColumns}, ${named} AND ${taken} AS matches,
-           s.watermark_tx::text AS watermark_tx, s.watermark_position, s.erase_epoch
+           s.watermark_tx::text AS watermark_tx, s.watermark_position, s.erase_epoch,
+           ${rewindState(sql`s`)} AS rewinding
     FROM ${subscriptions} s, ${events} e
     WHERE s.id = ${subscriptionId}
       AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)
@@ -37,8 +39,9 @@ export interface KeyedEvent {
 
 /**
  * Write half: a compare-and-set on the watermark read by `readAdvanceBatch`, and on its
- * erase_epoch. If another advancer moved the watermark meanwhile, or an erasure round (whose
- * events the read may have seen) ran, the UPDATE matches nothing and nothing is enqueued.
+ * erase_epoch. If another advancer moved the watermark meanwhile, an erasure round (whose
+ * events the read may have seen) ran, or a rewind began, the UPDATE matches nothing and
+ * nothing is enqueued.
  */
 export function writeAdvanceBatch(
   subscriptionId: number,
@@ -61,7 +64,7 @@ export function writeAdvanceBatch(
       sql`${subscriptionId}::int`,
       { tx: sql`${last.tx}::xid8`, position: sql`${last.position}::bigint` },
       sql`s.watermark_tx = ${read.tx}::xid8 AND s.watermark_position = ${read.position}
-          AND s.erase_epoch = ${read.eraseEpoch} AND ${asyncCommit}`,
+          AND s.erase_epoch = ${read.eraseEpoch} AND s.rewind_token IS NULL AND ${asyncCommit}`,
     )}
     SELECT (SELECT count(*) FROM moved)::int AS applied`;
 }

@@ -2,13 +2,23 @@ import { sql, type SQL } from "drizzle-orm";
 import { advanceKicks, events, keys, queue, subscriptions } from "../../db/schema.js";
 import { MAX_KEY_BYTES, keyReasons } from "../../config.js";
 import { asyncCommit } from "../common/asyncCommit.js";
+import { lockedNow } from "../common/clock.js";
 
 export interface AdvanceRow {
   scanned: number;
   enqueued: number;
-  /** 0: another advancer was at work on this subscription; nothing was done */
+  /** 0: another advancer was at work on this subscription, or it is being rewound; nothing was done */
   held: number;
+  /** A rewind of the subscription is under way ('live') or its holder is gone ('abandoned'): no advance until it ends. */
+  rewinding: "live" | "abandoned" | null;
 }
+
+/**
+ * Whether the subscription row `s` is being rewound (src/rewind.ts): null, 'live', or
+ * 'abandoned' (its lease is over: whoever finds it so takes it over and finishes it).
+ */
+export const rewindState = (s: SQL) =>
+  sql`CASE WHEN ${s}.rewind_token IS NULL THEN NULL WHEN ${s}.rewind_until < ${lockedNow} THEN 'abandoned' ELSE 'live' END`;
 
 // Advisory lock class of "advancing subscription <id>" (any fixed number; the id is the key).
 export const ADVANCING = 736_420_198;
@@ -44,7 +54,9 @@ export const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReas
  *   event scanned (matching or not). A key that breaks the key rule skips its event.
  * A key row that was idle becomes ready now; ready, leased, backoff and dead keys keep their
  * available_at (fairness: the oldest waiter stays first; a dead key stays dead).
- * A subscription whose key became a function (code changed) is left to the function path.
+ * A subscription whose key became a function (code changed) is left to the function path, and
+ * one being rewound to its rewind (the row's lock and rewind_token: a rewind that began while
+ * this statement waited for the row is seen there; `rewinding` says so).
  * Coalesced: one advancer per subscription at a time (a transaction-scoped advisory lock);
  * another one gets held = 0 and does nothing (a kick returns; an explicit advance waits with
  * waitForAdvancer and tries again, with a snapshot taken after that round) — advance() bumped the subscription's kick counter
@@ -56,7 +68,7 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
   return sql`
     WITH sub AS (
       SELECT id, watermark_tx, watermark_position, events, streams, key FROM ${subscriptions}
-      WHERE id = ${subscriptionId} AND key <> 'function' AND ${asyncCommit}
+      WHERE id = ${subscriptionId} AND key <> 'function' AND rewind_token IS NULL AND ${asyncCommit}
         AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)
         -- an erasure round committed after this statement's snapshot (its events still visible
         -- here): the locked row's epoch moved, so nothing is done, as if another advancer held it
@@ -82,7 +94,8 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
     ${enqueueAndMove(sql`(SELECT id FROM sub)`, { tx: sql`(SELECT tx FROM last)`, position: sql`(SELECT position FROM last)` }, sql`true`)}
     SELECT (SELECT count(*) FROM scan)::int AS scanned,
            (SELECT count(*) FROM matched WHERE key IS NOT NULL)::int AS enqueued,
-           (SELECT count(*) FROM sub)::int AS held`;
+           (SELECT count(*) FROM sub)::int AS held,
+           (SELECT ${rewindState(sql`s`)} FROM ${subscriptions} s WHERE s.id = ${subscriptionId}) AS rewinding`;
 }
 
 /**
@@ -160,15 +173,4 @@ export function kicksPending(ids: number[]): SQL {
  */
 export function waitForAdvancer(subscriptionId: number): SQL {
   return sql`SELECT pg_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)::text AS waited`;
-}
-
-/**
- * Takes the advancer's lock of the subscription named `subscription` and returns its id (no
- * row: no such subscription). In a transaction the lock is held until it ends: no advance of
- * that subscription runs meanwhile (a rewind numbers its events while the counters stand still).
- */
-export function holdAdvancer(subscription: string): SQL {
-  return sql`
-    SELECT id, pg_advisory_xact_lock(${ADVANCING}::int4, id)::text AS held
-    FROM ${subscriptions} WHERE name = ${subscription}`;
 }

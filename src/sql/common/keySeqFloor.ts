@@ -5,8 +5,8 @@ import { subscriptions } from "../../db/schema.js";
 // deleted: compaction (src/sql/housekeeping/compactIdleKeys.ts) raises its subscription's
 // key_seq_floor to the highest seq of the rows it deletes, in the statement that deletes them,
 // and every statement that creates a key row numbers it from the floor — the advance
-// (enqueueAndMove: the floor its watermark UPDATE returns), the rewind's requeue (seqFloor
-// below) and pauseKey (the subscription row it reads, locked FOR SHARE). The floor is per subscription, so a key that comes back may skip seqs (a
+// (enqueueAndMove: the floor its watermark UPDATE returns), the rewind's requeue chunks
+// (the floor their lease UPDATE returns) and pauseKey (the subscription row it reads, locked FOR SHARE). The floor is per subscription, so a key that comes back may skip seqs (a
 // gap), never repeat one.
 //
 // Read it only from the subscription row as locked, never with the statement's snapshot: a

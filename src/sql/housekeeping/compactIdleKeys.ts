@@ -4,7 +4,7 @@ import { keys, queue, subscriptions } from "../../db/schema.js";
 export interface CompactedRow {
   /** Key rows deleted. */
   deleted: number;
-  /** Subscriptions left out because another statement held their row (compacted next time). */
+  /** Subscriptions left out because another statement held their row or a rewind is under way (compacted next time). */
   busy: number;
 }
 
@@ -16,10 +16,11 @@ export interface CompactedRow {
  * database's clock.
  *   subs    the subscription rows, locked FOR NO KEY UPDATE SKIP LOCKED, in id order (the lock
  *           order of every writer of key rows: subscription, then keys). A subscription whose
- *           row is held — by an advance, a rewind, a pause — is skipped, never waited for: such
- *           a writer may be adding events to a key that looks idle here, and a rewind holds it
- *           for its whole transaction. Any writer that comes after waits for this statement and
- *           reads the raised floor from the row it locks.
+ *           row is held — by an advance, a rewind's chunk, a pause — is skipped, never waited
+ *           for: such a writer may be adding events to a key that looks idle here. Any writer that comes after waits for this statement and
+ *           reads the raised floor from the row it locks. A subscription being rewound is
+ *           skipped too: the rewind commits chunk by chunk without holding its row, and a key row
+ *           its staged events will requeue must not go between two chunks.
  *   idle    their idle key rows, locked SKIP LOCKED (a row another session holds is in use).
  *           The conditions are in this query, next to its FOR UPDATE: a row that changed since
  *           the statement's snapshot is checked again in its latest version (a DELETE … WHERE
@@ -35,7 +36,7 @@ export interface CompactedRow {
 export function compactIdleKeys({ idleMs, limit }: { idleMs: number; limit: number }): SQL {
   return sql`
     WITH subs AS (
-      SELECT id FROM ${subscriptions} ORDER BY id FOR NO KEY UPDATE SKIP LOCKED
+      SELECT id FROM ${subscriptions} WHERE rewind_token IS NULL ORDER BY id FOR NO KEY UPDATE SKIP LOCKED
     ),
     idle AS (
       SELECT k.subscription_id, k.key FROM ${keys} k

@@ -15,16 +15,19 @@ import { streamTaken } from "../advance/advanceSubscription.js";
 //                        being created (its trigger holds the row FOR SHARE, drizzle/
 //                        0012_retention.sql) commits first, so removeChunk sees its watermark;
 //   removeChunk          the chunk, in one statement (below);
-//   lockSubscriptions    every subscription row FOR KEY SHARE, after the removal: a rewind
-//                        holds its subscription's row FOR UPDATE from before it reads the
-//                        events it queues again until it commits, so this waits for a rewind
-//                        under way (and a rewind that starts now waits for this chunk's commit,
-//                        then reads the log without what it removed);
+//   lockSubscriptions    every subscription row FOR SHARE, after the removal: every statement of
+//                        a rewind (src/sql/operate/rewind.ts: its mark, each chunk) writes or
+//                        locks its subscription's row, so this waits for the one under way, and
+//                        one that starts now waits for this chunk's commit (its snapshot may
+//                        predate the commit: nothing it could read is removed, see `low`);
 //   requeuedRemoved      with a snapshot taken after that wait: a queue row that references an
-//                        event just removed (a rewind that read the log before the removal) —
-//                        then the chunk rolls back and is done again, keeping that event.
+//                        event just removed, or a rewind marked since the removal whose range
+//                        starts at or before an event removed (its staged rows may reference
+//                        them) — then the chunk rolls back and is done again, keeping them.
+// A rewind marked before the removal keeps its range out of it: the lowest watermark (`low`)
+// counts a rewinding subscription's range start as its watermark, until the rewind ends.
 // The subscription rows are held only for the last check and the commit, not for the removal:
-// an advance (which takes its subscription's row FOR UPDATE) waits milliseconds, not a chunk.
+// an advance or a rewind's chunk waits milliseconds, not a chunk.
 //
 // The sweep walks the log by position (the primary key) from a cursor kept in the policy row
 // (`swept_to`), so each pass starts where the last one stopped and never reads again what it
@@ -96,23 +99,28 @@ export function lockPolicy(): SQL {
 }
 
 /**
- * Every subscription row FOR KEY SHARE, in id order (see the top of this file). `lock_timeout`
- * (chunkLockTimeout) bounds the wait for a long rewind: the chunk gives up rather than hold the
- * rows it has and stall their advances.
+ * Every subscription row FOR SHARE, in id order (see the top of this file). `lock_timeout`
+ * (chunkLockTimeout) bounds the wait: the chunk gives up rather than hold the rows it has and
+ * stall their advances.
  */
 export function lockSubscriptions(): SQL {
-  return sql`SELECT count(*)::int AS locked FROM (SELECT id FROM ${subscriptions} ORDER BY id FOR KEY SHARE) s`;
+  return sql`SELECT count(*)::int AS locked FROM (SELECT id FROM ${subscriptions} ORDER BY id FOR SHARE) s`;
 }
 
 /**
- * Whether a queue row references one of the `removed` positions (a rewind queued it while the
- * chunk ran). One pass over the queue against a hash of the positions: `position = ANY(array)`
- * compared every queue row with every position (15 ms for 500 queued × 2,000 removed, and it
- * runs while the subscription rows are held).
+ * Whether a rewind may want what the chunk removed: a queue row references one of the `removed`
+ * positions (a rewind queued it while the chunk ran), or a rewind whose range starts at or
+ * before `last` (the last event removed, in log order) is under way — marked after the removal
+ * read the watermarks (one marked before kept its range out of it: `low`), so its staged rows
+ * may reference what was removed. One pass over the queue against a hash of the
+ * positions: `position = ANY(array)` compared every queue row with every position (15 ms for
+ * 500 queued × 2,000 removed, and it runs while the subscription rows are held).
  */
-export function requeuedRemoved(removed: number[]): SQL {
-  return sql`SELECT EXISTS (SELECT 1 FROM ${queue} q
-    WHERE q.position IN (SELECT unnest(${sql.param(removed)}::bigint[]))) AS requeued`;
+export function requeuedRemoved(removed: number[], last: { tx: string; position: number }): SQL {
+  return sql`SELECT EXISTS (SELECT 1 FROM ${queue} q WHERE q.position IN (SELECT unnest(${sql.param(removed)}::bigint[])))
+    OR EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.rewind_token IS NOT NULL
+               AND (s.rewind_from_tx, s.rewind_from_position) <= (${last.tx}::xid8, ${last.position}::bigint))
+    AS requeued`;
 }
 
 /**
@@ -132,6 +140,9 @@ export interface ChunkRow {
   deleted: number;
   /** Their positions (requeuedRemoved checks them). */
   positions: (string | number)[] | null;
+  /** The last of them in log order (null: none). */
+  last_tx: string | null;
+  last_position: string | number | null;
   horizon: string | number | null;
   /** The sweep looked at a full chunk without reaching an event that is not due yet: it may have more. */
   sweep_more: boolean;
@@ -161,10 +172,15 @@ export function removeChunk({ sweep, recheck }: { sweep: number; recheck: number
       SELECT max_age_ms, streams, swept_to, held_after, clock_timestamp() - max_age_ms * interval '1 millisecond' AS cutoff
       FROM ${retention} WHERE id = 1 AND max_age_ms IS NOT NULL
     ),
-    -- the lowest watermark in log order: every subscription has advanced past what is at or below it
+    -- the lowest watermark in log order: every subscription has advanced past what is at or below
+    -- it; a rewind's range counts as not advanced past (from just before its first event)
     low AS (
-      SELECT watermark_tx AS tx, watermark_position AS position FROM ${subscriptions}
-      ORDER BY watermark_tx, watermark_position LIMIT 1
+      SELECT tx, position FROM (
+        SELECT watermark_tx AS tx, watermark_position AS position FROM ${subscriptions}
+        UNION ALL
+        SELECT rewind_from_tx, rewind_from_position - 1 FROM ${subscriptions} WHERE rewind_token IS NOT NULL
+      ) w
+      ORDER BY tx, position LIMIT 1
     ),
     swept AS (
       SELECT e.position, e.tx, e.stream, e.created_at FROM ${events} e
@@ -226,7 +242,9 @@ export function removeChunk({ sweep, recheck }: { sweep: number; recheck: number
       WHERE id = 1 AND EXISTS (SELECT 1 FROM policy)
       RETURNING r.horizon
     )
-    SELECT (SELECT count(*) FROM removed)::int AS deleted, (SELECT array_agg(position) FROM removed) AS positions,
+    SELECT (SELECT count(*) FROM removed)::int AS deleted, (SELECT array_agg(position ORDER BY position) FROM removed) AS positions,
+      (SELECT tx::text FROM removed ORDER BY tx DESC, position DESC LIMIT 1) AS last_tx,
+      (SELECT position FROM removed ORDER BY tx DESC, position DESC LIMIT 1) AS last_position,
       coalesce((SELECT horizon FROM moved), (SELECT horizon FROM ${retention} WHERE id = 1)) AS horizon,
       ${sweep} > 0 AND (SELECT count(*) FROM swept) = ${sweep} AND (SELECT position FROM stop) IS NULL AS sweep_more,
       ${recheck} > 0 AND (SELECT count(*) FROM rechecked) = ${recheck} AS recheck_more,

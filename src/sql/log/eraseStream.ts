@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { advanceKicks, events, keys, queue, streams, subscriptions } from "../../db/schema.js";
+import { advanceKicks, events, keys, queue, rewindStaged, streams, subscriptions } from "../../db/schema.js";
 import { ADVANCING } from "../advance/advanceSubscription.js";
 import { lockedNow } from "../common/clock.js";
 
@@ -25,7 +25,11 @@ import { lockedNow } from "../common/clock.js";
 // Why no claim hands out an erased event afterwards: a claim reads the queue and the events
 // with one snapshot (never a queue row without its event: the claim's batch joins the events);
 // one whose snapshot predates a round finds keys.erased moved on the key row it locked and
-// hands out nothing of that key (claimBatch.ts).
+// hands out nothing of that key (claimBatch.ts). Why a rewind never queues an erased event: the
+// round deletes the rewind's staged rows of the events it erases, a chunk that stages events
+// compares erase_epoch between its read and its lock (a round committed in between: it stages
+// nothing and reads again), and a requeue chunk waits for the round (it updates its
+// subscription's row) and then skips the staged rows the round deleted.
 
 export interface BeginErasureRow {
   version: number;
@@ -146,6 +150,13 @@ export function eraseRound(stream: string, limit: number): SQL {
         AND k.subscription_id = ANY(ARRAY(SELECT subscription_id FROM per_key ORDER BY subscription_id))
         AND k.key = ANY(ARRAY(SELECT key FROM per_key ORDER BY key))
       RETURNING 1
+    ),
+    -- a rewind under way may have staged them (src/sql/operate/rewind.ts): they go from there too
+    -- (whether one is under way is checked once: no scan of rewind_staged when none is)
+    unstaged AS (
+      DELETE FROM ${rewindStaged} r
+      WHERE EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.rewind_token IS NOT NULL)
+        AND r.position = ANY(ARRAY(SELECT position FROM targets ORDER BY position))
     ),
     gone AS (
       DELETE FROM ${events} e WHERE e.position = ANY(ARRAY(SELECT position FROM doomed ORDER BY position))

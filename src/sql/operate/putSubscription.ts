@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { activity, advanceKicks, keys, queue, subscriptions, throughput } from "../../db/schema.js";
+import { activity, advanceKicks, keys, queue, rewindStaged, subscriptions, throughput } from "../../db/schema.js";
 import type { StoredSettings } from "../advance/syncSubscriptions.js";
 
 export interface PutRow {
@@ -66,6 +66,7 @@ export function deleteSubscriptionRows(id: number): SQL {
     key_rows AS (DELETE FROM ${keys} WHERE subscription_id = ${id}),
     activity_rows AS (DELETE FROM ${activity} WHERE subscription_id = ${id}),
     throughput_rows AS (DELETE FROM ${throughput} WHERE subscription_id = ${id}),
-    kick_rows AS (DELETE FROM ${advanceKicks} WHERE subscription_id = ${id})
+    kick_rows AS (DELETE FROM ${advanceKicks} WHERE subscription_id = ${id}),
+    staged_rows AS (DELETE FROM ${rewindStaged} WHERE subscription_id = ${id}) -- a rewind under way
     SELECT 1`;
 }

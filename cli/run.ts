@@ -37,6 +37,14 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
   }
   const url = values.url ?? io.env.CORQ_URL ?? "http://127.0.0.1:8787";
+  // a URL without its scheme (`localhost:8787`) parses as something else entirely: said here,
+  // as a wrong command line, not later as a server that does not answer
+  if (!isHttpUrl(url)) {
+    io.err.write(
+      `corq: ${values.url !== undefined ? "--url" : "CORQ_URL"} must be an http:// or https:// URL, like http://127.0.0.1:8787 (got "${url}")\n`,
+    );
+    return exitCodes.usage;
+  }
   const token = values.token ?? io.env.CORQ_TOKEN ?? io.env.CORQ_ADMIN_TOKEN;
   const ctx: Context = {
     client: createClient({ url, token, fetch: io.fetch }),
@@ -50,5 +58,14 @@ export async function run(argv: string[], io: Io): Promise<number> {
     return exitCodes.ok;
   } catch (error) {
     return report(error, { io, url });
+  }
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const { protocol } = new URL(text);
+    return protocol === "http:" || protocol === "https:";
+  } catch {
+    return false;
   }
 }

@@ -16,6 +16,7 @@ import { serve as listen } from "@hono/node-server";
 import pg from "pg";
 import { z } from "zod";
 import { createApi } from "../http/api.js";
+import { adminTokenRefusal } from "../http/auth.js";
 import { retentionOption, settings } from "../http/env.js";
 import { createTokenCache } from "../http/tokenCache.js";
 import { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM, type CorqRuntime } from "../internal.js";
@@ -131,6 +132,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const databaseUrl = named(env.DATABASE_URL);
   const knobs = nodeSettings(env);
   const role = options.role ?? knobs.role;
+  // said at start, not discovered as a 401 on every call after "ready"
+  const adminRefused = role === "worker" ? null : adminTokenRefusal(env as Env);
+  if (adminRefused) log(`warning: ${adminRefused.message}`);
   const closers: (() => Promise<unknown>)[] = [];
   const closeAll = async () => {
     for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);

@@ -1157,6 +1157,17 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/plans.int.test.ts"],
   },
+  // --- a user's own app: settings that make it useless said at once (issue 31, item 8) --------
+  {
+    name: "cli: a URL without its scheme sent on (a confusing 'no answer', exit 3)",
+    edits: one("cli/run.ts", "if (!isHttpUrl(url)) {", "if (false) {"),
+    tests: ["test/worker/cli.worker.test.ts", "test/cliScript.test.ts"],
+  },
+  {
+    name: "serve: no warning at start without a usable admin token (then 401 to every call)",
+    edits: one("src/node/serve.ts", "if (adminRefused) log(", "if (false) log("),
+    tests: ["test/serve/adminWarning.serve.test.ts"],
+  },
   // --- idle keys compacted, seqs never reused (issue 30) --------------------------------------
   {
     name: "idle keys: compaction ignores the threshold",

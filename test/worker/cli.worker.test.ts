@@ -57,6 +57,25 @@ describe("corq CLI", () => {
     }
   });
 
+  it("refuses a URL without its scheme with exit 2 and says what it needs, from --url or CORQ_URL", async () => {
+    const cases = [
+      { given: { args: ["stats", "--url", "localhost:8787"] }, names: "--url", url: "localhost:8787" },
+      { given: { args: ["stats"], env: { CORQ_URL: "127.0.0.1:8787" } }, names: "CORQ_URL", url: "127.0.0.1:8787" },
+      {
+        given: { args: ["stats"], env: { CORQ_URL: "ftp://127.0.0.1:8787" } },
+        names: "CORQ_URL",
+        url: "ftp://127.0.0.1:8787",
+      },
+    ];
+    for (const { given, names, url } of cases) {
+      const refused = await corq(given.args, { env: given.env });
+      expect({ url, code: refused.code, out: refused.out }).toEqual({ url, code: 2, out: "" });
+      expect(refused.err).toBe(
+        `corq: ${names} must be an http:// or https:// URL, like http://127.0.0.1:8787 (got "${url}")\n`,
+      );
+    }
+  });
+
   it("appends one event, an array or {events}; conflicts, bad JSON and invalid events have their exit codes", async () => {
     const one = await corq(["append", "visitor-cli-1", '{"name":"Registered","data":{"name":"Ann"}}', "--json"]);
     expect(one).toMatchObject({ code: 0, err: "" });

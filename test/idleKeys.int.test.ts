@@ -11,7 +11,8 @@ import { createExecutor, type Queryable } from "../src/db/executor.js";
 import { compactIdleKeys, type CompactedRow } from "../src/sql/housekeeping/compactIdleKeys.js";
 import { advanceSubscription } from "../src/sql/advance/advanceSubscription.js";
 import { drain, useCorq } from "./helpers/corq.js";
-import { until, within } from "./helpers/until.js";
+import { within } from "./helpers/until.js";
+import { waitingOnLock } from "./helpers/waitingOnLock.js";
 import { present } from "./helpers/present.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { applyMigrations, migrationIndex, tagsFrom } from "./helpers/earlierRelease.js";
@@ -46,19 +47,6 @@ async function age(raw: pg.Pool, except: string[] = []) {
 
 const keyRows = async (raw: pg.Pool) =>
   (await raw.query("SELECT key FROM corq.keys ORDER BY key")).rows.map((r: { key: string }) => r.key);
-
-/** Resolves once a statement containing `fragment` waits for a lock. */
-const waitingOnLock = (raw: pg.Pool, fragment: string) =>
-  until(
-    async () =>
-      (
-        await raw.query(
-          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE $1",
-          [`%${fragment}%`],
-        )
-      ).rows.length > 0,
-    { message: `no statement with "${fragment}" waited for a lock` },
-  );
 
 /** A transaction on a client of its own, left open until `end`. */
 async function held(raw: pg.Pool) {

@@ -9,6 +9,7 @@ import { readAdvanceBatch, writeAdvanceBatch } from "../src/sql/advance/advanceB
 import type { DeliveredEvent, HandlerContext, SubscriptionDefinition } from "../src/index.js";
 import { drain, sleep, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
+import { waitingOnLock } from "./helpers/waitingOnLock.js";
 import { present } from "./helpers/present.js";
 
 const open = useCorq();
@@ -437,17 +438,7 @@ describe("a claim whose snapshot predates a rewind", () => {
         },
       ],
     });
-    const waiting = (fragment: string) =>
-      until(
-        async () =>
-          (
-            await raw.query(
-              "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE $1",
-              [`%${fragment}%`],
-            )
-          ).rows.length > 0,
-        { message: `no statement with ${fragment} waited for a lock` },
-      );
+    const waiting = (fragment: string) => waitingOnLock(raw, fragment);
     await corq.append("z", [e("z1")]);
     await corq.advance(); // z has waited longest: the drain takes it first
     const { positions } = await corq.append("b", [e("b1"), e("b2")]);

@@ -15,7 +15,7 @@ import { beginErasure, eraseRound, holdAdvancers } from "../src/sql/log/eraseStr
 import type { DeliveredEvent, HandlerContext, SubscriptionDefinition } from "../src/index.js";
 import { drain, useCorq } from "./helpers/corq.js";
 import { present } from "./helpers/present.js";
-import { until } from "./helpers/until.js";
+import { waitingOnLock } from "./helpers/waitingOnLock.js";
 
 const open = useCorq();
 const DAY = 86_400_000;
@@ -48,18 +48,6 @@ const run = async <T>(
   db: pg.Pool | pg.PoolClient,
   statement: Parameters<ReturnType<typeof createExecutor>["run"]>[0],
 ) => createExecutor(db).run<T>(statement);
-
-const waitingOnLock = (raw: pg.Pool, fragment: string) =>
-  until(
-    async () =>
-      (
-        await raw.query(
-          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE $1",
-          [`%${fragment}%`],
-        )
-      ).rows.length > 0,
-    { message: `no statement with "${fragment}" waited for a lock` },
-  );
 
 const logPositions = async (raw: pg.Pool) =>
   (await raw.query("SELECT position::int FROM corq.events ORDER BY position")).rows.map(

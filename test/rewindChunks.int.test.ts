@@ -272,28 +272,36 @@ describe("a rewind in chunks", () => {
     expect((await raw.query("SELECT count(*)::int AS n FROM corq.rewind_staged")).rows).toEqual([{ n: 0 }]);
   });
 
-  it("a holder whose lease ran out and was taken over stops with a conflict; the one that took over finished it", async () => {
-    const { seen, definition, of } = recording("s");
-    const { corq, raw } = await open({ subscriptions: [definition] });
-    await sixEvents(corq, "s");
-    seen.length = 0;
-    await expect(
-      rewinder(raw)("s", "beginning", {
-        afterChunk: async ({ phase, n }) => {
-          if (phase !== "requeue" || n !== 1) return;
-          await raw.query("UPDATE corq.subscriptions SET rewind_until = now() - interval '1 second'");
-          await corq.append("a", [e("a4")]);
-          await drain(corq, "s"); // its advance takes the rewind over and finishes it
-        },
-      }),
-    ).rejects.toMatchObject({ code: "conflict" });
-    await drain(corq, "s");
-    expect(of("a")).toEqual([
-      ["a1", 4, true],
-      ["a2", 5, true],
-      ["a3", 6, true],
-      ["a4", 7, false],
-    ]);
-    expect(of("b").map(([n]) => n)).toEqual(["b1", "b2", "b3"]);
-  });
+  const takenOver: ["stage" | "requeue", string, SubscriptionDefinition["key"]][] = [
+    ["stage", "the stream", "stream"],
+    ["stage", "a function", (event) => (event.data as { k: string }).k],
+    ["requeue", "the stream", "stream"],
+  ];
+  for (const [takenIn, label, key] of takenOver) {
+    it(`a holder whose lease ran out while it ${takenIn}s (keyed by ${label}) and was taken over stops with a conflict; the one that took over finished it`, async () => {
+      const { seen, definition, of } = recording("s", { key });
+      const { corq, raw } = await open({ subscriptions: [definition] });
+      await sixEvents(corq, "s");
+      seen.length = 0;
+      const keyFunction = typeof key === "function" ? ({ kind: "function", fn: key } as const) : undefined;
+      await expect(
+        rewinder(raw, { keyFunction })("s", "beginning", {
+          afterChunk: async ({ phase, n }) => {
+            if (phase !== takenIn || n !== 1) return;
+            await raw.query("UPDATE corq.subscriptions SET rewind_until = now() - interval '1 second'");
+            await corq.append("a", [e("a4")]);
+            await drain(corq, "s"); // its advance takes the rewind over and finishes it
+          },
+        }),
+      ).rejects.toMatchObject({ code: "conflict" });
+      await drain(corq, "s");
+      expect(of("a")).toEqual([
+        ["a1", 4, true],
+        ["a2", 5, true],
+        ["a3", 6, true],
+        ["a4", 7, false],
+      ]);
+      expect(of("b").map(([n]) => n)).toEqual(["b1", "b2", "b3"]);
+    });
+  }
 });

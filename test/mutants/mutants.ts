@@ -1279,11 +1279,20 @@ export const mutants: Mutant[] = [
     tests: ["test/rewindBeside.int.test.ts"],
   },
   {
+    name: "rewind: a stage chunk of a rewind taken over counts as stale (its old holder reads again forever)",
+    edits: one(
+      "src/sql/operate/rewind.ts",
+      "SELECT coalesce((SELECT erase_epoch FROM sub) <>\n        (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId}), false) AS stale",
+      "SELECT (SELECT erase_epoch FROM sub) IS DISTINCT FROM\n        (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId}) AS stale",
+    ),
+    tests: ["test/rewindChunks.int.test.ts"],
+  },
+  {
     name: "erasure: a rewind's stage chunk that read before a round committed stages what the round erased",
     edits: one(
       "src/sql/operate/rewind.ts",
-      "SELECT (SELECT erase_epoch FROM sub) IS DISTINCT FROM",
-      "SELECT false AND (SELECT erase_epoch FROM sub) IS DISTINCT FROM",
+      "SELECT coalesce((SELECT erase_epoch FROM sub) <>",
+      "SELECT coalesce(false AND (SELECT erase_epoch FROM sub) <>",
     ),
     tests: ["test/rewindBeside.int.test.ts"],
   },

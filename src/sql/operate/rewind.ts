@@ -173,10 +173,11 @@ export function stageChunk(options: {
       FOR UPDATE
     ),
     -- the locked row is the latest version, the events are read with the statement's snapshot:
-    -- an erasure round that committed in between bumped the epoch (eraseStream.ts)
+    -- an erasure round that committed in between bumped the epoch (eraseStream.ts). Not stale
+    -- when the rewind is not held any more (no row locked): \`held\` says so
     stale AS (
-      SELECT (SELECT erase_epoch FROM sub) IS DISTINCT FROM
-        (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId}) AS stale
+      SELECT coalesce((SELECT erase_epoch FROM sub) <>
+        (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId}), false) AS stale
     ),
     scan AS (${scan}),
     matched AS (

@@ -15,7 +15,7 @@
 import { loadavg } from "node:os";
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
 import { benchClient } from "./database.js";
-import { appendWorkload } from "./systems/corq.js";
+import { loadLogWithoutSubscriptions } from "./systems/corq.js";
 import { sleep, Wakeup } from "./workload.js";
 import { percentile } from "./stats.js";
 import { present } from "../test/helpers/present.js";
@@ -61,16 +61,8 @@ export interface PhaseResult {
 }
 
 export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
-  // the log first, with no subscription: one created `from: "now"` starts past it without
-  // consuming it, and a rewind to the beginning requeues all of it
-  const loader = createCorq({ databaseUrl, poolSize: 8 });
-  await loader.migrate();
-  await appendWorkload(loader, { events: o.events, keys: o.keys, consumers: 8, batchSize: 100 });
-  await loader.close();
-  // what autovacuum would do next, done now: it would load the machine during the baseline
-  const settle = await benchClient(databaseUrl);
-  await settle.query("VACUUM (ANALYZE) corq.events");
-  await settle.end();
+  // the log first, with no subscription: the subscription rewound is created `from: "now"`
+  await loadLogWithoutSubscriptions(databaseUrl, { events: o.events, keys: o.keys });
 
   const live: { key: string; ms: number; t0: number }[] = [];
   let rewindEnded = Number.POSITIVE_INFINITY; // epoch ms the phase's rewind call returned

@@ -11,7 +11,7 @@
 import { loadavg } from "node:os";
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
 import { benchClient } from "./database.js";
-import { appendWorkload } from "./systems/corq.js";
+import { loadLogWithoutSubscriptions } from "./systems/corq.js";
 import { sleep, Wakeup } from "./workload.js";
 import { percentile } from "./stats.js";
 import { present } from "../test/helpers/present.js";
@@ -41,15 +41,8 @@ export interface StallPhase {
 }
 
 export async function rewindStall(databaseUrl: string, o: RewindStallOptions) {
-  // the log first, with no subscription: "rewound" is created `from: "now"` (past all of it,
-  // nothing queued) and its rewind to the beginning requeues every event
-  const loader = createCorq({ databaseUrl, poolSize: 8 });
-  await loader.migrate();
-  await appendWorkload(loader, { events: o.events, keys: o.keys, consumers: 8, batchSize: 100 });
-  await loader.close();
-  const settle = await benchClient(databaseUrl);
-  await settle.query("VACUUM (ANALYZE) corq.events");
-  await settle.end();
+  // the log first, with no subscription: the subscription rewound is created `from: "now"`
+  await loadLogWithoutSubscriptions(databaseUrl, { events: o.events, keys: o.keys });
 
   const rewound: SubscriptionDefinition = {
     name: "rewound",

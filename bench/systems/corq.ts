@@ -62,6 +62,25 @@ async function consumer(corq: Corq, done: () => boolean, signals: Signals, keysP
 }
 
 /** End to end: first append → last handler, with producers, the advancer and consumers all running. */
+/**
+ * A log of `events` over `keys` appended with no subscription, then vacuumed and analyzed (what
+ * autovacuum would do next, done now: it would load the machine during a baseline). A
+ * subscription created afterwards `from: "now"` starts past all of it, and its rewind to the
+ * beginning requeues every event: how the replay and rewind-stall benches get a large rewind.
+ */
+export async function loadLogWithoutSubscriptions(
+  databaseUrl: string,
+  o: { events: number; keys: number },
+): Promise<void> {
+  const loader = createCorq({ databaseUrl, poolSize: 8 });
+  await loader.migrate();
+  await appendWorkload(loader, { events: o.events, keys: o.keys, consumers: 8, batchSize: 100 });
+  await loader.close();
+  const settle = await benchClient(databaseUrl);
+  await settle.query("VACUUM (ANALYZE) corq.events");
+  await settle.end();
+}
+
 export async function endToEnd(databaseUrl: string, w: Workload) {
   const check = new OrderCheck();
   let batches = 0;

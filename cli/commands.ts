@@ -1,4 +1,4 @@
-// The commands of `corq`, by name: over the HTTP API (corq/client), but `migrate` and `serve` over DATABASE_URL.
+// The commands of `corq`, by name: over the HTTP API (corqueue/client), but `migrate` and `serve` over DATABASE_URL.
 import { CorqHttpError, type CorqClient } from "../src/client.js";
 import type { KeyStatus, StoredEvent } from "../src/types.js";
 import { integer, keyOption, noMore, positional, statuses, UsageError, type Context } from "./arguments.js";
@@ -161,7 +161,7 @@ export const commands: Record<string, (ctx: Context) => Promise<void>> = {
     if (!ctx.io.env.DATABASE_URL) throw new UsageError("set DATABASE_URL to the Postgres to serve");
     const { startServe, stopOnSignals } = await import("../src/node/serve.js");
     const log = (line: string) => ctx.io.out.write(`corq: ${line}\n`);
-    // push subscriptions only: code subscriptions live in the app's own process (corq/node)
+    // push subscriptions only: code subscriptions live in the app's own process (corqueue/node)
     const running = await startServe({ subscriptions: [], env: ctx.io.env, log });
     stopOnSignals(running, log); // exits the process when stopped
     ctx.io.out.write(`corq ready ${running.url}\n`);

@@ -50,7 +50,7 @@ Commands (over DATABASE_URL):
   serve                               the HTTP API, the dashboard, the advancer and the
                                       consumers of push subscriptions in this process
                                       (PORT, HOST, CORQ_*: docs/self-hosting.md); for code
-                                      subscriptions, startServe from "corq/node"
+                                      subscriptions, startServe from "corqueue/node"
 
 Options:
   --url <url>      the API (env CORQ_URL; default http://127.0.0.1:8787)

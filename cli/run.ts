@@ -1,5 +1,5 @@
 // The commands of `corq` (cli/main.ts), callable in-process (tests). Every command but
-// `migrate` goes through the HTTP API (corq/client); `migrate` talks to DATABASE_URL.
+// `migrate` goes through the HTTP API (corqueue/client); `migrate` talks to DATABASE_URL.
 // run() reads the arguments (arguments.ts), runs the command by name (commands.ts) and
 // reports an error with its exit code (output.ts).
 import { parseArgs } from "node:util";

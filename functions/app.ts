@@ -1,5 +1,5 @@
 // The app this repository's Worker runs: the example (`npm start`'s demo). A Worker of your
-// own passes its own subscriptions and migrations to createWorker (corq/worker) instead.
+// own passes its own subscriptions and migrations to createWorker (corqueue/worker) instead.
 import { PgDialect } from "drizzle-orm/pg-core";
 import type { SubscriptionDefinition } from "../src/index.js";
 import type { WorkerApp } from "./createWorker.js";

@@ -1,4 +1,4 @@
-// corq/worker: the deployable Worker for an app — corq's HTTP API, dashboard and cron around
+// corqueue/worker: the deployable Worker for an app — corq's HTTP API, dashboard and cron around
 // the app's code subscriptions. A Worker of your own is
 //   export default createWorker({ subscriptions, migrations });
 // (functions/worker.ts is this repository's, running the example app).

@@ -8,10 +8,10 @@ import { gzipSync } from "node:zlib";
 import { packAndInstall } from "./packInstall.js";
 
 const entries: Record<string, string> = {
-  "corq/worker — a Worker with one subscription (createWorker)": `import { createWorker } from "corq/worker";
+  "corqueue/worker — a Worker with one subscription (createWorker)": `import { createWorker } from "corqueue/worker";
 export default createWorker({ subscriptions: [{ name: "s", handle: async () => {} }] });`,
-  "corq — the library (createCorq)": `export { createCorq } from "corq";`,
-  "corq/client — the HTTP client": `export { createClient } from "corq/client";`,
+  "corq — the library (createCorq)": `export { createCorq } from "corqueue";`,
+  "corqueue/client — the HTTP client": `export { createClient } from "corqueue/client";`,
 };
 
 async function size(dir: string, file: string, minify: boolean): Promise<Uint8Array> {

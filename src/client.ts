@@ -1,4 +1,4 @@
-// corq/client: a typed client of corq's HTTP API (docs/http-api.md) for scripts, other
+// corqueue/client: a typed client of corq's HTTP API (docs/http-api.md) for scripts, other
 // services and the `corq` CLI. Only fetch: it runs in Node 18+, Workers, Deno and browsers,
 // and imports nothing of the engine at run time.
 import { CorqError } from "./errors.js";

@@ -1,4 +1,4 @@
-// corq/client (src/client.ts) builds every path from percent-encoded segments, and refuses
+// corqueue/client (src/client.ts) builds every path from percent-encoded segments, and refuses
 // before sending what a URL would fold into the path around it: "", "." and "..". Without that,
 // pauseKey(subscription, "..") reached POST /subscriptions/<name>/pause — every key paused.
 import { describe, expect, it } from "vitest";

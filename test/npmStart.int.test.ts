@@ -105,7 +105,7 @@ async function stopGroup(start: ReturnType<typeof npmStart>) {
   for (const p of group) if (alive(p)) process.kill(p, "SIGKILL");
 }
 
-// what npm itself prints around the script: its `> corq@… start` header and `npm error …` lines
+// what npm itself prints around the script: its `> corqueue@… start` header and `npm error …` lines
 const ownLines = (output: string) =>
   output.split("\n").filter((line) => line.trim() !== "" && !/^(> |npm )/.test(line));
 

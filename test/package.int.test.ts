@@ -22,8 +22,8 @@ afterAll(async () => {
 });
 
 // What a user writes: their Worker, and a Node script.
-const worker = `import { createWorker } from "corq/worker";
-import type { StoredEvent } from "corq";
+const worker = `import { createWorker } from "corqueue/worker";
+import type { StoredEvent } from "corqueue";
 
 export default createWorker({
   subscriptions: [
@@ -40,9 +40,9 @@ export default createWorker({
 });
 `;
 
-const script = `import { createCorq, CorqError, type StoredEvent } from "corq";
-import { createClient, CorqHttpError } from "corq/client";
-import { startServe, type ServeOptions } from "corq/node";
+const script = `import { createCorq, CorqError, type StoredEvent } from "corqueue";
+import { createClient, CorqHttpError } from "corqueue/client";
+import { startServe, type ServeOptions } from "corqueue/node";
 
 const handled: { key: string; positions: number[] }[] = [];
 const corq = createCorq({
@@ -85,11 +85,14 @@ describe("the packed corq package, installed", () => {
     expect(files).toContain("package/dist/cli/main.js");
     expect(files).toContain("package/dist/src/node/serve.d.ts");
     expect(files).toContain("package/docs/http-api.md");
+    expect(files).toContain("package/LICENSE");
     // no sources, tests, example or benchmark in what users download
     expect(files.filter((f) => /^package\/(src|test|functions|example|bench|infra)\//.test(f))).toEqual([]);
     expect(files.filter((f) => /example|visitors/.test(f))).toEqual([]);
-    const manifest = JSON.parse(readFileSync(join(installed.dir, "node_modules/corq/package.json"), "utf8"));
+    const manifest = JSON.parse(readFileSync(join(installed.dir, "node_modules/corqueue/package.json"), "utf8"));
     expect(manifest.private).toBeUndefined();
+    expect(manifest.name).toBe("corqueue"); // the registry's "corq" is another project
+    expect(manifest.license).toBe("MIT");
     expect(manifest.sideEffects).toBe(false);
     // the benchmark's peers are not in a user's install, nor in a clone's (bench/package.json has them)
     for (const peer of ["graphile-worker", "pg-boss"]) {

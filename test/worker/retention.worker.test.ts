@@ -80,7 +80,7 @@ describe("retention over HTTP", () => {
       status: 200,
       json: { deleted: 0, horizon, done: true },
     });
-    // the typed client (corq/client) says the same
+    // the typed client (corqueue/client) says the same
     const client = createClient({ url: state.stack.url, token: state.stack.adminToken });
     expect(await client.retention()).toEqual({ maxAgeMs: DAY, streams: ["retained-"], horizon });
     expect(await client.runRetention()).toEqual({ deleted: 0, horizon, done: true });

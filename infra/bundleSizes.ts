@@ -10,7 +10,7 @@ import { packAndInstall } from "./packInstall.js";
 const entries: Record<string, string> = {
   "corqueue/worker — a Worker with one subscription (createWorker)": `import { createWorker } from "corqueue/worker";
 export default createWorker({ subscriptions: [{ name: "s", handle: async () => {} }] });`,
-  "corq — the library (createCorq)": `export { createCorq } from "corqueue";`,
+  "corqueue — the library (createCorq)": `export { createCorq } from "corqueue";`,
   "corqueue/client — the HTTP client": `export { createClient } from "corqueue/client";`,
 };
 

@@ -53,7 +53,16 @@ function dependencyClosure(names: string[]): string[] {
   return [...seen].sort();
 }
 
-export function packAndInstall(): Installed {
+export interface PackOptions {
+  /**
+   * Another version of a dependency or peer for the scratch project, by the folder in this
+   * repository's node_modules that holds it (an npm alias: { hono: "hono-4.12" }) — as a user's
+   * app that already has its own copy.
+   */
+  versions?: Record<string, string>;
+}
+
+export function packAndInstall(options: PackOptions = {}): Installed {
   const dir = mkdtempSync(join(tmpdir(), "corq-package-"));
   const packed = JSON.parse(
     execFileSync("npm", ["pack", "--json", "--pack-destination", dir], {
@@ -65,11 +74,17 @@ export function packAndInstall(): Installed {
   const tarball = join(dir, packed[0]?.filename ?? "missing");
   const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
     dependencies: Record<string, string>;
+    peerDependencies: Record<string, string>;
   };
-  for (const name of dependencyClosure(Object.keys(manifest.dependencies))) {
+  // the peers (hono, drizzle-orm) too: npm installs them beside the package, as for a user
+  const names = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
+  const versions = options.versions ?? {};
+  const folders = names.map((name) => versions[name] ?? name);
+  for (const folder of dependencyClosure(folders)) {
+    const name = Object.keys(versions).find((n) => versions[n] === folder) ?? folder;
     const target = join(dir, "node_modules", name);
     mkdirSync(dirname(target), { recursive: true });
-    cpSync(join(root, "node_modules", name), target, { recursive: true });
+    cpSync(join(root, "node_modules", folder), target, { recursive: true });
   }
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "scratch", private: true, type: "module" }));
   execFileSync("npm", ["install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", tarball], {

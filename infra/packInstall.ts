@@ -92,15 +92,16 @@ export function packAndInstall(options: PackOptions = {}): Installed {
     mkdirSync(dirname(target), { recursive: true });
     cpSync(join(root, "node_modules", folder), target, { recursive: true });
   }
-  for (const name of options.links ?? []) {
-    const target = join(dir, "node_modules", name);
-    mkdirSync(dirname(target), { recursive: true });
-    symlinkSync(join(root, "node_modules", name), target, "dir");
-  }
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "scratch", private: true, type: "module" }));
   execFileSync("npm", ["install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", tarball], {
     cwd: dir,
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // after the install: npm would remove what the scratch package.json does not name
+  for (const name of options.links ?? []) {
+    const target = join(dir, "node_modules", name);
+    mkdirSync(dirname(target), { recursive: true });
+    symlinkSync(join(root, "node_modules", name), target, "dir");
+  }
   return { dir, tarball };
 }

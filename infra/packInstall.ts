@@ -4,7 +4,7 @@
 // package-lock.json), so npm finds every dependency satisfied and installs only the tarball —
 // on a fresh CI machine right after `npm ci`, with no registry to ask.
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,6 +60,12 @@ export interface PackOptions {
    * app that already has its own copy.
    */
   versions?: Record<string, string>;
+  /**
+   * Tools the scratch project has as a user's devDependencies (wrangler, vitest): linked to this
+   * repository's copies, not copied — they are large, and Node resolves a linked package's own
+   * imports from where it really is.
+   */
+  links?: string[];
 }
 
 export function packAndInstall(options: PackOptions = {}): Installed {
@@ -91,5 +97,11 @@ export function packAndInstall(options: PackOptions = {}): Installed {
     cwd: dir,
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // after the install: npm would remove what the scratch package.json does not name
+  for (const name of options.links ?? []) {
+    const target = join(dir, "node_modules", name);
+    mkdirSync(dirname(target), { recursive: true });
+    symlinkSync(join(root, "node_modules", name), target, "dir");
+  }
   return { dir, tarball };
 }

@@ -34,7 +34,7 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");
   configureLocal(env);
   const databaseUrl = env.DATABASE_URL;
-  const { dbDriver, pushAllowPrivate, keyIdleMs } = settings(env);
+  const { dbDriver, pushAllowPrivate, keyIdleMs, idempotencyTtlMs } = settings(env);
   // the deploy's retention policy, applied when it changed (a malformed one: none; the cron logs why)
   const retention = retentionOption(env).option;
   // recorded on every lease this invocation takes: the keys API says who holds a key
@@ -42,7 +42,15 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   if (dbDriver === "websocket") {
     const pool = webSocketPool(databaseUrl);
     return {
-      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate, holder, keyIdleMs, retention }),
+      corq: createCorq({
+        db: pool,
+        subscriptions,
+        pushAllowPrivate,
+        holder,
+        keyIdleMs,
+        idempotencyTtlMs,
+        retention,
+      }),
       statements: () => 1,
       db: createExecutor(pool),
       end: () => pool.end().catch(() => undefined),
@@ -67,6 +75,7 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
       pushAllowPrivate,
       holder,
       keyIdleMs,
+      idempotencyTtlMs,
       retention,
       onStatement: () => void statements++,
     }),

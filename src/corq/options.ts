@@ -12,6 +12,10 @@ export const limit = (max: number, fallback: number) => z.number().int().min(1).
 export const DEFAULT_KEY_IDLE_MS = 7 * 86_400_000;
 export const MAX_KEY_IDLE_MS = 3650 * 86_400_000;
 
+/** createCorq({ idempotencyTtlMs }) and CORQ_IDEMPOTENCY_TTL_MS: 24 hours by default, at most 366 days. */
+export const DEFAULT_IDEMPOTENCY_TTL_MS = 86_400_000;
+export const MAX_IDEMPOTENCY_TTL_MS = 366 * 86_400_000;
+
 /** createCorq's options after validation: what the parts read. */
 export interface CorqSettings {
   /** This instance's code subscriptions, by name. */
@@ -21,6 +25,8 @@ export interface CorqSettings {
   activityFlushMs: number;
   /** An idle key loses its row after this long (housekeeping). */
   keyIdleMs: number;
+  /** How long an append's idempotency key answers with that append. */
+  idempotencyTtlMs: number;
   notify: boolean;
   pushAllowPrivate: boolean;
   /** Who this instance's consumers are (recorded on each lease). */
@@ -58,6 +64,12 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
     "invalid_config",
     "keyIdleMs",
   );
+  const idempotencyTtlMs = parseOrThrow(
+    z.number().int().min(1).max(MAX_IDEMPOTENCY_TTL_MS).default(DEFAULT_IDEMPOTENCY_TTL_MS),
+    options.idempotencyTtlMs,
+    "invalid_config",
+    "idempotencyTtlMs",
+  );
   const holder =
     parseOrThrow(z.string().min(1).max(200).optional(), options.holder, "invalid_config", "holder") ?? defaultHolder();
   const retention =
@@ -71,6 +83,7 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
     advanceBatchSize,
     activityFlushMs,
     keyIdleMs,
+    idempotencyTtlMs,
     notify: options.notify === true,
     pushAllowPrivate: options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true",
     holder,

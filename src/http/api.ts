@@ -7,6 +7,7 @@ import { CorqError, type SubscriptionDefinition, type SubscriptionStats } from "
 import { correlationKey, parseOrThrow, streamName, subscriptionName } from "../config.js";
 import {
   appendBody,
+  appendHeaders,
   count,
   deadLettersQuery,
   dispatchHeaders,
@@ -141,15 +142,30 @@ export function createApi({ subscriptions, open }: { subscriptions: Subscription
     requireScope("append", { unless: (c) => settings(c.env).publicAppend }),
     async (c) => {
       const stream = param(c, "stream", streamName);
+      const idempotencyKey = parseOrThrow(
+        appendHeaders.shape["idempotency-key"],
+        c.req.header("idempotency-key"),
+        "invalid_input",
+        "Idempotency-Key",
+      );
       const body = await jsonBody(c, appendBody);
       // Its own handle, kept for the background work below (advance and dispatch).
       const opened = c.var.openCorq();
       let result: Awaited<ReturnType<typeof opened.corq.append>>;
       try {
-        result = await opened.corq.append(stream, body.events as never, { expectedVersion: body.expectedVersion });
+        result = await opened.corq.append(stream, body.events as never, {
+          expectedVersion: body.expectedVersion,
+          idempotencyKey,
+        });
       } catch (error) {
         c.executionCtx.waitUntil(opened.end());
         throw error;
+      }
+      // A repeat of an idempotent append wrote nothing: its answer again, no delivery to start.
+      if (result.replayed) {
+        c.executionCtx.waitUntil(opened.end());
+        const { replayed: _, ...first } = result;
+        return c.json(first, 201, { "idempotent-replayed": "true" });
       }
       // On Node the append's NOTIFY has woken the process's consumers (src/node/runner.ts).
       if (c.env.CORQ_NODE) return c.json(result, 201);

@@ -37,6 +37,8 @@ export interface Env {
   CORQ_REPLAY_KEYS?: string;
   /** How long an idle key keeps its row, in ms (default 7 days): housekeeping deletes it after that. */
   CORQ_KEY_IDLE_MS?: string;
+  /** How long an append's Idempotency-Key answers with that append, in ms (default 24 hours, at most 366 days). */
+  CORQ_IDEMPOTENCY_TTL_MS?: string;
   /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */

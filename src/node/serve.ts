@@ -111,6 +111,7 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     role: parsed.CORQ_ROLE,
     pushAllowPrivate: base.pushAllowPrivate,
     keyIdleMs: base.keyIdleMs,
+    idempotencyTtlMs: base.idempotencyTtlMs,
     // a malformed list refuses to start (it throws here)
     trustedProxies: parseTrustedProxies(parsed.CORQ_TRUSTED_PROXIES),
     retention: retention.option,
@@ -152,6 +153,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         notify,
         pushAllowPrivate: knobs.pushAllowPrivate,
         keyIdleMs: knobs.keyIdleMs,
+        idempotencyTtlMs: knobs.idempotencyTtlMs,
         retention: knobs.retention,
         // one activity write a second for all drains, not one per drain (drains here are many
         // and short: at 1,000 appends/s that statement was a fifth of the database's work)

@@ -150,6 +150,11 @@ export interface CorqOptions {
    */
   keyIdleMs?: number;
   /**
+   * How long an append's `idempotencyKey` answers with that append (CORQ_IDEMPOTENCY_TTL_MS), in
+   * ms: default 24 hours, at most 366 days. Housekeeping prunes the keys past it.
+   */
+  idempotencyTtlMs?: number;
+  /**
    * The retention policy this app deploys with (README, "Retention"): off when left out. It is
    * applied when it differs from the option last applied (a deploy that changes it); a policy
    * set since with setRetention / PUT /retention stays in force until then.
@@ -162,7 +167,17 @@ export interface Corq {
   append(
     stream: string,
     events: EventInput[],
-    options?: { expectedVersion?: number; tx?: Connection },
+    options?: {
+      expectedVersion?: number;
+      tx?: Connection;
+      /**
+       * 1–200 visible ASCII characters. Within the window (`idempotencyTtlMs`) an append to the
+       * same stream with the same key and the same events and expectedVersion answers what the
+       * first one did (`replayed: true`) and writes nothing; other events → `idempotency_key_reused`
+       * (422); while the first is still in flight (its transaction open) → `idempotency_in_flight` (409).
+       */
+      idempotencyKey?: string;
+    },
   ): Promise<AppendResult>;
   readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;

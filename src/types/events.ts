@@ -35,4 +35,6 @@ export interface AppendResult {
   version: number;
   /** The global position of each appended event, in input order. */
   positions: number[];
+  /** An idempotent append's repeat: what the first append with its key answered; nothing was written. */
+  replayed?: true;
 }

@@ -128,8 +128,8 @@ export const mutants: Mutant[] = [
     name: "append: takes its transaction id before its turn on the stream (refused for order under concurrency)",
     edits: one(
       "src/sql/log/appendEvents.ts",
-      "WITH locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),",
-      "WITH locked AS (SELECT 1),",
+      ": sql`locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),`;",
+      ": sql`locked AS (SELECT 1),`;",
     ),
     tests: ["test/streamOrder.int.test.ts"],
   },
@@ -1451,5 +1451,44 @@ export const mutants: Mutant[] = [
     name: "serve: no retention pass in the loop",
     edits: one("src/node/runner.ts", "if (options.retention) retain(options.retention);", ""),
     tests: ["test/serve/retention.serve.test.ts"],
+  },
+  // --- idempotent appends -----------------------------------------------------------------
+  {
+    name: "idempotent append: a repeat within the window writes again",
+    edits: one("src/sql/log/appendEvents.ts", "WHERE free AND NOT EXISTS (SELECT FROM prior)", "WHERE free"),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  {
+    name: "idempotent append: another body under the key is replayed, not refused",
+    edits: one("src/sql/log/appendEvents.ts", "fingerprint = ${fingerprint(idempotency.sent)} AS same", "true AS same"),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  {
+    name: "idempotent append: no in-flight check (waits behind the first instead of 409)",
+    edits: one(
+      "src/sql/log/appendEvents.ts",
+      "WHERE free AND NOT EXISTS (SELECT FROM prior)",
+      "WHERE NOT EXISTS (SELECT FROM prior)",
+    ),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  {
+    name: "idempotent append: a row committed after the statement began does not stop its write",
+    edits: one("src/sql/log/appendEvents.ts", "THEN corq.idempotency_race() END AS race", "THEN NULL END AS race"),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  {
+    name: "HTTP: a replayed append without Idempotent-Replayed",
+    edits: one("src/http/api.ts", '{ "idempotent-replayed": "true" }', "{}"),
+    tests: ["test/worker/api.worker.test.ts"],
+  },
+  {
+    name: "housekeeping: idempotency keys past the window are never pruned",
+    edits: one(
+      "src/sql/housekeeping/pruneOperational.ts",
+      "DELETE FROM ${idempotencyKeys} WHERE created_at <= now() - ${idempotencyTtlMs} * interval '1 millisecond'",
+      "DELETE FROM ${idempotencyKeys} WHERE false",
+    ),
+    tests: ["test/idempotentAppend.int.test.ts"],
   },
 ];

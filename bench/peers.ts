@@ -16,6 +16,8 @@ interface PeerResult {
   complete: boolean;
   violations: number;
   duplicates: number;
+  /** statements the peer sent per handled event, where counted (DBOS) */
+  statementsPerEvent?: number;
 }
 
 export interface PeerRun {
@@ -103,7 +105,7 @@ export function peerRow(run: PeerRun): string {
   if (!r) return `| ${run.label} | – | – | did not run: ${run.error} |`;
   const rate = r.violations > 0 ? `~~${fmt(r.eps)}~~ (breaks per-key order)` : fmt(r.eps);
   const unit = run.name === "dbos" ? "workflows" : "jobs";
-  const note = `${fmt(r.handled)} of ${fmt(w.events)} ${unit} over ${fmt(w.keys)} keys${r.complete ? "" : ", time-boxed"}${r.duplicates ? `, ${r.duplicates} run twice` : ""}${run.error ? `; ${run.error}` : ""}`;
+  const note = `${fmt(r.handled)} of ${fmt(w.events)} ${unit} over ${fmt(w.keys)} keys${r.complete ? "" : ", time-boxed"}${r.duplicates ? `, ${r.duplicates} run twice` : ""}${r.statementsPerEvent ? `, ${r.statementsPerEvent.toFixed(1)} statements per event, polls and enqueues included` : ""}${run.error ? `; ${run.error}` : ""}`;
   return `| ${run.label} | ${rate} | ${r.violations} | ${note} |`;
 }
 

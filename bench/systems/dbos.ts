@@ -35,6 +35,15 @@ export async function dbosPartitioned(
   const check = new OrderCheck();
   // our pool (with 'error' listeners): the DROP DATABASE … WITH (FORCE) after the run ends its connections
   const pool = benchPool(databaseUrl, w.consumers + 8);
+  // every statement DBOS sends through its pool (BEGIN and COMMIT included): its cost per event
+  let statements = 0;
+  pool.on("connect", (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: typeof query }).query = (...args) => {
+      statements++;
+      return query(...args);
+    };
+  });
   DBOS.setConfig({ name: "corq-bench", systemDatabasePool: pool, logger: silent });
   const work = DBOS.registerWorkflow(
     async (item: Item) => {
@@ -49,6 +58,7 @@ export async function dbosPartitioned(
       workerConcurrency: w.consumers,
       minPollingIntervalMs: w.pollingIntervalMs,
     });
+    const statementsBefore = statements;
     const started = performance.now();
     const deadline = Date.now() + w.timeLimitMs;
     await Promise.all(
@@ -69,12 +79,14 @@ export async function dbosPartitioned(
     );
     while (check.handled < w.events && Date.now() < deadline) await sleep(5);
     const seconds = (performance.now() - started) / 1000;
+    const sent = statements - statementsBefore;
     return {
       eps: check.handled / seconds,
       handled: check.handled,
       complete: check.handled >= w.events,
       violations: check.violations,
       duplicates: check.duplicates,
+      statementsPerEvent: check.handled ? sent / check.handled : 0,
     };
   } finally {
     await DBOS.shutdown({ deregister: true }).catch(() => undefined);

@@ -34,7 +34,13 @@ export interface IdleReport {
   /** The dead keys of these subscriptions now (including ones dead before this run). */
   deadLetters: DeadLetter[];
   /** Keys left in backoff (without `waitForBackoff`): they run again at `availableAt`. */
-  waiting: { subscription: string; key: string; availableAt: string | null; attempts: number; lastError: string | null }[];
+  waiting: {
+    subscription: string;
+    key: string;
+    availableAt: string | null;
+    attempts: number;
+    lastError: string | null;
+  }[];
   /** Rounds run (advance, then consume until nothing is ready). */
   rounds: number;
 }

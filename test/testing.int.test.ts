@@ -104,6 +104,26 @@ describe("runUntilIdle", () => {
     expect(report.batches).toHaveLength(4);
   });
 
+  it("leaves alone the subscriptions another instance defined (it has their handlers, this corq has not)", async () => {
+    const theirs = recording([]);
+    const corq = await open([{ name: "theirs", key: "stream", handle: theirs.handle }]);
+    const { url } = (opened.at(-1) as { database: TestDatabase }).database;
+    const ours = recording([]);
+    const mine = createCorq({
+      databaseUrl: url,
+      subscriptions: [{ name: "mine", key: "stream", handle: ours.handle }],
+    });
+    opened.unshift({ corq: mine, database: { url, drop: async () => undefined } }); // closed before the drop
+    await mine.migrate();
+    await corq.append("a", [{ name: "E", data: 1 }]);
+    const report = await runUntilIdle(mine);
+    expect(ours.seen).toEqual({ a: [1] });
+    expect(report.batches.map((b) => b.subscription)).toEqual(["mine"]);
+    // what is theirs is still theirs to run, untouched
+    expect((await runUntilIdle(corq)).failures).toEqual([]);
+    expect(theirs.seen).toEqual({ a: [1] });
+  });
+
   it("reports keys left in backoff, or waits for them with waitForBackoff", async () => {
     const slow = recording(["a"]);
     const corq = await open([

@@ -11,7 +11,7 @@
 import type { ConsumeResult, Corq, DeadLetter, SubscriptionStats } from "../types.js";
 
 export interface RunUntilIdleOptions {
-  /** Subscriptions to run (default: every one the database has that this corq defines or delivers). */
+  /** Subscriptions to run (default: every one this corq defines, and the push subscriptions). */
   subscriptions?: string[];
   /** Wait for keys in backoff to run again (default false: they are reported in `waiting`). */
   waitForBackoff?: boolean;
@@ -61,7 +61,11 @@ export async function runUntilIdle(corq: Corq, options: RunUntilIdleOptions = {}
     for (;;) {
       rounds++;
       await bounded(corq.advance());
-      const names = options.subscriptions ?? (await bounded(corq.stats())).subscriptions.map((s) => s.name);
+      // not the orphaned ones (code subscriptions another instance defined): this corq has no
+      // handler for them, and consuming one would fail its batches
+      const names =
+        options.subscriptions ??
+        (await bounded(corq.stats())).subscriptions.filter((s) => !s.orphaned).map((s) => s.name);
       let consumed = 0;
       for (const name of names) {
         for (;;) {

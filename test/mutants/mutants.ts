@@ -1493,6 +1493,11 @@ export const mutants: Mutant[] = [
     tests: ["test/testing.int.test.ts"],
   },
   {
+    name: "test kit: runUntilIdle consumes the subscriptions another instance defined (orphaned here)",
+    edits: one("src/testing/runUntilIdle.ts", ".filter((s) => !s.orphaned)", ""),
+    tests: ["test/testing.int.test.ts"],
+  },
+  {
     name: "test kit: runUntilIdle has no maxBatches bound",
     edits: one("src/testing/runUntilIdle.ts", "if (batches.length >= maxBatches)", "if (false)"),
     tests: ["test/testing.int.test.ts"],

@@ -84,6 +84,7 @@ describe("the packed corq package, installed", () => {
     expect(files).toContain("package/dist/src/client.d.ts");
     expect(files).toContain("package/dist/cli/main.js");
     expect(files).toContain("package/dist/src/node/serve.d.ts");
+    expect(files).toContain("package/dist/src/testing/index.d.ts");
     expect(files).toContain("package/docs/http-api.md");
     expect(files).toContain("package/LICENSE");
     // no sources, tests, example or benchmark in what users download

@@ -1491,4 +1491,54 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/idempotentAppend.int.test.ts"],
   },
+  // --- the test kit (corqueue/testing) ---------------------------------------------------------
+  {
+    name: "test kit: deliveredEvents gives every event of a batch the same seq",
+    edits: one(
+      "src/testing/deliveredEvents.ts",
+      "seq: (options.firstSeq ?? 1) + index,",
+      "seq: options.firstSeq ?? 1,",
+    ),
+    tests: ["test/testing.test.ts"],
+  },
+  {
+    name: "test kit: the stand-in ctx.corq.append ignores expectedVersion (a redelivered greeter welcomes twice)",
+    edits: one(
+      "src/testing/standInCorq.ts",
+      "if (expectedVersion !== undefined && (current ?? -1) !== expectedVersion) {",
+      "if (false) {",
+    ),
+    tests: ["test/exampleHandlers.test.ts", "test/testing.test.ts"],
+  },
+  {
+    name: "test kit: runUntilIdle calls it idle with keys still in backoff under waitForBackoff",
+    edits: one(
+      "src/testing/runUntilIdle.ts",
+      "if (busy.length === 0 && (backoff.length === 0 || !options.waitForBackoff)) {",
+      "if (busy.length === 0) {",
+    ),
+    tests: ["test/testing.int.test.ts"],
+  },
+  {
+    name: "test kit: runUntilIdle calls it idle after a round that consumed, before advancing what handlers appended",
+    edits: [
+      { file: "src/testing/runUntilIdle.ts", search: "if (consumed > 0) continue;", replace: "" },
+      {
+        file: "src/testing/runUntilIdle.ts",
+        search: "(s) => s.lag > 0 || s.keys.ready",
+        replace: "(s) => s.keys.ready",
+      },
+    ],
+    tests: ["test/testing.int.test.ts"],
+  },
+  {
+    name: "test kit: runUntilIdle consumes the subscriptions another instance defined (orphaned here)",
+    edits: one("src/testing/runUntilIdle.ts", ".filter((s) => !s.orphaned)", ""),
+    tests: ["test/testing.int.test.ts"],
+  },
+  {
+    name: "test kit: runUntilIdle has no maxBatches bound",
+    edits: one("src/testing/runUntilIdle.ts", "if (batches.length >= maxBatches)", "if (false)"),
+    tests: ["test/testing.int.test.ts"],
+  },
 ];

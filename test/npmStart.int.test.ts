@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { freePort } from "../infra/embeddedPostgres.js";
+import { freePort } from "../cli/dev/embeddedPostgres.js";
 import { sign } from "../src/webhookSignature.js";
 import { createCorq } from "../src/index.js";
 

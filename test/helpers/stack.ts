@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, inject } from "vitest";
 import pg from "pg";
-import { localVars } from "../../infra/localDatabase.js";
-import { startLocalStack, type LocalStack, type LocalStackOptions } from "../../infra/localStack.js";
+import { localVars } from "../../cli/dev/localDatabase.js";
+import { startLocalStack, type LocalStack, type LocalStackOptions } from "../../cli/dev/localStack.js";
 import { createTestDatabase } from "./database.js";
 import { startServeProcess } from "./serveProcess.js";
 import { present } from "./present.js";
@@ -30,7 +30,7 @@ export function useStack(
   beforeAll(async () => {
     const database = await createTestDatabase(inject("postgresUrl"));
     state.drop = database.drop;
-    // CORQ_LOCAL: what the local stack is (infra/localStack.ts sets it too); options.vars may unset it
+    // CORQ_LOCAL: what the local stack is (cli/dev/localStack.ts sets it too); options.vars may unset it
     state.stack =
       runtime === "serve"
         ? await startServeStack(database.url, { CORQ_LOCAL: "true", ...options.vars })

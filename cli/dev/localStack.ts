@@ -1,13 +1,13 @@
 // The local stack, as `npm start` and the Worker tests run it: Postgres (embedded unless a
 // URL is given) → migrations → WebSocket proxy and HTTP SQL endpoint → the Worker under
 // wrangler's dev server (workerd, the real Workers runtime), reached through the front door
-// (infra/frontDoor.ts) → a cron that fires the scheduled handler.
+// (cli/dev/frontDoor.ts) → a cron that fires the scheduled handler.
 import { fileURLToPath } from "node:url";
 import { unstable_DevEnv as DevEnv } from "wrangler";
-import { createCorq } from "../src/index.js";
-import { present } from "../src/errors.js";
-import { app as exampleApp } from "../functions/app.js";
-import type { WorkerApp } from "../functions/createWorker.js";
+import { createCorq } from "../../src/index.js";
+import { present } from "../../src/errors.js";
+import { app as exampleApp } from "../../functions/app.js";
+import type { WorkerApp } from "../../functions/createWorker.js";
 import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
 import { startWsProxy } from "./wsProxy.js";
 import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
@@ -55,7 +55,7 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
-const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
+const configPath = fileURLToPath(new URL("../../wrangler.toml", import.meta.url));
 
 // Miniflare would fetch a sample `request.cf` object from Cloudflare at every start; there is
 // no internet here and the API does not read it.
@@ -102,7 +102,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const text = (value: string) => ({ type: "plain_text" as const, value });
     const secret = (value: string) => ({ type: "secret_text" as const, value });
     // unstable_startWorker, with an ear on its reloads: they carry the Worker's own address,
-    // which the front door (not wrangler's proxy) forwards to (infra/frontDoor.ts says why)
+    // which the front door (not wrangler's proxy) forwards to (cli/dev/frontDoor.ts says why)
     const devEnv = new DevEnv();
     let workerAddress: { hostname: string; port: string } | undefined;
     let reloaded: (error?: unknown) => void = () => undefined;

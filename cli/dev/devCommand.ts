@@ -1,6 +1,6 @@
 // `npm start`: the local stack in the foreground until Ctrl-C / SIGTERM / SIGHUP.
 //
-// package.json runs it as `exec node --import tsx infra/start.ts`: npm relays SIGTERM to its
+// package.json runs it as `exec node --import tsx cli/dev/devCommand.ts`: npm relays SIGTERM to its
 // one child only, and a shell or a tsx wrapper in between would die of it and leave this
 // process (with Postgres and workerd) running.
 import { createServer } from "node:net";
@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { startLocalStack, type LocalStack } from "./localStack.js";
 
 // wrangler's "Ready on <url>" names its own proxy, which the stack does not serve from (clients
-// reach the Worker through infra/frontDoor.ts): keep it out of the terminal, "corq ready <url>"
+// reach the Worker through cli/dev/frontDoor.ts): keep it out of the terminal, "corq ready <url>"
 // says where to go (the Worker's own console output still shows, and every request's line).
 for (const method of ["log", "info"] as const) {
   const original = console[method].bind(console);

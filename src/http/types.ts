@@ -43,9 +43,9 @@ export interface Env {
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
   CORQ_PUSH_ALLOW_PRIVATE?: string;
-  /** Local only: `host:port/<path token>` of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
+  /** Local only: `host:port/<path token>` of the WebSocket→TCP proxy in front of Postgres (cli/dev/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
-  /** Local only: the URL of the HTTP SQL endpoint standing in for Neon's (infra/httpSqlEndpoint.ts). */
+  /** Local only: the URL of the HTTP SQL endpoint standing in for Neon's (cli/dev/httpSqlEndpoint.ts). */
   CORQ_NEON_HTTP_ENDPOINT?: string;
   /**
    * "http" (default): every one-statement operation over Neon's HTTP query path, no connection

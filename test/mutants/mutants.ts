@@ -1168,6 +1168,22 @@ export const mutants: Mutant[] = [
     edits: one("src/node/serve.ts", "if (adminRefused) log(", "if (false) log("),
     tests: ["test/serve/adminWarning.serve.test.ts"],
   },
+  // --- corq dev: the local stack around a user's Worker (issue 31, item 2) ---------------------
+  {
+    name: "corq dev: the cron never fires after the first tick (a key in backoff waits forever)",
+    edits: one("cli/dev/localStack.ts", "if (running) return; // a slow run", "if (true) return; // a slow run"),
+    tests: ["test/dev.int.test.ts"],
+  },
+  {
+    name: "corq dev: miniflare's signal handler left in place (SIGTERM exits 143 before the stack is stopped)",
+    edits: one("cli/dev/devCommand.ts", "ownSignals(); // again: the Worker's start added miniflare's", ""),
+    tests: ["test/dev.int.test.ts"],
+  },
+  {
+    name: "GET /health: an unreachable local Neon endpoint not named (a bare 503 again)",
+    edits: one("src/http/api.ts", 'said?.message ?? "the database is unavailable"', '"the database is unavailable"'),
+    tests: ["test/worker/unreachableEndpoint.worker.test.ts"],
+  },
   // --- idle keys compacted, seqs never reused (issue 30) --------------------------------------
   {
     name: "idle keys: compaction ignores the threshold",

@@ -978,18 +978,18 @@ export const mutants: Mutant[] = [
     name: "dispatch: a self-invocation goes to the request's origin",
     edits: one(
       "src/http/dispatch.ts",
-      "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    return env.SELF ? env.SELF.fetch(request) : here(request);",
-      "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    void here;\n    return env.SELF ? env.SELF.fetch(request) : fetch(new URL(path, origin), init);",
+      "const request = new Request(new URL(`${basePath}${path}`, INTERNAL_ORIGIN), init);\n    return env.SELF ? env.SELF.fetch(request) : here(request);",
+      "const request = new Request(new URL(`${basePath}${path}`, INTERNAL_ORIGIN), init);\n    void here;\n    return env.SELF ? env.SELF.fetch(request) : fetch(new URL(`${basePath}${path}`, origin), init);",
     ).concat(
       one(
         "src/http/api.ts",
-        "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx))",
-        "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx), new URL(c.req.url).origin)",
+        "{ here: (request) => app.fetch(request, c.env, c.executionCtx), basePath }",
+        "{ here: (request) => app.fetch(request, c.env, c.executionCtx), basePath, origin: new URL(c.req.url).origin }",
       ),
       one(
         "src/http/dispatch.ts",
-        "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>): Invoke {",
-        "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>, origin = INTERNAL_ORIGIN): Invoke {",
+        "basePath: string },\n): Invoke {\n  const { here, basePath } = options;",
+        "basePath: string; origin?: string },\n): Invoke {\n  const { here, basePath, origin = INTERNAL_ORIGIN } = options;",
       ),
     ),
     tests: ["test/serve/requestTrust.serve.test.ts"],

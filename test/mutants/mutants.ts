@@ -1491,4 +1491,52 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/idempotentAppend.int.test.ts"],
   },
+  // --- mounted under a prefix (issue 31) ------------------------------------------------------
+  {
+    name: "mount: the fan-out and the retention pass invoke the user's root, not the prefix",
+    edits: one(
+      "src/http/dispatch.ts",
+      "new URL(`${basePath}${path}`, INTERNAL_ORIGIN)",
+      "new URL(path, INTERNAL_ORIGIN)",
+    ),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the session cookie's Path is the root",
+    edits: one("src/http/dashboard/session.ts", 'path: c.var.basePath || "/",', 'path: "/",'),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the dashboard's links, assets and forms at the root",
+    edits: one(
+      "src/http/dashboard/layout.tsx",
+      "return (path) => underBase(basePath, path);",
+      "return (path) => path;",
+    ),
+    tests: ["test/basePath.test.ts", "test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the dashboard's redirects at the root",
+    edits: one(
+      "src/http/dashboard/routes.tsx",
+      "const urlOf = (c: DashboardContext, path: string) => underBase(c.var.basePath, path);",
+      "const urlOf = (_c: DashboardContext, path: string) => path;",
+    ),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: an action's way back may leave the prefix",
+    edits: one("src/http/dashboard/routes.tsx", "if (pathWithin(basePath, url.pathname) === null) return null;", ""),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: a path outside the prefix is served as if under it",
+    edits: one("src/http/api.ts", "if (!outsideBase(basePath, c.req.raw)) return next();", "return next();"),
+    tests: ["test/basePath.test.ts", "test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "client: the path of its URL dropped (CORQ_URL=http://host/corq)",
+    edits: one("src/client.ts", "new URL(`${prefix}${path}`, base.origin)", "new URL(path, base)"),
+    tests: ["test/client.test.ts", "test/worker/mount.worker.test.ts"],
+  },
 ];

@@ -55,7 +55,10 @@ describe("corq mounted at /corq beside the user's routes", () => {
   });
 
   it("fans consumers out to /corq/consume and runs the cron's retention pass at /corq/retention/run", async () => {
-    // appended while paused (no consumer starts), then resumed behind corq's back: the cron dispatches
+    // appended while paused, then resumed behind corq's back: the cron dispatches (or the append's
+    // background kick, if it ran after the resume) — either way a dispatcher with two subscriptions
+    // ready consumes one itself and starts a consumer for the other through SELF
+    const before = (await invocations()).length;
     for (const name of ["order-mail", "order-stock"])
       expect((await api("POST", `/corq/subscriptions/${name}/pause`)).status).toBe(200);
     const appended = await api("POST", "/corq/streams/order-1/events", {
@@ -63,13 +66,12 @@ describe("corq mounted at /corq beside the user's routes", () => {
     });
     expect(appended.status).toBe(201);
     await state.db.query("UPDATE corq.subscriptions SET paused = false WHERE name IN ('order-mail', 'order-stock')");
-    const before = (await invocations()).length;
     await state.stack.runCron();
     await eventually(async () => {
       for (const name of ["order-mail", "order-stock"])
         expect((await api("GET", `/corq/subscriptions/${name}`)).json, name).toMatchObject({ pending: 0, lag: 0 });
     });
-    // both handlers ran: one in the cron's invocation, the other in one it started through SELF
+    // both handlers ran: one in the dispatcher's invocation, the other in one it started through SELF
     const { rows } = await state.db.query(
       `SELECT s.name FROM corq.activity a JOIN corq.subscriptions s ON s.id = a.subscription_id
        WHERE a.outcome = 'acked' AND a.key = 'order-1' ORDER BY s.name`,
@@ -139,6 +141,7 @@ describe("corq mounted at /corq beside the user's routes", () => {
       { cookie },
     );
     expect(outside.status).toBe(400);
+    expect(await outside.text()).toContain("back: must be a path on this site under /corq");
     expect((await api("GET", "/corq/subscriptions/order-mail")).json.paused).toBe(false);
     const search = await get("/corq/ui/streams?stream=order-1", cookie);
     expect(search.headers.get("location")).toBe("/corq/ui/streams/order-1");

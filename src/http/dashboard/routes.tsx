@@ -327,7 +327,10 @@ export function dashboard(options: {
         const { subscription, key, back, to } = parseOrThrow(actionForm, form, "invalid_input", "form");
         const origin = requestOrigin(c);
         const path = localPath(back ?? urlOf(c, "/"), { origin, basePath: c.var.basePath });
-        if (path === null) throw new CorqError("invalid_input", "back: must be a path of this dashboard");
+        if (path === null) {
+          const under = c.var.basePath ? ` under ${c.var.basePath}` : "";
+          throw new CorqError("invalid_input", `back: must be a path on this site${under}`);
+        }
         const corq = c.var.corq();
         let count = 0;
         if (action === "pause" || action === "resume") {

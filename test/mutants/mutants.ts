@@ -1535,6 +1535,11 @@ export const mutants: Mutant[] = [
     tests: ["test/basePath.test.ts", "test/worker/mount.worker.test.ts"],
   },
   {
+    name: "mount: serve ignores its basePath",
+    edits: one("src/node/serve.ts", "open: () => opened, basePath });", "open: () => opened });"),
+    tests: ["test/serve/mount.serve.test.ts"],
+  },
+  {
     name: "client: the path of its URL dropped (CORQ_URL=http://host/corq)",
     edits: one("src/client.ts", "new URL(`${prefix}${path}`, base.origin)", "new URL(path, base)"),
     tests: ["test/client.test.ts", "test/worker/mount.worker.test.ts"],

@@ -11,7 +11,7 @@ export const CanOperate = createContext<boolean | null>(null);
 
 /**
  * The prefix the dashboard is served under (src/http/basePath.ts; "" at the root): every link,
- * asset and form action goes under it. Set per page by routes.tsx (`page`).
+ * asset and form action goes under it. Set per page by routes.tsx (`mounted`).
  */
 export const BasePath = createContext("");
 

@@ -1,5 +1,6 @@
 // basePath (src/http/basePath.ts): what a prefix may be, refused where the Worker is made; the
 // app under it routes the rest of the path and says so when handed a path outside it.
+import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { createWorker } from "../functions/createWorker.js";
 import { openCorq } from "../functions/database.js";
@@ -60,6 +61,26 @@ describe("basePath", () => {
       env,
     );
     expect((await root.json()).servers).toBeUndefined();
+  });
+
+  it("is reached through a user's Hono app by app.all or app.mount without stripping; app.mount's default strips", async () => {
+    const corq = createApi({ subscriptions: [], open: openCorq, basePath: "/corq" });
+    const user = new Hono<{ Bindings: typeof env }>();
+    user.get("/", (c) => c.text("my app"));
+    user.all("/corq/*", (c) => corq.fetch(c.req.raw, c.env));
+    user.mount("/whole", corq.fetch, { replaceRequest: false });
+    user.mount("/stripped", corq.fetch);
+    expect(await (await user.request("http://127.0.0.1/", {}, env)).text()).toBe("my app");
+    expect((await user.request("http://127.0.0.1/corq/openapi.json", {}, env)).status).toBe(200);
+    // the whole path of /whole/openapi.json is outside /corq: only its own prefix is corq's
+    expect((await user.request("http://127.0.0.1/whole/openapi.json", {}, env)).status).toBe(404);
+    const whole = createApi({ subscriptions: [], open: openCorq, basePath: "/whole" });
+    const other = new Hono();
+    other.mount("/whole", whole.fetch, { replaceRequest: false });
+    expect((await other.request("http://127.0.0.1/whole/openapi.json", {}, env)).status).toBe(200);
+    const stripped = await user.request("http://127.0.0.1/stripped/openapi.json", {}, env);
+    expect(stripped.status).toBe(404);
+    expect((await stripped.json()).detail).toMatch(/^corq is mounted at \/corq: \/openapi.json is outside it/);
   });
 
   it("renders the login page with every link, asset and form under the prefix", async () => {

@@ -164,5 +164,7 @@ export type AppEnv = {
     /** Starts an invocation of this app (a consumer, a dispatch): SELF, else in this one. */
     invoke: Invoke;
     principal: Principal | undefined;
+    /** The prefix the app is mounted under ("" at the root; src/http/basePath.ts): its links and cookie go under it. */
+    basePath: string;
   };
 };

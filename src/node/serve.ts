@@ -16,6 +16,7 @@ import { serve as listen } from "@hono/node-server";
 import pg from "pg";
 import { z } from "zod";
 import { createApi } from "../http/api.js";
+import { parseBasePath, pathWithin } from "../http/basePath.js";
 import { adminTokenRefusal } from "../http/auth.js";
 import { retentionOption, settings } from "../http/env.js";
 import { createTokenCache } from "../http/tokenCache.js";
@@ -51,6 +52,13 @@ export interface ServeOptions {
    * consumers, no HTTP). Default: CORQ_ROLE, else "all".
    */
   role?: ServeRole;
+  /**
+   * Serve the HTTP API and dashboard under this prefix ("/corq"), as createWorker's `basePath`
+   * (functions/createWorker.ts): behind a proxy that forwards `/corq/*` with the path whole.
+   * Its links, redirects and cookie Path go under it; a request outside it answers 404. "" or
+   * "/" (default) is the root; a malformed one refuses to start.
+   */
+  basePath?: string;
   log?: (line: string) => void;
 }
 
@@ -132,6 +140,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   if (!env.DATABASE_URL) throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on");
   const databaseUrl = named(env.DATABASE_URL);
   const knobs = nodeSettings(env);
+  const basePath = parseBasePath(options.basePath);
   const role = options.role ?? knobs.role;
   // said at start, not discovered as a 401 on every call after "ready"
   const adminRefused = role === "worker" ? null : adminTokenRefusal(env as Env);
@@ -271,7 +280,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       };
       // no SELF here, whatever the environment holds: consumers run in this process
       const appEnv: Env = { ...env, SELF: undefined, CORQ_NODE: { sha256, tokens, tokenRevoked } };
-      const api = createApi({ subscriptions: options.subscriptions, open: () => opened });
+      const api = createApi({ subscriptions: options.subscriptions, open: () => opened, basePath });
       const fetch = async (request: Request, bindings: { incoming?: { socket?: Socket } }) => {
         // who sent it: the socket, or a trusted proxy's word (forwarded.ts)
         const socket = bindings.incoming?.socket as (Socket & { encrypted?: boolean }) | undefined;
@@ -293,7 +302,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           },
         );
         if (reads.has(request.method) || response.status >= 400) return response;
-        const path = new URL(request.url).pathname;
+        const whole = new URL(request.url).pathname;
+        // the API's own path: an append under the prefix wakes the consumers as one at the root
+        const path = pathWithin(basePath, whole) ?? whole;
         if (appendPath.test(path)) appended();
         else if (!wakesNobody.test(path)) {
           // A write that may have made keys ready or subscriptions advanceable (resume, release,

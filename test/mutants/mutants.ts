@@ -978,18 +978,18 @@ export const mutants: Mutant[] = [
     name: "dispatch: a self-invocation goes to the request's origin",
     edits: one(
       "src/http/dispatch.ts",
-      "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    return env.SELF ? env.SELF.fetch(request) : here(request);",
-      "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    void here;\n    return env.SELF ? env.SELF.fetch(request) : fetch(new URL(path, origin), init);",
+      "const request = new Request(new URL(`${basePath}${path}`, INTERNAL_ORIGIN), init);\n    return env.SELF ? env.SELF.fetch(request) : here(request);",
+      "const request = new Request(new URL(`${basePath}${path}`, INTERNAL_ORIGIN), init);\n    void here;\n    return env.SELF ? env.SELF.fetch(request) : fetch(new URL(`${basePath}${path}`, origin), init);",
     ).concat(
       one(
         "src/http/api.ts",
-        "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx))",
-        "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx), new URL(c.req.url).origin)",
+        "{ here: (request) => app.fetch(request, c.env, c.executionCtx), basePath }",
+        "{ here: (request) => app.fetch(request, c.env, c.executionCtx), basePath, origin: new URL(c.req.url).origin }",
       ),
       one(
         "src/http/dispatch.ts",
-        "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>): Invoke {",
-        "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>, origin = INTERNAL_ORIGIN): Invoke {",
+        "basePath: string },\n): Invoke {\n  const { here, basePath } = options;",
+        "basePath: string; origin?: string },\n): Invoke {\n  const { here, basePath, origin = INTERNAL_ORIGIN } = options;",
       ),
     ),
     tests: ["test/serve/requestTrust.serve.test.ts"],
@@ -1556,5 +1556,58 @@ export const mutants: Mutant[] = [
     name: "test kit: runUntilIdle has no maxBatches bound",
     edits: one("src/testing/runUntilIdle.ts", "if (batches.length >= maxBatches)", "if (false)"),
     tests: ["test/testing.int.test.ts"],
+  },
+  // --- mounted under a prefix (issue 31) ------------------------------------------------------
+  {
+    name: "mount: the fan-out and the retention pass invoke the user's root, not the prefix",
+    edits: one(
+      "src/http/dispatch.ts",
+      "new URL(`${basePath}${path}`, INTERNAL_ORIGIN)",
+      "new URL(path, INTERNAL_ORIGIN)",
+    ),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the session cookie's Path is the root",
+    edits: one("src/http/dashboard/session.ts", 'path: c.var.basePath || "/",', 'path: "/",'),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the dashboard's links, assets and forms at the root",
+    edits: one(
+      "src/http/dashboard/layout.tsx",
+      "return (path) => underBase(basePath, path);",
+      "return (path) => path;",
+    ),
+    tests: ["test/basePath.test.ts", "test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the dashboard's redirects at the root",
+    edits: one(
+      "src/http/dashboard/routes.tsx",
+      "const urlOf = (c: DashboardContext, path: string) => underBase(c.var.basePath, path);",
+      "const urlOf = (_c: DashboardContext, path: string) => path;",
+    ),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: an action's way back may leave the prefix",
+    edits: one("src/http/dashboard/routes.tsx", "if (pathWithin(basePath, url.pathname) === null) return null;", ""),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: a path outside the prefix is served as if under it",
+    edits: one("src/http/api.ts", "if (!outsideBase(basePath, c.req.raw)) return next();", "return next();"),
+    tests: ["test/basePath.test.ts", "test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: serve ignores its basePath",
+    edits: one("src/node/serve.ts", "open: () => opened, basePath });", "open: () => opened });"),
+    tests: ["test/serve/mount.serve.test.ts"],
+  },
+  {
+    name: "client: the path of its URL dropped (CORQ_URL=http://host/corq)",
+    edits: one("src/client.ts", "new URL(`${prefix}${path}`, base.origin)", "new URL(path, base)"),
+    tests: ["test/client.test.ts", "test/worker/mount.worker.test.ts"],
   },
 ];

@@ -82,7 +82,9 @@ export function withSharedSchemas(
     const taken = all.filter(([name]) => events.includes("*") || events.includes(name));
     if (taken.length === 0) return definition;
     const own = typeof definition.schemas === "object" ? definition.schemas : {};
-    return { ...definition, handle: definition.handle, schemas: { ...Object.fromEntries(taken), ...own } };
+    // the runtime checks each value (parseValidators); no map types them here
+    const schemas = { ...Object.fromEntries(taken), ...own } as EventSchemas;
+    return { ...definition, handle: definition.handle, schemas };
   });
 }
 

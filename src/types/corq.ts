@@ -200,9 +200,11 @@ export interface CorqOptions<E extends EventMap = AnyEvents> {
 /** corq on a database; with an event map E, appends are checked against it. */
 export interface Corq<E extends EventMap = AnyEvents> {
   migrate(): Promise<{ applied: string[] }>;
-  append(
+  // generic in the names appended: so Corq<Events> and Corq fit where the other is expected (a
+  // handler typed by a map, given an untyped Corq; a typed one, passed to untyped code)
+  append<N extends EventName<E>>(
     stream: string,
-    events: EventInput<E>[],
+    events: EventInput<E, N>[],
     options?: { expectedVersion?: number; tx?: Connection },
   ): Promise<AppendResult>;
   readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;

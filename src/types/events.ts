@@ -5,9 +5,10 @@ import type { StandardSchemaV1 } from "./standardSchema.js";
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 
 /**
- * What `data` may be given as where no event map types it: JSON, checked when appended (a
- * value that is not — a Date, a function, NaN — is refused then). `object` so that a value
- * typed by an interface fits (interfaces have no index signature, so they never fit `Json`).
+ * Event data where no event map types it: JSON, checked when appended (a value that is not — a
+ * Date, a function, NaN — is refused then). `object` rather than `Json` so that a value typed by
+ * an interface fits (interfaces have no index signature, so they never fit `Json`), and so that
+ * a subscription typed by a map fits where an untyped one is expected.
  */
 export type JsonInput = string | number | boolean | null | object;
 
@@ -21,13 +22,13 @@ export type JsonInput = string | number | boolean | null | object;
 export type EventMap = object;
 
 /** The event map without a declaration: any name, JSON data. */
-export type AnyEvents = Record<string, Json>;
+export type AnyEvents = Record<string, JsonInput>;
 
 /** The event names of a map: `string` for AnyEvents. */
 export type EventName<E extends EventMap> = keyof E & string;
 
 /** An event as stored in the log; `StoredEvent<"OrderPlaced", Order>` as a typed key function gets it. */
-export interface StoredEvent<Name extends string = string, Data = Json> {
+export interface StoredEvent<Name extends string = string, Data = JsonInput> {
   position: number;
   stream: string;
   version: number;
@@ -43,7 +44,7 @@ export interface StoredEvent<Name extends string = string, Data = Json> {
  * so "seq <= last seen" drops true duplicates. `replay`: queued again by a rewind (with a new,
  * higher seq).
  */
-export interface DeliveredEventOf<Name extends string = string, Data = Json> extends StoredEvent<Name, Data> {
+export interface DeliveredEventOf<Name extends string = string, Data = JsonInput> extends StoredEvent<Name, Data> {
   seq: number;
   replay: boolean;
 }
@@ -62,13 +63,10 @@ export type EventOf<E extends EventMap = AnyEvents, N extends EventName<E> = Eve
   ? StoredEvent<N, E[N]>
   : never;
 
-/** Data as an append takes it: the declared type, or any JSON where the type is JSON or unknown. */
-export type DataInput<Data> = Json extends Data ? JsonInput : Data;
-
 /** What an append takes: with an event map, a known name with its data's type. */
-export type EventInput<E extends EventMap = AnyEvents, N extends EventName<E> = EventName<E>> = N extends unknown
-  ? { name: N; data: DataInput<E[N]>; meta?: Record<string, JsonInput> }
-  : never;
+export type EventInput<E extends EventMap = AnyEvents, N extends EventName<E> = EventName<E>> = {
+  [K in N]: { name: K; data: E[K]; meta?: Record<string, JsonInput> };
+}[N];
 
 /**
  * Runtime checks of delivered data by event name: any Standard Schema validator (zod 4,
@@ -76,11 +74,8 @@ export type EventInput<E extends EventMap = AnyEvents, N extends EventName<E> = 
  * the validator's messages; what the schema outputs is what the handler gets.
  */
 export type EventSchemas<E extends EventMap = AnyEvents, N extends EventName<E> = EventName<E>> = {
-  [K in N]?: StandardSchemaV1<unknown, SchemaOutput<E[K]>>;
+  [K in N]?: StandardSchemaV1<unknown, E[K]>;
 };
-
-/** Without a declared type (JSON, unknown) a schema may output anything. */
-type SchemaOutput<Data> = Json extends Data ? unknown : Data;
 
 /** The event map a set of schemas describes: `type Events = EventsOf<typeof schemas>`. */
 export type EventsOf<S extends Record<string, StandardSchemaV1>> = {

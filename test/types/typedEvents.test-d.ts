@@ -12,7 +12,7 @@ import {
   type EventInput,
   type EventsOf,
   type HandlerContext,
-  type Json,
+  type JsonInput,
   type StandardSchemaV1,
   type StoredEvent,
   type SubscriptionDefinition,
@@ -44,7 +44,7 @@ declare const corq: Corq<Events>;
         handle(events, ctx) {
           expectTypeOf(events).toEqualTypeOf<DeliveredEvent[]>();
           expectTypeOf(events[0]!.name).toEqualTypeOf<string>();
-          expectTypeOf(events[0]!.data).toEqualTypeOf<Json>();
+          expectTypeOf(events[0]!.data).toEqualTypeOf<JsonInput>();
           expectTypeOf(events[0]!.seq).toEqualTypeOf<number>();
           expectTypeOf(ctx).toEqualTypeOf<HandlerContext>();
         },
@@ -229,3 +229,12 @@ const schemas = { Placed: placedSchema, Cancelled: z.object({ order: z.string() 
 type FromSchemas = EventsOf<typeof schemas>;
 expectTypeOf<FromSchemas["Placed"]>().toEqualTypeOf<{ customer: string; total: number }>();
 createCorq<FromSchemas>({ schemas });
+
+// typed and untyped fit each other where code is shared: a handler typed by the map called with
+// an untyped context (a test), a typed subscription in an untyped list, a Corq<Events> passed on
+declare const untypedContext: HandlerContext;
+declare const untypedCorq: Corq;
+void annotated.handle([], untypedContext);
+export const typedFromUntyped: Corq<Events> = untypedCorq;
+export const untypedFromTyped: Corq = corq;
+export const untypedList: SubscriptionDefinition[] = [shipping, annotated];

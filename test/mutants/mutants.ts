@@ -1450,7 +1450,7 @@ export const mutants: Mutant[] = [
       "const events = validators ? await validated(claimed.events, validators) : claimed.events;",
       "const events = claimed.events;",
     ),
-    tests: ["test/eventSchemas.int.test.ts"],
+    tests: ["test/eventSchemas.int.test.ts", "test/worker/transactional.worker.test.ts"],
   },
   {
     name: "schemas: not validated on the drain path",

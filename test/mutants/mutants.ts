@@ -1521,6 +1521,24 @@ export const mutants: Mutant[] = [
     tests: ["test/eventSchemas.int.test.ts"],
   },
   {
+    name: "schemas: startServe's shared schemas not given to its consumers",
+    edits: one(
+      "src/node/serve.ts",
+      "const subscriptions = withSharedSchemas(options.subscriptions, options.schemas);",
+      "const subscriptions = options.subscriptions;",
+    ),
+    tests: ["test/serve/eventSchemas.serve.test.ts"],
+  },
+  {
+    name: "schemas: createWorker's shared schemas not given to its consumers",
+    edits: one(
+      "functions/createWorker.ts",
+      "const subscriptions = withSharedSchemas(app.subscriptions, app.schemas);",
+      "const subscriptions = app.subscriptions;",
+    ),
+    tests: ["test/worker/transactional.worker.test.ts"],
+  },
+  {
     name: "cron: no retention pass",
     edits: one("functions/createWorker.ts", "retainOnCron(env.CORQ_ADMIN_TOKEN, invoke)", "Promise.resolve()"),
     tests: ["test/worker/retention.worker.test.ts"],

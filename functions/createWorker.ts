@@ -4,7 +4,8 @@
 // or, beside routes of its own, corq under a prefix (`basePath`, see WorkerApp)
 // (functions/worker.ts is this repository's, running the example app).
 import type { ExecutionContext } from "hono";
-import type { SubscriptionDefinition } from "../src/index.js";
+import type { AnyEvents, EventMap, EventSchemas, SubscriptionDefinition } from "../src/index.js";
+import { withSharedSchemas } from "../src/eventSchemas.js";
 import { applyAppMigrations, parseAppMigrations, type AppMigration } from "../src/db/appMigrations.js";
 import { parseSubscriptions } from "../src/config.js";
 import { createApi } from "../src/http/api.js";
@@ -18,9 +19,12 @@ export type { Env } from "../src/http/types.js";
 
 export type { AppMigration } from "../src/db/appMigrations.js";
 
-export interface WorkerApp {
+/** `createWorker<Events>(…)`: subscriptions checked against the app's event map (docs/typed-events.md). */
+export interface WorkerApp<E extends EventMap = AnyEvents> {
   /** The app's code subscriptions (handlers run in this Worker). Push subscriptions are created over HTTP. */
-  subscriptions: SubscriptionDefinition[];
+  subscriptions: SubscriptionDefinition<E>[];
+  /** Standard Schema validators by event name, for every subscription that takes the name (its own win). */
+  schemas?: EventSchemas<E>;
   /**
    * The app's own SQL (its projections' tables), not corq's schema: applied by the Worker
    * itself, each migration once, before it serves its first request or cron in an isolate.
@@ -59,12 +63,13 @@ export interface CorqWorker {
   scheduled(controller: unknown, env: Env, ctx: ExecutionContext): Promise<void>;
 }
 
+export function createWorker<E extends EventMap = AnyEvents>(app: NoInfer<WorkerApp<E>>): CorqWorker;
 export function createWorker(app: WorkerApp): CorqWorker {
+  const subscriptions = withSharedSchemas(app.subscriptions, app.schemas);
   // a malformed definition fails the deploy (module evaluation), not the first request
-  parseSubscriptions(app.subscriptions);
+  parseSubscriptions(subscriptions);
   const migrations = parseAppMigrations(app.migrations ?? []);
   const basePath = parseBasePath(app.basePath);
-  const { subscriptions } = app;
   const api = createApi({ subscriptions, open: openCorq, basePath });
 
   // Once per isolate: one statement when everything is applied (a transaction only when not).

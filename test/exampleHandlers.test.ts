@@ -5,11 +5,12 @@ import { describe, expect, it } from "vitest";
 import { greeter, welcomeStream } from "../example/greeter.js";
 import { ROOM_CAPACITY, roomFullStream, roomOccupancy } from "../example/roomOccupancy.js";
 import { visitorDirectory } from "../example/visitorDirectory.js";
+import type { VisitorEvents } from "../example/events.js";
 import { deliveredEvents, handlerContext } from "../src/testing/index.js";
 
 describe("greeter (a policy)", () => {
   it("welcomes a visitor once, with the registration as its cause, also when the batch comes again", async () => {
-    const events = deliveredEvents("visitor-ada", [
+    const events = deliveredEvents<VisitorEvents, "Registered">("visitor-ada", [
       { name: "Registered", data: { name: "ada" } },
       { name: "Registered", data: { name: "ada again" } },
     ]);
@@ -40,7 +41,7 @@ describe("room-occupancy (a process manager)", () => {
   ];
 
   it("announces the room full on the arrival that fills it, then writes the room at the revision it read", async () => {
-    const events = deliveredEvents("12", [
+    const events = deliveredEvents<VisitorEvents, "Arrived" | "Departed">("12", [
       { name: "Arrived", stream: "visitor-cy", version: 1, data: { roomId: "12" } },
       { name: "Arrived", stream: "visitor-dee", version: 1, data: { roomId: "12" } },
     ]);
@@ -76,7 +77,9 @@ describe("room-occupancy (a process manager)", () => {
   });
 
   it("fails the batch when another consumer wrote the room meanwhile (the compare-and-set wrote nothing)", async () => {
-    const events = deliveredEvents("12", [{ name: "Arrived", stream: "visitor-ada", data: { roomId: "12" } }]);
+    const events = deliveredEvents<VisitorEvents, "Arrived" | "Departed">("12", [
+      { name: "Arrived", stream: "visitor-ada", data: { roomId: "12" } },
+    ]);
     const ctx = handlerContext({ key: "12", results: [roomRow(null), [{ revision: null }]] });
     await expect(roomOccupancy.handle(events, ctx)).rejects.toThrow(/room "12" changed while this batch ran/);
     expect(ctx.appended).toEqual([]);
@@ -85,10 +88,10 @@ describe("room-occupancy (a process manager)", () => {
 
 describe("visitor-directory (a projection)", () => {
   it("folds a batch into one upsert from the newest version of each field group", async () => {
-    const events = deliveredEvents("visitor-bob", [
+    const events = deliveredEvents<VisitorEvents, "Registered" | "Arrived" | "Departed">("visitor-bob", [
       { name: "Registered", data: { name: "bob" } },
-      { name: "Arrived", data: { roomId: 4 } },
-      { name: "Departed", data: { roomId: 4 } },
+      { name: "Arrived", data: { roomId: "4" } },
+      { name: "Departed", data: { roomId: "4" } },
     ]);
     const ctx = handlerContext({ subscription: "visitor-directory", key: "visitor-bob" });
     await visitorDirectory.handle(events, ctx);

@@ -23,16 +23,19 @@ afterAll(async () => {
 
 // What a user writes: their Worker, and a Node script.
 const worker = `import { createWorker } from "corqueue/worker";
-import type { StoredEvent } from "corqueue";
+import type { DeliveredEvent } from "corqueue";
 
-export default createWorker({
+interface Order { customer: string }
+type Events = { OrderPlaced: Order; OrderShipped: { customer: string; carrier: string } };
+
+export default createWorker<Events>({
   subscriptions: [
     {
       name: "orders",
-      events: ["OrderPlaced"],
+      events: ["OrderPlaced", "OrderShipped"],
       key: "data.customer",
-      async handle(events: StoredEvent[]) {
-        for (const event of events) console.log(event.position);
+      async handle(events: DeliveredEvent<Events>[]) {
+        for (const event of events) if (event.name === "OrderShipped") console.log(event.seq, event.data.carrier);
       },
     },
   ],
@@ -40,22 +43,38 @@ export default createWorker({
 });
 `;
 
-const script = `import { createCorq, CorqError, type StoredEvent } from "corqueue";
+const script = `import { createCorq, CorqError, defineSubscription, type StandardSchemaV1 } from "corqueue";
 import { createClient, CorqHttpError } from "corqueue/client";
 import { startServe, type ServeOptions } from "corqueue/node";
 
+interface Order { customer: string }
+type Events = { OrderPlaced: Order };
+// a Standard Schema written by hand: corq depends on no validator library
+const order: StandardSchemaV1<unknown, Order> = {
+  "~standard": {
+    version: 1,
+    vendor: "app",
+    validate: (value) =>
+      typeof (value as Partial<Order> | null)?.customer === "string"
+        ? { value: value as Order }
+        : { issues: [{ message: "customer must be text", path: ["customer"] }] },
+  },
+};
 const handled: { key: string; positions: number[] }[] = [];
-const corq = createCorq({
+const orders = defineSubscription<Events>()({
+  name: "orders",
+  events: ["OrderPlaced"],
+  key: "data.customer",
+  handle: (events, { key }) => {
+    handled.push({ key, positions: events.map((e) => e.position) });
+  },
+});
+// @ts-expect-error a misspelt event name does not compile against the packed types
+defineSubscription<Events>()({ name: "typo", events: ["OrderPlacd"], handle() {} });
+const corq = createCorq<Events>({
   databaseUrl: process.env.DATABASE_URL,
-  subscriptions: [
-    {
-      name: "orders",
-      key: "data.customer",
-      handle: (events: StoredEvent[], { key }) => {
-        handled.push({ key, positions: events.map((e) => e.position) });
-      },
-    },
-  ],
+  schemas: { OrderPlaced: order },
+  subscriptions: [orders],
   migrations: [{ name: "orders-table", statements: ["CREATE TABLE orders (id text PRIMARY KEY)"] }],
 });
 const { applied } = await corq.migrate();

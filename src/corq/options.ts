@@ -5,6 +5,7 @@ import { parseAppMigrations, type AppMigration } from "../db/appMigrations.js";
 import type { Executor, ExecutorOptions } from "../db/executor.js";
 import { retentionInput, storedPolicy, type StoredPolicy } from "../retentionPolicy.js";
 import type { CorqOptions } from "../types.js";
+import { withSharedSchemas } from "../eventSchemas.js";
 
 export const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 
@@ -44,7 +45,7 @@ export interface PartDeps {
 }
 
 export function parseCorqOptions(options: CorqOptions): CorqSettings {
-  const code = parseSubscriptions(options.subscriptions ?? []);
+  const code = parseSubscriptions(withSharedSchemas(options.subscriptions ?? [], options.schemas));
   const appMigrations = parseAppMigrations(options.migrations ?? []);
   const advanceBatchSize = parseOrThrow(
     limit(100_000, 5000),

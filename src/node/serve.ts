@@ -23,16 +23,20 @@ import { createTokenCache } from "../http/tokenCache.js";
 import { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM, type CorqRuntime } from "../internal.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/log/notify.js";
-import type { SubscriptionDefinition } from "../types.js";
+import type { AnyEvents, EventMap, EventSchemas, SubscriptionDefinition } from "../types.js";
+import { withSharedSchemas } from "../eventSchemas.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
 import { forwardedClient, parseTrustedProxies } from "./forwarded.js";
 import { listenForWakes, type WakeListener } from "./wakeListener.js";
 import type { Env, OpenCorq } from "../http/types.js";
 
-export interface ServeOptions {
+/** `startServe<Events>(…)`: subscriptions checked against the app's event map (docs/typed-events.md). */
+export interface ServeOptions<E extends EventMap = AnyEvents> {
   /** The app's code subscriptions (this process runs their handlers; push subscriptions too). */
-  subscriptions: SubscriptionDefinition[];
+  subscriptions: SubscriptionDefinition<E>[];
+  /** Standard Schema validators by event name, for every subscription that takes the name (its own win). */
+  schemas?: EventSchemas<E>;
   /** The app's own SQL (its projections' tables), applied at start after corq's schema, each once. */
   migrations?: AppMigration[];
   /**
@@ -134,7 +138,11 @@ const wakesNobody = /^\/(streams\/[^/]+\/events|advance|consume\/[^/]+|dispatch)
 const NOTIFY_EVERY_MS = 5;
 const appendPath = /^\/streams\/[^/]+\/events\/?$/;
 
+export async function startServe<E extends EventMap = AnyEvents>(
+  options: NoInfer<ServeOptions<E>>,
+): Promise<RunningServe>;
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  const subscriptions = withSharedSchemas(options.subscriptions, options.schemas);
   const env = options.env ?? process.env;
   const log = options.log ?? ((line: string) => console.log(`corq: ${line}`));
   if (!env.DATABASE_URL) throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on");
@@ -156,7 +164,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const make = (poolSize: number, notify: boolean) =>
       createCorqRuntime({
         databaseUrl,
-        subscriptions: options.subscriptions,
+        subscriptions,
         migrations: options.migrations,
         poolSize,
         notify,
@@ -199,8 +207,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       ? createRunner({
           corq,
           db,
-          codeSubscriptions: options.subscriptions.map((s) => s.name),
-          transactionalSubscriptions: options.subscriptions.filter((s) => s.transactional).map((s) => s.name),
+          codeSubscriptions: subscriptions.map((s) => s.name),
+          transactionalSubscriptions: subscriptions.filter((s) => s.transactional).map((s) => s.name),
           concurrency: knobs.concurrency,
           keysPerClaim: knobs.keysPerClaim,
           replayKeys: knobs.replayKeys,
@@ -280,7 +288,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       };
       // no SELF here, whatever the environment holds: consumers run in this process
       const appEnv: Env = { ...env, SELF: undefined, CORQ_NODE: { sha256, tokens, tokenRevoked } };
-      const api = createApi({ subscriptions: options.subscriptions, open: () => opened, basePath });
+      const api = createApi({ subscriptions, open: () => opened, basePath });
       const fetch = async (request: Request, bindings: { incoming?: { socket?: Socket } }) => {
         // who sent it: the socket, or a trusted proxy's word (forwarded.ts)
         const socket = bindings.incoming?.socket as (Socket & { encrypted?: boolean }) | undefined;

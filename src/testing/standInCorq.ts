@@ -84,7 +84,7 @@ export function standInCorq(appended: RecordedAppend[], overrides: Partial<Corq>
           version: (current ?? -1) + 1 + index,
           name: event.name,
           data: event.data,
-          meta: event.meta ?? {},
+          meta: (event.meta ?? {}) as StoredEvent["meta"], // checked as JSON by parseEvents
           createdAt: new Date(Date.parse(TEST_EPOCH) + position * 1000).toISOString(),
         });
         return position;

@@ -1458,6 +1458,102 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/retention.int.test.ts"],
   },
+  // --- event schemas (runtime validation of delivered data) --------------------------------
+  {
+    name: "schemas: delivered data not validated",
+    edits: one(
+      "src/consume/handle.ts",
+      "const events = validators ? await validated(claimed.events, validators) : claimed.events;",
+      "const events = claimed.events;",
+    ),
+    tests: ["test/eventSchemas.int.test.ts", "test/worker/transactional.worker.test.ts"],
+  },
+  {
+    name: "schemas: not validated on the drain path",
+    edits: one(
+      "src/consume.ts",
+      "handle(consumer, claimed, { stopping: limits.abort })",
+      "handle({ ...consumer, target: { ...consumer.target, code: consumer.target.code && { ...consumer.target.code, validators: null } } }, claimed, { stopping: limits.abort })",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: not validated on the consume path",
+    edits: one(
+      "src/consume.ts",
+      "const verdict = await handle(consumer, claimed);",
+      "const verdict = await handle({ ...consumer, target: { ...consumer.target, code: consumer.target.code && { ...consumer.target.code, validators: null } } }, claimed);",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: a transactional handler gets the unvalidated batch",
+    edits: one(
+      "src/consume/handle.ts",
+      "handleInTransaction({ ...claimed, events }, ",
+      "handleInTransaction(claimed, ",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: the handler gets the data as stored, not what the schema output",
+    edits: one(
+      "src/eventSchemas.ts",
+      'out.push({ ...event, data: result.value as DeliveredEvent["data"] });',
+      "out.push(event);",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: an async validator's verdict not awaited",
+    edits: one(
+      "src/eventSchemas.ts",
+      "const result = pending instanceof Promise ? await pending : pending;",
+      "const result = pending as StandardSchemaV1.Result<unknown>;",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: the shared schemas given to no subscription",
+    edits: one(
+      "src/eventSchemas.ts",
+      'const all = entries(shared, "schemas");',
+      'const all = entries(undefined, "schemas");',
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: a subscription's own schemas lose to the shared ones",
+    edits: one(
+      "src/eventSchemas.ts",
+      "{ ...Object.fromEntries(taken), ...own }",
+      "{ ...own, ...Object.fromEntries(taken) }",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: a schema for an event the subscription does not take accepted (a typo checks nothing)",
+    edits: one("src/eventSchemas.ts", 'if (!events.includes("*") && !events.includes(name)) {', "if (false) {"),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: startServe's shared schemas not given to its consumers",
+    edits: one(
+      "src/node/serve.ts",
+      "const subscriptions = withSharedSchemas(options.subscriptions, options.schemas);",
+      "const subscriptions = options.subscriptions;",
+    ),
+    tests: ["test/serve/eventSchemas.serve.test.ts"],
+  },
+  {
+    name: "schemas: createWorker's shared schemas not given to its consumers",
+    edits: one(
+      "functions/createWorker.ts",
+      "const subscriptions = withSharedSchemas(app.subscriptions, app.schemas);",
+      "const subscriptions = app.subscriptions;",
+    ),
+    tests: ["test/worker/transactional.worker.test.ts"],
+  },
   {
     name: "cron: no retention pass",
     edits: one("functions/createWorker.ts", "retainOnCron(env.CORQ_ADMIN_TOKEN, invoke)", "Promise.resolve()"),

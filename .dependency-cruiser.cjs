@@ -31,6 +31,13 @@ module.exports = {
       to: { path: "^src/node/" },
     },
     {
+      name: "src-framework-neutral",
+      severity: "error",
+      comment: "the package (corqueue/testing included) runs under any test runner: no test framework in src/",
+      from: { path: "^src/" },
+      to: { path: "node_modules/(vitest|@vitest|jest|@jest|mocha|chai|sinon)/" },
+    },
+    {
       name: "functions-points-down",
       severity: "error",
       comment: "the Worker imports the library, the HTTP app and the example app, not the tools",

@@ -5,8 +5,8 @@
 //   steady  single-event appends at a fixed rate over 100 streams, the cron every second, and the
 //           database statements per append of the whole run
 // Prints one JSON line. The full section (burst, both paths, distance) is `npm run bench -- --only connections`.
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
-import { startLocalStack, type LocalStack } from "../infra/localStack.js";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
+import { startLocalStack, type LocalStack } from "../cli/dev/localStack.js";
 import { dropDatabase, freshDatabase } from "./database.js";
 import { sleep } from "./workload.js";
 import { append, awaitDelivery, putSubscription, startCron, startRecorder, summarize } from "./workersConnections.js";

@@ -9,7 +9,7 @@
 // process's CPU per event (the consumers' share of the machine). The last line printed is one
 // JSON object. Postgres: embedded (default settings) unless DATABASE_URL.
 import { loadavg } from "node:os";
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { createCorq } from "../src/index.js";
 import { benchClient, dropDatabase, freshDatabase } from "./database.js";
 

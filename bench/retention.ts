@@ -7,7 +7,7 @@
 // latency idle and during the pass, table and index sizes after each step; and what converting the
 // same table to a partitioned one costs. Not part of `npm run bench` (it loads millions of rows).
 import { performance } from "node:perf_hooks";
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { createCorq } from "../src/index.js";
 import { benchPool, dropDatabase, freshDatabase } from "./database.js";
 import { percentile } from "./stats.js";

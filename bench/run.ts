@@ -1,18 +1,20 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained | --skip connections]
-// [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n]`: corq
-// against graphile-worker and pg-boss on the same Postgres in the same run, then corq's stages,
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers | --skip connections]
+// [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
+// --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
 // connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full
 // run); `--only <section>` runs that section alone and appends it to RESULTS.md under a dated
 // heading (without --quick); `--only advance` is the advance stage alone (to compare two
-// commits). The last line printed is one JSON object.
+// commits); `--only peers` runs the newer peers' rows alone (a smoke run or a diagnosis: without
+// corq in the same run no ratio, so it writes nothing to RESULTS.md). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
+import { cpus, loadavg, totalmem } from "node:os";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { dropDatabase, freshDatabase } from "./database.js";
 import * as corq from "./systems/corq.js";
 import { graphileWorker } from "./systems/graphileWorker.js";
 import { pgBoss } from "./systems/pgBoss.js";
+import { peerJson, peerNames, peerRow, peerWorkload, runPeer, type PeerName } from "./peers.js";
 import { pushNode, pushWorkers } from "./systems/push.js";
 import { measureWorkersLatency } from "./workersLatency.js";
 import { serveSection } from "./serveSection.js";
@@ -24,7 +26,7 @@ import { rewindStall, type StallPhase } from "./rewindStall.js";
 import { sustainedSection } from "./sustainedSection.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained"];
+const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained", "peers"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
@@ -114,7 +116,12 @@ try {
         batchSize: 100,
         timeLimitMs: 20_000,
         pollingIntervalSeconds: 0.5,
+        mode: "key_strict_fifo",
       }),
+    );
+    const dbos = await onFreshDatabase("dbos", (url) => runPeer("dbos", url, peerWorkload("dbos", quick)));
+    const bossGroup = await onFreshDatabase("bossg", (url) =>
+      runPeer("pgboss-group", url, peerWorkload("pgboss-group", quick)),
     );
     const ranked = (name: string, eps: number, violations: number, note: string) =>
       `| ${name} | ${violations > 0 ? `~~${fmt(eps)}~~ (breaks per-key order)` : fmt(eps)} | ${violations} | ${note} |`;
@@ -133,19 +140,25 @@ try {
         `${fmt(boss.handled)} of 1,920 jobs over 100 keys${boss.complete ? "" : ", time-boxed"}`,
       ),
     );
+    say(peerRow(bossGroup));
+    say(peerRow(dbos));
     say(
-      `\ncorq / graphile named queues: **${(corqE2e.eps / gNamed.eps).toFixed(1)}×**; corq / graphile unordered: **${(corqE2e.eps / gUnordered.eps).toFixed(1)}×**`,
+      `\ncorq / graphile named queues: **${(corqE2e.eps / gNamed.eps).toFixed(1)}×**; corq / graphile unordered: **${(corqE2e.eps / gUnordered.eps).toFixed(1)}×**${dbos.result ? `; corq / DBOS partitioned queue: **${(corqE2e.eps / dbos.result.eps).toFixed(1)}×**` : ""}`,
     );
     results.corq_eps = Math.round(corqE2e.eps);
     results.corq_one_key_eps = Math.round(corqOneKey.eps);
     results.graphile_named_eps = Math.round(gNamed.eps);
     results.graphile_unordered_eps = Math.round(gUnordered.eps);
     results.pgboss_fifo_eps = Math.round(boss.eps);
+    results.pgboss_group_eps = peerJson(bossGroup).eps;
+    results.dbos_partitioned_eps = peerJson(dbos).eps;
     results.order_violations = {
       corq: corqOrder.violations,
       graphile_named: gNamed.violations,
       graphile_unordered: gUnordered.violations,
       pgboss_fifo: boss.violations,
+      pgboss_group: peerJson(bossGroup).violations,
+      dbos_partitioned: peerJson(dbos).violations,
     };
 
     say("\n## corq stages");
@@ -318,6 +331,33 @@ try {
     console.log(JSON.stringify(results));
     process.exit(0);
   };
+
+  // issue 34: the newer peers' rows alone, at the end-to-end workload or a given one
+  if (only === "peers") {
+    sectionOf("Peers alone (not results: no corq in the same run)", "peers");
+    const arg = (flag: string) =>
+      process.argv.includes(flag) ? process.argv[process.argv.indexOf(flag) + 1] : undefined;
+    const chosen = (arg("--peers")?.split(",") ?? [...peerNames]) as PeerName[];
+    const unknown = chosen.filter((name) => !peerNames.includes(name));
+    if (unknown.length > 0) throw new Error(`--peers: ${unknown.join(", ")} (one of ${peerNames.join(", ")})`);
+    const load = () =>
+      loadavg()
+        .map((l) => l.toFixed(1))
+        .join(", ");
+    say(`load average before: ${load()}\n`);
+    say("| system | events/s | out of order | notes |\n|---|---|---|---|");
+    for (const name of chosen) {
+      const w = peerWorkload(name, quick);
+      const workload = { events: Number(arg("--peer-events") ?? w.events), keys: Number(arg("--peer-keys") ?? w.keys) };
+      const run = await onFreshDatabase("peer", (url) => runPeer(name, url, workload));
+      say(peerRow(run));
+      results[name] = { ...peerJson(run), handled: run.result?.handled ?? null, error: run.error ?? null };
+    }
+    say(`\nload average after: ${load()}`);
+    await embedded?.stop();
+    console.log(JSON.stringify(results));
+    process.exit(0);
+  }
 
   // issue 30: a saga-shaped workload for many minutes with retention and idle-key compaction on
   if (only === "sustained") {

@@ -12,7 +12,7 @@
 // CPU the sum of both).
 import { loadavg } from "node:os";
 import { mkdirSync } from "node:fs";
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { benchClient, dropDatabase, freshDatabase } from "./database.js";
 import { serveLatency } from "./serve.js";
 import { present } from "../test/helpers/present.js";

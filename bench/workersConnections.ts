@@ -3,17 +3,17 @@
 // the same run on the same Postgres cluster (its own, max_connections = 100).
 //
 //   "before"  CORQ_DB_DRIVER=websocket: a WebSocket Pool (a Postgres connection) per invocation,
-//             through infra/wsProxy.ts
+//             through cli/dev/wsProxy.ts
 //   "after"   the default http path: every one-statement operation is one request to
-//             infra/httpSqlEndpoint.ts, queued behind a bounded pool (CORQ_HTTP_POOL_SIZE)
+//             cli/dev/httpSqlEndpoint.ts, queued behind a bounded pool (CORQ_HTTP_POOL_SIZE)
 //
 // Deliveries go to a push subscription whose receiver (here, in this process) records when it
 // first saw each position; a producer records when it sent the append. Both clocks are this
 // process's performance.now(), so append→delivery includes the append request itself.
 import { createServer } from "node:http";
-import { startLocalStack, type LocalStack } from "../infra/localStack.js";
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
-import { HTTP_SQL_APPLICATION_NAME } from "../infra/httpSqlEndpoint.js";
+import { startLocalStack, type LocalStack } from "../cli/dev/localStack.js";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
+import { HTTP_SQL_APPLICATION_NAME } from "../cli/dev/httpSqlEndpoint.js";
 import { createCorq } from "../src/index.js";
 import { benchClient, dropDatabase, freshDatabase } from "./database.js";
 import { percentile } from "./stats.js";
@@ -545,7 +545,7 @@ export function connectionLines(r: ConnectionsResult): string[] {
   const { plan } = r;
   lines.push(
     `Own embedded Postgres cluster, max_connections = ${r.maxConnections}; the Worker under wrangler dev (workerd); before = \`CORQ_DB_DRIVER=websocket\` ` +
-      `(a WebSocket Pool per invocation through infra/wsProxy.ts), after = the default http path (infra/httpSqlEndpoint.ts, pool ${r.httpPoolSize}). ` +
+      `(a WebSocket Pool per invocation through cli/dev/wsProxy.ts), after = the default http path (cli/dev/httpSqlEndpoint.ts, pool ${r.httpPoolSize}). ` +
       `Deliveries: a push subscription (key = stream, batch 100) to a receiver in the bench process; the local cron every second. ` +
       `Append→delivery runs from sending the append to the receiver's first sight of the event. Peak connections: client backends on the cluster, sampled every 50 ms (the sampler's own not counted). ` +
       `Section runtime ${r.seconds} s (${r.stackStartupSeconds.length} stacks, ${r.stackStartupSeconds.join(" / ")} s to start).`,

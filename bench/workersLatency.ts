@@ -1,8 +1,8 @@
 // Append-to-handler latency on the local Workers stack (wrangler dev + Neon driver + WS
 // proxy + Postgres): POST /streams/:s/events at a fixed rate, then compare each event's
 // created_at with the time the projection handler wrote it (both from the database clock).
-import { startLocalStack } from "../infra/localStack.js";
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
+import { startLocalStack } from "../cli/dev/localStack.js";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { benchPool } from "./database.js";
 import { percentile } from "./stats.js";
 

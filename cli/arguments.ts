@@ -30,7 +30,20 @@ export const options = {
   "stream-prefix": { type: "string" },
   key: { type: "string" },
   to: { type: "string" },
+  // corq dev
+  config: { type: "string" },
+  port: { type: "string" },
+  "data-dir": { type: "string" },
+  "cron-interval": { type: "string" },
 } as const;
+
+/** Options only one command reads: anywhere else they are refused, not ignored. */
+export const commandOnlyOptions: Partial<Record<keyof typeof options, string>> = {
+  config: "dev",
+  port: "dev",
+  "data-dir": "dev",
+  "cron-interval": "dev",
+};
 
 export type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>["values"];
 

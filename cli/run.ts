@@ -4,7 +4,15 @@
 // reports an error with its exit code (output.ts).
 import { parseArgs } from "node:util";
 import { createClient } from "../src/client.js";
-import { joinNegativeValues, keyCommands, options, type Context, type Io, type Values } from "./arguments.js";
+import {
+  commandOnlyOptions,
+  joinNegativeValues,
+  keyCommands,
+  options,
+  type Context,
+  type Io,
+  type Values,
+} from "./arguments.js";
 import { commands } from "./commands.js";
 import { exitCodes, report, usage } from "./output.js";
 
@@ -32,6 +40,12 @@ export async function run(argv: string[], io: Io): Promise<number> {
   // a --key another command would ignore could widen what it does (skip every dead key): refused
   for (const option of ["key", "to"] as const) {
     if (values[option] !== undefined && !(keyCommands.has(name as string) && (option === "key" || name === "rewind"))) {
+      io.err.write(`corq: ${name} takes no --${option}\n`);
+      return exitCodes.usage;
+    }
+  }
+  for (const [option, only] of Object.entries(commandOnlyOptions)) {
+    if (values[option as keyof Values] !== undefined && name !== only) {
       io.err.write(`corq: ${name} takes no --${option}\n`);
       return exitCodes.usage;
     }

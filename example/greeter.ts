@@ -5,10 +5,11 @@
 // crash after the append, before the ack) finds it there and moves on — exactly one welcome
 // per visitor, without any state to read first. The name is derived by `derivedStream`: a
 // visitor stream of 200 characters still gets a valid one.
-import { CorqError, type SubscriptionDefinition } from "../src/index.js";
+import { CorqError, defineSubscription, type EventInput } from "../src/index.js";
+import type { VisitorEvents } from "./events.js";
 import { derivedStream, VISITOR_STREAMS } from "./streamNames.js";
 
-export const greeter: SubscriptionDefinition = {
+export const greeter = defineSubscription<VisitorEvents>()({
   name: "greeter",
   events: ["Registered"],
   streams: VISITOR_STREAMS, // visitors register in their own streams: a stranger's stream gets no welcome
@@ -17,8 +18,8 @@ export const greeter: SubscriptionDefinition = {
     // every event of the batch is this visitor's; one welcome per visitor, for the first Registered
     const [first] = events;
     if (first === undefined) return; // corq never hands over an empty batch
-    const data = first.data as { name?: unknown };
-    const welcome = {
+    const data = first.data as { name?: unknown } | null; // as sent: the log is open (events.ts)
+    const welcome: EventInput<VisitorEvents, "Welcomed"> = {
       name: "Welcomed",
       data: { visitor: first.stream, name: typeof data?.name === "string" ? data.name : null },
       // what caused it, by the event's identity (stream, version): how a reader deduplicates
@@ -26,7 +27,7 @@ export const greeter: SubscriptionDefinition = {
     };
     await corq.append(await welcomeStream(first.stream), [welcome], { expectedVersion: -1 }).catch(alreadyThere);
   },
-};
+});
 
 export const welcomeStream = (visitor: string) => derivedStream("welcome", visitor);
 

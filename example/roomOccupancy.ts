@@ -22,7 +22,8 @@
 //   there. Room ids are any text (spaces, accents, 512 bytes): `derivedStream` makes a valid
 //   name of each.
 import { sql } from "drizzle-orm";
-import type { HandlerContext, StoredEvent, SubscriptionDefinition } from "../src/index.js";
+import { defineSubscription, type DeliveredEvent, type EventInput, type HandlerContext } from "../src/index.js";
+import type { VisitorEvents } from "./events.js";
 import { alreadyThere } from "./greeter.js";
 import { derivedStream, VISITOR_STREAMS } from "./streamNames.js";
 
@@ -40,7 +41,10 @@ interface RoomState {
   revision: number;
 }
 
-export const roomOccupancy: SubscriptionDefinition = {
+/** What the room's handler gets: arrivals and departures, each with its seq. */
+type Move = DeliveredEvent<VisitorEvents, "Arrived" | "Departed">;
+
+export const roomOccupancy = defineSubscription<VisitorEvents>()({
   name: "room-occupancy",
   events: ["Arrived", "Departed"],
   streams: VISITOR_STREAMS, // only visitors move through rooms: another stream's Arrived fills no room
@@ -49,7 +53,7 @@ export const roomOccupancy: SubscriptionDefinition = {
     const room = ctx.key; // data.roomId as text: the same for every event of the batch
     const { state, visitors } = await readRoom(ctx, room, events);
     const changed = new Map<string, VisitorState>();
-    const full: StoredEvent[] = [];
+    const full: Move[] = [];
     let { occupants, timesFull } = state;
     for (const event of events) {
       const before = visitors.get(event.stream) ?? { version: -1, inside: false };
@@ -66,7 +70,7 @@ export const roomOccupancy: SubscriptionDefinition = {
     if (changed.size === 0) return;
     for (const event of full) {
       timesFull += 1;
-      const roomFull = {
+      const roomFull: EventInput<VisitorEvents, "RoomFull"> = {
         name: "RoomFull",
         data: { roomId: room, capacity: ROOM_CAPACITY, time: timesFull },
         meta: { causation: { stream: event.stream, version: event.version } },
@@ -82,16 +86,16 @@ export const roomOccupancy: SubscriptionDefinition = {
       throw new Error(`room ${JSON.stringify(room)} changed while this batch ran (another consumer had it); retried`);
     }
   },
-};
+});
 
 /** The stream of the n-th RoomFull of a room. */
 export const roomFullStream = (room: string, time: number) => derivedStream(`room-full-${time}`, room);
 
 /** One statement: the room's row and the rows of the batch's visitors (not the room's history). */
 async function readRoom(
-  ctx: HandlerContext,
+  ctx: HandlerContext<VisitorEvents>,
   room: string,
-  events: StoredEvent[],
+  events: Move[],
 ): Promise<{ state: RoomState; visitors: Map<string, VisitorState> }> {
   const streams = JSON.stringify([...new Set(events.map((e) => e.stream))]);
   const [row] = await ctx.run<{ room: unknown; visitors: unknown }>(sql`

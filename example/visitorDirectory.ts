@@ -7,10 +7,14 @@
 // Registered leaves the name for the Registered to fill in, and the Registered does not undo
 // the arrival. The batch is folded into one row first: one statement per batch.
 import { sql } from "drizzle-orm";
-import type { StoredEvent, SubscriptionDefinition } from "../src/index.js";
+import { defineSubscription, type DeliveredEvent } from "../src/index.js";
+import type { VisitorEvents } from "./events.js";
 import { VISITOR_STREAMS } from "./streamNames.js";
 
-export const visitorDirectory: SubscriptionDefinition = {
+/** One of a visitor's events as the handler gets it (with its seq). */
+type Visit = DeliveredEvent<VisitorEvents, "Registered" | "Arrived" | "Departed">;
+
+export const visitorDirectory = defineSubscription<VisitorEvents>()({
   name: "visitor-directory",
   events: ["Registered", "Arrived", "Departed"],
   streams: VISITOR_STREAMS, // the directory lists visitors, one row per visitor stream
@@ -18,20 +22,20 @@ export const visitorDirectory: SubscriptionDefinition = {
   async handle(events, { run }) {
     await run(projectVisitor(fold(events)));
   },
-};
+});
 
 interface Folded {
   stream: string;
   /** the newest Registered of the batch, by version */
-  registered?: StoredEvent;
+  registered?: Visit;
   /** the newest Arrived or Departed */
-  moved?: StoredEvent;
+  moved?: Visit;
   /** the newest event of any kind */
-  last: StoredEvent;
+  last: Visit;
 }
 
-function fold(events: StoredEvent[]): Folded {
-  const newer = (a: StoredEvent | undefined, b: StoredEvent) => (a === undefined || b.version > a.version ? b : a);
+function fold(events: Visit[]): Folded {
+  const newer = (a: Visit | undefined, b: Visit) => (a === undefined || b.version > a.version ? b : a);
   const [first] = events;
   if (first === undefined) throw new Error("example: a batch has at least one event");
   const folded: Folded = { stream: first.stream, last: first };

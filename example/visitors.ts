@@ -13,11 +13,13 @@
 // but within one key they need not ascend: log order is by transaction.) State lives in the
 // example's own tables (schema.ts), never in streams anyone could append to.
 import type { SubscriptionDefinition } from "../src/index.js";
+import type { VisitorEvents } from "./events.js";
 import { greeter } from "./greeter.js";
 import { roomOccupancy } from "./roomOccupancy.js";
 import { visitorDirectory } from "./visitorDirectory.js";
 
+export type { VisitorEvents } from "./events.js";
 export { exampleSchema } from "./schema.js";
 export { ROOM_CAPACITY } from "./roomOccupancy.js";
 
-export const visitorSubscriptions: SubscriptionDefinition[] = [greeter, roomOccupancy, visitorDirectory];
+export const visitorSubscriptions: SubscriptionDefinition<VisitorEvents>[] = [greeter, roomOccupancy, visitorDirectory];

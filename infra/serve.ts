@@ -5,12 +5,12 @@
 // addresses allowed); with DATABASE_URL it takes the environment as it is, as in production.
 //
 // package.json runs it as `exec node --import tsx infra/serve.ts`: npm relays SIGTERM to its
-// one child only (see infra/start.ts).
+// one child only (see cli/dev/devCommand.ts).
 import { join } from "node:path";
 import { app } from "../functions/app.js";
 import { startServe, stopOnSignals } from "../src/node/serve.js";
-import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
-import { ensureDatabase, localVars, redact } from "./localDatabase.js";
+import { startEmbeddedPostgres, type RunningPostgres } from "../cli/dev/embeddedPostgres.js";
+import { ensureDatabase, localVars, redact } from "../cli/dev/localDatabase.js";
 
 const log = (line: string) => console.log(`corq: ${line}`);
 const env: Record<string, string | undefined> = { ...process.env };

@@ -37,7 +37,11 @@ export type {
 } from "./types.js";
 
 export interface ClientOptions {
-  /** The API's origin, e.g. http://127.0.0.1:8787 or https://corq.example.workers.dev */
+  /**
+   * Where the API is: its origin (http://127.0.0.1:8787, https://corq.example.workers.dev), or
+   * with the prefix it is mounted under (https://shop.example/corq: `basePath`), which every
+   * path is put under.
+   */
   url: string;
   /** Sent as `Authorization: Bearer <token>`. */
   token?: string;
@@ -140,10 +144,12 @@ export interface CorqClient {
 
 export function createClient(options: ClientOptions): CorqClient {
   const base = new URL(options.url);
+  // "/corq" of https://host/corq/ (a relative "/health" would resolve to the host's root)
+  const prefix = base.pathname.replace(/\/+$/, "");
   const send = options.fetch ?? ((request: Request) => fetch(request));
 
   async function call<T>(method: string, path: string, init: { body?: unknown; query?: Query } = {}): Promise<T> {
-    const url = new URL(path, base);
+    const url = new URL(`${prefix}${path}`, base.origin);
     for (const [name, value] of Object.entries(init.query ?? {})) {
       if (value !== undefined) url.searchParams.set(name, String(value));
     }

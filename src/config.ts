@@ -5,6 +5,7 @@ import { CorqError } from "./errors.js";
 import type { EventInput, Handler, Json, KeyFunction, SubscriptionDefinition } from "./types.js";
 import { defaultTimeoutMs, deliverConfig } from "./pushDelivery.js";
 import { privateHostProblem } from "./privateAddress.js";
+import { parseValidators, type Validators } from "./eventSchemas.js";
 
 const streamNamePattern = /^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,199}$/;
 
@@ -244,6 +245,8 @@ export interface Subscription {
   backoff: { initialMs: number; maxMs: number; factor: number };
   /** The handler's writes commit with the ack (SubscriptionDefinition.transactional). */
   transactional: boolean;
+  /** Its schemas by event name (SubscriptionDefinition.schemas): null when it has none. */
+  validators: Validators | null;
   handle: Handler;
 }
 
@@ -270,6 +273,7 @@ export function parseSubscriptions(definitions: SubscriptionDefinition[]): Map<s
       streams: uniqueStreams(settings.streams),
       key: parseKey(settings.key),
       transactional,
+      validators: parseValidators(definition.schemas, { events, label: `subscriptions[${index}]` }),
       handle: definition.handle,
     });
   }

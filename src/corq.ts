@@ -3,7 +3,7 @@
 import { createBatchRecorder } from "./batchRecorder.js";
 import { createPushTransport, registerPushTransport } from "./pushTransport.js";
 import { recordBatches } from "./sql/activity/activity.js";
-import type { Corq, CorqOptions } from "./types.js";
+import type { AnyEvents, Corq, CorqOptions, EventMap } from "./types.js";
 import type { CorqRuntime } from "./runtimeTypes.js";
 import { createAdvancing } from "./corq/advancing.js";
 import { createAppendWakes } from "./corq/appendWakes.js";
@@ -21,7 +21,11 @@ import { createTokens } from "./corq/tokens.js";
 
 export { DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM } from "./corq/consuming.js";
 
-/** The library: corq on a database, as users call it (src/index.ts). */
+/**
+ * The library: corq on a database, as users call it (src/index.ts). `createCorq<Events>(…)`
+ * checks subscriptions and appends against the app's event map (docs/typed-events.md).
+ */
+export function createCorq<E extends EventMap = AnyEvents>(options: NoInfer<CorqOptions<E>>): Corq<E>;
 export function createCorq(options: CorqOptions): Corq {
   return createCorqRuntime(options);
 }

@@ -13,7 +13,9 @@ export type CorqErrorCode =
   | "unknown_token"
   | "database_unavailable"
   | "schema_too_new"
-  | "retained_away";
+  | "retained_away"
+  | "idempotency_key_reused"
+  | "idempotency_in_flight";
 
 /** Every code the library raises, with its HTTP status (docs/http-api.md "Errors" lists them: test/errorCodes.test.ts). */
 export const statusByCode: Record<CorqErrorCode, number> = {
@@ -29,6 +31,8 @@ export const statusByCode: Record<CorqErrorCode, number> = {
   database_unavailable: 503,
   schema_too_new: 500,
   retained_away: 409,
+  idempotency_key_reused: 422,
+  idempotency_in_flight: 409,
 };
 
 export class CorqError extends Error {

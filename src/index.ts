@@ -3,6 +3,7 @@ export { createCorq } from "./corq.js";
 // drizzle's `sql` template, which `ctx.run` and `ctx.tx` take: from here, the app uses the same
 // drizzle-orm copy as corq (a peer dependency), so an `SQL` it builds is the one corq expects.
 export { sql, type SQL } from "drizzle-orm";
+export { defineSubscription } from "./defineSubscription.js";
 export { CorqError, type CorqErrorCode } from "./errors.js";
 export type { Connection, Queryable } from "./db/executor.js";
 export type { AppMigration } from "./db/appMigrations.js";

@@ -57,7 +57,8 @@ export interface CorqRuntime extends Corq {
    * queued, no live lease, not dead, not paused, no activity for `keyIdleMs` — at most
    * `maxChunks` (default 4) statements of 5,000 keys, never waiting for a subscription another
    * statement holds (`busySubscriptions`: left for the next pass); and, in one statement, batch
-   * records older than 15 minutes, expired dashboard sessions and webhook ids past their window.
+   * records older than 15 minutes, expired dashboard sessions, webhook ids past their window and
+   * idempotency keys past theirs.
    */
   housekeeping(options?: { maxChunks?: number }): Promise<{
     keys: number;
@@ -65,5 +66,6 @@ export interface CorqRuntime extends Corq {
     activity: number;
     sessions: number;
     webhookIds: number;
+    idempotencyKeys: number;
   }>;
 }

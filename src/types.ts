@@ -5,6 +5,7 @@ import type { CorqTransaction } from "./db/drizzleTransaction.js";
 
 export type { TokenScope, CorqTransaction };
 export type * from "./types/events.js";
+export type * from "./types/keyPaths.js";
 export type * from "./types/consumeResult.js";
 export type * from "./types/inspection.js";
 export type * from "./types/tokens.js";

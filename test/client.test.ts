@@ -5,10 +5,10 @@ import { describe, expect, it } from "vitest";
 import { createClient } from "../src/client.js";
 import { CorqError } from "../src/errors.js";
 
-function recordingClient() {
+function recordingClient(url = "http://127.0.0.1:1/") {
   const sent: string[] = [];
   const client = createClient({
-    url: "http://127.0.0.1:1/",
+    url,
     token: "t",
     // the transport: records the request and answers as the server would
     fetch: async (request) => {
@@ -62,5 +62,22 @@ describe("client path segments", () => {
       "POST /subscriptions/orders/keys/.../resume",
       "POST /subscriptions/orders/keys/.%2Fx/pause",
     ]);
+  });
+});
+
+describe("client under a prefix", () => {
+  it("keeps the path of its URL (corq mounted at /corq), with or without a trailing slash", async () => {
+    for (const url of ["http://127.0.0.1:1/corq", "http://127.0.0.1:1/corq/", "http://127.0.0.1:1/ops/queues?x=1"]) {
+      const { client, sent } = recordingClient(url);
+      await client.health();
+      await client.pauseKey("orders", "a/b");
+      await client.keys("orders", { limit: 5 });
+      const prefix = url.includes("/ops/") ? "/ops/queues" : "/corq";
+      expect(sent, url).toEqual([
+        `GET ${prefix}/health`,
+        `POST ${prefix}/subscriptions/orders/keys/a%2Fb/pause`,
+        `GET ${prefix}/subscriptions/orders/keys`,
+      ]);
+    }
   });
 });

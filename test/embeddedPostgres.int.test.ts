@@ -5,7 +5,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync } fr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { startEmbeddedPostgres } from "../infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 
 const root = mkdtempSync(join(tmpdir(), "corq-pg-password-"));
 chmodSync(root, 0o755); // as root, the server runs as the `postgres` user, who must reach the data dir

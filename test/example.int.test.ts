@@ -19,7 +19,7 @@ import type {
   StoredEvent,
   SubscriptionDefinition,
 } from "../src/index.js";
-import { exampleSchema, ROOM_CAPACITY, visitorSubscriptions } from "../example/visitors.js";
+import { exampleSchema, ROOM_CAPACITY, visitorSubscriptions, type VisitorEvents } from "../example/visitors.js";
 import { roomFullStream } from "../example/roomOccupancy.js";
 import { welcomeStream } from "../example/greeter.js";
 import { present } from "./helpers/present.js";
@@ -84,7 +84,7 @@ describe("the example app", () => {
     const seen: StoredEvent[] = [];
     const watched = visitorSubscriptions.map((s) => ({
       ...s,
-      handle(events: DeliveredEvent[], ctx: HandlerContext) {
+      handle(events: DeliveredEvent<VisitorEvents>[], ctx: HandlerContext<VisitorEvents>) {
         seen.push(...events);
         return s.handle(events, ctx);
       },
@@ -138,7 +138,7 @@ describe("the example app", () => {
     const crashing = visitorSubscriptions.map((s) => ({
       ...s,
       ...retryAtOnce,
-      async handle(events: DeliveredEvent[], ctx: HandlerContext) {
+      async handle(events: DeliveredEvent<VisitorEvents>[], ctx: HandlerContext<VisitorEvents>) {
         await s.handle(events, ctx);
         const id = `${s.name}/${ctx.key}`;
         if (!crashedOnce.has(id)) {
@@ -253,7 +253,7 @@ describe("the example app", () => {
     const counted = {
       ...rooms,
       batchSize: 100,
-      handle: (events: DeliveredEvent[], ctx: HandlerContext) =>
+      handle: (events: DeliveredEvent<VisitorEvents>[], ctx: HandlerContext<VisitorEvents>) =>
         rooms.handle(events, {
           ...ctx,
           run: async <T>(query: SQL) => {

@@ -1,4 +1,4 @@
-// The local stack's front door (infra/frontDoor.ts): what `npm start` listens on, in front of the
+// The local stack's front door (cli/dev/frontDoor.ts): what `npm start` listens on, in front of the
 // Worker in workerd. Through wrangler's own proxy, which forwards over pooled keep-alive
 // connections, under load 10 to 61 of 3,000 appends from 200 producers per run were refused
 // (503 "Your worker restarted mid-request", none written): a request sent on a pooled connection
@@ -7,7 +7,7 @@ import { createServer as createHttpServer, type IncomingHttpHeaders } from "node
 import { createServer as createNetServer, type Server } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
-import { startFrontDoor, type FrontDoor } from "../infra/frontDoor.js";
+import { startFrontDoor, type FrontDoor } from "../cli/dev/frontDoor.js";
 import { holdConnection } from "./helpers/heldConnection.js";
 
 const closing: (() => Promise<unknown>)[] = [];

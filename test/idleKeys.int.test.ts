@@ -355,11 +355,13 @@ describe("upgrading a populated database of the release before (0010)", () => {
 });
 
 describe("housekeeping (what the cron and serve run)", () => {
-  it("compacts keys idle past keyIdleMs (default 7 days) and prunes expired sessions, old webhook ids and batch records", async () => {
+  it("compacts keys idle past keyIdleMs (default 7 days) and prunes expired sessions, old webhook ids, batch records and idempotency keys", async () => {
     const { subscription } = recording();
     const { corq, raw } = await open({ subscriptions: [subscription] });
-    for (const key of ["8-days", "6-days"]) await corq.append(key, [e(1)]);
+    for (const key of ["8-days", "6-days"]) await corq.append(key, [e(1)], { idempotencyKey: key });
     await drain(corq, "s");
+    // idempotency keys answer for 24 hours by default
+    await raw.query(`UPDATE corq.idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = '8-days'`);
     await raw.query(
       `UPDATE corq.keys SET active_at = now() - CASE key WHEN '8-days' THEN interval '8 days' ELSE interval '6 days' END`,
     );
@@ -377,8 +379,10 @@ describe("housekeeping (what the cron and serve run)", () => {
       activity: 1,
       sessions: 1,
       webhookIds: 1,
+      idempotencyKeys: 1,
     });
     expect(await keyRows(raw)).toEqual(["6-days"]);
+    expect((await raw.query("SELECT key FROM corq.idempotency_keys")).rows).toEqual([{ key: "6-days" }]);
     const left = async (table: string) =>
       (await raw.query(`SELECT id FROM corq.${table} ORDER BY id`)).rows.map((r: { id: string }) => r.id);
     expect(await left("dashboard_sessions")).toEqual(["live"]);

@@ -5,7 +5,7 @@ import { neonConfig } from "@neondatabase/serverless";
 import { sql } from "drizzle-orm";
 import pg from "pg";
 import { createCorq, type StoredEvent } from "../src/index.js";
-import { startHttpSqlEndpoint, type HttpSqlEndpoint } from "../infra/httpSqlEndpoint.js";
+import { startHttpSqlEndpoint, type HttpSqlEndpoint } from "../cli/dev/httpSqlEndpoint.js";
 import { createTestDatabase } from "./helpers/database.js";
 
 let database: { url: string; drop(): Promise<void> };

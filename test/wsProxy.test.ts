@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServer, type Server } from "node:net";
 import WebSocket from "ws";
-import { startWsProxy, type WsProxy } from "../infra/wsProxy.js";
+import { startWsProxy, type WsProxy } from "../cli/dev/wsProxy.js";
 import { present } from "./helpers/present.js";
 
 // The proxy in front of the local Postgres, against a TCP echo server standing in for it.

@@ -2,7 +2,7 @@
 // stack (wrangler dev + Neon driver + proxy): batches POSTed, signed, acked by a 2xx.
 import { createServer } from "node:http";
 import { createCorq } from "../../src/index.js";
-import { startLocalStack } from "../../infra/localStack.js";
+import { startLocalStack } from "../../cli/dev/localStack.js";
 import { appendWorkload, type Workload } from "./corq.js";
 import { OrderCheck, sleep, type Item } from "../workload.js";
 import { present } from "../../test/helpers/present.js";

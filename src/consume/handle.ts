@@ -16,6 +16,7 @@ import {
   type Verdict,
 } from "./claimed.js";
 import { handleInTransaction, LeaseLost } from "./handleInTransaction.js";
+import { validated } from "../eventSchemas.js";
 
 export async function handle(
   { executor, target, corq }: Consumer,
@@ -37,8 +38,11 @@ export async function handle(
     run: executor.run,
   };
   try {
-    if (target.code?.transactional) return await handleInTransaction(claimed, { executor, context });
-    const result = await claimed.handle(claimed.events, context);
+    // the subscription's schemas first (its batch fails as a handler's would), before any transaction opens
+    const validators = target.code?.validators;
+    const events = validators ? await validated(claimed.events, validators) : claimed.events;
+    if (target.code?.transactional) return await handleInTransaction({ ...claimed, events }, { executor, context });
+    const result = await claimed.handle(events, context);
     return { through: ackedThroughIndex(claimed.events, result) };
   } catch (thrown) {
     if (thrown instanceof LeaseLost) return { through: thrown.through, committed: { outcome: "expired", pending: 0 } };

@@ -21,8 +21,10 @@ export function createHousekeeping({ executor, settings }: PartDeps): Pick<CorqR
     async housekeeping(options = {}) {
       const { maxChunks } = parseOrThrow(chunksOption, options, "invalid_input", "options");
       const db = await executor();
-      const [pruned] = await db.run<PrunedRow>(pruneOperational({ activityOlderThanMs: ACTIVITY_KEPT_MS }));
-      const { activity, sessions, webhook_ids } = present(pruned, "the prune counts");
+      const [pruned] = await db.run<PrunedRow>(
+        pruneOperational({ activityOlderThanMs: ACTIVITY_KEPT_MS, idempotencyTtlMs: settings.idempotencyTtlMs }),
+      );
+      const { activity, sessions, webhook_ids, idempotency_keys } = present(pruned, "the prune counts");
       let keys = 0;
       let busy = 0;
       // chunk after chunk while a chunk was full (more may be idle); what is left, next pass
@@ -35,7 +37,14 @@ export function createHousekeeping({ executor, settings }: PartDeps): Pick<CorqR
         busy = compacted.busy;
         if (compacted.deleted < CHUNK) break;
       }
-      return { keys, busySubscriptions: busy, activity, sessions, webhookIds: webhook_ids };
+      return {
+        keys,
+        busySubscriptions: busy,
+        activity,
+        sessions,
+        webhookIds: webhook_ids,
+        idempotencyKeys: idempotency_keys,
+      };
     },
   };
 }

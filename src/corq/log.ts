@@ -10,7 +10,13 @@ import {
 import { createExecutor } from "../db/executor.js";
 import { CorqError, present } from "../errors.js";
 import { toStoredEvent, type EventRow } from "../sql/common/eventColumns.js";
-import { appendEvents, streamHead, type AppendRow, type StreamHeadRow } from "../sql/log/appendEvents.js";
+import {
+  appendEvents,
+  streamHead,
+  type AppendRow,
+  type Idempotency,
+  type StreamHeadRow,
+} from "../sql/log/appendEvents.js";
 import { eventExists, readLog } from "../sql/log/readLog.js";
 import { readStream, type StreamRow } from "../sql/log/readStream.js";
 import {
@@ -26,7 +32,17 @@ import type { Corq } from "../types.js";
 import type { CorqRuntime } from "../runtimeTypes.js";
 import { limit, type PartDeps } from "./options.js";
 
-const appendOptions = z.object({ expectedVersion: expectedVersionSchema.optional() });
+const appendOptions = z.object({
+  expectedVersion: expectedVersionSchema.optional(),
+  // the IETF draft's header value, as API.md bounds it: 1–200 visible ASCII characters
+  idempotencyKey: z
+    .string()
+    .regex(/^[\x21-\x7e]{1,200}$/, "1–200 visible ASCII characters")
+    .optional(),
+});
+
+/** Postgres' serialization_failure: corq.idempotency_race(), an append with the same key committed meanwhile. */
+const isIdempotencyRace = (error: unknown) => (error as { code?: unknown } | null)?.code === "40001";
 // bounds as the columns hold them: a version is an int4, a position a bigint (read as a JSON number)
 const readStreamOptions = z.object({
   from: z.number().int().min(0).max(INT4_MAX).default(0),
@@ -69,29 +85,77 @@ export function createLog({
     async append(stream, events, appendOpts = {}) {
       parseOrThrow(streamName, stream, "invalid_input", "stream");
       const input = parseEvents(events);
-      const { expectedVersion } = parseOrThrow(
+      const { expectedVersion, idempotencyKey } = parseOrThrow(
         appendOptions,
-        { expectedVersion: appendOpts.expectedVersion },
+        { expectedVersion: appendOpts.expectedVersion, idempotencyKey: appendOpts.idempotencyKey },
         "invalid_input",
         "options",
       );
+      // the fingerprint covers what was sent (CLARIFICATIONS: the events and expectedVersion as sent)
+      const idempotency: Idempotency | undefined =
+        idempotencyKey === undefined
+          ? undefined
+          : {
+              key: idempotencyKey,
+              sent: JSON.stringify([events, expectedVersion ?? null]),
+              ttlMs: settings.idempotencyTtlMs,
+            };
       const db = appendOpts.tx ? createExecutor(appendOpts.tx, statementOptions) : await executor();
       // Twice at most, for an append in a transaction of its own with an expectedVersion: the
       // statement's snapshot predates its wait for the stream, so an append that committed
       // meanwhile can leave it comparing with a stale version — refused, though the version it
       // waited for is the one expected. Run again, it sees the stream as it is now.
       for (let attempt = 1; ; attempt++) {
-        const [appended] = await db.run<AppendRow>(
-          appendEvents(stream, input, { expectedVersion, notify: notify && appendOpts.tx !== undefined }),
-        );
+        let appended: AppendRow | undefined;
+        try {
+          [appended] = await db.run<AppendRow>(
+            appendEvents(stream, input, {
+              expectedVersion,
+              notify: notify && appendOpts.tx !== undefined,
+              idempotency,
+            }),
+          );
+        } catch (error) {
+          // An append with the key committed after this statement began: nothing was written.
+          // Run again (its row is visible now); in the caller's transaction, which the failure
+          // aborted, the caller must.
+          if (!isIdempotencyRace(error) || attempt >= 3) throw error;
+          if (appendOpts.tx)
+            throw new CorqError(
+              "idempotency_in_flight",
+              `an append to "${stream}" with this idempotency key committed meanwhile; run the transaction again`,
+              { cause: error, details: { stream } },
+            );
+          continue;
+        }
         const row = present(appended, "the append's result row");
         if (row.version !== null) {
           if (notify && !appendOpts.tx) wake();
           return { stream, version: row.version, positions: row.positions.map(Number) };
         }
+        if (idempotency) {
+          if (row.prior_version !== null && row.prior_version !== undefined) {
+            if (!row.prior_same)
+              throw new CorqError(
+                "idempotency_key_reused",
+                `idempotency key "${idempotency.key}" was used for another append to "${stream}" within the window`,
+                { details: { stream } },
+              );
+            const positions = (row.prior_positions ?? []).map(Number);
+            return { stream, version: row.prior_version, positions, replayed: true };
+          }
+          if (row.free === false)
+            throw new CorqError(
+              "idempotency_in_flight",
+              `an append to "${stream}" with idempotency key "${idempotency.key}" is still in flight`,
+              { details: { stream } },
+            );
+        }
         const [head] = await db.run<StreamHeadRow>(streamHead(stream));
         const current = head?.version ?? null;
         const versionHeld = expectedVersion === undefined || (current ?? -1) === expectedVersion;
+        // an idempotent append's key may have committed after this statement began: look once more
+        if (!versionHeld && idempotency && attempt === 1) continue;
         if (!versionHeld) {
           const actual = current === null ? "does not exist" : `is at version ${current}`;
           throw new CorqError("version_conflict", `stream "${stream}" ${actual}, expected ${expectedVersion}`, {

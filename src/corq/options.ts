@@ -5,12 +5,17 @@ import { parseAppMigrations, type AppMigration } from "../db/appMigrations.js";
 import type { Executor, ExecutorOptions } from "../db/executor.js";
 import { retentionInput, storedPolicy, type StoredPolicy } from "../retentionPolicy.js";
 import type { CorqOptions } from "../types.js";
+import { withSharedSchemas } from "../eventSchemas.js";
 
 export const limit = (max: number, fallback: number) => z.number().int().min(1).max(max).default(fallback);
 
 /** createCorq({ keyIdleMs }) and CORQ_KEY_IDLE_MS: 7 days by default, at most about 10 years. */
 export const DEFAULT_KEY_IDLE_MS = 7 * 86_400_000;
 export const MAX_KEY_IDLE_MS = 3650 * 86_400_000;
+
+/** createCorq({ idempotencyTtlMs }) and CORQ_IDEMPOTENCY_TTL_MS: 24 hours by default, at most 366 days. */
+export const DEFAULT_IDEMPOTENCY_TTL_MS = 86_400_000;
+export const MAX_IDEMPOTENCY_TTL_MS = 366 * 86_400_000;
 
 /** createCorq's options after validation: what the parts read. */
 export interface CorqSettings {
@@ -21,6 +26,8 @@ export interface CorqSettings {
   activityFlushMs: number;
   /** An idle key loses its row after this long (housekeeping). */
   keyIdleMs: number;
+  /** How long an append's idempotency key answers with that append. */
+  idempotencyTtlMs: number;
   notify: boolean;
   pushAllowPrivate: boolean;
   /** Who this instance's consumers are (recorded on each lease). */
@@ -38,7 +45,7 @@ export interface PartDeps {
 }
 
 export function parseCorqOptions(options: CorqOptions): CorqSettings {
-  const code = parseSubscriptions(options.subscriptions ?? []);
+  const code = parseSubscriptions(withSharedSchemas(options.subscriptions ?? [], options.schemas));
   const appMigrations = parseAppMigrations(options.migrations ?? []);
   const advanceBatchSize = parseOrThrow(
     limit(100_000, 5000),
@@ -58,6 +65,12 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
     "invalid_config",
     "keyIdleMs",
   );
+  const idempotencyTtlMs = parseOrThrow(
+    z.number().int().min(1).max(MAX_IDEMPOTENCY_TTL_MS).default(DEFAULT_IDEMPOTENCY_TTL_MS),
+    options.idempotencyTtlMs,
+    "invalid_config",
+    "idempotencyTtlMs",
+  );
   const holder =
     parseOrThrow(z.string().min(1).max(200).optional(), options.holder, "invalid_config", "holder") ?? defaultHolder();
   const retention =
@@ -71,6 +84,7 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
     advanceBatchSize,
     activityFlushMs,
     keyIdleMs,
+    idempotencyTtlMs,
     notify: options.notify === true,
     pushAllowPrivate: options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true",
     holder,

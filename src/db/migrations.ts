@@ -165,5 +165,13 @@ export const migrations: { tag: string; statements: string[] }[] = [
     "statements": [
       "-- The stats' oldest pending event (min(position) of a subscription's queued rows): one index\n-- probe. Without it every queued row of the subscription is read per stats call (200,000 rows\n-- after a rewind of 200,000 events; the whole queue at 1M keys with one event each);\n-- queue_position_idx (position) leads with the position, so a subscription with nothing queued\n-- beside one with a backlog would walk all of that backlog. Partial on a predicate every row\n-- meets (positions start at 1) that only the stats query states, so no other statement can pick\n-- it: as a full index it was taken for the ack's delete in a plan made on an empty queue (see\n-- src/db/schema.ts). A plain CREATE INDEX: the queue holds only unacked rows, so the build is short.\nCREATE INDEX \"queue_subscription_position_idx\" ON \"corq\".\"queue\" USING btree (\"subscription_id\",\"position\") WHERE position > 0;"
     ]
+  },
+  {
+    "tag": "0016_idempotent_appends",
+    "statements": [
+      "CREATE TABLE \"corq\".\"idempotency_keys\" (\n\t\"stream\" text NOT NULL,\n\t\"key\" text NOT NULL,\n\t\"fingerprint\" text NOT NULL,\n\t\"version\" integer NOT NULL,\n\t\"positions\" jsonb NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"idempotency_keys_pkey\" PRIMARY KEY(\"stream\",\"key\")\n);",
+      "CREATE INDEX \"idempotency_keys_created_at_idx\" ON \"corq\".\"idempotency_keys\" USING btree (\"created_at\");",
+      "-- An idempotent append whose statement began before another append with the same key committed\n-- (its snapshot cannot see that append's row, and the try-lock was already free) would write the\n-- events twice; its row's insert then finds the other's row and writes nothing. The statement\n-- calls this to fail as a whole — nothing written — with serialization_failure, and the append\n-- runs again: its new snapshot sees the row and replays it.\nCREATE FUNCTION \"corq\".\"idempotency_race\"() RETURNS int LANGUAGE plpgsql VOLATILE AS $$\nBEGIN\n  RAISE EXCEPTION 'an append with this idempotency key committed meanwhile' USING ERRCODE = '40001';\nEND $$;"
+    ]
   }
 ];

@@ -320,6 +320,30 @@ export const webhookIds = corqSchema.table("webhook_ids", {
 });
 
 /**
+ * Idempotent appends (an append's `idempotencyKey`, the HTTP Idempotency-Key header): one row per
+ * (stream, key) that wrote, committed with its events, holding what the append answered and a
+ * fingerprint of what it was sent. Within the window the same key replays that answer; the
+ * housekeeping prunes rows past it (created_at, by the index).
+ */
+export const idempotencyKeys = corqSchema.table(
+  "idempotency_keys",
+  {
+    stream: text("stream").notNull(),
+    key: text("key").notNull(),
+    /** SHA-256 (hex) of the events and expectedVersion as sent. */
+    fingerprint: text("fingerprint").notNull(),
+    version: integer("version").notNull(),
+    /** The appended events' positions, in input order (a JSON array of numbers). */
+    positions: jsonb("positions").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ name: "idempotency_keys_pkey", columns: [t.stream, t.key] }),
+    index("idempotency_keys_created_at_idx").on(t.createdAt),
+  ],
+);
+
+/**
  * Dashboard logins, one row per session: logout deletes its row (ending that session only),
  * a login prunes the expired ones. The cookie holds the id and its MAC
  * (src/http/dashboard/session.ts); a cookie without its row is refused.

@@ -7,6 +7,7 @@ import { CorqError, type SubscriptionDefinition, type SubscriptionStats } from "
 import { correlationKey, parseOrThrow, streamName, subscriptionName } from "../config.js";
 import {
   appendBody,
+  appendHeaders,
   count,
   deadLettersQuery,
   dispatchHeaders,
@@ -32,6 +33,7 @@ import { toPrometheus } from "../metrics.js";
 import { dashboard } from "./dashboard/routes.js";
 import { scopesAllow, tokenId, tokenInput } from "../tokens.js";
 import { redactedUrl } from "./redactedUrl.js";
+import { getPathWithin, outsideBase, parseBasePath } from "./basePath.js";
 import type { AppEnv, OpenCorq, OpenCorqFor } from "./types.js";
 
 // query fields are named as the client sent them (`limit`, not `query.limit`)
@@ -60,9 +62,14 @@ function keyParam(c: Context): string {
 /**
  * The HTTP API and dashboard, for any runtime: `open` is how it reaches Postgres (Workers: a
  * handle per invocation, functions/database.ts; Node: the process's own, src/node/serve.ts).
+ * `basePath` ("/corq"; default the root): the app answers the paths under it, given whole
+ * (src/http/basePath.ts), and addresses everything it sends out under it.
  */
-export function createApi({ subscriptions, open }: { subscriptions: SubscriptionDefinition[]; open: OpenCorqFor }) {
-  const app = new Hono<AppEnv>();
+export function createApi(options: { subscriptions: SubscriptionDefinition[]; open: OpenCorqFor; basePath?: string }) {
+  const { subscriptions, open } = options;
+  const basePath = parseBasePath(options.basePath);
+  // routes are written from "/": the prefix comes off the request's path before routing
+  const app = new Hono<AppEnv>({ getPath: getPathWithin(basePath) });
   // failed authentications per client, kept for the life of this isolate (createApi runs once per isolate)
   const throttle = createAuthThrottle();
   app.onError(onError);
@@ -78,7 +85,20 @@ export function createApi({ subscriptions, open }: { subscriptions: Subscription
         { allow: allowed.join(", ") },
       );
     }
-    return problem(404, "not_found", `no route for ${c.req.method} ${c.req.path}`);
+    return problem(404, "not_found", `no route for ${c.req.method} ${basePath}${c.req.path}`);
+  });
+  // A request outside the prefix reached corq's fetch: most likely a router that strips the
+  // prefix (Hono's app.mount does by default). corq needs the whole path to address its links
+  // and its own invocations, so this says how to hand it over instead of guessing.
+  app.use("*", async (c, next) => {
+    if (!outsideBase(basePath, c.req.raw)) return next();
+    return problem(
+      404,
+      "not_found",
+      `corq is mounted at ${basePath}: ${new URL(c.req.url).pathname} is outside it. Hand corq the request ` +
+        `with its path whole (app.all("${basePath}/*", (c) => corq.fetch(c.req.raw, c.env, c.executionCtx)), ` +
+        `or app.mount("${basePath}", corq.fetch, { replaceRequest: false })), not with the prefix stripped`,
+    );
   });
   app.use("*", requireLocalHost());
 
@@ -91,11 +111,9 @@ export function createApi({ subscriptions, open }: { subscriptions: Subscription
     c.set("openCorq", () => open(c.env, subscriptions));
     c.set("db", () => openOnce().db);
     c.set("throttle", throttle);
+    c.set("basePath", basePath);
     // consumers this request starts: through SELF, or here (never a URL: src/http/dispatch.ts)
-    c.set(
-      "invoke",
-      selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx)),
-    );
+    c.set("invoke", selfInvoker(c.env, { here: (request) => app.fetch(request, c.env, c.executionCtx), basePath }));
     try {
       await next();
     } finally {
@@ -125,14 +143,20 @@ export function createApi({ subscriptions, open }: { subscriptions: Subscription
       return c.json({ ok: true, db: "ok" });
     } catch (error) {
       console.error("corq: GET /health: the database check failed:", error);
-      return problem(503, "database_unavailable", "the database is unavailable", { ok: false, db: "unavailable" });
+      // an endpoint that could not be reached, where that is safe to say (functions/database.ts)
+      const said = error instanceof CorqError && error.extra?.endpoint !== undefined ? error : undefined;
+      return problem(503, "database_unavailable", said?.message ?? "the database is unavailable", {
+        ...said?.extra,
+        ok: false,
+        db: "unavailable",
+      });
     }
   });
 
   // Public: the description of this API (OpenAPI 3.1), made once per isolate.
   let description: string | undefined;
   app.get("/openapi.json", (c) => {
-    description ??= JSON.stringify(openApiDocument());
+    description ??= JSON.stringify(openApiDocument({ basePath }));
     return c.body(description, 200, { "content-type": "application/json" });
   });
 
@@ -141,15 +165,30 @@ export function createApi({ subscriptions, open }: { subscriptions: Subscription
     requireScope("append", { unless: (c) => settings(c.env).publicAppend }),
     async (c) => {
       const stream = param(c, "stream", streamName);
+      const idempotencyKey = parseOrThrow(
+        appendHeaders.shape["idempotency-key"],
+        c.req.header("idempotency-key"),
+        "invalid_input",
+        "Idempotency-Key",
+      );
       const body = await jsonBody(c, appendBody);
       // Its own handle, kept for the background work below (advance and dispatch).
       const opened = c.var.openCorq();
       let result: Awaited<ReturnType<typeof opened.corq.append>>;
       try {
-        result = await opened.corq.append(stream, body.events as never, { expectedVersion: body.expectedVersion });
+        result = await opened.corq.append(stream, body.events as never, {
+          expectedVersion: body.expectedVersion,
+          idempotencyKey,
+        });
       } catch (error) {
         c.executionCtx.waitUntil(opened.end());
         throw error;
+      }
+      // A repeat of an idempotent append wrote nothing: its answer again, no delivery to start.
+      if (result.replayed) {
+        c.executionCtx.waitUntil(opened.end());
+        const { replayed: _, ...first } = result;
+        return c.json(first, 201, { "idempotent-replayed": "true" });
       }
       // On Node the append's NOTIFY has woken the process's consumers (src/node/runner.ts).
       if (c.env.CORQ_NODE) return c.json(result, 201);

@@ -59,10 +59,20 @@ export const apiRoutes: ApiRoute[] = [
     tag: "log",
     access: "append",
     params: s.streamParams,
+    headers: s.appendHeaders,
     body: s.appendBody,
     answers: {
-      201: { description: "appended", schema: s.appendResult },
-      409: { description: "expectedVersion does not match (nothing written); currentVersion", schema: s.problem },
+      201: {
+        description:
+          "appended; or, with an Idempotency-Key used before, the first append's answer (Idempotent-Replayed: true)",
+        schema: s.appendResult,
+      },
+      409: {
+        description:
+          "expectedVersion does not match (nothing written; currentVersion), or an append with the Idempotency-Key is in flight",
+        schema: s.problem,
+      },
+      422: { description: "the Idempotency-Key was used with another body within the window", schema: s.problem },
     },
   },
   {

@@ -78,6 +78,17 @@ export const consumeHeaders = z.object({
 // the largest xid8 (an unsigned 64-bit transaction id)
 const XID8_MAX = 2n ** 64n - 1n;
 
+export const appendHeaders = z.object({
+  "idempotency-key": z
+    .string()
+    .regex(/^[\x21-\x7e]{1,200}$/, "1–200 visible ASCII characters")
+    .optional()
+    .describe(
+      "within CORQ_IDEMPOTENCY_TTL_MS (default 24 h) the same key, stream and body answers the first append again " +
+        "(Idempotent-Replayed: true) and writes nothing",
+    ),
+});
+
 export const dispatchHeaders = z.object({
   "corq-after-horizon": z
     .string()

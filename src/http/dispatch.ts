@@ -194,11 +194,16 @@ export function startConsumer(
  * is one, else in this invocation (`here`: the app's own fetch; on Node, in the process). Never
  * a fetch to a URL: built from a request (its Host, its request target) it sent the admin token
  * that the invocation carries wherever a client pointed it (DESIGN: never derive a destination
- * from a request).
+ * from a request). The path goes under `basePath` (src/http/basePath.ts): SELF is the user's
+ * whole Worker, whose router hands corq only what is under it.
  */
-export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>): Invoke {
+export function selfInvoker(
+  env: Env,
+  options: { here: (request: Request) => Response | Promise<Response>; basePath: string },
+): Invoke {
+  const { here, basePath } = options;
   return async (path, init) => {
-    const request = new Request(new URL(path, INTERNAL_ORIGIN), init);
+    const request = new Request(new URL(`${basePath}${path}`, INTERNAL_ORIGIN), init);
     return env.SELF ? env.SELF.fetch(request) : here(request);
   };
 }

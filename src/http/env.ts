@@ -2,7 +2,12 @@
 import { z } from "zod";
 import { signingSecretProblem } from "../webhookSignature.js";
 import { replayKeysFor } from "../consume/drainLimits.js";
-import { DEFAULT_KEY_IDLE_MS, MAX_KEY_IDLE_MS } from "../corq/options.js";
+import {
+  DEFAULT_IDEMPOTENCY_TTL_MS,
+  DEFAULT_KEY_IDLE_MS,
+  MAX_IDEMPOTENCY_TTL_MS,
+  MAX_KEY_IDLE_MS,
+} from "../corq/options.js";
 import { retentionInput, storedPolicy, type StoredPolicy } from "../retentionPolicy.js";
 import { ProblemError } from "./problem.js";
 import type { Env } from "./types.js";
@@ -25,6 +30,7 @@ const settingsSchema = z.object({
   CORQ_AUTH_FAILURE_WINDOW_S: positiveInt(60, 86_400),
   CORQ_PUSH_ALLOW_PRIVATE: z.string().optional(),
   CORQ_KEY_IDLE_MS: positiveInt(DEFAULT_KEY_IDLE_MS, MAX_KEY_IDLE_MS),
+  CORQ_IDEMPOTENCY_TTL_MS: positiveInt(DEFAULT_IDEMPOTENCY_TTL_MS, MAX_IDEMPOTENCY_TTL_MS),
   CORQ_RETENTION_CHUNKS: positiveInt(100, 100_000),
 });
 
@@ -45,6 +51,8 @@ export interface Settings {
   pushAllowPrivate: boolean;
   /** An idle key loses its row after this long (createCorq's keyIdleMs). */
   keyIdleMs: number;
+  /** How long an Idempotency-Key answers with its append (createCorq's idempotencyTtlMs). */
+  idempotencyTtlMs: number;
   /** Chunks a retention pass removes at most (CORQ_RETENTION_CHUNKS). */
   retentionChunks: number;
 }
@@ -84,6 +92,7 @@ export function settings(env: Env): Settings {
     authFailureWindowMs: parsed.CORQ_AUTH_FAILURE_WINDOW_S * 1000,
     pushAllowPrivate: parsed.CORQ_PUSH_ALLOW_PRIVATE === "true",
     keyIdleMs: parsed.CORQ_KEY_IDLE_MS,
+    idempotencyTtlMs: parsed.CORQ_IDEMPOTENCY_TTL_MS,
     retentionChunks: parsed.CORQ_RETENTION_CHUNKS,
   };
 }

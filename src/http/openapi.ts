@@ -104,7 +104,12 @@ function operationId(route: ApiRoute): string {
   return route.method + words.map((w) => w[0]?.toUpperCase() + w.slice(1)).join("");
 }
 
-export function openApiDocument(): Record<string, unknown> {
+/**
+ * The OpenAPI document. `basePath` (the app mounted under a prefix, src/http/basePath.ts): a
+ * relative `servers` URL, so the paths below stay the API's own and a client resolves them
+ * under the prefix.
+ */
+export function openApiDocument(options: { basePath?: string } = {}): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of apiRoutes) {
     const path = route.path.replace(/:(\w+)/g, "{$1}");
@@ -123,6 +128,7 @@ export function openApiDocument(): Record<string, unknown> {
         "known path with another method answers 405 with `Allow`. See docs/http-api.md.",
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    ...(options.basePath ? { servers: [{ url: options.basePath }] } : {}),
     tags: ["health", "log", "subscriptions", "dead letters", "pipeline", "tokens", "retention"].map((name) => ({
       name,
     })),

@@ -13,6 +13,7 @@ const titles: Record<number, string> = {
   409: "Conflict",
   413: "Payload Too Large",
   415: "Unsupported Media Type",
+  422: "Unprocessable Content",
   421: "Misdirected Request",
   429: "Too Many Requests",
   500: "Internal Server Error",

@@ -37,13 +37,15 @@ export interface Env {
   CORQ_REPLAY_KEYS?: string;
   /** How long an idle key keeps its row, in ms (default 7 days): housekeeping deletes it after that. */
   CORQ_KEY_IDLE_MS?: string;
+  /** How long an append's Idempotency-Key answers with that append, in ms (default 24 hours, at most 366 days). */
+  CORQ_IDEMPOTENCY_TTL_MS?: string;
   /** "true" in the local stack only (npm start, tests): loopback Host names only, a short admin token allowed. */
   CORQ_LOCAL?: string;
   /** "true": push subscriptions may deliver to loopback / private addresses (the local stack sets it). */
   CORQ_PUSH_ALLOW_PRIVATE?: string;
-  /** Local only: `host:port/<path token>` of the WebSocket→TCP proxy in front of Postgres (infra/wsProxy.ts). */
+  /** Local only: `host:port/<path token>` of the WebSocket→TCP proxy in front of Postgres (cli/dev/wsProxy.ts). */
   CORQ_NEON_WS_PROXY?: string;
-  /** Local only: the URL of the HTTP SQL endpoint standing in for Neon's (infra/httpSqlEndpoint.ts). */
+  /** Local only: the URL of the HTTP SQL endpoint standing in for Neon's (cli/dev/httpSqlEndpoint.ts). */
   CORQ_NEON_HTTP_ENDPOINT?: string;
   /**
    * "http" (default): every one-statement operation over Neon's HTTP query path, no connection
@@ -162,5 +164,7 @@ export type AppEnv = {
     /** Starts an invocation of this app (a consumer, a dispatch): SELF, else in this one. */
     invoke: Invoke;
     principal: Principal | undefined;
+    /** The prefix the app is mounted under ("" at the root; src/http/basePath.ts): its links and cookie go under it. */
+    basePath: string;
   };
 };

@@ -16,22 +16,27 @@ import { serve as listen } from "@hono/node-server";
 import pg from "pg";
 import { z } from "zod";
 import { createApi } from "../http/api.js";
+import { parseBasePath, pathWithin } from "../http/basePath.js";
 import { adminTokenRefusal } from "../http/auth.js";
 import { retentionOption, settings } from "../http/env.js";
 import { createTokenCache } from "../http/tokenCache.js";
 import { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM, type CorqRuntime } from "../internal.js";
 import { createExecutor } from "../db/executor.js";
 import { notifyWake } from "../sql/log/notify.js";
-import type { SubscriptionDefinition } from "../types.js";
+import type { AnyEvents, EventMap, EventSchemas, SubscriptionDefinition } from "../types.js";
+import { withSharedSchemas } from "../eventSchemas.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
 import { forwardedClient, parseTrustedProxies } from "./forwarded.js";
 import { listenForWakes, type WakeListener } from "./wakeListener.js";
 import type { Env, OpenCorq } from "../http/types.js";
 
-export interface ServeOptions {
+/** `startServe<Events>(…)`: subscriptions checked against the app's event map (docs/typed-events.md). */
+export interface ServeOptions<E extends EventMap = AnyEvents> {
   /** The app's code subscriptions (this process runs their handlers; push subscriptions too). */
-  subscriptions: SubscriptionDefinition[];
+  subscriptions: SubscriptionDefinition<E>[];
+  /** Standard Schema validators by event name, for every subscription that takes the name (its own win). */
+  schemas?: EventSchemas<E>;
   /** The app's own SQL (its projections' tables), applied at start after corq's schema, each once. */
   migrations?: AppMigration[];
   /**
@@ -51,6 +56,13 @@ export interface ServeOptions {
    * consumers, no HTTP). Default: CORQ_ROLE, else "all".
    */
   role?: ServeRole;
+  /**
+   * Serve the HTTP API and dashboard under this prefix ("/corq"), as createWorker's `basePath`
+   * (functions/createWorker.ts): behind a proxy that forwards `/corq/*` with the path whole.
+   * Its links, redirects and cookie Path go under it; a request outside it answers 404. "" or
+   * "/" (default) is the root; a malformed one refuses to start.
+   */
+  basePath?: string;
   log?: (line: string) => void;
 }
 
@@ -111,6 +123,7 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     role: parsed.CORQ_ROLE,
     pushAllowPrivate: base.pushAllowPrivate,
     keyIdleMs: base.keyIdleMs,
+    idempotencyTtlMs: base.idempotencyTtlMs,
     // a malformed list refuses to start (it throws here)
     trustedProxies: parseTrustedProxies(parsed.CORQ_TRUSTED_PROXIES),
     retention: retention.option,
@@ -125,12 +138,17 @@ const wakesNobody = /^\/(streams\/[^/]+\/events|advance|consume\/[^/]+|dispatch)
 const NOTIFY_EVERY_MS = 5;
 const appendPath = /^\/streams\/[^/]+\/events\/?$/;
 
+export async function startServe<E extends EventMap = AnyEvents>(
+  options: NoInfer<ServeOptions<E>>,
+): Promise<RunningServe>;
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  const subscriptions = withSharedSchemas(options.subscriptions, options.schemas);
   const env = options.env ?? process.env;
   const log = options.log ?? ((line: string) => console.log(`corq: ${line}`));
   if (!env.DATABASE_URL) throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on");
   const databaseUrl = named(env.DATABASE_URL);
   const knobs = nodeSettings(env);
+  const basePath = parseBasePath(options.basePath);
   const role = options.role ?? knobs.role;
   // said at start, not discovered as a 401 on every call after "ready"
   const adminRefused = role === "worker" ? null : adminTokenRefusal(env as Env);
@@ -146,12 +164,13 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const make = (poolSize: number, notify: boolean) =>
       createCorqRuntime({
         databaseUrl,
-        subscriptions: options.subscriptions,
+        subscriptions,
         migrations: options.migrations,
         poolSize,
         notify,
         pushAllowPrivate: knobs.pushAllowPrivate,
         keyIdleMs: knobs.keyIdleMs,
+        idempotencyTtlMs: knobs.idempotencyTtlMs,
         retention: knobs.retention,
         // one activity write a second for all drains, not one per drain (drains here are many
         // and short: at 1,000 appends/s that statement was a fifth of the database's work)
@@ -188,8 +207,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       ? createRunner({
           corq,
           db,
-          codeSubscriptions: options.subscriptions.map((s) => s.name),
-          transactionalSubscriptions: options.subscriptions.filter((s) => s.transactional).map((s) => s.name),
+          codeSubscriptions: subscriptions.map((s) => s.name),
+          transactionalSubscriptions: subscriptions.filter((s) => s.transactional).map((s) => s.name),
           concurrency: knobs.concurrency,
           keysPerClaim: knobs.keysPerClaim,
           replayKeys: knobs.replayKeys,
@@ -269,7 +288,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       };
       // no SELF here, whatever the environment holds: consumers run in this process
       const appEnv: Env = { ...env, SELF: undefined, CORQ_NODE: { sha256, tokens, tokenRevoked } };
-      const api = createApi({ subscriptions: options.subscriptions, open: () => opened });
+      const api = createApi({ subscriptions, open: () => opened, basePath });
       const fetch = async (request: Request, bindings: { incoming?: { socket?: Socket } }) => {
         // who sent it: the socket, or a trusted proxy's word (forwarded.ts)
         const socket = bindings.incoming?.socket as (Socket & { encrypted?: boolean }) | undefined;
@@ -291,7 +310,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           },
         );
         if (reads.has(request.method) || response.status >= 400) return response;
-        const path = new URL(request.url).pathname;
+        const whole = new URL(request.url).pathname;
+        // the API's own path: an append under the prefix wakes the consumers as one at the root
+        const path = pathWithin(basePath, whole) ?? whole;
         if (appendPath.test(path)) appended();
         else if (!wakesNobody.test(path)) {
           // A write that may have made keys ready or subscriptions advanceable (resume, release,

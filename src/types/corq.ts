@@ -5,7 +5,18 @@ import type { Connection, Session } from "../db/executor.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import type { CorqTransaction } from "../db/drizzleTransaction.js";
 import type { TokenScope } from "../tokenScopes.js";
-import type { AppendResult, DeliveredEvent, EventInput, StoredEvent } from "./events.js";
+import type {
+  AnyEvents,
+  AppendResult,
+  DeliveredEvent,
+  EventInput,
+  EventMap,
+  EventName,
+  EventOf,
+  EventSchemas,
+  StoredEvent,
+} from "./events.js";
+import type { KeyPath } from "./keyPaths.js";
 import type { ConsumeResult } from "./consumeResult.js";
 import type {
   BatchRecord,
@@ -19,10 +30,16 @@ import type {
 import type { CreatedToken, TokenInfo } from "./tokens.js";
 import type { Retention, RetentionPolicy, RetentionRun } from "./retention.js";
 
-/** Computes the correlation key of an event in JS; null/undefined = the event does not match. */
-export type KeyFunction = (event: StoredEvent) => string | null | undefined;
+/**
+ * Computes the correlation key of an event in JS; null/undefined = the event does not match.
+ * (Declared through a method so that a key function of some events fits a subscription of more:
+ * parameters of methods are compared both ways.)
+ */
+export type KeyFunction<E extends EventMap = AnyEvents, N extends EventName<E> = EventName<E>> = {
+  key(event: EventOf<E, N>): string | null | undefined;
+}["key"];
 
-export interface HandlerContext {
+export interface HandlerContext<E extends EventMap = AnyEvents> {
   subscription: string;
   /** Changes when the subscription is deleted and created again: seqs of two incarnations are unrelated. */
   incarnation: string;
@@ -32,7 +49,7 @@ export interface HandlerContext {
   /** Aborted when the lease expires: stop work you can stop. */
   signal: AbortSignal;
   /** The corq instance that claimed the batch: policies and process managers append with it. */
-  corq: Corq;
+  corq: Corq<E>;
   /**
    * Runs one statement (drizzle `sql` template) on corq's connection: projections write with it.
    * In a transactional subscription it runs in the batch's transaction, as `tx` does.
@@ -48,7 +65,7 @@ export interface HandlerContext {
 }
 
 /** The context of a transactional handler: `tx` is always there (annotate `ctx` with it, or write `ctx.tx!`). */
-export interface TransactionalHandlerContext extends HandlerContext {
+export interface TransactionalHandlerContext<E extends EventMap = AnyEvents> extends HandlerContext<E> {
   tx: CorqTransaction;
 }
 
@@ -58,21 +75,34 @@ export interface TransactionalHandlerContext extends HandlerContext {
  * `{ ackedThrough: position }` to ack a prefix (the rest is delivered again, in order),
  * or throw to fail it (retried with backoff, dead after maxAttempts).
  */
-export type Handler = (
-  events: DeliveredEvent[],
-  context: HandlerContext,
+export type Handler<E extends EventMap = AnyEvents, N extends EventName<E> = EventName<E>> = (
+  events: DeliveredEvent<E, N>[],
+  context: HandlerContext<E>,
 ) => Promise<void | { ackedThrough: number }> | void | { ackedThrough: number };
 
-export interface SubscriptionDefinition {
+/**
+ * A code subscription. With an event map E (createCorq<E>, defineSubscription<E>()), `events`
+ * must be names of E, `key` a path into their data, and the handler gets DeliveredEvent<E, N>:
+ * a union over the subscribed names N.
+ */
+export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extends EventName<E> = EventName<E>> {
   name: string;
-  events?: string[];
+  /** The event names it takes; ["*"] (the default): every name. */
+  events?: readonly (N | "*")[];
   /**
    * Only events of streams whose name starts with one of these prefixes (exact prefixes, 1–100);
    * left out: every stream. The subscription-side half of an append token's `streamPrefix`: a
    * producer limited to `orders-` still makes every subscription that takes `orders-` streams run.
    */
   streams?: string[];
-  key?: string | KeyFunction;
+  /** "stream" (default), a path into data or meta ("data.customer"), or a function of the event. */
+  key?: KeyPath<E, N> | KeyFunction<E, N>;
+  /**
+   * Standard Schema validators by event name (zod, valibot, arktype …): each delivered event's
+   * data is checked (and transformed) before the handler sees it; data that fails fails the
+   * batch with the validator's messages, like a handler that throws. Over createCorq's `schemas`.
+   */
+  schemas?: EventSchemas<E, N>;
   from?: "beginning" | "now";
   batchSize?: number;
   maxAttempts?: number;
@@ -85,17 +115,27 @@ export interface SubscriptionDefinition {
    * Default false: the handler runs outside any transaction and corq holds nothing open.
    */
   transactional?: boolean;
-  handle: Handler;
+  // a method, not a property: a subscription of some events fits a list of subscriptions of more
+  handle(
+    events: DeliveredEvent<E, N>[],
+    context: HandlerContext<E>,
+    // biome-ignore lint/suspicious/noConfusingVoidType: as Handler: a handler that returns nothing acks
+  ): Promise<void | { ackedThrough: number }> | void | { ackedThrough: number };
 }
 
 // The library object (createCorq in src/corq.ts implements it). It lives here, with the shapes it
 // takes and returns, so that modules needing only its type never import the implementation.
-export interface CorqOptions {
+export interface CorqOptions<E extends EventMap = AnyEvents> {
   /** Postgres connection string; corq creates (and closes) a node-postgres pool. */
   databaseUrl?: string;
   /** Or an existing connection: a pg / Neon Pool or Client, or a drizzle database. */
   db?: Connection | { $client: Connection };
-  subscriptions?: SubscriptionDefinition[];
+  subscriptions?: SubscriptionDefinition<E>[];
+  /**
+   * Standard Schema validators by event name, for every subscription that takes the name (a
+   * subscription's own `schemas` win): see SubscriptionDefinition.schemas.
+   */
+  schemas?: EventSchemas<E>;
   /** The app's own schema (its tables), applied by migrate() after corq's, each once (db/appMigrations.ts). */
   migrations?: AppMigration[];
   /** Events scanned per advance statement (default 5,000). */
@@ -150,6 +190,11 @@ export interface CorqOptions {
    */
   keyIdleMs?: number;
   /**
+   * How long an append's `idempotencyKey` answers with that append (CORQ_IDEMPOTENCY_TTL_MS), in
+   * ms: default 24 hours, at most 366 days. Housekeeping prunes the keys past it.
+   */
+  idempotencyTtlMs?: number;
+  /**
    * The retention policy this app deploys with (docs/operations.md, "Retention"): off when left out. It is
    * applied when it differs from the option last applied (a deploy that changes it); a policy
    * set since with setRetention / PUT /retention stays in force until then.
@@ -157,12 +202,25 @@ export interface CorqOptions {
   retention?: RetentionPolicy;
 }
 
-export interface Corq {
+/** corq on a database; with an event map E, appends are checked against it. */
+export interface Corq<E extends EventMap = AnyEvents> {
   migrate(): Promise<{ applied: string[] }>;
-  append(
+  // generic in the names appended: so Corq<Events> and Corq fit where the other is expected (a
+  // handler typed by a map, given an untyped Corq; a typed one, passed to untyped code)
+  append<N extends EventName<E>>(
     stream: string,
-    events: EventInput[],
-    options?: { expectedVersion?: number; tx?: Connection },
+    events: EventInput<E, N>[],
+    options?: {
+      expectedVersion?: number;
+      tx?: Connection;
+      /**
+       * 1–200 visible ASCII characters. Within the window (`idempotencyTtlMs`) an append to the
+       * same stream with the same key and the same events and expectedVersion answers what the
+       * first one did (`replayed: true`) and writes nothing; other events → `idempotency_key_reused`
+       * (422); while the first is still in flight (its transaction open) → `idempotency_in_flight` (409).
+       */
+      idempotencyKey?: string;
+    },
   ): Promise<AppendResult>;
   readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;
   readLog(options?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next: number | null }>;

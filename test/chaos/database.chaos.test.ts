@@ -3,8 +3,8 @@
 // concurrent invocations arrive than Postgres has connections. Clients retry 503s with
 // backoff; appends carry expectedVersion, so a retried append never lands twice.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmbeddedPostgres, type RunningPostgres } from "../../infra/embeddedPostgres.js";
-import { startLocalStack, type LocalStack } from "../../infra/localStack.js";
+import { startEmbeddedPostgres, type RunningPostgres } from "../../cli/dev/embeddedPostgres.js";
+import { startLocalStack, type LocalStack } from "../../cli/dev/localStack.js";
 import { reportScenario, tally, watchScenario } from "../helpers/chaos.js";
 import { startReceiver } from "../helpers/receiver.js";
 import { eventually } from "../helpers/stack.js";

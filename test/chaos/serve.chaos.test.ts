@@ -4,7 +4,7 @@
 // database restarts LISTENs again and re-checks, so a wake-up sent while it was away is not lost.
 import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
-import { startEmbeddedPostgres } from "../../infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../../cli/dev/embeddedPostgres.js";
 import { createCorq } from "../../src/index.js";
 import { chaosSeed, killFigures, reportScenario, seededRandom, tally, watchScenario } from "../helpers/chaos.js";
 import { createTestDatabase } from "../helpers/database.js";

@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, inject } from "vitest";
 import pg from "pg";
-import { localVars } from "../../infra/localDatabase.js";
-import { startLocalStack, type LocalStack, type LocalStackOptions } from "../../infra/localStack.js";
+import { localVars } from "../../cli/dev/localDatabase.js";
+import { startLocalStack, type LocalStack } from "../../cli/dev/localStack.js";
+import { app as exampleApp } from "../../functions/app.js";
+import type { WorkerApp } from "../../functions/createWorker.js";
+import { createCorq } from "../../src/index.js";
 import { createTestDatabase } from "./database.js";
 import { startServeProcess } from "./serveProcess.js";
 import { present } from "./present.js";
@@ -24,20 +27,32 @@ export type Stack = LocalStack;
  * `npm run serve` as a child process with the same variables.
  */
 export function useStack(
-  options: { vars?: Record<string, string>; httpPoolSize?: number; worker?: LocalStackOptions["worker"] } = {},
+  options: {
+    vars?: Record<string, string>;
+    httpPoolSize?: number;
+    /** Another Worker module than functions/worker.ts (createWorker(app)), with its app. */
+    worker?: { entrypoint: string; app: WorkerApp };
+  } = {},
 ) {
   const state = {} as { stack: Stack; db: pg.Pool; drop: () => Promise<void> };
   beforeAll(async () => {
     const database = await createTestDatabase(inject("postgresUrl"));
     state.drop = database.drop;
-    // CORQ_LOCAL: what the local stack is (infra/localStack.ts sets it too); options.vars may unset it
+    // the Worker's code subscriptions registered and its app's tables made before the first
+    // request, as a test expects them (the Worker itself does both at its first advance and
+    // request; the stack never imports the Worker's module)
+    if (runtime === "worker") {
+      const corq = createCorq({ databaseUrl: database.url, ...(options.worker?.app ?? exampleApp) });
+      await corq.migrate().finally(() => corq.close());
+    }
+    // CORQ_LOCAL: what the local stack is (cli/dev/localStack.ts sets it too); options.vars may unset it
     state.stack =
       runtime === "serve"
         ? await startServeStack(database.url, { CORQ_LOCAL: "true", ...options.vars })
         : await startLocalStack({
             databaseUrl: database.url,
             httpPoolSize: options.httpPoolSize,
-            worker: options.worker,
+            entrypoint: options.worker?.entrypoint,
             vars: { CORQ_LOCAL: "true", ...options.vars },
           });
     state.db = new pg.Pool({ connectionString: database.url, max: 4 });

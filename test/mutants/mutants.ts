@@ -128,8 +128,8 @@ export const mutants: Mutant[] = [
     name: "append: takes its transaction id before its turn on the stream (refused for order under concurrency)",
     edits: one(
       "src/sql/log/appendEvents.ts",
-      "WITH locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),",
-      "WITH locked AS (SELECT 1),",
+      ": sql`locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),`;",
+      ": sql`locked AS (SELECT 1),`;",
     ),
     tests: ["test/streamOrder.int.test.ts"],
   },
@@ -978,18 +978,18 @@ export const mutants: Mutant[] = [
     name: "dispatch: a self-invocation goes to the request's origin",
     edits: one(
       "src/http/dispatch.ts",
-      "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    return env.SELF ? env.SELF.fetch(request) : here(request);",
-      "const request = new Request(new URL(path, INTERNAL_ORIGIN), init);\n    void here;\n    return env.SELF ? env.SELF.fetch(request) : fetch(new URL(path, origin), init);",
+      "const request = new Request(new URL(`${basePath}${path}`, INTERNAL_ORIGIN), init);\n    return env.SELF ? env.SELF.fetch(request) : here(request);",
+      "const request = new Request(new URL(`${basePath}${path}`, INTERNAL_ORIGIN), init);\n    void here;\n    return env.SELF ? env.SELF.fetch(request) : fetch(new URL(`${basePath}${path}`, origin), init);",
     ).concat(
       one(
         "src/http/api.ts",
-        "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx))",
-        "selfInvoker(c.env, (request) => app.fetch(request, c.env, c.executionCtx), new URL(c.req.url).origin)",
+        "{ here: (request) => app.fetch(request, c.env, c.executionCtx), basePath }",
+        "{ here: (request) => app.fetch(request, c.env, c.executionCtx), basePath, origin: new URL(c.req.url).origin }",
       ),
       one(
         "src/http/dispatch.ts",
-        "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>): Invoke {",
-        "export function selfInvoker(env: Env, here: (request: Request) => Response | Promise<Response>, origin = INTERNAL_ORIGIN): Invoke {",
+        "basePath: string },\n): Invoke {\n  const { here, basePath } = options;",
+        "basePath: string; origin?: string },\n): Invoke {\n  const { here, basePath, origin = INTERNAL_ORIGIN } = options;",
       ),
     ),
     tests: ["test/serve/requestTrust.serve.test.ts"],
@@ -1167,6 +1167,22 @@ export const mutants: Mutant[] = [
     name: "serve: no warning at start without a usable admin token (then 401 to every call)",
     edits: one("src/node/serve.ts", "if (adminRefused) log(", "if (false) log("),
     tests: ["test/serve/adminWarning.serve.test.ts"],
+  },
+  // --- corq dev: the local stack around a user's Worker (issue 31, item 2) ---------------------
+  {
+    name: "corq dev: the cron never fires after the first tick (a key in backoff waits forever)",
+    edits: one("cli/dev/localStack.ts", "if (running) return; // a slow run", "if (true) return; // a slow run"),
+    tests: ["test/dev.int.test.ts"],
+  },
+  {
+    name: "corq dev: miniflare's signal handler left in place (SIGTERM exits 143 before the stack is stopped)",
+    edits: one("cli/dev/devCommand.ts", "ownSignals(); // again: the Worker's start added miniflare's", ""),
+    tests: ["test/dev.int.test.ts"],
+  },
+  {
+    name: "GET /health: an unreachable local Neon endpoint not named (a bare 503 again)",
+    edits: one("src/http/api.ts", 'said?.message ?? "the database is unavailable"', '"the database is unavailable"'),
+    tests: ["test/worker/unreachableEndpoint.worker.test.ts"],
   },
   // --- idle keys compacted, seqs never reused (issue 30) --------------------------------------
   {
@@ -1442,6 +1458,102 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/retention.int.test.ts"],
   },
+  // --- event schemas (runtime validation of delivered data) --------------------------------
+  {
+    name: "schemas: delivered data not validated",
+    edits: one(
+      "src/consume/handle.ts",
+      "const events = validators ? await validated(claimed.events, validators) : claimed.events;",
+      "const events = claimed.events;",
+    ),
+    tests: ["test/eventSchemas.int.test.ts", "test/worker/transactional.worker.test.ts"],
+  },
+  {
+    name: "schemas: not validated on the drain path",
+    edits: one(
+      "src/consume.ts",
+      "handle(consumer, claimed, { stopping: limits.abort })",
+      "handle({ ...consumer, target: { ...consumer.target, code: consumer.target.code && { ...consumer.target.code, validators: null } } }, claimed, { stopping: limits.abort })",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: not validated on the consume path",
+    edits: one(
+      "src/consume.ts",
+      "const verdict = await handle(consumer, claimed);",
+      "const verdict = await handle({ ...consumer, target: { ...consumer.target, code: consumer.target.code && { ...consumer.target.code, validators: null } } }, claimed);",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: a transactional handler gets the unvalidated batch",
+    edits: one(
+      "src/consume/handle.ts",
+      "handleInTransaction({ ...claimed, events }, ",
+      "handleInTransaction(claimed, ",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: the handler gets the data as stored, not what the schema output",
+    edits: one(
+      "src/eventSchemas.ts",
+      'out.push({ ...event, data: result.value as DeliveredEvent["data"] });',
+      "out.push(event);",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: an async validator's verdict not awaited",
+    edits: one(
+      "src/eventSchemas.ts",
+      "const result = pending instanceof Promise ? await pending : pending;",
+      "const result = pending as StandardSchemaV1.Result<unknown>;",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: the shared schemas given to no subscription",
+    edits: one(
+      "src/eventSchemas.ts",
+      'const all = entries(shared, "schemas");',
+      'const all = entries(undefined, "schemas");',
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: a subscription's own schemas lose to the shared ones",
+    edits: one(
+      "src/eventSchemas.ts",
+      "{ ...Object.fromEntries(taken), ...own }",
+      "{ ...own, ...Object.fromEntries(taken) }",
+    ),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: a schema for an event the subscription does not take accepted (a typo checks nothing)",
+    edits: one("src/eventSchemas.ts", 'if (!events.includes("*") && !events.includes(name)) {', "if (false) {"),
+    tests: ["test/eventSchemas.int.test.ts"],
+  },
+  {
+    name: "schemas: startServe's shared schemas not given to its consumers",
+    edits: one(
+      "src/node/serve.ts",
+      "const subscriptions = withSharedSchemas(options.subscriptions, options.schemas);",
+      "const subscriptions = options.subscriptions;",
+    ),
+    tests: ["test/serve/eventSchemas.serve.test.ts"],
+  },
+  {
+    name: "schemas: createWorker's shared schemas not given to its consumers",
+    edits: one(
+      "functions/createWorker.ts",
+      "const subscriptions = withSharedSchemas(app.subscriptions, app.schemas);",
+      "const subscriptions = app.subscriptions;",
+    ),
+    tests: ["test/worker/transactional.worker.test.ts"],
+  },
   {
     name: "cron: no retention pass",
     edits: one("functions/createWorker.ts", "retainOnCron(env.CORQ_ADMIN_TOKEN, invoke)", "Promise.resolve()"),
@@ -1451,5 +1563,147 @@ export const mutants: Mutant[] = [
     name: "serve: no retention pass in the loop",
     edits: one("src/node/runner.ts", "if (options.retention) retain(options.retention);", ""),
     tests: ["test/serve/retention.serve.test.ts"],
+  },
+  // --- idempotent appends -----------------------------------------------------------------
+  {
+    name: "idempotent append: a repeat within the window writes again",
+    edits: one("src/sql/log/appendEvents.ts", "WHERE free AND NOT EXISTS (SELECT FROM prior)", "WHERE free"),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  {
+    name: "idempotent append: another body under the key is replayed, not refused",
+    edits: one("src/sql/log/appendEvents.ts", "fingerprint = ${fingerprint(idempotency.sent)} AS same", "true AS same"),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  {
+    name: "idempotent append: no in-flight check (waits behind the first instead of 409)",
+    edits: one(
+      "src/sql/log/appendEvents.ts",
+      "WHERE free AND NOT EXISTS (SELECT FROM prior)",
+      "WHERE NOT EXISTS (SELECT FROM prior)",
+    ),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  {
+    name: "idempotent append: a row committed after the statement began does not stop its write",
+    edits: one("src/sql/log/appendEvents.ts", "THEN corq.idempotency_race() END AS race", "THEN NULL END AS race"),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  {
+    name: "HTTP: a replayed append without Idempotent-Replayed",
+    edits: one("src/http/api.ts", '{ "idempotent-replayed": "true" }', "{}"),
+    tests: ["test/worker/api.worker.test.ts"],
+  },
+  {
+    name: "housekeeping: idempotency keys past the window are never pruned",
+    edits: one(
+      "src/sql/housekeeping/pruneOperational.ts",
+      "DELETE FROM ${idempotencyKeys} WHERE created_at <= now() - ${idempotencyTtlMs} * interval '1 millisecond'",
+      "DELETE FROM ${idempotencyKeys} WHERE false",
+    ),
+    tests: ["test/idempotentAppend.int.test.ts"],
+  },
+  // --- the test kit (corqueue/testing) ---------------------------------------------------------
+  {
+    name: "test kit: deliveredEvents gives every event of a batch the same seq",
+    edits: one(
+      "src/testing/deliveredEvents.ts",
+      "seq: (options.firstSeq ?? 1) + index,",
+      "seq: options.firstSeq ?? 1,",
+    ),
+    tests: ["test/testing.test.ts"],
+  },
+  {
+    name: "test kit: the stand-in ctx.corq.append ignores expectedVersion (a redelivered greeter welcomes twice)",
+    edits: one(
+      "src/testing/standInCorq.ts",
+      "if (expectedVersion !== undefined && (current ?? -1) !== expectedVersion) {",
+      "if (false) {",
+    ),
+    tests: ["test/exampleHandlers.test.ts", "test/testing.test.ts"],
+  },
+  {
+    name: "test kit: runUntilIdle calls it idle with keys still in backoff under waitForBackoff",
+    edits: one(
+      "src/testing/runUntilIdle.ts",
+      "if (busy.length === 0 && (backoff.length === 0 || !options.waitForBackoff)) {",
+      "if (busy.length === 0) {",
+    ),
+    tests: ["test/testing.int.test.ts"],
+  },
+  {
+    name: "test kit: runUntilIdle calls it idle after a round that consumed, before advancing what handlers appended",
+    edits: [
+      { file: "src/testing/runUntilIdle.ts", search: "if (consumed > 0) continue;", replace: "" },
+      {
+        file: "src/testing/runUntilIdle.ts",
+        search: "(s) => s.lag > 0 || s.keys.ready",
+        replace: "(s) => s.keys.ready",
+      },
+    ],
+    tests: ["test/testing.int.test.ts"],
+  },
+  {
+    name: "test kit: runUntilIdle consumes the subscriptions another instance defined (orphaned here)",
+    edits: one("src/testing/runUntilIdle.ts", ".filter((s) => !s.orphaned)", ""),
+    tests: ["test/testing.int.test.ts"],
+  },
+  {
+    name: "test kit: runUntilIdle has no maxBatches bound",
+    edits: one("src/testing/runUntilIdle.ts", "if (batches.length >= maxBatches)", "if (false)"),
+    tests: ["test/testing.int.test.ts"],
+  },
+  // --- mounted under a prefix (issue 31) ------------------------------------------------------
+  {
+    name: "mount: the fan-out and the retention pass invoke the user's root, not the prefix",
+    edits: one(
+      "src/http/dispatch.ts",
+      "new URL(`${basePath}${path}`, INTERNAL_ORIGIN)",
+      "new URL(path, INTERNAL_ORIGIN)",
+    ),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the session cookie's Path is the root",
+    edits: one("src/http/dashboard/session.ts", 'path: c.var.basePath || "/",', 'path: "/",'),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the dashboard's links, assets and forms at the root",
+    edits: one(
+      "src/http/dashboard/layout.tsx",
+      "return (path) => underBase(basePath, path);",
+      "return (path) => path;",
+    ),
+    tests: ["test/basePath.test.ts", "test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: the dashboard's redirects at the root",
+    edits: one(
+      "src/http/dashboard/routes.tsx",
+      "const urlOf = (c: DashboardContext, path: string) => underBase(c.var.basePath, path);",
+      "const urlOf = (_c: DashboardContext, path: string) => path;",
+    ),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: an action's way back may leave the prefix",
+    edits: one("src/http/dashboard/routes.tsx", "if (pathWithin(basePath, url.pathname) === null) return null;", ""),
+    tests: ["test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: a path outside the prefix is served as if under it",
+    edits: one("src/http/api.ts", "if (!outsideBase(basePath, c.req.raw)) return next();", "return next();"),
+    tests: ["test/basePath.test.ts", "test/worker/mount.worker.test.ts"],
+  },
+  {
+    name: "mount: serve ignores its basePath",
+    edits: one("src/node/serve.ts", "open: () => opened, basePath });", "open: () => opened });"),
+    tests: ["test/serve/mount.serve.test.ts"],
+  },
+  {
+    name: "client: the path of its URL dropped (CORQ_URL=http://host/corq)",
+    edits: one("src/client.ts", "new URL(`${prefix}${path}`, base.origin)", "new URL(path, base)"),
+    tests: ["test/client.test.ts", "test/worker/mount.worker.test.ts"],
   },
 ];

@@ -26,7 +26,7 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startEmbeddedPostgres } from "../../infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../../cli/dev/embeddedPostgres.js";
 import { mutants, type Edit, type Mutant } from "./mutants.js";
 
 const RUN_LIMIT_MS = 240_000;

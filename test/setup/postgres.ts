@@ -2,7 +2,7 @@
 // migrated template database; each test file clones it into a database of its own.
 import type { TestProject } from "vitest/node";
 import pg from "pg";
-import { startEmbeddedPostgres, type RunningPostgres } from "../../infra/embeddedPostgres.js";
+import { startEmbeddedPostgres, type RunningPostgres } from "../../cli/dev/embeddedPostgres.js";
 import { createCorq } from "../../src/index.js";
 import { TEMPLATE_DATABASE, databaseUrl } from "../helpers/database.js";
 

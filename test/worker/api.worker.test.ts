@@ -114,6 +114,42 @@ describe("event log", () => {
     expect(await streamEvents()).toBe(before);
   });
 
+  it("Idempotency-Key: a retry answers the first 201 again (Idempotent-Replayed), another body 422, nothing twice", async () => {
+    const streamEvents = async (stream: string) =>
+      Number((await state.db.query("SELECT count(*) FROM corq.events WHERE stream = $1", [stream])).rows[0].count);
+    const append = (stream: string, key: string, body: unknown) =>
+      fetch(`${state.stack.url}/streams/${stream}/events`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${state.stack.adminToken}`,
+          "content-type": "application/json",
+          "idempotency-key": key,
+        },
+        body: JSON.stringify(body),
+      });
+    const body = { events: [{ name: "Paid", data: { cents: 100 } }], expectedVersion: -1 };
+    const first = await append("payment-1", "pay-1", body);
+    expect(first.status).toBe(201);
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    const firstJson = await first.json();
+    const again = await append("payment-1", "pay-1", body);
+    expect(again.status).toBe(201);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(await again.json()).toEqual(firstJson); // the same body: no `replayed` member
+    const other = await append("payment-1", "pay-1", { ...body, events: [{ name: "Paid", data: { cents: 999 } }] });
+    expect(other.status).toBe(422);
+    expect(other.headers.get("content-type")).toContain("application/problem+json");
+    expect((await other.json()).type).toContain("idempotency_key_reused");
+    // the same key on another stream is another key
+    expect((await append("payment-2", "pay-1", body)).status).toBe(201);
+    const malformed = await append("payment-3", "pay 1", body);
+    expect(malformed.status).toBe(400);
+    expect(await malformed.text()).toContain("Idempotency-Key");
+    expect([await streamEvents("payment-1"), await streamEvents("payment-2"), await streamEvents("payment-3")]).toEqual(
+      [1, 1, 0],
+    );
+  });
+
   it("refuses bad input with 4xx problem+json and writes nothing", async () => {
     const before = await count("events");
     const cases: [number, Parameters<typeof api>][] = [

@@ -2,7 +2,7 @@
 // scripts parse (--json) and the exit codes.
 import { describe, expect, it } from "vitest";
 import { run } from "../../cli/run.js";
-import { freePort } from "../../infra/embeddedPostgres.js";
+import { freePort } from "../../cli/dev/embeddedPostgres.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
 const { state } = useStack();

@@ -2,7 +2,7 @@
 // behind a bounded pool (as at Neon's pooler) instead of a Postgres connection per invocation.
 import { describe, expect, it } from "vitest";
 import { eventually, useStack } from "../helpers/stack.js";
-import { HTTP_SQL_APPLICATION_NAME } from "../../infra/httpSqlEndpoint.js";
+import { HTTP_SQL_APPLICATION_NAME } from "../../cli/dev/httpSqlEndpoint.js";
 import { reportScenario } from "../helpers/chaos.js";
 import { holdConnection } from "../helpers/heldConnection.js";
 
@@ -66,7 +66,7 @@ describe("connections", () => {
   // Under load, through wrangler's dev server, 86 to 177 of 3,000 appends from 200 producers per
   // run failed, none written: its clients' connections closed unanswered ("other side closed")
   // and its proxy answered 503 "Your worker restarted mid-request". workerd closes a connection
-  // idle for 5 s, and a request sent on it as it closes is lost. npm start's front door (infra/frontDoor.ts) keeps a
+  // idle for 5 s, and a request sent on it as it closes is lost. npm start's front door (cli/dev/frontDoor.ts) keeps a
   // client's connection longer than clients keep theirs, and reaches the Worker on a connection
   // of its own per request (test/frontDoor.test.ts: a Worker that drops every reused connection).
   it("a client's keep-alive connection idle for 6 s (workerd closes its own after 5 s) still carries an append: 201", async () => {

@@ -110,6 +110,30 @@ describe("transactional handlers on Workers", () => {
     ]);
   });
 
+  it("check the data by its schema first: a key whose event fails it dead-letters with the validator's message and writes nothing, the other key flows", async () => {
+    const appended = await tally([{ k: "v1" }, { k: "v2", fail: "yes" }, { k: "v1" }]);
+    const [v1a, v2, v1b] = appended.json.positions;
+    await eventually(async () =>
+      expect(await effects("v1")).toEqual([
+        ["v1", v1a, 1],
+        ["v1", v1b, 1],
+      ]),
+    );
+    await eventually(
+      async () => {
+        await api("POST", "/consume/tally");
+        expect(await keyState("v2")).toMatchObject({ status: "dead", attempts: 5 });
+      },
+      { timeoutMs: 20_000 },
+    );
+    expect((await keyState("v2"))?.lastError).toMatch(
+      new RegExp(
+        `^EventDataInvalid: Tallied at position ${v2} \\(stream tally-[0-9a-f]+\\) failed its schema: data\\.fail: `,
+      ),
+    );
+    expect(await effects("v2")).toEqual([]);
+  });
+
   it("roll back the writes of a handler whose lease a second invocation took over while it ran", async () => {
     const appended = await tally([{ k: "slow", holdMs: 4000 }]);
     const [position] = appended.json.positions;

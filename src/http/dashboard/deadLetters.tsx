@@ -1,6 +1,6 @@
 // GET /ui/dead-letters — dead keys with the event that failed; retry or skip one key or all.
 import type { DeadLetter, SubscriptionStats } from "../../index.js";
-import { ActionButton, DeadKeyActions, ErrorText, JsonText, Page, When, num } from "./layout.js";
+import { ActionButton, DeadKeyActions, ErrorText, JsonText, Page, When, num, useHref } from "./layout.js";
 
 export function DeadLetters(props: {
   deadLetters: DeadLetter[];
@@ -9,6 +9,7 @@ export function DeadLetters(props: {
   back: string;
   notice?: string;
 }) {
+  const href = useHref();
   const withDead = props.subscriptions.filter(
     (s) => s.keys.dead > 0 && (!props.subscription || s.name === props.subscription),
   );
@@ -64,7 +65,11 @@ export function DeadLetters(props: {
                   <td data-label="Subscription">{d.subscription}</td>
                   <td data-label="Key">{d.key}</td>
                   <td data-label="Event">
-                    {d.event ? <a href={`/ui/streams/${encodeURIComponent(d.event.stream)}`}>{d.event.name}</a> : "–"}
+                    {d.event ? (
+                      <a href={href(`/ui/streams/${encodeURIComponent(d.event.stream)}`)}>{d.event.name}</a>
+                    ) : (
+                      "–"
+                    )}
                   </td>
                   <td class="num" data-label="Position">
                     {num(d.position)}

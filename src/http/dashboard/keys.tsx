@@ -1,6 +1,17 @@
 // GET /ui/subscriptions/:name — the keys of one subscription, filtered by status, keyset-paged.
 import type { KeyState, KeyStatus, SubscriptionStats } from "../../index.js";
-import { ActionButton, Badge, DeadKeyActions, KeepTimes, Page, Relative, RewindForm, age, num } from "./layout.js";
+import {
+  ActionButton,
+  Badge,
+  DeadKeyActions,
+  KeepTimes,
+  Page,
+  Relative,
+  RewindForm,
+  age,
+  num,
+  useHref,
+} from "./layout.js";
 
 const statuses: KeyStatus[] = ["ready", "leased", "backoff", "dead", "paused", "idle"];
 
@@ -15,7 +26,8 @@ export function Keys(props: {
   notice?: string;
 }) {
   const s = props.subscription;
-  const base = `/ui/subscriptions/${encodeURIComponent(s.name)}`;
+  const href = useHref();
+  const base = href(`/ui/subscriptions/${encodeURIComponent(s.name)}`);
   const query = (after?: string) =>
     `${base}?${new URLSearchParams({ ...(props.status ? { status: props.status } : {}), ...(after ? { after } : {}) })}`;
   const now = Date.now();
@@ -93,7 +105,7 @@ export function Keys(props: {
           ))}
         </select>
         <button type="submit">Filter</button>
-        <a href={`/ui/timeline?subscription=${encodeURIComponent(s.name)}`}>Timeline</a>
+        <a href={href(`/ui/timeline?subscription=${encodeURIComponent(s.name)}`)}>Timeline</a>
       </form>
       <div class="toolbar">
         <RewindForm
@@ -122,7 +134,7 @@ export function Keys(props: {
             {props.keys.map((k) => (
               <tr data-key={k.key}>
                 <td data-label="Key">
-                  {s.key === "stream" ? <a href={`/ui/streams/${encodeURIComponent(k.key)}`}>{k.key}</a> : k.key}
+                  {s.key === "stream" ? <a href={href(`/ui/streams/${encodeURIComponent(k.key)}`)}>{k.key}</a> : k.key}
                 </td>
                 <td data-label="Status">
                   <Badge kind={k.status}>{k.status}</Badge>

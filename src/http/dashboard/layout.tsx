@@ -1,5 +1,6 @@
 // The page shell: header with navigation, the live-refresh switch, and a notice line.
 import { createContext, useContext, type Child } from "hono/jsx";
+import { underBase } from "../basePath.js";
 
 /**
  * Whether the session may act (the operate scope): without it the pages show no action
@@ -7,6 +8,18 @@ import { createContext, useContext, type Child } from "hono/jsx";
  * (not set) shows no button either.
  */
 export const CanOperate = createContext<boolean | null>(null);
+
+/**
+ * The prefix the dashboard is served under (src/http/basePath.ts; "" at the root): every link,
+ * asset and form action goes under it. Set per page by routes.tsx (`mounted`).
+ */
+export const BasePath = createContext("");
+
+/** Call while rendering: makes a dashboard path ("/ui/streams", "/") the URL the browser must request. */
+export function useHref(): (path: string) => string {
+  const basePath = useContext(BasePath);
+  return (path) => underBase(basePath, path);
+}
 
 export type Section = "overview" | "dead-letters" | "timeline" | "streams";
 
@@ -18,24 +31,25 @@ const links: [Section, string, string][] = [
 ];
 
 export function Page(props: { title: string; section?: Section; notice?: string; children: Child; live?: boolean }) {
+  const href = useHref();
   return (
     <html lang="en">
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${props.title} · corq`}</title>
-        <link rel="stylesheet" href="/assets/corq.css" />
-        <script src="/assets/corq.js" defer></script>
+        <link rel="stylesheet" href={href("/assets/corq.css")} />
+        <script src={href("/assets/corq.js")} defer></script>
       </head>
       <body>
         {props.section && (
           <header>
-            <a class="brand" href="/">
+            <a class="brand" href={href("/")}>
               corq
             </a>
             <nav aria-label="Dashboard sections">
-              {links.map(([section, href, label]) => (
-                <a href={href} aria-current={section === props.section ? "page" : undefined}>
+              {links.map(([section, path, label]) => (
+                <a href={href(path)} aria-current={section === props.section ? "page" : undefined}>
                   {label}
                 </a>
               ))}
@@ -51,7 +65,7 @@ export function Page(props: { title: string; section?: Section; notice?: string;
                 read-only
               </span>
             )}
-            <form method="post" action="/logout">
+            <form method="post" action={href("/logout")}>
               <button type="submit" aria-label="Log out">
                 Log out
               </button>
@@ -84,9 +98,10 @@ export function RewindForm(props: {
   caption?: string;
 }) {
   if (useContext(CanOperate) !== true) return null;
+  const href = useHref();
   const what = props.rewindKey === undefined ? `every key of ${props.subscription}` : `key ${props.rewindKey}`;
   return (
-    <form class="inline" method="post" action="/ui/actions/rewind">
+    <form class="inline" method="post" action={href("/ui/actions/rewind")}>
       {props.caption && <span>{props.caption} </span>}
       <input type="hidden" name="subscription" value={props.subscription} />
       {props.rewindKey !== undefined && <input type="hidden" name="key" value={props.rewindKey} />}
@@ -129,8 +144,9 @@ export function ActionButton(props: {
   primary?: boolean;
 }) {
   if (useContext(CanOperate) !== true) return null;
+  const href = useHref();
   return (
-    <form class="inline" method="post" action={`/ui/actions/${props.action}`}>
+    <form class="inline" method="post" action={href(`/ui/actions/${props.action}`)}>
       <input type="hidden" name="subscription" value={props.subscription} />
       {props.deadKey !== undefined && <input type="hidden" name="key" value={props.deadKey} />}
       <input type="hidden" name="back" value={props.back} />

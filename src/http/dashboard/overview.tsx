@@ -1,7 +1,7 @@
 // GET / — every subscription at a glance.
 import type { SubscriptionStats } from "../../index.js";
 import { Sparkline } from "./charts.js";
-import { ActionButton, Badge, Page, age, num } from "./layout.js";
+import { ActionButton, Badge, Page, age, num, useHref } from "./layout.js";
 
 export function Overview(props: {
   subscriptions: SubscriptionStats[];
@@ -12,6 +12,7 @@ export function Overview(props: {
   const dead = props.subscriptions.reduce((sum, s) => sum + s.keys.dead, 0);
   const pending = props.subscriptions.reduce((sum, s) => sum + s.pending, 0);
   const perSecond = Object.values(props.throughput).reduce((sum, series) => sum + (series.at(-1) ?? 0), 0);
+  const href = useHref();
   return (
     <Page title="Overview" section="overview" notice={props.notice}>
       <div id="live">
@@ -39,7 +40,7 @@ export function Overview(props: {
           </div>
           <div class="figure">
             <b>
-              <a href="/ui/dead-letters">{num(dead)}</a>
+              <a href={href("/ui/dead-letters")}>{num(dead)}</a>
             </b>
             <span>dead keys</span>
           </div>
@@ -65,7 +66,7 @@ export function Overview(props: {
               {props.subscriptions.map((s) => (
                 <tr data-subscription={s.name}>
                   <td data-label="Subscription">
-                    <a href={`/ui/subscriptions/${encodeURIComponent(s.name)}`}>{s.name}</a>
+                    <a href={href(`/ui/subscriptions/${encodeURIComponent(s.name)}`)}>{s.name}</a>
                   </td>
                   <td data-label="Kind">{s.kind}</td>
                   <td class="num" data-label="Lag" data-testid="lag">
@@ -85,7 +86,9 @@ export function Overview(props: {
                   </td>
                   <td class="num" data-label="Dead" data-testid="dead">
                     {s.keys.dead > 0 ? (
-                      <a href={`/ui/dead-letters?subscription=${encodeURIComponent(s.name)}`}>{num(s.keys.dead)}</a>
+                      <a href={href(`/ui/dead-letters?subscription=${encodeURIComponent(s.name)}`)}>
+                        {num(s.keys.dead)}
+                      </a>
                     ) : (
                       "0"
                     )}
@@ -104,7 +107,7 @@ export function Overview(props: {
                     <ActionButton
                       action={s.paused ? "resume" : "pause"}
                       subscription={s.name}
-                      back="/"
+                      back={href("/")}
                       label={`${s.paused ? "Resume" : "Pause"} ${s.name}`}
                     />
                   </td>

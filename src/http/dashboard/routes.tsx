@@ -2,6 +2,7 @@
 // that keeps a signed session in an http-only cookie, and form POSTs for the actions.
 import { Hono, type Context } from "hono";
 import type { HtmlEscapedString } from "hono/utils/html";
+import type { Child } from "hono/jsx";
 import { csrf } from "hono/csrf";
 import { z } from "zod";
 import { CorqError, type Corq, type SubscriptionDefinition, type SubscriptionStats } from "../../index.js";
@@ -14,7 +15,8 @@ import { requestOrigin } from "../requestClient.js";
 import { css, script } from "./assets.js";
 import { DeadLetters } from "./deadLetters.js";
 import { Keys } from "./keys.js";
-import { CanOperate, Page } from "./layout.js";
+import { BasePath, CanOperate, Page } from "./layout.js";
+import { pathWithin, underBase } from "../basePath.js";
 import { Login } from "./login.js";
 import { Overview } from "./overview.js";
 import { securityHeaders } from "./securityHeaders.js";
@@ -69,8 +71,8 @@ const streamQuery = z.object({
 const actionForm = z.object({
   subscription: subscriptionName,
   key: z.string().min(1).max(1000).optional(),
-  // where to come back to: a path on this site only (localPath)
-  back: z.string().max(2000).default("/"),
+  // where to come back to: a path of the dashboard only (localPath); default its overview
+  back: z.string().max(2000).optional(),
   // rewind: a position, or "beginning"
   to: z
     .string()
@@ -107,11 +109,12 @@ function noticeOf(c: DashboardContext): string | undefined {
 }
 
 /**
- * `back` as a path and query of this site, or null. Judged on what the browser will make of
- * it, not on its text: `/.//evil.example` and `/%2e//evil.example` normalise to
- * `//evil.example`, which a Location header sends to another host.
+ * `back` as a path and query of this site under the dashboard's prefix, or null. Judged on what
+ * the browser will make of it, not on its text: `/.//evil.example` and `/%2e//evil.example`
+ * normalise to `//evil.example`, which a Location header sends to another host.
  */
-function localPath(back: string, origin: string): string | null {
+function localPath(back: string, site: { origin: string; basePath: string }): string | null {
+  const { origin, basePath } = site;
   if (!back.startsWith("/") || back.includes("\\")) return null;
   let url: URL;
   try {
@@ -120,8 +123,18 @@ function localPath(back: string, origin: string): string | null {
     return null;
   }
   if (url.origin !== origin || !url.pathname.startsWith("/") || url.pathname.startsWith("//")) return null;
+  // the user's own pages beside a mounted dashboard are not its to send the browser to
+  if (pathWithin(basePath, url.pathname) === null) return null;
   return url.pathname + url.search;
 }
+
+/** A dashboard path ("/login", "/") as the browser must request it: under the app's prefix. */
+const urlOf = (c: DashboardContext, path: string) => underBase(c.var.basePath, path);
+
+/** A page with its links, assets and forms under the app's prefix (layout.tsx, useHref). */
+const mounted = (c: DashboardContext, page: Child) => (
+  <BasePath.Provider value={c.var.basePath}>{page}</BasePath.Provider>
+);
 
 /** The path and query of this request, to come back to after an action. */
 const here = (c: DashboardContext) => {
@@ -158,14 +171,14 @@ export function dashboard(options: {
 
   app.get("/login", async (c) => {
     const refusal = adminTokenRefusal(c.env);
-    if (refusal) return c.html(<Login disabled={refusal.message} />, refusal.status as 401);
-    if (await hasSession(c)) return c.redirect("/", 303);
-    return c.html(<Login />);
+    if (refusal) return c.html(mounted(c, <Login disabled={refusal.message} />), refusal.status as 401);
+    if (await hasSession(c)) return c.redirect(urlOf(c, "/"), 303);
+    return c.html(mounted(c, <Login />));
   });
 
   app.post("/login", async (c) => {
     const refusal = adminTokenRefusal(c.env);
-    if (refusal) return c.html(<Login disabled={refusal.message} />, refusal.status as 401);
+    if (refusal) return c.html(mounted(c, <Login disabled={refusal.message} />), refusal.status as 401);
     let principal: Principal | null;
     try {
       throttle.guard(c);
@@ -174,31 +187,35 @@ export function dashboard(options: {
       principal = token === "" || token.length > 1000 ? null : await principalOf(c, token);
       if (!principal) {
         if (token !== "") await throttle.failed(c);
-        return c.html(<Login error="Wrong token." />, 401);
+        return c.html(mounted(c, <Login error="Wrong token." />), 401);
       }
     } catch (error) {
       if (!(error instanceof ProblemError) || error.status !== 429) throw error;
       const retryAfter = error.headers["retry-after"];
       // the throttle's 429 always says when to come back; one that does not goes out as a problem
       if (retryAfter === undefined) throw error;
-      return c.html(<Login error={`Too many failed logins from here; try again in ${retryAfter} s.`} />, 429, {
-        "retry-after": retryAfter,
-      });
+      return c.html(
+        mounted(c, <Login error={`Too many failed logins from here; try again in ${retryAfter} s.`} />),
+        429,
+        {
+          "retry-after": retryAfter,
+        },
+      );
     }
     // a valid token without the scope: refused, not counted as a failure
     if (!scopesAllow(principal.scopes, "read")) {
       return c.html(
-        <Login error="This token cannot open the dashboard: it needs the read, operate or admin scope." />,
+        mounted(c, <Login error="This token cannot open the dashboard: it needs the read, operate or admin scope." />),
         403,
       );
     }
-    if (!(await startSession(c, principal))) return c.html(<Login error="Wrong token." />, 401);
-    return c.redirect("/", 303);
+    if (!(await startSession(c, principal))) return c.html(mounted(c, <Login error="Wrong token." />), 401);
+    return c.redirect(urlOf(c, "/"), 303);
   });
 
   app.post("/logout", async (c) => {
     await endSession(c);
-    return c.redirect("/login", 303);
+    return c.redirect(urlOf(c, "/login"), 303);
   });
 
   // Everything below needs a session: pages send the browser to the login form. The session
@@ -209,8 +226,8 @@ export function dashboard(options: {
       c.set("principal", principal);
       return next();
     }
-    if (c.req.method === "GET") return c.redirect("/login", 302);
-    return c.html(<Login error="Your session has ended; log in again." />, 401);
+    if (c.req.method === "GET") return c.redirect(urlOf(c, "/login"), 302);
+    return c.html(mounted(c, <Login error="Your session has ended; log in again." />), 401);
   };
   app.get("/", requireSession);
   app.use("/ui/*", requireSession);
@@ -284,7 +301,7 @@ export function dashboard(options: {
 
   app.get("/ui/streams", scope("read"), (c) => {
     const stream = c.req.query("stream");
-    if (stream) return c.redirect(`/ui/streams/${encodeURIComponent(stream)}`, 303);
+    if (stream) return c.redirect(urlOf(c, `/ui/streams/${encodeURIComponent(stream)}`), 303);
     return render(c, async (corq) => {
       const { before } = parseOrThrow(tailQuery, c.req.query(), "invalid_input", "query");
       const { events, next } = await corq.logTail({ before, limit: EVENTS_PER_PAGE });
@@ -309,8 +326,11 @@ export function dashboard(options: {
         });
         const { subscription, key, back, to } = parseOrThrow(actionForm, form, "invalid_input", "form");
         const origin = requestOrigin(c);
-        const path = localPath(back, origin);
-        if (path === null) throw new CorqError("invalid_input", "back: must be a path on this site");
+        const path = localPath(back ?? urlOf(c, "/"), { origin, basePath: c.var.basePath });
+        if (path === null) {
+          const under = c.var.basePath ? ` under ${c.var.basePath}` : "";
+          throw new CorqError("invalid_input", `back: must be a path on this site${under}`);
+        }
         const corq = c.var.corq();
         let count = 0;
         if (action === "pause" || action === "resume") {
@@ -341,21 +361,24 @@ function render(c: DashboardContext, page: (corq: Corq) => Promise<HtmlEscapedSt
   const principal = c.var.principal;
   const canOperate = principal !== undefined && scopesAllow(principal.scopes, "operate");
   return refusalsAsPages(c, async () =>
-    c.html(<CanOperate.Provider value={canOperate}>{await page(c.var.corq())}</CanOperate.Provider>),
+    c.html(mounted(c, <CanOperate.Provider value={canOperate}>{await page(c.var.corq())}</CanOperate.Provider>)),
   );
 }
 
 /** A session without the scope a page or action needs: a 403 page, and nothing done. */
 function forbiddenPage(c: DashboardContext, refusal: ProblemError): Response | Promise<Response> {
   return c.html(
-    <Page title="Not allowed" section="overview" live={false}>
-      <p class="error" role="alert">
-        Not allowed: {refusal.message}. Log in with a token that has it.
-      </p>
-      <p>
-        <a href="/">Back to the overview</a>
-      </p>
-    </Page>,
+    mounted(
+      c,
+      <Page title="Not allowed" section="overview" live={false}>
+        <p class="error" role="alert">
+          Not allowed: {refusal.message}. Log in with a token that has it.
+        </p>
+        <p>
+          <a href={urlOf(c, "/")}>Back to the overview</a>
+        </p>
+      </Page>,
+    ),
     403,
   );
 }
@@ -367,14 +390,17 @@ async function refusalsAsPages(c: DashboardContext, respond: () => Promise<Respo
   } catch (error) {
     if (!(error instanceof CorqError) || error.status >= 500) throw error;
     return c.html(
-      <Page title="Error" section="overview" live={false}>
-        <p class="error" role="alert">
-          {error.message}
-        </p>
-        <p>
-          <a href="/">Back to the overview</a>
-        </p>
-      </Page>,
+      mounted(
+        c,
+        <Page title="Error" section="overview" live={false}>
+          <p class="error" role="alert">
+            {error.message}
+          </p>
+          <p>
+            <a href={urlOf(c, "/")}>Back to the overview</a>
+          </p>
+        </Page>,
+      ),
       error.status as 400,
     );
   }

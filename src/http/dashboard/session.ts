@@ -85,7 +85,8 @@ export async function startSession(c: SessionContext, principal: Principal = BOO
     // Secure everywhere but plain-http development on this machine (browsers drop Secure cookies
     // over http); behind a trusted TLS proxy too (src/http/requestClient.ts)
     secure: requestClient(c).secure,
-    path: "/",
+    // the dashboard's own prefix only: a user's app beside it never sees the session
+    path: c.var.basePath || "/",
     maxAge: SESSION_MS / 1000,
   });
   return true;
@@ -95,5 +96,5 @@ export async function startSession(c: SessionContext, principal: Principal = BOO
 export async function endSession(c: SessionContext): Promise<void> {
   const id = await signedSessionId(c);
   if (id !== null) await c.var.db().run(endDashboardSession(id));
-  deleteCookie(c, SESSION_COOKIE, { path: "/" });
+  deleteCookie(c, SESSION_COOKIE, { path: c.var.basePath || "/" });
 }

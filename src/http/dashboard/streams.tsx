@@ -1,8 +1,9 @@
 // GET /ui/streams — the log tail; GET /ui/streams/:stream — one stream's events.
 import type { StoredEvent } from "../../index.js";
-import { JsonText, Page, When, num } from "./layout.js";
+import { JsonText, Page, When, num, useHref } from "./layout.js";
 
 function Events(props: { events: StoredEvent[]; label: string; showStream: boolean }) {
+  const href = useHref();
   return (
     <div class="scroll">
       <table class="cards" aria-label={props.label}>
@@ -24,7 +25,7 @@ function Events(props: { events: StoredEvent[]; label: string; showStream: boole
               </td>
               {props.showStream && (
                 <td data-label="Stream">
-                  <a href={`/ui/streams/${encodeURIComponent(e.stream)}`}>{e.stream}</a>
+                  <a href={href(`/ui/streams/${encodeURIComponent(e.stream)}`)}>{e.stream}</a>
                 </td>
               )}
               <td class="num" data-label="Version">
@@ -47,7 +48,7 @@ function Events(props: { events: StoredEvent[]; label: string; showStream: boole
 
 function StreamForm(props: { value?: string }) {
   return (
-    <form class="toolbar" method="get" action="/ui/streams">
+    <form class="toolbar" method="get" action={useHref()("/ui/streams")}>
       <label for="stream">Stream</label>
       <input
         id="stream"
@@ -63,6 +64,7 @@ function StreamForm(props: { value?: string }) {
 }
 
 export function LogTail(props: { events: StoredEvent[]; before?: number; next: number | null; notice?: string }) {
+  const href = useHref();
   return (
     <Page title="Streams" section="streams" notice={props.notice}>
       <h1>Streams</h1>
@@ -75,9 +77,9 @@ export function LogTail(props: { events: StoredEvent[]; before?: number; next: n
         )}
       </div>
       <p class="toolbar">
-        {props.before !== undefined && <a href="/ui/streams">Newest</a>}
+        {props.before !== undefined && <a href={href("/ui/streams")}>Newest</a>}
         {props.next !== null && (
-          <a href={`/ui/streams?before=${props.next}`} rel="next">
+          <a href={href(`/ui/streams?before=${props.next}`)} rel="next">
             Older events
           </a>
         )}
@@ -87,7 +89,7 @@ export function LogTail(props: { events: StoredEvent[]; before?: number; next: n
 }
 
 export function Stream(props: { stream: string; events: StoredEvent[]; from: number; limit: number }) {
-  const base = `/ui/streams/${encodeURIComponent(props.stream)}`;
+  const base = useHref()(`/ui/streams/${encodeURIComponent(props.stream)}`);
   const last = props.events.at(-1);
   return (
     <Page title={props.stream} section="streams">

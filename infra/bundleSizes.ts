@@ -1,6 +1,6 @@
 // `npm run size`: what the package weighs in a user's bundle — the installed tarball
 // (infra/packInstall.ts) bundled by esbuild (the bundler wrangler uses) as a Worker would be:
-// raw, minified, and minified + gzip. The README's table comes from here.
+// raw, minified, and minified + gzip. The table in docs/deploy.md comes from here.
 import { build } from "esbuild";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -1,4 +1,4 @@
-// The public shapes of the library (README, "The library"), by topic in src/types/; this module
+// The public shapes of the library (docs/library.md), by topic in src/types/; this module
 // gathers them, so `import type { … } from "./types.js"` and src/index.ts's `export type *` read one place.
 import type { TokenScope } from "./tokenScopes.js";
 import type { CorqTransaction } from "./db/drizzleTransaction.js";

@@ -1,6 +1,6 @@
 // Getting a pooled connection is retried (src/db/executor.ts connectWithRetry): exponential
 // backoff with full jitter — 100 ms doubling, capped at 2 s, 6 attempts, about 3 s in all —
-// and only that step, so no statement ever runs twice (README, "Guarantees"). The pool is a
+// and only that step, so no statement ever runs twice (docs/guarantees.md). The pool is a
 // real node-postgres pool on the test database whose connect step fails on demand.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import pg from "pg";

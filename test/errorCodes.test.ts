@@ -1,5 +1,5 @@
 // Every error code the library and the HTTP API return, listed once: docs/http-api.md's
-// "Errors" table. This test holds that table (and the README's list of the library's codes)
+// "Errors" table. This test holds that table (and docs/library.md's list of the library's codes)
 // to the code: src/errors.ts, every problem the HTTP app answers (src/http/, functions/), the
 // webhook's refusal reasons, Hono's own HTTP errors. A code added without a row, or a row
 // left for a code that is gone, fails here.
@@ -64,8 +64,8 @@ describe("error codes", () => {
     expect(webhookReasons()).toEqual(["401 missing_headers", "401 stale_timestamp", "401 bad_signature"]);
   });
 
-  it("of the library are listed in the README with their statuses", () => {
-    const paragraph = read("README.md")
+  it("of the library are listed in docs/library.md with their statuses", () => {
+    const paragraph = read("docs/library.md")
       .split(/\n\s*\n/)
       .find((p) => p.includes("raises a `CorqError`"));
     expect(paragraph).toBeDefined();

@@ -347,7 +347,7 @@ describe("the example app", () => {
       timesFull: 1,
       inside: ["visitor-eve", "visitor-fay", "visitor-gus"],
     });
-    // the outputs it found taken stay as they were (an output, not state: see README, "Try it")
+    // the outputs it found taken stay as they were (an output, not state: see docs/tour.md)
     expect(await corq.readStream(await roomFullStream("12", 1))).toMatchObject([{ data: { forged: true } }]);
     expect(await corq.readStream(await welcomeStream("visitor-fay"))).toMatchObject([{ data: { name: "fay" } }]);
   });

@@ -140,7 +140,7 @@ describe("npm start", () => {
       if (signal === "SIGTERM") await whileRunning(port, start.output());
 
       process.kill(toGroup ? -start.child.pid! : start.child.pid!, signal);
-      const stopped = await until(async () => tree.every(({ pid }) => !alive(pid)) && (await portFree(port)), 15_000); // README: within 15 s
+      const stopped = await until(async () => tree.every(({ pid }) => !alive(pid)) && (await portFree(port)), 15_000); // docs/contributing.md: within 15 s
       const left = tree.filter(({ pid }) => alive(pid)).map(({ pid, comm }) => `${pid} ${comm}`);
       expect({ stopped, left }, start.output()).toEqual({ stopped: true, left: [] });
       expect(start.child.exitCode !== null || start.child.signalCode !== null).toBe(true); // npm ended too
@@ -150,7 +150,7 @@ describe("npm start", () => {
 });
 
 /**
- * What a running `npm start` promises besides stopping (README, "Set up"): one ready line, the
+ * What a running `npm start` promises besides stopping (docs/contributing.md, "Set up"): one ready line, the
  * default admin token (printed) and webhook secret, its data under CORQ_DATA_DIR with the
  * password file at mode 0600, the example app's tables, and a cron that delivers by itself.
  */

@@ -1,4 +1,4 @@
-// What a push receiver's answer means when the network gets in the way (README, "Push
+// What a push receiver's answer means when the network gets in the way (docs/tour.md, "Push
 // subscriptions"): a 2xx whose body the connection cuts is a failed attempt, never an ack; a
 // body that never ends is read to 64 KiB and no further — a JSON one fails the attempt, any
 // other type acks — and the verdict comes before the delivery timeout.

@@ -1,10 +1,10 @@
-// The Worker's knobs (src/http/env.ts) and their defaults, as README "Deploy" lists them: a
+// The Worker's knobs (src/http/env.ts) and their defaults, as docs/deploy.md lists them: a
 // value that is missing, malformed or out of range is the default.
 import { describe, expect, it } from "vitest";
 import { settings } from "../src/http/env.js";
 
 describe("the Worker's knobs", () => {
-  it("default to what the README says", () => {
+  it("default to what docs/deploy.md says", () => {
     expect(settings({})).toMatchObject({
       maxBodyBytes: 1_048_576, // CORQ_MAX_BODY_BYTES: 1 MiB
       concurrency: 8, // CORQ_CONCURRENCY

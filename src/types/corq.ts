@@ -59,7 +59,7 @@ export interface HandlerContext<E extends EventMap = AnyEvents> {
    * Only in a `transactional: true` subscription (always there): the batch's transaction, a
    * drizzle transaction. What the handler writes with it commits in the same transaction as the
    * ack of the batch, fenced by the lease — or not at all: a handler that throws, or a lease lost
-   * meanwhile, rolls it back (README, "Transactional handlers").
+   * meanwhile, rolls it back (docs/library.md, "Transactional handlers").
    */
   tx?: CorqTransaction;
 }
@@ -195,7 +195,7 @@ export interface CorqOptions<E extends EventMap = AnyEvents> {
    */
   idempotencyTtlMs?: number;
   /**
-   * The retention policy this app deploys with (README, "Retention"): off when left out. It is
+   * The retention policy this app deploys with (docs/operations.md, "Retention"): off when left out. It is
    * applied when it differs from the option last applied (a deploy that changes it); a policy
    * set since with setRetention / PUT /retention stays in force until then.
    */
@@ -299,7 +299,7 @@ export interface Corq<E extends EventMap = AnyEvents> {
    * beginning of the log — for the whole subscription, or one key (from that key's first event
    * at or after `to`). Events are matched with the subscription's current filter and key; they
    * get new, higher seqs and `replay: true`. Requeued in chunks that each commit (never one long
-   * transaction); meanwhile the subscription's own advance waits. See README, "Rewind and replay".
+   * transaction); meanwhile the subscription's own advance waits. See docs/tour.md, "Rewind and replay".
    */
   rewind(subscription: string, options: { to: number | "beginning"; key?: string }): Promise<{ requeued: number }>;
   /** Dead keys, newest first; `withEvent` adds the event that failed (the dashboard shows it). */

@@ -1,4 +1,4 @@
-// The retention policy of the log (README, "Retention"; docs/http-api.md, "Retention").
+// The retention policy of the log (docs/operations.md, "Retention"; docs/http-api.md, "Retention").
 
 /** What to remove: events older than `maxAgeMs` (null: keep the log forever), of streams starting with one of `streams` (null: every stream). */
 export interface RetentionPolicy {

@@ -35,6 +35,7 @@ export const options = {
   port: { type: "string" },
   "data-dir": { type: "string" },
   "cron-interval": { type: "string" },
+  "base-path": { type: "string" },
 } as const;
 
 /** Options only one command reads: anywhere else they are refused, not ignored. */
@@ -43,6 +44,7 @@ export const commandOnlyOptions: Partial<Record<keyof typeof options, string>> =
   port: "dev",
   "data-dir": "dev",
   "cron-interval": "dev",
+  "base-path": "dev",
 };
 
 export type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>["values"];

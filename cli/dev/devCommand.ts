@@ -20,6 +20,8 @@ export interface DevOptions {
   dataDir: string;
   /** 0: no cron. */
   cronIntervalMs: number;
+  /** Where the Worker mounts corq (createWorker's `basePath`; "" at the root): its /health is there. */
+  basePath: string;
   env: Record<string, string | undefined>;
 }
 
@@ -102,14 +104,17 @@ export async function runDev(options: DevOptions): Promise<never> {
   const stack = await starting;
   ownSignals(); // again: the Worker's start added miniflare's
   if (stack && !stopping) {
-    const health = await fetch(`${stack.url}/health`);
+    const health = await fetch(`${stack.url}${options.basePath}/health`);
     if (health.status !== 200) {
-      console.error(`corq: GET /health answered ${health.status}: ${await health.text()}`);
+      const where = `${options.basePath}/health`;
+      const hint =
+        health.status === 404 && !options.basePath ? " (is corq mounted under a prefix? pass --base-path /corq)" : "";
+      console.error(`corq: GET ${where} answered ${health.status}: ${await health.text()}${hint}`);
       await stack.stop();
       process.exit(1);
     }
     if (!env.CORQ_ADMIN_TOKEN) console.log(`admin token: ${stack.adminToken} (set CORQ_ADMIN_TOKEN to change it)`);
-    console.log(`corq ready ${stack.url}`);
+    console.log(`corq ready ${stack.url}${options.basePath ? ` (corq at ${stack.url}${options.basePath}/)` : ""}`);
   }
   // the servers keep the process alive; a signal ends it (above)
   return new Promise<never>(() => undefined);

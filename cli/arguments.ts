@@ -26,6 +26,7 @@ export const options = {
   follow: { type: "boolean", short: "f" },
   interval: { type: "string" },
   "expected-version": { type: "string" },
+  "idempotency-key": { type: "string" },
   scopes: { type: "string" },
   "stream-prefix": { type: "string" },
   key: { type: "string" },

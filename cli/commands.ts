@@ -139,8 +139,14 @@ export const commands: Record<string, (ctx: Context) => Promise<void>> = {
         : [parsed];
     const result = await ctx.client.append(stream, events as never, {
       expectedVersion: integer(ctx.values["expected-version"], { name: "expected-version", min: -1 }),
+      idempotencyKey: ctx.values["idempotency-key"],
     });
-    ctx.print(result, () => `${result.stream} at version ${result.version}, positions ${result.positions.join(", ")}`);
+    ctx.print(
+      result,
+      () =>
+        `${result.stream} at version ${result.version}, positions ${result.positions.join(", ")}` +
+        (result.replayed ? " (the first append with this key: nothing written)" : ""),
+    );
   },
 
   async migrate(ctx) {

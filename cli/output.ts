@@ -39,7 +39,8 @@ Commands (over the HTTP API):
        [--after position]             order; --follow: then new ones as they come (polls
        [--interval ms]                every --interval, 1000 ms); --after: from there
   append <stream> <json>              append events: one {"name","data","meta"?}, an array of
-       [--expected-version n]         them, or {"events":[...]}; -1 = the stream must be new
+       [--expected-version n]         them, or {"events":[...]}; -1 = the stream must be new;
+       [--idempotency-key k]          a retry with the same key writes nothing (24 h)
   tokens create <name> --scopes a,b   a scoped token (append|read|operate|admin); printed once
        [--stream-prefix p]
   tokens list                         tokens, never their secrets

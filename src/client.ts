@@ -92,7 +92,15 @@ type Query = Record<string, string | number | undefined>;
 
 export interface CorqClient {
   health(): Promise<{ ok: boolean; db: string }>;
-  append(stream: string, events: EventInput[], options?: { expectedVersion?: number }): Promise<AppendResult>;
+  /**
+   * `idempotencyKey` goes as the Idempotency-Key header: a retry with it answers the first
+   * append (`replayed: true`, from the Idempotent-Replayed header) and writes nothing.
+   */
+  append(
+    stream: string,
+    events: EventInput[],
+    options?: { expectedVersion?: number; idempotencyKey?: string },
+  ): Promise<AppendResult>;
   readStream(
     stream: string,
     options?: { from?: number; limit?: number },
@@ -148,7 +156,16 @@ export function createClient(options: ClientOptions): CorqClient {
   const prefix = base.pathname.replace(/\/+$/, "");
   const send = options.fetch ?? ((request: Request) => fetch(request));
 
-  async function call<T>(method: string, path: string, init: { body?: unknown; query?: Query } = {}): Promise<T> {
+  async function call<T>(
+    method: string,
+    path: string,
+    init: {
+      body?: unknown;
+      query?: Query;
+      headers?: Record<string, string>;
+      answered?: (response: Response) => void;
+    } = {},
+  ): Promise<T> {
     const url = new URL(`${prefix}${path}`, base.origin);
     for (const [name, value] of Object.entries(init.query ?? {})) {
       if (value !== undefined) url.searchParams.set(name, String(value));
@@ -156,11 +173,13 @@ export function createClient(options: ClientOptions): CorqClient {
     const headers = new Headers({ accept: "application/json" });
     if (options.token) headers.set("authorization", `Bearer ${options.token}`);
     if (init.body !== undefined) headers.set("content-type", "application/json");
+    for (const [name, value] of Object.entries(init.headers ?? {})) headers.set(name, value);
     const response = await send(
       new Request(url, { method, headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) }),
     );
     const text = await response.text();
     if (!response.ok) throw new CorqHttpError(response.status, toProblem(response, text));
+    init.answered?.(response);
     if (response.status === 204 || text === "") return undefined as T;
     return JSON.parse(text) as T;
   }
@@ -168,10 +187,16 @@ export function createClient(options: ClientOptions): CorqClient {
   // every method is async: a refusal before sending (segment) is a rejection, as the server's are
   return {
     health: async () => call("GET", "/health"),
-    append: async (stream, events, appendOptions = {}) =>
-      call("POST", `/streams/${segment(stream, "stream")}/events`, {
+    append: async (stream, events, appendOptions = {}) => {
+      let replayed = false;
+      const result = await call<AppendResult>("POST", `/streams/${segment(stream, "stream")}/events`, {
         body: { events, expectedVersion: appendOptions.expectedVersion },
-      }),
+        headers:
+          appendOptions.idempotencyKey === undefined ? undefined : { "idempotency-key": appendOptions.idempotencyKey },
+        answered: (response) => (replayed = response.headers.get("idempotent-replayed") === "true"),
+      });
+      return replayed ? { ...result, replayed: true } : result;
+    },
     readStream: async (stream, readOptions = {}) =>
       call("GET", `/streams/${segment(stream, "stream")}`, { query: readOptions }),
     eraseStream: async (stream) => call("DELETE", `/streams/${segment(stream, "stream")}`),

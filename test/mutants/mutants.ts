@@ -1706,4 +1706,9 @@ export const mutants: Mutant[] = [
     edits: one("src/client.ts", "new URL(`${prefix}${path}`, base.origin)", "new URL(path, base)"),
     tests: ["test/client.test.ts", "test/worker/mount.worker.test.ts"],
   },
+  {
+    name: "client: a replayed append not reported (Idempotent-Replayed ignored)",
+    edits: one("src/client.ts", 'response.headers.get("idempotent-replayed") === "true"', "false"),
+    tests: ["test/worker/cli.worker.test.ts"],
+  },
 ];

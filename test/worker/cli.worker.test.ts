@@ -92,6 +92,16 @@ describe("corq CLI", () => {
     const wrapped = await corq(["append", "visitor-cli-2", '{"events":[{"name":"Registered","data":{}}]}', "--json"]);
     expect(wrapped.json().version).toBe(0);
 
+    // a retry with its idempotency key: the first append's answer, nothing written again
+    const keyed = ["append", "visitor-cli-3", '{"name":"Registered","data":{}}', "--idempotency-key", "cli-3"];
+    const first = await corq([...keyed, "--json"]);
+    expect(first.json().replayed).toBeUndefined();
+    const retry = await corq(keyed);
+    expect(retry.out).toBe(
+      `visitor-cli-3 at version 0, positions ${first.json().positions[0]} (the first append with this key: nothing written)\n`,
+    );
+    expect((await corq([...keyed, "--json"])).json()).toEqual({ ...first.json(), replayed: true });
+
     const conflict = await corq(["append", "visitor-cli-1", '{"name":"X","data":1}', "--expected-version", "-1"]);
     expect(conflict.code).toBe(6);
     expect(conflict.err).toMatch(/409/);

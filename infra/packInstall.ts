@@ -37,6 +37,25 @@ export function repoTool(bin: string, args: string[], options: { cwd: string; en
   }
 }
 
+/**
+ * A user's own compiler settings in the scratch project: strict, Node's module resolution, out/
+ * for what runs; `sources` picks the files (`files`) or folders (`include`) it compiles.
+ */
+export function writeUserTsconfig(dir: string, sources: { files: string[] } | { include: string[] }): void {
+  const compilerOptions = {
+    target: "ES2022",
+    module: "NodeNext",
+    moduleResolution: "NodeNext",
+    strict: true,
+    skipLibCheck: true,
+    lib: ["ES2022", "DOM"],
+    types: ["node"],
+    typeRoots: [join(root, "node_modules/@types")],
+    outDir: "out",
+  };
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions, ...sources }));
+}
+
 /** The dependencies of `names`, transitively, as this repository's lockfile has them. */
 function dependencyClosure(names: string[]): string[] {
   const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {

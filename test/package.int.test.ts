@@ -6,7 +6,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { packAndInstall, repoTool, root, type Installed } from "../infra/packInstall.js";
+import { packAndInstall, repoTool, writeUserTsconfig, type Installed } from "../infra/packInstall.js";
 import { createTestDatabase } from "./helpers/database.js";
 
 let installed: Installed;
@@ -124,23 +124,7 @@ describe("the packed corq package, installed", () => {
   it("type-checks a user's Worker and Node script against the installed types", () => {
     writeFileSync(join(installed.dir, "worker.ts"), worker);
     writeFileSync(join(installed.dir, "script.ts"), script);
-    writeFileSync(
-      join(installed.dir, "tsconfig.json"),
-      JSON.stringify({
-        compilerOptions: {
-          target: "ES2022",
-          module: "NodeNext",
-          moduleResolution: "NodeNext",
-          strict: true,
-          skipLibCheck: true,
-          lib: ["ES2022", "DOM"],
-          types: ["node"],
-          typeRoots: [join(root, "node_modules/@types")],
-          outDir: "out",
-        },
-        files: ["worker.ts", "script.ts"],
-      }),
-    );
+    writeUserTsconfig(installed.dir, { files: ["worker.ts", "script.ts"] });
     // a type error (or an import the exports map does not resolve) fails here
     repoTool("tsc", ["-p", "."], { cwd: installed.dir });
     expect(existsSync(join(installed.dir, "out/script.js"))).toBe(true);

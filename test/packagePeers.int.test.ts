@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { packAndInstall, repoTool, root, type Installed } from "../infra/packInstall.js";
+import { packAndInstall, repoTool, root, writeUserTsconfig, type Installed } from "../infra/packInstall.js";
 import { createTestDatabase } from "./helpers/database.js";
 
 const versions = { hono: "hono-4.12", "drizzle-orm": "drizzle-orm-0.44" };
@@ -73,23 +73,7 @@ describe("the packed package beside the app's own hono and drizzle-orm (older mi
 
   it("type-checks and runs: the app's Hono routes, and the app's drizzle sql in ctx.run", () => {
     writeFileSync(join(installed.dir, "app.ts"), app);
-    writeFileSync(
-      join(installed.dir, "tsconfig.json"),
-      JSON.stringify({
-        compilerOptions: {
-          target: "ES2022",
-          module: "NodeNext",
-          moduleResolution: "NodeNext",
-          strict: true,
-          skipLibCheck: true,
-          lib: ["ES2022", "DOM"],
-          types: ["node"],
-          typeRoots: [join(root, "node_modules/@types")],
-          outDir: "out",
-        },
-        files: ["app.ts"],
-      }),
-    );
+    writeUserTsconfig(installed.dir, { files: ["app.ts"] });
     repoTool("tsc", ["-p", "."], { cwd: installed.dir });
     const output = execFileSync(process.execPath, ["out/app.js"], {
       cwd: installed.dir,

@@ -9,7 +9,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import pg from "pg";
 import { freePort } from "../cli/dev/embeddedPostgres.js";
-import { packAndInstall, repoTool, root, type Installed } from "../infra/packInstall.js";
+import { packAndInstall, repoTool, root, writeUserTsconfig, type Installed } from "../infra/packInstall.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { present } from "./helpers/present.js";
 import { until } from "./helpers/until.js";
@@ -53,24 +53,8 @@ beforeAll(async () => {
     mkdirSync(dirname(join(installed.dir, path)), { recursive: true });
     writeFileSync(join(installed.dir, path), body);
   }
-  // the user's own compiler settings (the README has none to copy): strict, Node's resolution
-  writeFileSync(
-    join(installed.dir, "tsconfig.json"),
-    JSON.stringify({
-      compilerOptions: {
-        target: "ES2022",
-        module: "NodeNext",
-        moduleResolution: "NodeNext",
-        strict: true,
-        skipLibCheck: true,
-        lib: ["ES2022", "DOM"],
-        types: ["node"],
-        typeRoots: [join(root, "node_modules/@types")],
-        outDir: "out",
-      },
-      include: ["src", "test"],
-    }),
-  );
+  // the user's own compiler settings (the README has none to copy)
+  writeUserTsconfig(installed.dir, { include: ["src", "test"] });
 }, 240_000);
 afterAll(async () => {
   for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");

@@ -18,7 +18,8 @@ export async function measureWorkersLatency(options: { events: number; ratePerSe
       const due = started + (i * 1000) / options.ratePerSecond;
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - Date.now())));
       requests.push(
-        fetch(`${stack.url}/streams/${run}-${i}/events`, {
+        // visitor-…: the example's subscriptions take visitors' streams only
+        fetch(`${stack.url}/streams/visitor-${run}-${i}/events`, {
           method: "POST",
           headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
           body: JSON.stringify({ events: [{ name: "Registered", data: { name: `v${i}` } }] }),
@@ -32,7 +33,7 @@ export async function measureWorkersLatency(options: { events: number; ratePerSe
       const { rows } = await db.query(
         `SELECT extract(epoch FROM v.updated_at - e.created_at) * 1000 AS ms
          FROM example.visitors v JOIN corq.events e ON e.position = v.last_position WHERE v.stream LIKE $1`,
-        [`${run}-%`],
+        [`visitor-${run}-%`],
       );
       latencies = rows.map((r) => Number(r.ms));
       if (latencies.length === options.events) break;

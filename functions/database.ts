@@ -93,18 +93,12 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   const retention = retentionOption(env).option;
   // recorded on every lease this invocation takes: the keys API says who holds a key
   const holder = `worker invocation ${crypto.randomUUID().slice(0, 8)}`;
+  // what every driver's corq is given besides its connection
+  const common = { subscriptions, pushAllowPrivate, holder, keyIdleMs, idempotencyTtlMs, retention };
   if (dbDriver === "websocket") {
     const pool = webSocketPool(databaseUrl);
     return {
-      corq: createCorq({
-        db: pool,
-        subscriptions,
-        pushAllowPrivate,
-        holder,
-        keyIdleMs,
-        idempotencyTtlMs,
-        retention,
-      }),
+      corq: createCorq({ db: pool, ...common }),
       statements: () => 1,
       db: createExecutor(pool),
       end: () => pool.end().catch(() => undefined),
@@ -122,17 +116,7 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
     }
   };
   return {
-    corq: createCorq({
-      db: http,
-      session,
-      subscriptions,
-      pushAllowPrivate,
-      holder,
-      keyIdleMs,
-      idempotencyTtlMs,
-      retention,
-      onStatement: () => void statements++,
-    }),
+    corq: createCorq({ db: http, session, ...common, onStatement: () => void statements++ }),
     statements: () => statements,
     db: createExecutor(http, { session, onStatement: () => void statements++ }),
     end: async () => undefined,

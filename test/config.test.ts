@@ -1,18 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { createCorq, CorqError } from "../src/index.js";
+import { createCorq } from "../src/index.js";
 import { jsonProblem } from "../src/config.js";
 import { createWorker } from "../functions/createWorker.js";
+import { refused } from "./helpers/refused.js";
 
 const handle = () => undefined;
-const configError = (fn: () => unknown) => {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CorqError);
-    return error as CorqError;
-  }
-  throw new Error("expected a CorqError");
-};
+const configError = refused;
 
 describe("createCorq validates its configuration up front", () => {
   it.each([

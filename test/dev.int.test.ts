@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { freePort } from "../cli/dev/embeddedPostgres.js";
 import { createTestDatabase } from "./helpers/database.js";
-import { alive, descendants } from "./helpers/processTree.js";
+import { alive, descendants, watched } from "./helpers/processTree.js";
 
 /** Whether `check` holds within `timeoutMs` (polled every 100 ms). */
 async function holds(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
@@ -47,11 +47,7 @@ function corqDev(cwd: string, args: string[], env: Record<string, string>) {
     stdio: ["ignore", "pipe", "pipe"],
   });
   started.push(child);
-  let output = "";
-  child.stdout!.on("data", (chunk) => (output += chunk));
-  child.stderr!.on("data", (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  return { child, output: () => output, exited };
+  return watched(child);
 }
 
 /** The user's Worker: its own route, corq's API and cron, a subscription whose key "flaky" fails once. */

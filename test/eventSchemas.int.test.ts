@@ -5,9 +5,10 @@
 // hand-written Standard Schema object (nothing ties corq to zod), sync and async.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createCorq, CorqError, type Corq, type DeliveredEvent, type StandardSchemaV1 } from "../src/index.js";
+import { createCorq, type Corq, type DeliveredEvent, type StandardSchemaV1 } from "../src/index.js";
 import { createWorker } from "../functions/createWorker.js";
 import { useCorq } from "./helpers/corq.js";
+import { refused } from "./helpers/refused.js";
 import { within } from "./helpers/until.js";
 
 const open = useCorq();
@@ -133,15 +134,6 @@ describe("schemas shared by createCorq", () => {
 
 describe("schemas are checked when the subscriptions are", () => {
   const handle = () => undefined;
-  const refused = (fn: () => unknown) => {
-    try {
-      fn();
-    } catch (error) {
-      expect(error).toBeInstanceOf(CorqError);
-      return error as CorqError;
-    }
-    throw new Error("expected a CorqError");
-  };
   it.each([
     ["a schema for a name the subscription does not take", { OrderPlacd: zodPlaced }, /does not take "OrderPlacd"/],
     ["something that is not a validator", { OrderPlaced: { parse: () => 1 } }, /must be a Standard Schema/],

@@ -11,7 +11,7 @@ import pg from "pg";
 import { freePort } from "../cli/dev/embeddedPostgres.js";
 import { sign } from "../src/webhookSignature.js";
 import { createCorq } from "../src/index.js";
-import { alive, descendants } from "./helpers/processTree.js";
+import { alive, descendants, watched } from "./helpers/processTree.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const dataDir = mkdtempSync(join(tmpdir(), "corq-npm-start-"));
@@ -43,11 +43,7 @@ function npmStart(port: number | undefined, options: { detached?: boolean } = {}
     detached: options.detached,
   });
   started.push(child);
-  let output = "";
-  child.stdout!.on("data", (chunk) => (output += chunk));
-  child.stderr!.on("data", (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  return { child, output: () => output, exited };
+  return watched(child);
 }
 
 async function until(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {

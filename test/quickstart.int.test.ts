@@ -12,6 +12,7 @@ import { freePort } from "../cli/dev/embeddedPostgres.js";
 import { packAndInstall, repoTool, root, writeUserTsconfig, type Installed } from "../infra/packInstall.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { present } from "./helpers/present.js";
+import { watched } from "./helpers/processTree.js";
 import { until } from "./helpers/until.js";
 
 const readme = readFileSync(join(root, "README.md"), "utf8");
@@ -114,17 +115,14 @@ describe("the README's quickstart, from the packed tarball", () => {
       stdio: ["ignore", "pipe", "pipe"],
     });
     children.push(child);
-    let output = "";
-    child.stdout!.on("data", (chunk) => (output += chunk));
-    child.stderr!.on("data", (chunk) => (output += chunk));
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const { output: printed, exited } = watched(child);
     try {
-      await until(() => /corq ready http/.test(output) || child.exitCode !== null, {
+      await until(() => /corq ready http/.test(printed()) || child.exitCode !== null, {
         timeoutMs: 120_000,
         everyMs: 100,
         message: "corq dev said ready",
       });
-      expect(output).toContain(`corq ready http://127.0.0.1:${port}`);
+      expect(printed()).toContain(`corq ready http://127.0.0.1:${port}`);
       expect(await (await fetch(`http://127.0.0.1:${port}/`)).text()).toBe("my shop");
       expect((await fetch(`http://127.0.0.1:${port}/corq/health`)).status).toBe(200);
       const said = execFileSync("bash", ["-euo", "pipefail", "-c", curlLines(port)], { encoding: "utf8" });

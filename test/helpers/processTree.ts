@@ -1,6 +1,20 @@
 // A process and what it started, as Linux shows them in /proc: what `npm start` and `corq dev`
 // leave behind (test/npmStart.int.test.ts, test/dev.int.test.ts). Linux only.
+import type { ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+
+/** A spawned process (stdout and stderr piped) with everything it printed so far, and its exit code. */
+export function watched(child: ChildProcess): {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+} {
+  let output = "";
+  child.stdout?.on("data", (chunk) => (output += chunk));
+  child.stderr?.on("data", (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
 
 /** /proc/<pid>/stat: name and state (Z = a zombie: ended, not yet reaped) and parent. */
 export function stat(pid: number): { comm: string; state: string; ppid: number } | undefined {

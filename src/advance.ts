@@ -194,7 +194,12 @@ async function advanceByFunction(
     }
     const matched: KeyedEvent[] = rows
       .filter((row) => row.matches)
-      .map((row) => ({ tx: row.tx, position: Number(row.position), ...keyOf(options.key, row) }));
+      .map((row) => ({
+        tx: row.tx,
+        position: Number(row.position),
+        deliver_at: row.deliver_at === null ? null : new Date(row.deliver_at).toISOString(),
+        ...keyOf(options.key, row),
+      }));
     const [written] = await executor.run<{ applied: number }>(
       writeAdvanceBatch(subscriptionId, {
         read: {

@@ -90,14 +90,65 @@ const storableJson = z.unknown().transform((value, ctx) => {
   return value as Json;
 });
 
-// strict: an unknown field (a typo such as "metadata") is refused, as on subscriptions
-export const eventInput = z.strictObject({
-  name: eventName,
-  data: storableJson,
-  meta: storableJson
-    .refine((meta) => typeof meta === "object" && meta !== null && !Array.isArray(meta), "must be an object")
-    .optional(),
-});
+/**
+ * "Come back later" answers (a handler's retryAfterMs, a receiver's 429/503 with Retry-After)
+ * for one batch: at most this many, over at most MAX_POSTPONED_MS since the first, each at most
+ * MAX_RETRY_AFTER_MS. Past either bound the next one fails the batch as an ordinary attempt (so
+ * a receiver that answers 429 forever still ends in the dead letters, with that reason).
+ */
+export const MAX_POSTPONEMENTS = 100;
+export const MAX_POSTPONED_MS = 24 * 60 * 60 * 1000;
+export const MAX_RETRY_AFTER_MS = 60 * 60 * 1000;
+
+/** How far ahead an event may be delayed (deliverAt / delayMs): 366 days. */
+export const MAX_DELAY_MS = 366 * 24 * 60 * 60 * 1000;
+
+// ISO 8601 with a date, a time and an offset (Z or ±hh:mm): a time without its zone would be
+// read in the database session's zone
+const deliverAtOf = <T extends z.ZodType<string | Date>>(input: T) =>
+  input.transform((at, ctx) => {
+    const ms = at instanceof Date ? at.getTime() : Date.parse(at);
+    if (!Number.isFinite(ms)) {
+      ctx.addIssue({ code: "custom", message: "must be a valid date" });
+      return z.NEVER;
+    }
+    if (ms > Date.now() + MAX_DELAY_MS) {
+      ctx.addIssue({ code: "custom", message: "must be at most 366 days ahead" });
+      return z.NEVER;
+    }
+    return new Date(ms).toISOString();
+  });
+const isoTime = z.iso
+  .datetime({ offset: true })
+  .describe("not delivered before this time (ISO 8601 with an offset; a past time delivers at once)");
+const delayMs = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_DELAY_MS, "must be at most 366 days (31,622,400,000 ms)")
+  .describe("not delivered before this many milliseconds after the append");
+
+// strict: an unknown field (a typo such as "metadata") is refused, as on subscriptions.
+// `at`: how deliverAt may be given (HTTP: text only; the library also takes a Date)
+const eventInputOf = <T extends z.ZodType<string | Date>>(at: T) =>
+  z
+    .strictObject({
+      name: eventName,
+      data: storableJson,
+      meta: storableJson
+        .refine((meta) => typeof meta === "object" && meta !== null && !Array.isArray(meta), "must be an object")
+        .optional(),
+      deliverAt: deliverAtOf(at).optional(),
+      delayMs: delayMs.optional(),
+    })
+    .refine((event) => event.deliverAt === undefined || event.delayMs === undefined, {
+      message: "give deliverAt or delayMs, not both",
+      path: ["delayMs"],
+    });
+/** An event as POST /streams/:stream/events takes it. */
+export const eventInput = eventInputOf(isoTime);
+/** An event as append() takes it: deliverAt may also be a Date. */
+const libraryEventInput = eventInputOf(z.union([isoTime, z.date()]));
 
 /** The largest value of an int4 column (a stream's version). */
 export const INT4_MAX = 2_147_483_647;
@@ -287,7 +338,7 @@ export function uniqueStreams(streams: string[] | undefined): string[] | null {
 
 // made once: building a zod schema costs more than parsing one event with it (it was the
 // largest zod cost of an append over HTTP: bench/serveProbe.ts --profile)
-const eventsInput = z.array(eventInput).min(1).max(10_000);
+const eventsInput = z.array(libraryEventInput).min(1).max(10_000);
 
 export function parseEvents(input: unknown): EventInput[] {
   return parseOrThrow(eventsInput, input, "invalid_input", "events") as EventInput[];

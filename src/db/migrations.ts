@@ -173,5 +173,15 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "CREATE INDEX \"idempotency_keys_created_at_idx\" ON \"corq\".\"idempotency_keys\" USING btree (\"created_at\");",
       "-- An idempotent append whose statement began before another append with the same key committed\n-- (its snapshot cannot see that append's row, and the try-lock was already free) would write the\n-- events twice; its row's insert then finds the other's row and writes nothing. The statement\n-- calls this to fail as a whole — nothing written — with serialization_failure, and the append\n-- runs again: its new snapshot sees the row and replays it.\nCREATE FUNCTION \"corq\".\"idempotency_race\"() RETURNS int LANGUAGE plpgsql VOLATILE AS $$\nBEGIN\n  RAISE EXCEPTION 'an append with this idempotency key committed meanwhile' USING ERRCODE = '40001';\nEND $$;"
     ]
+  },
+  {
+    "tag": "0017_flow_control",
+    "statements": [
+      "ALTER TABLE \"corq\".\"events\" ADD COLUMN \"deliver_at\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"postponed\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"postponed_since\" timestamp with time zone;",
+      "ALTER TABLE \"corq\".\"queue\" ADD COLUMN \"deliver_at\" timestamp with time zone;",
+      "CREATE INDEX \"queue_delayed_idx\" ON \"corq\".\"queue\" USING btree (\"subscription_id\",\"key\",\"seq\") WHERE deliver_at IS NOT NULL;"
+    ]
   }
 ];

@@ -38,6 +38,8 @@ export const events = corqSchema.table(
     meta: jsonb("meta").notNull().default({}),
     createdAt: createdAt(),
     tx: xid8("tx").notNull().default(sql`pg_current_xact_id()`),
+    // Not delivered before this time (deliverAt / delayMs at the append); null: at once.
+    deliverAt: timestamp("deliver_at", { withTimezone: true }),
   },
   (t) => [
     uniqueIndex("events_stream_version_key").on(t.stream, t.version),
@@ -203,6 +205,11 @@ export const keys = corqSchema.table(
     // Queued events an erasure removed from this key (eraseStream.ts). A claim whose snapshot
     // predates such a removal sees this counter moved on the row it locked and hands out nothing.
     erased: bigint("erased", { mode: "number" }).notNull().default(0),
+    // "Come back later" answers (retryAfterMs, a receiver's 429/503 Retry-After) for the batch at
+    // the head, since the first of them: counted apart from attempts, bounded (MAX_POSTPONEMENTS,
+    // MAX_POSTPONED_MS), reset by an ack.
+    postponed: integer("postponed").notNull().default(0),
+    postponedSince: timestamp("postponed_since", { withTimezone: true }),
   },
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
@@ -236,9 +243,15 @@ export const queue = corqSchema.table(
     tx: xid8("tx").notNull(),
     position: bigint("position", { mode: "number" }).notNull(),
     replay: boolean("replay").notNull().default(false),
+    // the event's deliver_at, copied when it is queued: the claim and the ack find a key's
+    // delayed rows in queue_delayed_idx without reading events
+    deliverAt: timestamp("deliver_at", { withTimezone: true }),
   },
   (t) => [
     primaryKey({ name: "queue_pkey", columns: [t.subscriptionId, t.key, t.seq] }),
+    // Only delayed rows: empty unless events carry deliverAt / delayMs, so a claim's "first
+    // delayed row after the cursor" costs one probe of an empty index for everyone else.
+    index("queue_delayed_idx").on(t.subscriptionId, t.key, t.seq).where(sql`deliver_at IS NOT NULL`),
     // an erasure finds the queue rows of a stream's events by position, in every subscription
     index("queue_position_idx").on(t.position),
     // The oldest pending event of a subscription (stats): one probe. Without it the stats read

@@ -125,6 +125,7 @@ export const event = z.object({
   data: json,
   meta: z.record(z.string(), json),
   createdAt: isoTime,
+  deliverAt: isoTime.optional().describe("appended with deliverAt or delayMs: not delivered before then"),
 });
 
 export const health = z.object({ ok: z.boolean(), db: z.enum(["ok", "unavailable"]) });

@@ -36,6 +36,8 @@ export interface StoredEvent<Name extends string = string, Data = JsonInput> {
   data: Data;
   meta: Record<string, Json>;
   createdAt: string; // ISO 8601
+  /** Set when the event was appended with deliverAt or delayMs: not delivered before then. */
+  deliverAt?: string;
 }
 
 /**
@@ -65,8 +67,16 @@ export type EventOf<E extends EventMap = AnyEvents, N extends EventName<E> = Eve
 
 /** What an append takes: with an event map, a known name with its data's type. */
 export type EventInput<E extends EventMap = AnyEvents, N extends EventName<E> = EventName<E>> = {
-  [K in N]: { name: K; data: E[K]; meta?: Record<string, JsonInput> };
+  [K in N]: { name: K; data: E[K]; meta?: Record<string, JsonInput> } & Delay;
 }[N];
+
+/**
+ * When an event may be delivered (docs/flow-control.md): not before `deliverAt` (ISO 8601 with
+ * an offset, or a Date), or `delayMs` after the append — at most 366 days ahead; a past time
+ * delivers at once. One or the other. The key's later events wait behind it (order is kept);
+ * other keys are not held up.
+ */
+export type Delay = { deliverAt?: string | Date; delayMs?: never } | { delayMs?: number; deliverAt?: never };
 
 /**
  * Runtime checks of delivered data by event name: any Standard Schema validator (zod 4,

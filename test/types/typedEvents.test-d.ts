@@ -9,6 +9,7 @@ import {
   type Corq,
   type DeliveredEvent,
   type DeliveredEventOf,
+  type Delay,
   type EventInput,
   type EventsOf,
   type HandlerContext,
@@ -83,11 +84,18 @@ declare const corq: Corq<Events>;
   void corq.append("order-1", [{ name: "OrderPlaced", data: { customer: "ada", total: "3" } }]);
   // @ts-expect-error a field too many (an object literal)
   void corq.append("order-1", [{ name: "OrderPlaced", data: { customer: "ada", total: 3, extra: 1 } }]);
-  expectTypeOf<EventInput<Events, "OrderCancelled">>().toEqualTypeOf<{
-    name: "OrderCancelled";
-    data: { order: string; reason: string | null };
-    meta?: Record<string, string | number | boolean | object | null>;
-  }>();
+  expectTypeOf<EventInput<Events, "OrderCancelled">>().toEqualTypeOf<
+    {
+      name: "OrderCancelled";
+      data: { order: string; reason: string | null };
+      meta?: Record<string, string | number | boolean | object | null>;
+    } & Delay
+  >();
+  // a delay: deliverAt (text or a Date) or delayMs, never both
+  void corq.append("order-1", [{ name: "OrderShipped", data: shipment, deliverAt: new Date() }]);
+  void corq.append("order-1", [{ name: "OrderShipped", data: shipment, delayMs: 5000 }]);
+  // @ts-expect-error deliverAt and delayMs together
+  void corq.append("order-1", [{ name: "OrderShipped", data: shipment, delayMs: 5000, deliverAt: new Date() }]);
 }
 
 // ---- subscriptions inline in createCorq<Events>: names, keys, handlers checked

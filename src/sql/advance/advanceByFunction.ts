@@ -33,6 +33,8 @@ export function readAdvanceBatch(
 export interface KeyedEvent {
   tx: string;
   position: number;
+  /** the event's deliver_at (ISO 8601), copied to its queue row */
+  deliver_at?: string | null;
   key: string | null; // null: the key function returned nothing, or an invalid key; counted as skipped
   invalid: string | null; // why the key was refused (the key rule, or the function threw)
 }
@@ -57,8 +59,9 @@ export function writeAdvanceBatch(
 ): SQL {
   return sql`
     WITH matched AS (
-      SELECT t.tx::xid8 AS tx, t.position, t.key, t.invalid
-      FROM jsonb_to_recordset(${JSON.stringify(matched)}::jsonb) AS t(tx text, position bigint, key text, invalid text)
+      SELECT t.tx::xid8 AS tx, t.position, t.key, t.invalid, t.deliver_at
+      FROM jsonb_to_recordset(${JSON.stringify(matched)}::jsonb)
+        AS t(tx text, position bigint, key text, invalid text, deliver_at timestamptz)
     ),
     ${enqueueAndMove(
       sql`${subscriptionId}::int`,

@@ -76,7 +76,7 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
       FOR UPDATE
     ),
     scan AS (
-      SELECT e.tx, e.position,
+      SELECT e.tx, e.position, e.deliver_at,
         ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} AS matches,
         ${keyExpression} AS key
       FROM ${events} e, sub
@@ -88,8 +88,8 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
       ORDER BY e.tx, e.position
       LIMIT ${limit}
     ),
-    checked AS (SELECT tx, position, key, ${keyProblem(sql`key`)} AS invalid FROM scan WHERE matches),
-    matched AS (SELECT tx, position, CASE WHEN invalid IS NULL THEN key END AS key, invalid FROM checked),
+    checked AS (SELECT tx, position, deliver_at, key, ${keyProblem(sql`key`)} AS invalid FROM scan WHERE matches),
+    matched AS (SELECT tx, position, deliver_at, CASE WHEN invalid IS NULL THEN key END AS key, invalid FROM checked),
     last AS (SELECT tx, position FROM scan ORDER BY tx DESC, position DESC LIMIT 1),
     ${enqueueAndMove(sql`(SELECT id FROM sub)`, { tx: sql`(SELECT tx FROM last)`, position: sql`(SELECT position FROM last)` }, sql`true`)}
     SELECT (SELECT count(*) FROM scan)::int AS scanned,
@@ -126,14 +126,19 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
       RETURNING s.id, s.key_seq_floor
     ),
     keyed AS (
+      -- available_at of a key that gets its first work here: now, or when its first event
+      -- here may be delivered (a delayed head holds the key: greatest ignores a null)
       INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, available_at)
-      SELECT moved.id, key, count(*), moved.key_seq_floor + count(*), now() FROM matched, moved WHERE key IS NOT NULL
+      SELECT moved.id, key, count(*), moved.key_seq_floor + count(*),
+        greatest(now(), (array_agg(deliver_at ORDER BY tx, position))[1])
+      FROM matched, moved WHERE key IS NOT NULL
       GROUP BY moved.id, moved.key_seq_floor, key
       ORDER BY key -- one lock order for every writer of key rows: no deadlocks between advancers
       ON CONFLICT (subscription_id, key) DO UPDATE SET
         pending = k.pending + excluded.pending,
         seq = k.seq + excluded.pending,
-        available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END,
+        available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN excluded.available_at
+          ELSE k.available_at END,
         active_at = now()
       RETURNING k.key, k.seq
     ),
@@ -143,11 +148,11 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
     counters AS MATERIALIZED (SELECT jsonb_object_agg(key, seq) AS seqs FROM keyed),
     enqueued AS (
       -- seqs in log order: the last of the key's events here gets the counter itself
-      INSERT INTO ${queue} (subscription_id, key, seq, tx, position)
+      INSERT INTO ${queue} (subscription_id, key, seq, tx, position, deliver_at)
       SELECT (SELECT id FROM moved), m.key,
         m.last - count(*) OVER (PARTITION BY m.key) + row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),
-        m.tx, m.position
-      FROM (SELECT m.key, m.tx, m.position, (c.seqs ->> m.key)::bigint AS last
+        m.tx, m.position, m.deliver_at
+      FROM (SELECT m.key, m.tx, m.position, m.deliver_at, (c.seqs ->> m.key)::bigint AS last
             FROM matched m, counters c WHERE m.key IS NOT NULL AND c.seqs IS NOT NULL OFFSET 0) m
       ORDER BY m.key, m.tx, m.position
     )`;

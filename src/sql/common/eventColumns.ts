@@ -3,7 +3,7 @@ import type { StoredEvent } from "../../types.js";
 
 /** The columns of an event as `toStoredEvent` reads them; `e` is the events alias. */
 export const eventColumns = sql.raw(
-  "e.position, e.stream, e.version, e.name, e.data, e.meta, e.created_at, e.tx::text AS tx",
+  "e.position, e.stream, e.version, e.name, e.data, e.meta, e.created_at, e.tx::text AS tx, e.deliver_at",
 );
 
 export interface EventRow {
@@ -15,6 +15,7 @@ export interface EventRow {
   meta: unknown;
   created_at: Date | string;
   tx: string;
+  deliver_at: Date | string | null;
 }
 
 export function toStoredEvent(row: EventRow): StoredEvent {
@@ -26,5 +27,8 @@ export function toStoredEvent(row: EventRow): StoredEvent {
     data: row.data as StoredEvent["data"],
     meta: row.meta as StoredEvent["meta"],
     createdAt: new Date(row.created_at).toISOString(),
+    ...(row.deliver_at === null || row.deliver_at === undefined
+      ? {}
+      : { deliverAt: new Date(row.deliver_at).toISOString() }),
   };
 }

@@ -3,6 +3,7 @@ import { activity, keys, queue } from "../../db/schema.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { countAcked } from "../activity/activity.js";
 import { lockedNow } from "../common/clock.js";
+import { heldUntil } from "../common/delays.js";
 
 export interface Lease {
   subscriptionId: number;
@@ -94,7 +95,9 @@ export function ackCtes(lease: Lease, through: AckThrough, count: number, option
     acked AS (
       UPDATE ${keys} k SET
         pending = k.pending - (SELECT count(*) FROM removed),
-        available_at = CASE WHEN k.pending - (SELECT count(*) FROM removed) > 0 THEN f.at END,
+        -- more queued: ready at once, or when its next event may be delivered (a delayed one)
+        available_at = CASE WHEN k.pending - (SELECT count(*) FROM removed) > 0
+          THEN greatest(f.at, ${heldUntil({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`${through.seq}::bigint`, at: sql`f.at` })}) END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
         last_seq = ${through.seq}, last_tx = ${through.tx}::xid8, last_position = ${through.position},
         acked = k.acked + ${count}, active_at = f.at

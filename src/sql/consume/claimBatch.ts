@@ -4,6 +4,7 @@ import { eventColumns, type EventRow } from "../common/eventColumns.js";
 import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
+import { firstHeldSeq } from "../common/delays.js";
 
 export interface ClaimRow extends Partial<EventRow> {
   kind: "code" | "push";
@@ -58,6 +59,8 @@ export interface ClaimRow extends Partial<EventRow> {
  *            Each row is joined with its event in the same read (never a queue row without it),
  *            and a key an erasure round took events of after the snapshot (keys.erased moved
  *            on its locked row) gets no batch: it is given back (src/sql/log/eraseStream.ts).
+ *            The batch stops before the first event delayed past the claim (deliverAt);
+ *            a key whose head is such an event gets no batch and is given back until then.
  * Rows: per claimed key, one row per event (key, then seq order); one row with null event
  * columns for a key that died here; one row with a null key when nothing was claimed; no row
  * when there is no such subscription (of `kind`).
@@ -127,6 +130,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
         -- the picked rows by primary key: a join alone may be planned as a scan of every key row
         AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM pick ORDER BY key))
       RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq, k.erased, pick.replaying,
+                ${firstHeldSeq({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`k.last_seq`, at: sql`pick.locked_at` })} AS held_from,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
                 CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
                 CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
@@ -153,6 +157,9 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
         -- it may predate an erasure round that took events of this key (the locked row's
         -- counter moved): nothing of the key, which is given back (releaseLease)
         AND c.erased = (SELECT k0.erased FROM ${keys} k0 WHERE k0.subscription_id = c.subscription_id AND k0.key = c.key)
+        -- not past a delayed event whose time has not come (src/sql/common/delays.ts): with it
+        -- at the head the batch is empty and the key is given back until then (releaseLease)
+        AND (c.held_from IS NULL OR q.seq < c.held_from)
       ORDER BY q.seq
       LIMIT c.batch_limit
     ) e ON true

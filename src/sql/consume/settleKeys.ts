@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { activity, keys, queue, subscriptions } from "../../db/schema.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
+import { heldUntil } from "../common/delays.js";
 import type { AckThrough } from "./ackBatch.js";
 
 /**
@@ -92,7 +93,9 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
     acked AS (
       UPDATE ${keys} k SET
         pending = k.pending - coalesce(r.n, 0),
-        available_at = CASE WHEN k.pending - coalesce(r.n, 0) > 0 THEN f.at END,
+        -- more queued: ready at once, or when its next event may be delivered (a delayed one)
+        available_at = CASE WHEN k.pending - coalesce(r.n, 0) > 0
+          THEN greatest(f.at, ${heldUntil({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`f.through_seq`, at: sql`f.at` })}) END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
         last_seq = f.through_seq, last_tx = f.through_tx, last_position = f.through_position,
         acked = k.acked + f.count, active_at = f.at

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys, subscriptions } from "../../db/schema.js";
 import type { KeyState, KeyStatus } from "../../types.js";
+import { MAX_POSTPONEMENTS } from "../../config.js";
 
 /**
  * The derived status of key row `k` (see the keys table in db/schema.ts). One status per key:
@@ -59,7 +60,7 @@ export function listKeys(
 ): SQL {
   return sql`
     SELECT k.key, ${keyStatus} AS status, k.pending, k.attempts, k.available_at, k.last_error, k.last_position,
-      k.failed_position, k.dead_at, k.paused_at, k.lease_until, k.lease_holder, k.leased_at, k.seq,
+      k.failed_position, k.dead_at, k.paused_at, k.lease_until, k.lease_holder, k.leased_at, k.seq, k.postponed,
       (k.last_seq < k.replay_seq) AS replaying, now() AS now,
       (SELECT max_attempts FROM ${subscriptions} WHERE name = ${subscription}) AS max_attempts,
       (SELECT paused FROM ${subscriptions} WHERE name = ${subscription}) AS subscription_paused
@@ -88,6 +89,7 @@ export interface KeyRow {
   lease_holder: string | null;
   leased_at: Date | null;
   seq: string;
+  postponed: number;
   replaying: boolean;
   max_attempts: number;
   subscription_paused: boolean;
@@ -127,6 +129,10 @@ function reasonOf(row: KeyRow, leased: boolean): string {
     case "leased":
       return `${lease}${row.replaying ? ", replaying" : ""}`;
     case "backoff":
+      // no failed attempt: the key waits for a "come back later" answer or a delayed event
+      if (row.postponed > 0)
+        return `postponed until ${iso(row.available_at)}: the handler asked to come back later (${row.postponed} of ${MAX_POSTPONEMENTS} postponements${error})`;
+      if (row.attempts === 0) return `waiting until ${iso(row.available_at)} for a delayed event (deliverAt)`;
       return `in backoff until ${iso(row.available_at)} (attempt ${row.attempts} of ${row.max_attempts} failed${error})`;
     case "ready":
       if (row.subscription_paused) return "the subscription is paused";

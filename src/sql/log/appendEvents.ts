@@ -138,9 +138,14 @@ export function appendEvents(
       SELECT e, ord FROM jsonb_array_elements(${JSON.stringify(input)}::jsonb) WITH ORDINALITY AS t(e, ord)
     ),
     inserted AS (
-      INSERT INTO ${events} (stream, version, name, data, meta)
+      INSERT INTO ${events} (stream, version, name, data, meta, deliver_at)
       SELECT ${stream}, claim.version - ${n} + input.ord::int, input.e->>'name', input.e->'data',
-             coalesce(input.e->'meta', '{}'::jsonb)
+             coalesce(input.e->'meta', '{}'::jsonb),
+             -- delayMs from the statement's start on the database clock (one clock for every
+             -- consumer); deliverAt as given (ISO 8601 with its offset, checked by parseEvents)
+             CASE WHEN input.e ? 'delayMs'
+               THEN statement_timestamp() + (input.e->>'delayMs')::bigint * interval '1 millisecond'
+               ELSE (input.e->>'deliverAt')::timestamptz END
       FROM claim, input
       ORDER BY input.ord
       RETURNING position, version

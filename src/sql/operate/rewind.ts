@@ -437,10 +437,13 @@ function requeue(subscriptionId: number): SQL {
       FROM (SELECT key, seq FROM updated UNION ALL SELECT key, seq FROM fresh) c
     ),
     requeued AS (
-      INSERT INTO ${queue} (subscription_id, key, seq, tx, position, replay)
+      INSERT INTO ${queue} (subscription_id, key, seq, tx, position, replay, deliver_at)
       SELECT ${subscriptionId}, m.key,
         m.last - count(*) OVER (PARTITION BY m.key) + row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),
-        m.tx, m.position, true
+        m.tx, m.position, true,
+        -- a delay is the event's in every delivery: a replayed event whose time has passed goes
+        -- at once, one still ahead holds its key again (one primary-key probe per row)
+        (SELECT e.deliver_at FROM ${events} e WHERE e.position = m.position)
       -- the counter looked up before the sort (carrying the jsonb through it cost seconds)
       FROM (SELECT m.key, m.tx, m.position, (c.seqs ->> m.key)::bigint AS last
             FROM matched m, counters c WHERE c.seqs ? m.key OFFSET 0) m

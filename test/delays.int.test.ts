@@ -1,0 +1,165 @@
+// Delayed events (API.md "Flow control"; docs/flow-control.md): an event appended with deliverAt
+// or delayMs is not delivered before its time, the key's later events wait behind it (order is
+// kept), other keys are not held up; a past time delivers at once; the keys view says why a key
+// waits; a rewind requeues a delayed event with its time; bad input changes nothing. On both
+// consumer paths: consume (one key, one statement each way) and drain (settle-and-claim).
+import { describe, expect, it } from "vitest";
+import { CorqError, type Delay, type DeliveredEvent, type HandlerContext } from "../src/index.js";
+import { drain, sleep, useCorq, type Opened } from "./helpers/corq.js";
+
+const open = useCorq();
+
+interface Seen {
+  key: string;
+  n: number;
+  at: number;
+  deliverAt?: string;
+}
+
+function recording(seen: Seen[], key: "stream" | "data.room" = "stream") {
+  return {
+    name: "s",
+    key,
+    batchSize: 10,
+    handle: (events: DeliveredEvent[], ctx: HandlerContext) =>
+      void seen.push(
+        ...events.map((e) => ({
+          key: ctx.key,
+          n: (e.data as { n: number }).n,
+          at: Date.now(),
+          ...(e.deliverAt ? { deliverAt: e.deliverAt } : {}),
+        })),
+      ),
+  };
+}
+
+const event = (n: number, more: Delay & { room?: string } = {}) => {
+  const { room, ...delay } = more;
+  return { name: "E", data: { n, ...(room ? { room } : {}) }, ...delay } as const;
+};
+
+// the two consumer paths: consume() one batch at a time, and drain() with several keys per claim
+const paths = {
+  consume: (opened: Opened) => drain(opened.corq, "s"),
+  drain: async (opened: Opened) => {
+    await opened.corq.advance();
+    await opened.corq.drain("s", { keysPerClaim: 4, budgetMs: 5000 });
+  },
+} as const;
+
+describe.each(Object.entries(paths))("delayed events (%s)", (_path, run) => {
+  it("holds the key until the delayed event's time; later events wait behind it, other keys flow", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({ subscriptions: [recording(seen)] });
+    const { corq } = opened;
+    await corq.append("a", [event(1), event(2, { delayMs: 1500 }), event(3)]);
+    await corq.append("b", [event(1)]);
+    const appendedAt = Date.now();
+    await run(opened);
+    // a's first event and b went; a's delayed event and the one after it wait
+    expect(seen.map((s) => [s.key, s.n])).toEqual(
+      expect.arrayContaining([
+        ["a", 1],
+        ["b", 1],
+      ]),
+    );
+    expect(seen).toHaveLength(2);
+    const waiting = await corq.key("s", "a");
+    expect(waiting).toMatchObject({ status: "backoff", pending: 2, attempts: 0 });
+    expect(waiting?.reason).toMatch(/^waiting until .* for a delayed event/);
+    const until = Date.parse(waiting?.availableAt ?? "");
+    expect(until).toBeGreaterThanOrEqual(appendedAt + 1000);
+    // the ack of event 1 set the wait itself: no claim was spent on the key after it (a claim
+    // that found the delayed head would have leased it again, and given it back)
+    const { rows } = await opened.raw.query("SELECT leased_at < active_at AS quiet FROM corq.keys WHERE key = 'a'");
+    expect(rows[0].quiet).toBe(true);
+    await run(opened);
+    expect(seen).toHaveLength(2); // not yet
+    await sleep(until - Date.now() + 50);
+    await run(opened);
+    const a = seen.filter((s) => s.key === "a");
+    expect(a.map((s) => s.n)).toEqual([1, 2, 3]);
+    const delayed = a[1];
+    expect(delayed?.deliverAt).toBe(waiting?.availableAt);
+    // never before its time (the database's clock and ours are the same machine's)
+    expect(delayed?.at).toBeGreaterThanOrEqual(Date.parse(delayed?.deliverAt ?? ""));
+    expect(await corq.key("s", "a")).toMatchObject({ status: "idle", pending: 0 });
+  });
+
+  it("holds an idle key whose first new event is delayed, on a JSON-path key too", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({ subscriptions: [recording(seen, "data.room")] });
+    const { corq } = opened;
+    const at = new Date(Date.now() + 1200);
+    await corq.append("x", [event(1, { room: "r1", deliverAt: at }), event(2, { room: "r1" })]);
+    await corq.append("y", [event(1, { room: "r2", deliverAt: new Date(Date.now() - 60_000) })]);
+    // the advance itself makes the idle key wait for its delayed first event
+    await corq.advance();
+    expect(await corq.key("s", "r1")).toMatchObject({ status: "backoff", availableAt: at.toISOString() });
+    await run(opened);
+    // a past time delivers at once
+    expect(seen.map((s) => [s.key, s.n])).toEqual([["r2", 1]]);
+    expect(await corq.key("s", "r1")).toMatchObject({ availableAt: at.toISOString(), pending: 2 });
+    await sleep(at.getTime() - Date.now() + 50);
+    await run(opened);
+    expect(seen.filter((s) => s.key === "r1").map((s) => s.n)).toEqual([1, 2]);
+    expect(seen.find((s) => s.key === "r1")?.at).toBeGreaterThanOrEqual(at.getTime());
+  });
+});
+
+describe("delayed events", () => {
+  it("works with a key function (the advance's other path)", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({
+      subscriptions: [{ ...recording(seen), key: (e: { stream: string }) => `k-${e.stream}` }],
+    });
+    await opened.corq.append("a", [event(1, { delayMs: 800 }), event(2)]);
+    await opened.corq.append("b", [event(1)]);
+    await drain(opened.corq, "s");
+    expect(seen.map((s) => [s.key, s.n])).toEqual([["k-b", 1]]);
+    await sleep(900);
+    await drain(opened.corq, "s");
+    expect(seen.filter((s) => s.key === "k-a").map((s) => s.n)).toEqual([1, 2]);
+  });
+
+  it("a rewind requeues a delayed event with its time: past it, at once", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({ subscriptions: [recording(seen)] });
+    const { corq } = opened;
+    await corq.append("a", [event(1, { delayMs: 300 }), event(2)]);
+    await sleep(400);
+    await drain(corq, "s");
+    expect(seen.map((s) => s.n)).toEqual([1, 2]);
+    await corq.rewind("s", { to: "beginning" });
+    await drain(corq, "s");
+    expect(seen.map((s) => s.n)).toEqual([1, 2, 1, 2]);
+    // one still ahead holds the replayed key again
+    await corq.append("b", [event(1, { delayMs: 60_000 })]);
+    await corq.advance();
+    await corq.rewind("s", { to: "beginning", key: "b" });
+    await drain(corq, "s");
+    expect(seen.filter((s) => s.key === "b")).toEqual([]);
+    expect((await corq.key("s", "b"))?.reason).toMatch(/delayed event/);
+  });
+
+  it("refuses a bad delay and writes nothing", async () => {
+    const { corq, raw } = await open();
+    const far = new Date(Date.now() + 367 * 24 * 3600 * 1000);
+    const bad: unknown[] = [
+      { name: "E", data: {}, deliverAt: "tomorrow" },
+      { name: "E", data: {}, deliverAt: "2027-01-01T10:00:00" }, // no offset
+      { name: "E", data: {}, deliverAt: far.toISOString() },
+      { name: "E", data: {}, delayMs: -1 },
+      { name: "E", data: {}, delayMs: 1.5 },
+      { name: "E", data: {}, delayMs: 367 * 24 * 3600 * 1000 },
+      { name: "E", data: {}, delayMs: 10, deliverAt: new Date().toISOString() },
+    ];
+    for (const input of bad) {
+      const refusal = await corq.append("s-1", [event(1), input as never]).catch((e: unknown) => e);
+      expect(refusal, JSON.stringify(input)).toBeInstanceOf(CorqError);
+      expect((refusal as CorqError).code).toBe("invalid_input");
+    }
+    const { rows } = await raw.query("SELECT count(*)::int AS n FROM corq.events");
+    expect(rows[0].n).toBe(0);
+  });
+});

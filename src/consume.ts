@@ -47,7 +47,7 @@ export async function consumeOne(consumer: Consumer): Promise<ConsumeResult | nu
   const [claimed] = claim.claimed;
   if (!claimed) return claim.dead[0] ?? null;
   const verdict = await handle(consumer, claimed);
-  return finish({ claimed, verdict }, await record(executor, { claimed, verdict }));
+  return finish({ claimed, verdict }, await record(consumer, { claimed, verdict }));
 }
 
 /**

@@ -8,7 +8,7 @@ import { sign, signingSecretProblem } from "./webhookSignature.js";
 import { PrivateDestinationError } from "./privateAddress.js";
 import { present } from "./errors.js";
 import { pushTransportOf } from "./pushTransport.js";
-import type { DeliveredEvent, Handler } from "./types.js";
+import type { DeliveredEvent, Handler, HandlerResult } from "./types.js";
 
 export const deliverConfig = z.object({
   url: z
@@ -135,9 +135,11 @@ class DeliveryError extends Error {}
  * not parse fails the attempt: we never ack all on a body we could not read. An answer of
  * another type is looked at only if it is small and parses; otherwise it acks all.
  */
-async function verdict(response: Response, signal: AbortSignal): Promise<{ ackedThrough: number } | undefined> {
+async function verdict(response: Response, signal: AbortSignal): Promise<HandlerResult> {
   if (response.status < 200 || response.status > 299) {
     await response.body?.cancel().catch(() => undefined);
+    const later = comeBackLater(response);
+    if (later) return later;
     throw new DeliveryError(`HTTP ${response.status}`);
   }
   const json = /^\s*(application|text)\/([\w.+-]+\+)?json\s*(;|$)/i.test(response.headers.get("content-type") ?? "");
@@ -156,6 +158,26 @@ async function verdict(response: Response, signal: AbortSignal): Promise<{ acked
   }
   if (parsed === null || typeof parsed !== "object" || !Object.hasOwn(parsed, "ackedThrough")) return undefined;
   return parsed as { ackedThrough: number }; // the value is checked by consume's ackedThroughIndex
+}
+
+/**
+ * A 429 (Too Many Requests) or 503 (Service Unavailable) with a `Retry-After` of delay-seconds
+ * or an HTTP date (RFC 9110 §10.2.3) is "come back later": no attempt counted, the key waits
+ * that long (capped: postponement() in consume/claimed.ts). Without the header, or with one that
+ * does not parse, it is a failed attempt like any other status.
+ */
+function comeBackLater(response: Response): { retryAfterMs: number; reason: string } | undefined {
+  if (response.status !== 429 && response.status !== 503) return undefined;
+  const header = response.headers.get("retry-after")?.trim() ?? "";
+  const seconds = /^\d{1,10}$/.test(header) ? Number(header) : undefined;
+  const date = seconds === undefined && header !== "" ? Date.parse(header) : Number.NaN;
+  const retryAfterMs =
+    seconds !== undefined ? seconds * 1000 : Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
+  if (retryAfterMs === undefined) return undefined;
+  return {
+    retryAfterMs,
+    reason: `HTTP ${response.status}, Retry-After ${seconds !== undefined ? `${seconds} s` : "a date"}`,
+  };
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Executor } from "../db/executor.js";
 import { present } from "../errors.js";
+import { MAX_RETRY_AFTER_MS } from "../config.js";
 import type { Subscription } from "../config.js";
 import type { Settlement } from "../sql/consume/settleKeys.js";
 import type { AckThrough, Lease } from "../sql/consume/ackBatch.js";
@@ -44,7 +45,7 @@ export interface Claimed {
  */
 export type Verdict =
   | { through: number; committed?: { outcome: "acked" | "expired"; pending: number; at?: Date } }
-  | { error: string; released?: boolean };
+  | { error: string; released?: boolean; postponeMs?: number };
 
 /** A batch whose handler is done, and what it decided. */
 export interface Handled {
@@ -63,8 +64,33 @@ export function settlement(claimed: Claimed, verdict: Verdict): Settlement {
   return {
     ...base,
     count: claimed.events.length,
-    outcome: { error: verdict.error, headPosition: headPosition(claimed) },
+    outcome: {
+      error: verdict.error,
+      headPosition: headPosition(claimed),
+      ...(verdict.postponeMs !== undefined ? { postponeMs: verdict.postponeMs } : {}),
+    },
   };
+}
+
+export const isPostponed = (verdict: Verdict) => "postponeMs" in verdict && verdict.postponeMs !== undefined;
+
+/**
+ * A "come back later" answer (`{ retryAfterMs, reason? }`) as a verdict: nothing acked, the
+ * key waits that long (capped at MAX_RETRY_AFTER_MS) and no attempt is counted — within the
+ * postponements' bounds (settleKeys.ts); `error` says why, in the keys view and, past the
+ * bounds, as the failed attempt's reason. Undefined for any other answer. An answer we cannot
+ * read (not a number, negative, or with ackedThrough too) fails the attempt.
+ */
+export function postponement(result: unknown): { error: string; postponeMs: number } | undefined {
+  if (result === null || typeof result !== "object" || !Object.hasOwn(result, "retryAfterMs")) return undefined;
+  const { retryAfterMs, reason } = result as { retryAfterMs: unknown; reason?: unknown };
+  if (typeof retryAfterMs !== "number" || !Number.isFinite(retryAfterMs) || retryAfterMs < 0) {
+    throw new Error("retryAfterMs must be a number of milliseconds, 0 or more");
+  }
+  if (Object.hasOwn(result, "ackedThrough")) throw new Error("give ackedThrough or retryAfterMs, not both");
+  const postponeMs = Math.min(Math.ceil(retryAfterMs), MAX_RETRY_AFTER_MS);
+  const why = typeof reason === "string" && reason !== "" ? reason.slice(0, 200) : `retryAfterMs ${postponeMs}`;
+  return { error: `come back later: ${why}`, postponeMs };
 }
 
 /**

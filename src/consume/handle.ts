@@ -3,19 +3,24 @@ import { present, toError } from "../errors.js";
 import { ackBatch } from "../sql/consume/ackBatch.js";
 import { failBatch } from "../sql/consume/failBatch.js";
 import { recordBatches } from "../sql/activity/activity.js";
+import { settleAndClaim, type ClaimRow } from "../sql/consume/claimBatch.js";
+import { claimBy } from "./claimOnce.js";
 import type { ConsumeResult } from "../types.js";
 import {
   ackedThroughIndex,
   committed,
   committedRecords,
   headPosition,
+  isPostponed,
+  postponement,
+  settlement,
   throughOf,
   type Claimed,
   type Consumer,
   type Handled,
   type Verdict,
 } from "./claimed.js";
-import { handleInTransaction, LeaseLost } from "./handleInTransaction.js";
+import { handleInTransaction, LeaseLost, Postponed } from "./handleInTransaction.js";
 import { validated } from "../eventSchemas.js";
 
 export async function handle(
@@ -43,9 +48,10 @@ export async function handle(
     const events = validators ? await validated(claimed.events, validators) : claimed.events;
     if (target.code?.transactional) return await handleInTransaction({ ...claimed, events }, { executor, context });
     const result = await claimed.handle(events, context);
-    return { through: ackedThroughIndex(claimed.events, result) };
+    return postponement(result) ?? { through: ackedThroughIndex(claimed.events, result) };
   } catch (thrown) {
     if (thrown instanceof LeaseLost) return { through: thrown.through, committed: { outcome: "expired", pending: 0 } };
+    if (thrown instanceof Postponed) return thrown.verdict;
     // a handler that gave up because the drain was aborted has not failed: its batch goes back
     return { error: describe(thrown), released: stopping?.aborted === true };
   } finally {
@@ -54,8 +60,11 @@ export async function handle(
   }
 }
 
-/** Records a verdict on its own: 1 statement (ack, or fail with backoff / dead). */
-export async function record(executor: Executor, { claimed, verdict }: Handled): Promise<ConsumeResult["outcome"]> {
+/** Records a verdict on its own: 1 statement (ack, fail with backoff / dead, or postpone). */
+export async function record(
+  { executor, target }: Consumer,
+  { claimed, verdict }: Handled,
+): Promise<ConsumeResult["outcome"]> {
   const settled = committed(verdict);
   if (settled) {
     // telemetry, after the transaction's COMMIT (see ackInTransaction): a failed write is dropped
@@ -72,6 +81,16 @@ export async function record(executor: Executor, { claimed, verdict }: Handled):
       }),
     );
     return present(row, "the ack's count row").acked === 1 ? "acked" : "expired";
+  }
+  if (isPostponed(verdict)) {
+    // the settle statement, claiming nothing: postponements are decided there (their bounds)
+    const statement = settleAndClaim(target.name, claimBy(target, 0), {
+      subscriptionId: claimed.lease.subscriptionId,
+      settlements: [settlement(claimed, verdict)],
+    });
+    const rows = await executor.run<ClaimRow>(statement);
+    const [settled] = rows.find((row) => row.settled !== null)?.settled ?? [];
+    return settled?.outcome ?? "expired";
   }
   const failed = failBatch(claimed.lease, {
     error: verdict.error,

@@ -3,7 +3,14 @@ import type { Executor } from "../db/executor.js";
 import { present } from "../errors.js";
 import { ackInTransaction } from "../sql/consume/ackBatch.js";
 import type { HandlerContext } from "../types.js";
-import { ackedThroughIndex, throughOf, type Claimed, type Verdict } from "./claimed.js";
+import { ackedThroughIndex, postponement, throughOf, type Claimed, type Verdict } from "./claimed.js";
+
+/** The handler asked to come back later: its transaction is rolled back, nothing acked. */
+export class Postponed extends Error {
+  constructor(readonly verdict: { error: string; postponeMs: number }) {
+    super(verdict.error);
+  }
+}
 
 /** The lease was gone when the transactional handler's ack ran: its transaction is rolled back. */
 export class LeaseLost extends Error {
@@ -19,6 +26,8 @@ export class LeaseLost extends Error {
  * COMMIT. So its writes and the ack commit together or not at all:
  *   - the handler throws (or its answer is not understood): ROLLBACK, and the failure is
  *     recorded outside the transaction, as for any handler (attempts, backoff, dead letter);
+ *   - it answers `{ retryAfterMs }`: ROLLBACK (nothing it wrote is kept, nothing acked), and the
+ *     postponement is recorded outside the transaction;
  *   - the lease was lost (expired, or the key taken over by another consumer): the fenced ack
  *     changes nothing, so ROLLBACK: no effect of this run remains ("expired", as today);
  *   - the process dies anywhere before COMMIT: Postgres rolls back; the batch comes again.
@@ -37,6 +46,8 @@ export async function handleInTransaction(
         run: tx.run,
         tx: drizzleTransaction(tx),
       });
+      const later = postponement(result);
+      if (later) throw new Postponed(later);
       const through = ackedThroughIndex(claimed.events, result);
       const [row] = await tx.run<{ acked: number; pending: number | null; at: string | null }>(
         ackInTransaction(claimed.lease, { through: throughOf(claimed, through), count: through + 1 }),

@@ -266,7 +266,7 @@ export const consumed = z.union([
   z.object({
     key: z.string(),
     events: z.number().int(),
-    outcome: z.enum(["acked", "retry", "dead", "expired"]),
+    outcome: z.enum(["acked", "retry", "dead", "expired", "released", "postponed"]),
     error: z.string().optional(),
     batches: z.number().int().optional().describe("with corq-budget-ms: batches drained"),
     eventsTotal: z.number().int().optional().describe("with corq-budget-ms: events drained"),

@@ -70,15 +70,25 @@ export interface TransactionalHandlerContext<E extends EventMap = AnyEvents> ext
 }
 
 /**
+ * What a handler may answer: nothing (ack the batch), `{ ackedThrough: position }` (ack a
+ * prefix; the rest is delivered again, in order), or `{ retryAfterMs }` ("come back later": a
+ * downstream said 429 or is down for maintenance — nothing is acked, the key waits that long
+ * (at most an hour), and no attempt is counted; bounded apart: docs/flow-control.md).
+ */
+// biome-ignore lint/suspicious/noConfusingVoidType: a handler that returns nothing acks
+export type HandlerResult = void | { ackedThrough: number } | { retryAfterMs: number; reason?: string };
+
+/**
  * Receives the events of ONE key, ascending seq order (log order; replays after what was
  * queued before the rewind). Return nothing to ack the batch,
  * `{ ackedThrough: position }` to ack a prefix (the rest is delivered again, in order),
+ * `{ retryAfterMs }` to come back later without an attempt counted,
  * or throw to fail it (retried with backoff, dead after maxAttempts).
  */
 export type Handler<E extends EventMap = AnyEvents, N extends EventName<E> = EventName<E>> = (
   events: DeliveredEvent<E, N>[],
   context: HandlerContext<E>,
-) => Promise<void | { ackedThrough: number }> | void | { ackedThrough: number };
+) => Promise<HandlerResult> | HandlerResult;
 
 /**
  * A code subscription. With an event map E (createCorq<E>, defineSubscription<E>()), `events`
@@ -116,11 +126,7 @@ export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extend
    */
   transactional?: boolean;
   // a method, not a property: a subscription of some events fits a list of subscriptions of more
-  handle(
-    events: DeliveredEvent<E, N>[],
-    context: HandlerContext<E>,
-    // biome-ignore lint/suspicious/noConfusingVoidType: as Handler: a handler that returns nothing acks
-  ): Promise<void | { ackedThrough: number }> | void | { ackedThrough: number };
+  handle(events: DeliveredEvent<E, N>[], context: HandlerContext<E>): Promise<HandlerResult> | HandlerResult;
 }
 
 // The library object (createCorq in src/corq.ts implements it). It lives here, with the shapes it

@@ -21,14 +21,22 @@ export interface Delivery {
 
 /**
  * What the receiver answers: `status` (200), `body` (JSON-encoded) or `raw` (sent as is),
- * `contentType` (application/json), after `delayMs`; `stallMs` sends the headers and the first
+ * `contentType` (application/json), more `headers`, after `delayMs`; `stallMs` sends the headers and the first
  * half of the body, then waits that long before the rest. A 1xx `status` is sent alone, then
  * the connection ends.
  */
 export type Behaviour = (
   delivery: Delivery,
 ) =>
-  | { status?: number; body?: unknown; raw?: string; contentType?: string; delayMs?: number; stallMs?: number }
+  | {
+      status?: number;
+      body?: unknown;
+      raw?: string;
+      contentType?: string;
+      headers?: Record<string, string>;
+      delayMs?: number;
+      stallMs?: number;
+    }
   | undefined;
 
 export async function startReceiver(secret: () => string | undefined) {
@@ -70,7 +78,10 @@ export async function startReceiver(secret: () => string | undefined) {
       return;
     }
     const text = plan.raw ?? (plan.body === undefined ? "" : JSON.stringify(plan.body));
-    response.writeHead(plan.status ?? 200, { "content-type": plan.contentType ?? "application/json" });
+    response.writeHead(plan.status ?? 200, {
+      "content-type": plan.contentType ?? "application/json",
+      ...plan.headers,
+    });
     if (plan.stallMs) {
       response.write(text.slice(0, text.length / 2));
       await new Promise((resolve) => setTimeout(resolve, plan.stallMs));

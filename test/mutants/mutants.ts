@@ -1757,4 +1757,60 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/delays.int.test.ts"],
   },
+  {
+    name: "postpone: a postponement counts as a failed attempt",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "WHERE f.error IS NOT NULL AND NOT f.postpones AND",
+      "WHERE f.error IS NOT NULL AND",
+    ),
+    tests: ["test/postpone.int.test.ts"],
+  },
+  {
+    name: "postpone: no bound on the number of postponements",
+    edits: one("src/sql/consume/settleKeys.ts", "AND l.postponed < ${MAX_POSTPONEMENTS}", ""),
+    tests: ["test/postpone.int.test.ts"],
+  },
+  {
+    name: "postpone: no bound on the time spent postponed",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "AND coalesce(l.postponed_since, ${lockedNow}) > ${lockedNow} - ${MAX_POSTPONED_MS} * interval '1 millisecond')",
+      "AND true)",
+    ),
+    tests: ["test/postpone.int.test.ts"],
+  },
+  {
+    name: "postpone: an ack (consume) keeps the postponements counted",
+    edits: one("src/sql/consume/ackBatch.ts", "postponed = 0, postponed_since = NULL,", ""),
+    tests: ["test/postpone.int.test.ts"],
+  },
+  {
+    name: "postpone: an ack (drain) keeps the postponements counted",
+    edits: one("src/sql/consume/settleKeys.ts", "postponed = 0, postponed_since = NULL,", ""),
+    tests: ["test/postpone.int.test.ts"],
+  },
+  {
+    name: "postpone: the key does not wait for retryAfterMs",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "THEN f.at + f.postpone_ms * interval '1 millisecond' END",
+      "THEN f.at END",
+    ),
+    tests: ["test/postpone.int.test.ts"],
+  },
+  {
+    name: "postpone: a receiver's Retry-After ignored",
+    edits: one("src/pushDelivery.ts", "if (later) return later;", ""),
+    tests: ["test/postpone.int.test.ts"],
+  },
+  {
+    name: "postpone: a transactional handler's writes kept when it asks to come back later",
+    edits: one(
+      "src/consume/handleInTransaction.ts",
+      "if (later) throw new Postponed(later);",
+      "if (later) return later;",
+    ),
+    tests: ["test/postpone.int.test.ts"],
+  },
 ];

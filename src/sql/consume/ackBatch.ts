@@ -99,6 +99,7 @@ export function ackCtes(lease: Lease, through: AckThrough, count: number, option
         available_at = CASE WHEN k.pending - (SELECT count(*) FROM removed) > 0
           THEN greatest(f.at, ${heldUntil({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`${through.seq}::bigint`, at: sql`f.at` })}) END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
+        postponed = 0, postponed_since = NULL,
         last_seq = ${through.seq}, last_tx = ${through.tx}::xid8, last_position = ${through.position},
         acked = k.acked + ${count}, active_at = f.at
       FROM fenced f

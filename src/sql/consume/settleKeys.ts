@@ -4,6 +4,7 @@ import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
 import { heldUntil } from "../common/delays.js";
 import type { AckThrough } from "./ackBatch.js";
+import { MAX_POSTPONED_MS, MAX_POSTPONEMENTS } from "../../config.js";
 
 /**
  * The outcome of one claimed batch, to be written with others in ONE statement: an ack through
@@ -17,13 +18,18 @@ export interface Settlement {
   claimedAt: Date;
   /** Events acked (ack), or in the failed batch (fail). */
   count: number;
-  outcome: { through: AckThrough } | { error: string; headPosition: number };
+  /**
+   * An ack through a queue row; a failure with its error; or a "come back later" answer
+   * (`postponeMs`, with `error` saying why): nothing acked, the key waits that long and no
+   * attempt is counted — until the postponements' bounds are past, when it fails like `error`.
+   */
+  outcome: { through: AckThrough } | { error: string; headPosition: number; postponeMs?: number };
 }
 
 /** What the statement did with one settlement: `expired` (no row) when the lease was gone. */
 export interface SettledRow {
   key: string;
-  outcome: "acked" | "retry" | "dead";
+  outcome: "acked" | "retry" | "dead" | "postponed";
   /** acked: events still queued for the key (the same statement cannot claim it again) */
   pending: number | null;
   /** the database clock when the key row was locked: the batch's end in the activity record */
@@ -44,6 +50,10 @@ export interface SettledRow {
  *   acked    acks: pending − the rows removed, ready again at `at` if more is queued, the ack
  *            cursor (last_seq) moved;
  *   failed   failures: attempts + 1, backoff from `at` or dead after maxAttempts (as failBatch);
+ *            and postponements past their bounds (MAX_POSTPONEMENTS since the last ack, or
+ *            MAX_POSTPONED_MS since the first of them), with that reason;
+ *   postponed the other postponements: the key waits postpone_ms from `at`, attempts untouched,
+ *            the postponement counted (keys.postponed: what the bounds are checked on);
  *   failures the failed batches in the activity record (acks are buffered by the drain loop).
  * Each write names its rows in an index condition of its own (the settled keys, a parameter),
  * not only through its join with a CTE: a plan made while the tables were empty must still
@@ -65,19 +75,24 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
         ${column(settlements.map((s) => ack(s)?.through.position ?? null))}::bigint[],
         ${column(settlements.map((s) => ack(s)?.through.seq ?? null))}::bigint[],
         ${column(settlements.map((s) => fail(s)?.error ?? null))}::text[],
-        ${column(settlements.map((s) => fail(s)?.headPosition ?? null))}::bigint[]
-      ) AS i(key, token, claimed_at, count, through_tx, through_position, through_seq, error, head_position)
+        ${column(settlements.map((s) => fail(s)?.headPosition ?? null))}::bigint[],
+        ${column(settlements.map((s) => fail(s)?.postponeMs ?? null))}::bigint[]
+      ) AS i(key, token, claimed_at, count, through_tx, through_position, through_seq, error, head_position, postpone_ms)
     ),
     locked AS (
       -- by primary key (= ANY): a join with settle may be planned as a scan of every key row
-      SELECT k.subscription_id, k.key, k.lease_token, k.lease_until FROM ${keys} k
+      SELECT k.subscription_id, k.key, k.lease_token, k.lease_until, k.postponed, k.postponed_since FROM ${keys} k
       WHERE k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       ORDER BY k.key
       FOR UPDATE
     ),
     fenced AS (
       SELECT l.subscription_id, l.key, i.token, i.claimed_at, i.count, i.through_tx, i.through_position,
-             i.through_seq, i.error, i.head_position, ${lockedNow} AS at
+             i.through_seq, i.error, i.head_position, i.postpone_ms, l.postponed, ${lockedNow} AS at,
+             -- a postponement within its bounds (past them it is a failed attempt)
+             (i.postpone_ms IS NOT NULL AND l.postponed < ${MAX_POSTPONEMENTS}
+               AND coalesce(l.postponed_since, ${lockedNow}) > ${lockedNow} - ${MAX_POSTPONED_MS} * interval '1 millisecond')
+               AS postpones
       FROM locked l JOIN settle i ON i.key = l.key
       WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}
     ),
@@ -97,6 +112,7 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
         available_at = CASE WHEN k.pending - coalesce(r.n, 0) > 0
           THEN greatest(f.at, ${heldUntil({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`f.through_seq`, at: sql`f.at` })}) END,
         lease_token = NULL, lease_until = NULL, attempts = 0, last_error = NULL, failed_position = NULL,
+        postponed = 0, postponed_since = NULL,
         last_seq = f.through_seq, last_tx = f.through_tx, last_position = f.through_position,
         acked = k.acked + f.count, active_at = f.at
       FROM fenced f LEFT JOIN removed_per_key r ON r.key = f.key
@@ -109,7 +125,8 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
         -- pending 0: an erasure took every event of the key while the batch ran; nothing is
         -- left to retry, so the key is idle, no attempt counted (never dead on a missing event)
         attempts = CASE WHEN k.pending = 0 THEN 0 ELSE k.attempts + 1 END,
-        last_error = f.error,
+        last_error = CASE WHEN f.postpone_ms IS NULL THEN f.error
+          ELSE 'gave up after ' || f.postponed || ' postponements: ' || f.error END,
         failed_position = CASE WHEN k.pending > 0 THEN f.head_position END,
         lease_token = NULL, lease_until = NULL,
         dead_at = CASE WHEN k.attempts + 1 >= s.max_attempts AND k.pending > 0 THEN f.at END,
@@ -117,10 +134,21 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
           ELSE f.at + least(s.backoff_max_ms, s.backoff_initial_ms * power(s.backoff_factor, least(k.attempts, 60)))
                        * interval '1 millisecond' END
       FROM fenced f, ${subscriptions} s
-      WHERE f.error IS NOT NULL AND k.subscription_id = f.subscription_id AND k.key = f.key
+      WHERE f.error IS NOT NULL AND NOT f.postpones AND k.subscription_id = f.subscription_id AND k.key = f.key
         AND s.id = ${subscriptionId} AND ${asyncCommit}
         AND k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead, f.at, f.claimed_at, f.count
+    ),
+    postponed AS (
+      UPDATE ${keys} k SET
+        lease_token = NULL, lease_until = NULL, last_error = f.error,
+        postponed = k.postponed + 1, postponed_since = coalesce(k.postponed_since, f.at),
+        -- (pending 0: an erasure took the key's events meanwhile; idle, as for a failure)
+        available_at = CASE WHEN k.pending > 0 THEN f.at + f.postpone_ms * interval '1 millisecond' END
+      FROM fenced f
+      WHERE f.postpones AND k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
+        AND k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
+      RETURNING k.key, f.at
     ),
     failures AS (
       INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
@@ -131,5 +159,7 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
       SELECT key, 'acked' AS outcome, pending, at FROM acked
       UNION ALL
       SELECT key, CASE WHEN dead THEN 'dead' ELSE 'retry' END, NULL, at FROM failed
+      UNION ALL
+      SELECT key, 'postponed', NULL, at FROM postponed
     )`;
 }

@@ -4,7 +4,7 @@ import { lockedNow } from "../common/clock.js";
 
 /**
  * Releases dead keys of a subscription (one key, or all when `key` is undefined), in ONE
- * statement. retry: ready again from the failed event, attempts reset. skip: the failed
+ * statement. retry: ready again from the failed event, attempts (and postponements) reset. skip: the failed
  * event (the key's head) is deleted from the queue and recorded as skipped (on the key and in
  * the subscription's skippedDeadLetters), and the key goes on with the next event, or becomes
  * idle when there is none.
@@ -13,7 +13,7 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
   const which = sql`k.dead_at IS NOT NULL AND ${key === undefined ? sql`true` : sql`k.key = ${key}`}`;
   if (mode === "retry") {
     return sql`
-      UPDATE ${keys} k SET dead_at = NULL, attempts = 0, available_at = ${lockedNow}
+      UPDATE ${keys} k SET dead_at = NULL, attempts = 0, postponed = 0, postponed_since = NULL, available_at = ${lockedNow}
       FROM ${subscriptions} s
       WHERE s.name = ${subscription} AND k.subscription_id = s.id AND ${which}
       RETURNING k.key`;
@@ -41,7 +41,7 @@ export function releaseDeadKeys(subscription: string, key: string | undefined, m
       WHERE q.subscription_id = head.subscription_id AND q.key = head.key AND q.seq = head.seq
     ),
     released AS (
-      UPDATE ${keys} k SET dead_at = NULL, attempts = 0, failed_position = NULL,
+      UPDATE ${keys} k SET dead_at = NULL, attempts = 0, postponed = 0, postponed_since = NULL, failed_position = NULL,
         pending = k.pending - 1, skipped = k.skipped + 1, last_seq = head.seq, last_tx = head.tx, last_position = head.position,
         available_at = CASE WHEN k.pending - 1 > 0 THEN ${lockedNow} END, active_at = ${lockedNow}
       FROM head

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import pg, { type PoolClient } from "pg";
 import type { Corq, StoredEvent, SubscriptionDefinition } from "../src/index.js";
-import { useCorq } from "./helpers/corq.js";
+import { sleep, useCorq } from "./helpers/corq.js";
 import { reportScenario, tally } from "./helpers/chaos.js";
 import { present } from "./helpers/present.js";
 
@@ -19,25 +19,30 @@ const open = useCorq();
 // drains that claim several keys per statement (keysPerClaim 2–4), plain and gated, so their
 // settle statements race expiries, takeovers, failures and the other consumers. The two op
 // sets draw different sequences from one seed: the seeds above stay with "single".
-type Ops = "single" | "multi";
+// "flow" adds flow control to "multi": appends with a delay (or a time already past) and
+// handlers that answer "come back later" (retryAfterMs); nothing is delivered before its time.
+type Ops = "single" | "multi" | "flow";
 const FIXED_SEEDS: [number, number, Ops][] = [
   [66086647, 12, "single"],
   [1, 6, "single"],
   [2, 6, "single"],
   [3, 6, "multi"],
   [4, 6, "multi"],
+  [5, 6, "flow"],
+  [6, 6, "flow"],
 ];
 const soakRuns = process.env.CORQ_PROPERTY_RUNS ? Number(process.env.CORQ_PROPERTY_RUNS) : undefined;
 const replay = process.env.CORQ_PROPERTY_SEED ? Number(process.env.CORQ_PROPERTY_SEED) : undefined;
-const replayOps: Ops = process.env.CORQ_PROPERTY_OPS === "single" ? "single" : "multi";
+const replayOps: Ops = (["single", "flow"] as const).find((o) => o === process.env.CORQ_PROPERTY_OPS) ?? "multi";
 const soakSeed = Math.floor(Math.random() * 2 ** 31);
 const plan: [number, number, Ops][] =
   replay !== undefined
     ? [[replay, soakRuns ?? 12, replayOps]]
     : soakRuns !== undefined
       ? [
-          [soakSeed, Math.ceil(soakRuns / 2), "single"],
-          [soakSeed, Math.ceil(soakRuns / 2), "multi"],
+          [soakSeed, Math.ceil(soakRuns / 3), "single"],
+          [soakSeed, Math.ceil(soakRuns / 3), "multi"],
+          [soakSeed, Math.ceil(soakRuns / 3), "flow"],
         ]
       : FIXED_SEEDS;
 const runs = plan.reduce((sum, [, n]) => sum + n, 0);
@@ -55,7 +60,9 @@ type Op =
   | { kind: "outboxAppend"; key: number }
   | { kind: "drain"; by: number; keys: number; fail: boolean }
   | { kind: "gatedDrain"; by: number; keys: number }
-  | { kind: "openGate"; by: number };
+  | { kind: "openGate"; by: number }
+  | { kind: "delayedAppend"; key: number; count: number; delayMs: number; past: boolean }
+  | { kind: "postponeNext"; ms: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -109,13 +116,27 @@ const multiKeyOp: fc.Arbitrary<Op> = fc.oneof(
   },
   { arbitrary: fc.record({ kind: fc.constant("openGate" as const), by: fc.nat(2) }), weight: 1 },
 );
-const opsOf = { single: op, multi: multiKeyOp };
+const flowOp: fc.Arbitrary<Op> = fc.oneof(
+  { arbitrary: multiKeyOp, weight: 10 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant("delayedAppend" as const),
+      key: fc.nat(5),
+      count: fc.integer({ min: 1, max: 3 }),
+      delayMs: fc.constantFrom(0, 15, 40, 120),
+      past: fc.nat(3).map((n) => n === 0),
+    }),
+    weight: 3,
+  },
+  { arbitrary: fc.record({ kind: fc.constant("postponeNext" as const), ms: fc.constantFrom(0, 10, 50) }), weight: 2 },
+);
+const opsOf = { single: op, multi: multiKeyOp, flow: flowOp };
 
 describe("random interleavings", () => {
   it(
     "lose nothing, keep per-key order, never run a key twice at once, deliver nothing rolled back",
     async () => {
-      const totals = { events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0 };
+      const totals = { events: 0, lost: 0, order: 0, doubleClaims: 0, dup: 0, early: 0 };
       for (const [seed, numRuns, opSet] of plan) {
         console.log(
           `property seed: ${seed}, ${opSet} (${numRuns} runs; replay with CORQ_PROPERTY_SEED=${seed} CORQ_PROPERTY_OPS=${opSet})`,
@@ -129,6 +150,8 @@ describe("random interleavings", () => {
             let calls = 0;
             let overlaps = 0;
             let failNext = false;
+            let postponeNext: number | undefined; // the next handler call answers { retryAfterMs }
+            let tooEarly = 0; // events handed out before their deliverAt
             const failedTransiently = new Set<number>(); // heads of batches whose handler failed on purpose
             const skippedByOperator = new Set<number>(); // failed events a random release skipped
             const gates: (() => void)[][] = [[], [], []]; // per consumer
@@ -151,6 +174,13 @@ describe("random interleavings", () => {
                     failNext = false;
                     failedTransiently.add(present(events[0], "the batch's first event").position);
                     throw new Error("transient");
+                  }
+                  const now = Date.now();
+                  tooEarly += events.filter((e) => e.deliverAt !== undefined && Date.parse(e.deliverAt) > now).length;
+                  if (postponeNext !== undefined) {
+                    const retryAfterMs = postponeNext;
+                    postponeNext = undefined;
+                    return { retryAfterMs };
                   }
                   for (const e of events) handled.push({ key: ctx.key, position: e.position });
                   const seen = firsts.get(ctx.key) ?? [];
@@ -204,6 +234,21 @@ describe("random interleavings", () => {
                     }
                     break;
                   }
+                  case "delayedAppend": {
+                    // the first event delayed (or due already): the key's later ones wait behind it
+                    const at = o.past ? { deliverAt: new Date(Date.now() - 1000) } : { delayMs: o.delayMs };
+                    const events = Array.from({ length: o.count }, (_, i) => ({
+                      name: "E",
+                      data: { k: `k${o.key}`, poison: false },
+                      ...(i === 0 ? at : {}),
+                    }));
+                    lastStream = `stream-${o.key % 3}`;
+                    await corq.append(lastStream, events);
+                    break;
+                  }
+                  case "postponeNext":
+                    postponeNext = o.ms;
+                    break;
                   case "settle": {
                     const client = held.shift();
                     if (client) {
@@ -341,7 +386,15 @@ describe("random interleavings", () => {
                   if (batches > 1000) throw new Error("a key never runs out of batches");
                 }
                 const dead = await corq.deadLetters({ subscription: "s" });
-                if (dead.length === 0) break;
+                if (dead.length === 0) {
+                  // keys waiting for a delayed event or a postponement: until the first may run
+                  const { rows: waiting } = await raw.query(
+                    "SELECT min(available_at) AS next FROM corq.keys WHERE pending > 0 AND dead_at IS NULL",
+                  );
+                  if (waiting[0].next === null) break;
+                  await sleep(Math.min(200, Math.max(0, new Date(waiting[0].next).getTime() - Date.now()) + 5));
+                  continue;
+                }
                 for (const d of dead) {
                   const [event] = (await raw.query("SELECT data FROM corq.events WHERE position = $1", [d.position]))
                     .rows;
@@ -377,7 +430,8 @@ describe("random interleavings", () => {
               const firstsKept = [...firsts].map(([k, v]) => [k, v.filter((p) => !skippedByOperator.has(p))] as const);
               expect(new Map(firstsKept.filter(([, v]) => v.length > 0))).toEqual(expected);
               expect(figures).toMatchObject({ lost: 0, order: 0 });
-              for (const [field, value] of Object.entries({ ...figures, doubleClaims: overlaps }))
+              expect(tooEarly, "events delivered before their time").toBe(0);
+              for (const [field, value] of Object.entries({ ...figures, doubleClaims: overlaps, early: tooEarly }))
                 totals[field as keyof typeof totals] += value;
               const { rows: left } = await raw.query(
                 "SELECT (SELECT count(*) FROM corq.queue)::int AS queued, (SELECT coalesce(sum(pending), 0) FROM corq.keys)::int AS pending",
@@ -395,7 +449,11 @@ describe("random interleavings", () => {
       reportScenario({
         scenario: "random interleavings",
         ...totals,
-        notes: { runs, seeds: plan.map(([seed, , opSet]) => `${seed}${opSet === "multi" ? "m" : ""}`).join("+") },
+        notes: {
+          runs,
+          early: totals.early,
+          seeds: plan.map(([seed, , opSet]) => `${seed}${{ single: "", multi: "m", flow: "f" }[opSet]}`).join("+"),
+        },
       });
     },
     60_000 + runs * 3000,

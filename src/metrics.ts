@@ -55,6 +55,12 @@ export function toPrometheus(snapshot: MetricsSnapshot): string {
     ),
   );
   family(
+    "corq_subscription_waiting_keys",
+    "gauge",
+    'Keys waiting for a delayed event (deliverAt) or a "come back later" answer, with no failed attempt (part of state="backoff").',
+    perSubscription((s) => s.keys.waiting, "corq_subscription_waiting_keys"),
+  );
+  family(
     "corq_subscription_dead_keys",
     "gauge",
     'Dead-lettered keys (the same as corq_subscription_keys{state="dead"}, for alerts).',

@@ -73,6 +73,12 @@ describe.each(Object.entries(paths))("delayed events (%s)", (_path, run) => {
     // that found the delayed head would have leased it again, and given it back)
     const { rows } = await opened.raw.query("SELECT leased_at < active_at AS quiet FROM corq.keys WHERE key = 'a'");
     expect(rows[0].quiet).toBe(true);
+    // stats count it apart from failed keys, with when the first may run
+    expect((await corq.subscription("s")).keys).toMatchObject({
+      backoff: 1,
+      waiting: 1,
+      waitingUntil: waiting?.availableAt,
+    });
     await run(opened);
     expect(seen).toHaveLength(2); // not yet
     await sleep(until - Date.now() + 50);

@@ -53,7 +53,7 @@ describe("stats", () => {
     await raw.query("UPDATE corq.keys SET attempts = 1, available_at = now() - interval '1 hour' WHERE key = 'c'");
     expect(await corq.consume("s")).toMatchObject({ key: "c", outcome: "dead" }); // c → dead
     stats = await corq.subscription("s");
-    expect(stats.keys).toEqual({ ready: 1, leased: 1, backoff: 1, dead: 1, paused: 0 });
+    expect(stats.keys).toEqual({ ready: 1, leased: 1, backoff: 1, waiting: 0, waitingUntil: null, dead: 1, paused: 0 });
     expect(stats.pending).toBe(8);
 
     const byStatus = async (status: "ready" | "leased" | "backoff" | "dead") =>
@@ -122,6 +122,14 @@ describe("keys paging at scale", () => {
     const paused = await corq.keys("s", { status: "paused", limit: 50 });
     expect(paused.map((k) => k.key)).toEqual(["k0000007", "k0040007", "k0080007", "k0120007", "k0160007"]);
     // the counts read the partial indexes (ready, dead, paused), not the 200,000 keys
-    expect((await corq.subscription("s")).keys).toEqual({ ready: 200, leased: 0, backoff: 0, dead: 4, paused: 5 });
+    expect((await corq.subscription("s")).keys).toEqual({
+      ready: 200,
+      leased: 0,
+      backoff: 0,
+      waiting: 0,
+      waitingUntil: null,
+      dead: 4,
+      paused: 5,
+    });
   });
 });

@@ -178,7 +178,12 @@ export const subscription = z.object({
   keys: z.object({
     ready: z.number().int(),
     leased: z.number().int(),
-    backoff: z.number().int(),
+    backoff: z.number().int().describe("not due yet: after a failed attempt, or waiting (below)"),
+    waiting: z
+      .number()
+      .int()
+      .describe("of backoff, keys with no failed attempt: waiting for a delayed event or a postponement"),
+    waitingUntil: isoTime.nullable().describe("when the first waiting key may run"),
     dead: z.number().int(),
     paused: z.number().int(),
   }),

@@ -52,7 +52,18 @@ export interface SubscriptionStats {
   advanceError: { message: string; at: string } | null;
   /** A code subscription that the instance answering does not define (its code is gone): it can be deleted. */
   orphaned: boolean;
-  keys: { ready: number; leased: number; backoff: number; dead: number; paused: number };
+  keys: {
+    ready: number;
+    leased: number;
+    /** Not due yet: after a failed attempt, or (`waiting`) a delayed event or a postponement. */
+    backoff: number;
+    /** Of `backoff`, the keys with no failed attempt: waiting for a delayed event or a postponement. */
+    waiting: number;
+    /** When the first of those may run (null: none waits). */
+    waitingUntil: string | null;
+    dead: number;
+    paused: number;
+  };
   /** Changes when the subscription is deleted and created again (deliveries carry it with each batch). */
   incarnation: string;
   /**

@@ -166,6 +166,33 @@ describe("event log", () => {
         ],
       ],
       [400, ["POST", "/streams/bad%20stream/events", { body: { events: [{ name: "Ok", data: {} }] } }]],
+      // delays: not a date, no offset, too far ahead, negative, both at once
+      [400, ["POST", "/streams/s/events", { body: { events: [{ name: "Ok", data: {}, deliverAt: "soon" }] } }]],
+      [
+        400,
+        [
+          "POST",
+          "/streams/s/events",
+          { body: { events: [{ name: "Ok", data: {}, deliverAt: "2027-01-01T10:00:00" }] } },
+        ],
+      ],
+      [
+        400,
+        [
+          "POST",
+          "/streams/s/events",
+          { body: { events: [{ name: "Ok", data: {}, deliverAt: "2099-01-01T00:00:00Z" }] } },
+        ],
+      ],
+      [400, ["POST", "/streams/s/events", { body: { events: [{ name: "Ok", data: {}, delayMs: -1 }] } }]],
+      [
+        400,
+        [
+          "POST",
+          "/streams/s/events",
+          { body: { events: [{ name: "Ok", data: {}, delayMs: 5, deliverAt: "2026-01-01T00:00:00Z" }] } },
+        ],
+      ],
       [400, ["POST", "/streams/..%2F..%2Fetc/events", { body: { events: [{ name: "Ok", data: {} }] } }]],
       [
         415,
@@ -382,6 +409,34 @@ describe("subscriptions, driving and dead letters", () => {
     expect(await nameOf("visitor-wake-2")).toEqual([]);
     expect((await api("POST", `${key}/resume`)).status).toBe(200);
     await eventually(async () => expect(await nameOf("visitor-wake-2")).toEqual([{ name: "Vi" }]));
+  });
+
+  it("a delayed event over HTTP: kept with its time, its key waits (and says so), then it goes", async () => {
+    const stream = "visitor-later-1";
+    const visitor = async () =>
+      (await state.db.query("SELECT name FROM example.visitors WHERE stream = $1", [stream])).rows;
+    const appended = await api("POST", `/streams/${stream}/events`, {
+      body: { events: [{ name: "Registered", data: { name: "Lou" }, delayMs: 4000 }] },
+    });
+    expect(appended.status).toBe(201);
+    const read = await api("GET", `/streams/${stream}`);
+    const deliverAt = Date.parse(read.json.events[0].deliverAt);
+    expect(deliverAt - Date.now()).toBeGreaterThan(2000);
+    await api("POST", "/advance");
+    expect((await api("POST", "/consume/visitor-directory")).status).toBe(204); // nothing due
+    // the page that starts just before it ("visitor-later-0" sorts right before it)
+    const page = await api("GET", "/subscriptions/visitor-directory/keys?after=visitor-later-0&limit=1");
+    const [key] = page.json.keys;
+    expect(key).toMatchObject({ key: stream, status: "backoff", pending: 1, attempts: 0 });
+    expect(Date.parse(key.availableAt)).toBe(deliverAt);
+    expect(key.reason).toMatch(/^waiting until .* for a delayed event/);
+    expect(await visitor()).toEqual([]);
+    // its time comes: the next consume (the cron's, a kick's, or this one) delivers it, not before
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, deliverAt - Date.now())));
+    await eventually(async () => {
+      await api("POST", "/consume/visitor-directory");
+      expect(await visitor()).toEqual([{ name: "Lou" }]);
+    });
   });
 
   it("lists subscriptions with stats, pauses and resumes, pages keys", async () => {

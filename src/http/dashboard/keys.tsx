@@ -69,6 +69,10 @@ export function Keys(props: {
             <b>{num(s.keys.backoff)}</b>
             <span>backoff</span>
           </div>
+          <div class="figure" title="keys waiting for a delayed event or a come-back-later answer (no failed attempt)">
+            <b>{num(s.keys.waiting)}</b>
+            <span>{s.keys.waitingUntil ? `waiting (next ${s.keys.waitingUntil.slice(11, 19)} UTC)` : "waiting"}</span>
+          </div>
           <div class="figure">
             <b>{num(s.keys.dead)}</b>
             <span>dead</span>

@@ -18,7 +18,7 @@ export function subscriptionStats(name?: string): SQL {
       s.skipped_invalid, s.last_skip, s.skipped_dead, s.advance_error, s.advance_error_at, s.incarnation,
       s.start_horizon,
       (SELECT count(*) FROM ${events} e WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position))::bigint AS lag,
-      c.pending, c.ready, c.leased, c.backoff, c.dead, c.paused_keys,
+      c.pending, c.ready, c.leased, c.backoff, c.waiting, c.waiting_until, c.dead, c.paused_keys,
       (SELECT (extract(epoch FROM now() - e.created_at) * 1000)::bigint FROM ${events} e
         WHERE e.position = (
           -- the first queue row at or after (this subscription, 0) in (subscription, position)
@@ -36,6 +36,9 @@ export function subscriptionStats(name?: string): SQL {
         count(*) FILTER (WHERE ${statusFilter.ready})::int AS ready,
         count(*) FILTER (WHERE ${statusFilter.leased})::int AS leased,
         count(*) FILTER (WHERE ${statusFilter.backoff})::int AS backoff,
+        -- of those, the ones with no failed attempt: a delayed event or a postponement
+        count(*) FILTER (WHERE ${statusFilter.backoff} AND k.attempts = 0)::int AS waiting,
+        min(k.available_at) FILTER (WHERE ${statusFilter.backoff} AND k.attempts = 0) AS waiting_until,
         count(*) FILTER (WHERE ${statusFilter.dead})::int AS dead,
         count(*) FILTER (WHERE ${statusFilter.paused})::int AS paused_keys
       FROM ${keys} k
@@ -75,6 +78,8 @@ export interface StatsRow {
   ready: number;
   leased: number;
   backoff: number;
+  waiting: number;
+  waiting_until: Date | string | null;
   dead: number;
   paused_keys: number;
   incarnation: string;
@@ -108,7 +113,15 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
       row.advance_error === null
         ? null
         : { message: row.advance_error, at: new Date(present(row.advance_error_at, "advance_error_at")).toISOString() },
-    keys: { ready: row.ready, leased: row.leased, backoff: row.backoff, dead: row.dead, paused: row.paused_keys },
+    keys: {
+      ready: row.ready,
+      leased: row.leased,
+      backoff: row.backoff,
+      waiting: row.waiting,
+      waitingUntil: row.waiting_until === null ? null : new Date(row.waiting_until).toISOString(),
+      dead: row.dead,
+      paused: row.paused_keys,
+    },
     incarnation: row.incarnation,
     startsAt: row.start_horizon === null ? null : Number(row.start_horizon),
     oldestPendingAgeMs: row.oldest_pending_age_ms === null ? null : Math.max(0, Number(row.oldest_pending_age_ms)),

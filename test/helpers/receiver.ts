@@ -25,9 +25,7 @@ export interface Delivery {
  * half of the body, then waits that long before the rest. A 1xx `status` is sent alone, then
  * the connection ends.
  */
-export type Behaviour = (
-  delivery: Delivery,
-) =>
+export type Behaviour = (delivery: Delivery) =>
   | {
       status?: number;
       body?: unknown;

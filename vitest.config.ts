@@ -23,6 +23,7 @@ export default defineConfig({
             "test/worker/api.worker.test.ts",
             "test/worker/push.worker.test.ts",
             "test/worker/erase.worker.test.ts",
+            "test/worker/doctor.worker.test.ts",
           ],
           env: { CORQ_TEST_RUNTIME: "serve" },
         },

@@ -31,6 +31,8 @@ export const options = {
   "stream-prefix": { type: "string" },
   key: { type: "string" },
   to: { type: "string" },
+  // corq doctor
+  "held-over": { type: "string" },
   // corq dev
   config: { type: "string" },
   port: { type: "string" },
@@ -41,6 +43,7 @@ export const options = {
 
 /** Options only one command reads: anywhere else they are refused, not ignored. */
 export const commandOnlyOptions: Partial<Record<keyof typeof options, string>> = {
+  "held-over": "doctor",
   config: "dev",
   port: "dev",
   "data-dir": "dev",

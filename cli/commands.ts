@@ -3,9 +3,12 @@
 import { CorqHttpError, type CorqClient } from "../src/client.js";
 import type { KeyStatus, StoredEvent } from "../src/types.js";
 import { integer, keyOption, noMore, positional, statuses, UsageError, type Context } from "./arguments.js";
-import { formatTable, formatTime } from "./table.js";
+import { exitCodes } from "./output.js";
+import { formatTable, formatTime, wrap } from "./table.js";
 
-export const commands: Record<string, (ctx: Context) => Promise<void>> = {
+/** A command; the exit code it returns when it finished but has something to say by it (doctor). */
+// biome-ignore lint/suspicious/noConfusingVoidType: most commands return nothing (exit 0)
+export const commands: Record<string, (ctx: Context) => Promise<void | number>> = {
   async stats(ctx) {
     noMore(ctx, 0);
     const stats = await ctx.client.stats();
@@ -149,6 +152,25 @@ export const commands: Record<string, (ctx: Context) => Promise<void>> = {
     );
   },
 
+  async doctor(ctx) {
+    noMore(ctx, 0);
+    const report = await ctx.client.doctor({ heldOverMs: integer(ctx.values["held-over"], { name: "held-over" }) });
+    ctx.print(report, () => {
+      const errors = report.findings.filter((f) => f.severity === "error").length;
+      const warnings = report.findings.length - errors;
+      if (report.findings.length === 0) return "ok: nothing to report";
+      const counted = [plural(errors, "error"), plural(warnings, "warning")].filter(Boolean).join(", ");
+      const blocks = report.findings.map((f) =>
+        [`${f.severity} ${f.code}`, wrap(f.message, { indent: "  " }), wrap(`fix: ${f.fix}`, { indent: "  " })].join(
+          "\n",
+        ),
+      );
+      return [`${report.ok ? "ok" : "not ok"}: ${counted}`, ...blocks].join("\n\n");
+    });
+    // an error finding needs action: a script (a deploy check, a cron) sees it in the exit code
+    return report.ok ? exitCodes.ok : exitCodes.failed;
+  },
+
   async migrate(ctx) {
     noMore(ctx, 0);
     const databaseUrl = ctx.io.env.DATABASE_URL;
@@ -252,6 +274,8 @@ export const commands: Record<string, (ctx: Context) => Promise<void>> = {
     }
   },
 };
+
+const plural = (n: number, word: string) => (n === 0 ? "" : `${n} ${word}${n === 1 ? "" : "s"}`);
 
 /**
  * A cursor about `count` events before the log's head (positions can have gaps — a rolled-back

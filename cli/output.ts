@@ -6,7 +6,7 @@ import { UsageError, type Io } from "./arguments.js";
 /** What the exit code says, for scripts. */
 export const exitCodes = {
   ok: 0,
-  /** the API refused (4xx / 5xx other than below), or the command failed */
+  /** the API refused (4xx / 5xx other than below), or the command failed; doctor: a finding is an error */
   failed: 1,
   /** wrong command line */
   usage: 2,
@@ -45,6 +45,10 @@ Commands (over the HTTP API):
        [--stream-prefix p]
   tokens list                         tokens, never their secrets
   tokens revoke <id>                  refused from the next request on
+  doctor [--held-over ms]             what is wrong with corq's database and what to do: what
+                                      holds the xmin horizon longer than --held-over (60000),
+                                      the schema, subscriptions, vacuum, connections; exit 1
+                                      when a finding is an error (admin)
 
 Commands (over DATABASE_URL):
   migrate                             apply corq's schema to DATABASE_URL (idempotent)
@@ -69,8 +73,8 @@ Options:
   --json           JSON for scripts instead of tables (tail: one event per line)
   -h, --help       this text
 
-Exit codes: 0 done, 1 refused or failed, 2 usage, 3 server unreachable,
-4 unauthorized (401/403), 5 not found (404), 6 conflict (409).
+Exit codes: 0 done, 1 refused or failed (doctor: an error found), 2 usage,
+3 server unreachable, 4 unauthorized (401/403), 5 not found (404), 6 conflict (409).
 `;
 
 export function report(error: unknown, { io, url }: { io: Io; url: string }): number {

@@ -68,8 +68,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     print: (value, table) => io.out.write(`${values.json ? JSON.stringify(value, null, 2) : table()}\n`),
   };
   try {
-    await command(ctx);
-    return exitCodes.ok;
+    return (await command(ctx)) ?? exitCodes.ok;
   } catch (error) {
     return report(error, { io, url });
   }

@@ -1,4 +1,5 @@
-// Tables for people: columns padded to their widest cell, no colours, one line per row.
+// Tables for people: columns padded to their widest cell, no colours, one line per row; and
+// paragraphs wrapped for a terminal.
 
 export function formatTable(header: string[], rows: (string | number)[][]): string {
   if (rows.length === 0) return "(none)";
@@ -31,4 +32,18 @@ export function formatTime(iso: string | null | undefined): string {
   const hh = String(Math.floor(Math.abs(offset) / 60)).padStart(2, "0");
   const mm = String(Math.abs(offset) % 60).padStart(2, "0");
   return `${local}${sign}${hh}:${mm}`;
+}
+
+/** `text` in lines of at most `width` characters (a longer word stands alone), each after `indent`. */
+export function wrap(text: string, { width = 100, indent = "" }: { width?: number; indent?: string } = {}): string {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    if (line && indent.length + line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(line);
+  return lines.map((l) => `${indent}${l}`).join("\n");
 }

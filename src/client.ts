@@ -7,6 +7,8 @@ import type {
   ConsumeResult,
   CreatedToken,
   DeadLetter,
+  DoctorOptions,
+  DoctorReport,
   EventInput,
   KeyState,
   KeyStatus,
@@ -34,6 +36,9 @@ export type {
   Retention,
   RetentionPolicy,
   RetentionRun,
+  DoctorFinding,
+  DoctorOptions,
+  DoctorReport,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -147,6 +152,8 @@ export interface CorqClient {
   setRetention(policy: RetentionPolicy): Promise<Retention>;
   /** One bounded retention pass now (admin). */
   runRetention(): Promise<RetentionRun>;
+  /** What is wrong with corq's database and what to do (admin); `ok` false when a finding is an error. */
+  doctor(options?: DoctorOptions): Promise<DoctorReport>;
   openapi(): Promise<Record<string, unknown>>;
 }
 
@@ -229,6 +236,7 @@ export function createClient(options: ClientOptions): CorqClient {
     retention: async () => call("GET", "/retention"),
     setRetention: async (policy) => call("PUT", "/retention", { body: policy }),
     runRetention: async () => call("POST", "/retention/run"),
+    doctor: async (doctorOptions = {}) => call("GET", "/doctor", { query: { heldOverMs: doctorOptions.heldOverMs } }),
     openapi: async () => call("GET", "/openapi.json"),
   };
 }

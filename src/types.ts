@@ -10,4 +10,5 @@ export type * from "./types/consumeResult.js";
 export type * from "./types/inspection.js";
 export type * from "./types/tokens.js";
 export type * from "./types/retention.js";
+export type * from "./types/doctor.js";
 export type * from "./types/corq.js";

@@ -1,7 +1,10 @@
-// Inspection: keys, dead letters, the activity record (the dashboard's timeline and throughput), metrics.
+// Inspection: keys, dead letters, the activity record (the dashboard's timeline and throughput), metrics,
+// and the doctor (src/doctor.ts).
 import { z } from "zod";
 import { correlationKey, parseOrThrow, subscriptionName } from "../config.js";
 import { CorqError, present } from "../errors.js";
+import { DEFAULT_HELD_OVER_MS, diagnose } from "../doctor.js";
+import { migrations } from "../db/migrations.js";
 import {
   ACTIVITY_KEPT_MS,
   ackedPerBucket,
@@ -15,6 +18,17 @@ import {
 } from "../sql/activity/activity.js";
 import { toStoredEvent, type EventRow } from "../sql/common/eventColumns.js";
 import { listBatchDurations, type BatchDurationRow } from "../sql/inspect/batchDurations.js";
+import {
+  appliedMigrations,
+  heldHorizons,
+  serverState,
+  subscriptionHealth,
+  tableVacuum,
+  type HeldHorizonRow,
+  type ServerStateRow,
+  type SubscriptionHealthRow,
+  type TableVacuumRow,
+} from "../sql/inspect/doctor.js";
 import { listDeadLetters, toDeadLetter, type DeadLetterRow } from "../sql/inspect/listDeadLetters.js";
 import { listKeys, toKeyState, type KeyRow } from "../sql/inspect/listKeys.js";
 import { logPosition, subscriptionStats, type StatsRow } from "../sql/inspect/subscriptionStats.js";
@@ -69,6 +83,14 @@ const timelineOptions = z.object({
     .default(300_000),
   maxKeys: z.number().int().min(1).max(200).default(40),
 });
+const doctorOptions = z.object({
+  heldOverMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(366 * 24 * HOUR_MS)
+    .default(DEFAULT_HELD_OVER_MS),
+});
 /** Bars of the timeline: at most this many slots across the window, and this many bars in all. */
 const TIMELINE_SLOTS = 300;
 const TIMELINE_BARS = 10_000;
@@ -92,6 +114,7 @@ export function createInspection({
   | "logTail"
   | "timeline"
   | "metrics"
+  | "doctor"
 > {
   const keyPage: Corq["keyPage"] = async (name, keyOpts = {}) => {
     parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
@@ -208,6 +231,39 @@ export function createInspection({
           seconds: Number(r.seconds),
         })),
       };
+    },
+
+    async doctor(doctorOpts = {}) {
+      const { heldOverMs } = parseOrThrow(doctorOptions, doctorOpts, "invalid_input", "options");
+      const db = await executor();
+      // rare statements: planned each time, never kept prepared on a connection
+      const once = { prepare: false } as const;
+      const [horizons, applied, tables, [server]] = await Promise.all([
+        db.run<HeldHorizonRow>(heldHorizons(heldOverMs), once),
+        db.run<{ tag: string }>(appliedMigrations(), once).then(
+          (rows) => rows.map((row) => row.tag),
+          (error: unknown) => {
+            // never migrated: that is the finding
+            if ((error as { code?: unknown }).code === "42P01") return null;
+            throw error;
+          },
+        ),
+        db.run<TableVacuumRow>(tableVacuum(), once),
+        db.run<ServerStateRow>(serverState(), once),
+      ]);
+      const known = migrations.map((m) => m.tag);
+      // the subscriptions' columns are there only when every migration of this corq is
+      const current = applied !== null && known.every((tag) => applied.includes(tag));
+      const subscriptions = current ? await db.run<SubscriptionHealthRow>(subscriptionHealth(), once) : null;
+      return diagnose({
+        horizons,
+        applied,
+        known,
+        subscriptions,
+        code: new Set(settings.code.keys()),
+        tables,
+        server: present(server, "the server state row"),
+      });
     },
   };
 }

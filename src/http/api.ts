@@ -11,6 +11,7 @@ import {
   count,
   deadLettersQuery,
   dispatchHeaders,
+  doctorQuery,
   keysQuery,
   logQuery,
   releaseBody,
@@ -388,6 +389,12 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
       "content-type": "text/plain; version=0.0.4; charset=utf-8",
     }),
   );
+
+  // What is wrong and what to do (src/doctor.ts); 200 whatever it finds: `ok` says.
+  app.get("/doctor", requireScope("admin"), async (c) => {
+    const { heldOverMs } = query(c, doctorQuery);
+    return c.json(await c.var.corq().doctor({ heldOverMs }));
+  });
 
   return app;
 }

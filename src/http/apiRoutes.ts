@@ -260,6 +260,16 @@ export const apiRoutes: ApiRoute[] = [
     answers: { 200: { description: "Prometheus text", schema: z.string(), type: "text/plain" } },
   },
   {
+    method: "get",
+    path: "/doctor",
+    summary:
+      "What is wrong with corq's database and what to do: a held xmin horizon, the schema, subscriptions, vacuum, connections (docs/operations.md)",
+    tag: "health",
+    access: "admin",
+    query: s.doctorQuery,
+    answers: { 200: { description: "the findings; ok: none is an error", schema: s.doctorReport } },
+  },
+  {
     method: "post",
     path: "/advance",
     summary: "Move the log into the subscriptions' queues now",

@@ -109,6 +109,14 @@ export const tokenBody = tokenInput;
 /** PUT /retention */
 export const retentionBody = retentionInput;
 
+/** GET /doctor (the library's bound: 366 days) */
+export const doctorQuery = z.object({
+  heldOverMs: count
+    .refine((n) => n <= 366 * 86_400_000, "at most 366 days (31622400000 ms)")
+    .optional()
+    .describe("how long the xmin horizon may be held before it is a finding, in ms (default 60000)"),
+});
+
 /** PUT /subscriptions/:name (validated by corq.putSubscription with this schema). */
 export const subscriptionBody = pushSubscriptionInput;
 
@@ -259,6 +267,44 @@ export const retentionRun = z.object({
   done: z
     .boolean()
     .describe("false: the pass stopped at its bound with more to remove (the cron goes on; or call again)"),
+});
+
+const severity = z.enum(["error", "warning"]);
+export const doctorFinding = z.looseObject({
+  severity: severity.describe("error: something corq needs stops, act now; warning: worth a look"),
+  code: z.enum([
+    "horizon_held",
+    "sessions_hidden",
+    "schema_missing",
+    "schema_behind",
+    "schema_too_new",
+    "advance_failing",
+    "advance_behind",
+    "delivery_behind",
+    "dead_keys",
+    "subscription_orphaned",
+    "autovacuum_off",
+    "vacuum_behind",
+    "connections_near_limit",
+  ]),
+  message: z.string().describe("what is wrong, in words"),
+  fix: z.string().describe("what to do"),
+  pid: z
+    .number()
+    .int()
+    .nullable()
+    .optional()
+    .describe("horizon_held: the backend (null: a prepared transaction or a slot)"),
+  ageMs: z.number().int().nullable().optional().describe("horizon_held: how long it has held the horizon"),
+  holdsAdvance: z.boolean().optional().describe("horizon_held: it has a transaction id and stops every advance"),
+  subscription: z.string().optional(),
+  table: z.string().nullable().optional(),
+});
+export const doctorReport = z.object({
+  ok: z.boolean().describe("no finding is an error"),
+  findings: z
+    .array(doctorFinding)
+    .describe("errors first; each with the fields of what it is about (docs/operations.md)"),
 });
 
 export const advanced = z.object({ advanced: z.record(z.string(), z.number().int()) });

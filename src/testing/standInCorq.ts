@@ -46,6 +46,7 @@ const methods: Record<keyof Corq, true> = {
   logTail: true,
   timeline: true,
   metrics: true,
+  doctor: true,
   createToken: true,
   listTokens: true,
   revokeToken: true,

@@ -29,6 +29,7 @@ import type {
 } from "./inspection.js";
 import type { CreatedToken, TokenInfo } from "./tokens.js";
 import type { Retention, RetentionPolicy, RetentionRun } from "./retention.js";
+import type { DoctorOptions, DoctorReport } from "./doctor.js";
 
 /**
  * Computes the correlation key of an event in JS; null/undefined = the event does not match.
@@ -354,6 +355,13 @@ export interface Corq<E extends EventMap = AnyEvents> {
   timeline(options?: { subscription?: string; sinceMs?: number; maxKeys?: number }): Promise<TimelineData>;
   /** What GET /metrics shows (src/metrics.ts renders it as Prometheus text): 3 statements. */
   metrics(): Promise<MetricsSnapshot>;
+  /**
+   * What is wrong with corq's database, and what to do (GET /doctor, `corq doctor`): what holds
+   * the xmin horizon longer than `heldOverMs` (a minute), the schema against this code's, each
+   * subscription's advance, delivery, dead keys and code, vacuum on corq's tables, connection
+   * headroom. `ok`: no finding is an error. 5 statements, catalog views and index probes.
+   */
+  doctor(options?: DoctorOptions): Promise<DoctorReport>;
   /**
    * Creates a scoped API token (docs/http-api.md, "Tokens"). The secret (`token`) is returned
    * here only: the database keeps its SHA-256. `streamPrefix` limits appends (needs `append`,

@@ -109,6 +109,18 @@ describe("answers against the OpenAPI document", () => {
     expect((await call("POST", "/dead-letters/retry", { body: { subscription: "nope" } })).status).toBe(404);
     expect((await call("GET", "/stats")).status).toBe(200);
     expect((await call("GET", "/metrics")).status).toBe(200);
+    // a transaction held open: the answer has a finding to check against the document
+    const held = await state.db.connect();
+    try {
+      await held.query("BEGIN");
+      await held.query("SELECT pg_current_xact_id()");
+      const doctor = await call("GET", "/doctor?heldOverMs=0");
+      expect(doctor.json.findings.map((f: { code: string }) => f.code)).toContain("horizon_held");
+    } finally {
+      await held.query("ROLLBACK");
+      held.release();
+    }
+    expect((await call("GET", "/doctor?heldOverMs=soon")).status).toBe(400);
     expect((await call("POST", "/advance")).status).toBe(200);
     expect((await call("POST", "/dispatch")).status).toBe(200);
     expect([200, 204]).toContain((await call("POST", "/consume/visitor-directory")).status);

@@ -231,6 +231,7 @@ const endpoints: Endpoint[] = [
     allowed: [200],
   },
   { route: "GET /stats", scope: "read", path: () => "/stats", allowed: [200] },
+  { route: "GET /doctor", scope: "admin", path: () => "/doctor", allowed: [200] },
   { route: "GET /metrics", scope: "read", path: () => "/metrics", allowed: [200] },
   {
     route: "POST /tokens",

@@ -86,6 +86,8 @@ export interface PushSubscriptionConfig {
   maxAttempts?: number;
   backoff?: { initialMs?: number; maxMs?: number; factor?: number };
   leaseMs?: number;
+  /** At most this many keys in flight at once, across every consumer (null or absent: no cap). */
+  maxLeasedKeys?: number | null;
 }
 
 export interface Stats {

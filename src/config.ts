@@ -250,6 +250,8 @@ export const subscriptionSettings = z.object({
   maxAttempts: z.number().int().min(1).max(1000).default(5),
   leaseMs: z.number().int().min(10).max(3_600_000).default(30_000),
   backoff: backoff.default({ initialMs: 1000, maxMs: 300_000, factor: 2 }),
+  // at most this many keys leased at once across every consumer (docs/flow-control.md); null: no cap
+  maxLeasedKeys: z.number().int().min(1).max(100_000).nullable().default(null),
 });
 
 /** PUT /subscriptions/:name — a push subscription (the name comes from the path). */
@@ -294,6 +296,7 @@ export interface Subscription {
   maxAttempts: number;
   leaseMs: number;
   backoff: { initialMs: number; maxMs: number; factor: number };
+  maxLeasedKeys: number | null;
   /** The handler's writes commit with the ack (SubscriptionDefinition.transactional). */
   transactional: boolean;
   /** Its schemas by event name (SubscriptionDefinition.schemas): null when it has none. */

@@ -30,9 +30,9 @@ import {
   type TableVacuumRow,
 } from "../sql/inspect/doctor.js";
 import { listDeadLetters, toDeadLetter, type DeadLetterRow } from "../sql/inspect/listDeadLetters.js";
-import { listKeys, toKeyState, type KeyRow } from "../sql/inspect/listKeys.js";
+import { keysInFlight, listKeys, toKeyState, type KeyRow } from "../sql/inspect/listKeys.js";
 import { logPosition, subscriptionStats, type StatsRow } from "../sql/inspect/subscriptionStats.js";
-import type { BatchRecord, Corq } from "../types.js";
+import type { BatchRecord, Corq, KeyState } from "../types.js";
 import { limit, type PartDeps } from "./options.js";
 import { describeSubscription, type KnownSubscription } from "./subscriptions.js";
 
@@ -116,13 +116,20 @@ export function createInspection({
   | "metrics"
   | "doctor"
 > {
+  // the keys in flight are read (one more statement) only for a page with a ready key of a capped subscription
+  const keyStates = async (name: string, rows: KeyRow[]): Promise<KeyState[]> => {
+    const capped = rows.some((row) => row.max_leased_keys !== null && row.status === "ready");
+    const [slots] = capped ? await (await executor()).run<{ in_flight: number }>(keysInFlight(name)) : [];
+    return rows.map((row) => toKeyState(row, slots?.in_flight));
+  };
+
   const keyPage: Corq["keyPage"] = async (name, keyOpts = {}) => {
     parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
     const parsed = parseOrThrow(keysOptions, keyOpts, "invalid_input", "options");
     // one row more than the page: whether a next page exists, without an empty last page
     const rows = await (await executor()).run<KeyRow>(listKeys(name, { ...parsed, limit: parsed.limit + 1 }));
     if (rows.length === 0) await knownSubscription(name); // empty page, or no such subscription?
-    const keys = rows.slice(0, parsed.limit).map(toKeyState);
+    const keys = await keyStates(name, rows.slice(0, parsed.limit));
     return { keys, next: rows.length > parsed.limit ? (keys.at(-1)?.key ?? null) : null };
   };
 
@@ -137,7 +144,7 @@ export function createInspection({
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
       parseOrThrow(correlationKey, key, "invalid_input", "key");
       const [row] = await (await executor()).run<KeyRow>(listKeys(name, { only: key, limit: 1 }));
-      if (row) return toKeyState(row);
+      if (row) return present((await keyStates(name, [row]))[0], "the key's state");
       await knownSubscription(name);
       throw new CorqError("unknown_key", `subscription "${name}" has no key "${key}"`);
     },

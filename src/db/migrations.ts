@@ -183,5 +183,12 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"queue\" ADD COLUMN \"deliver_at\" timestamp with time zone;",
       "CREATE INDEX \"queue_delayed_idx\" ON \"corq\".\"queue\" USING btree (\"subscription_id\",\"key\",\"seq\") WHERE deliver_at IS NOT NULL;"
     ]
+  },
+  {
+    "tag": "0018_leased_keys_cap",
+    "statements": [
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"max_leased_keys\" integer;",
+      "-- maxLeasedKeys: how many more keys a claim of subscription `subscription` may lease now, under\n-- `cap`. Claims of a capped subscription take turns (a transaction-scoped advisory lock, held to\n-- the end of the claim's statement), and the leases are counted AFTER the turn came: a VOLATILE\n-- function's queries each take a fresh snapshot (READ COMMITTED), so the count sees every lease\n-- the claims before it committed — the claim statement's own snapshot, taken before it waited,\n-- would not, and two claims could each see room for the same last slot. Leases are counted up to\n-- `cap` in the ready index's order (a leased key's available_at is its lease's end), then among\n-- the paused keys.\nCREATE FUNCTION \"corq\".\"lease_room\"(\"subscription\" integer, \"cap\" integer) RETURNS integer LANGUAGE plpgsql VOLATILE AS $$\nDECLARE\n  leased integer;\nBEGIN\n  PERFORM pg_advisory_xact_lock(736420201, \"subscription\");\n  SELECT count(*) INTO leased FROM (\n    (SELECT 1 FROM \"corq\".\"keys\" k WHERE k.subscription_id = \"subscription\" AND (k.last_seq < k.replay_seq) IS FALSE\n       AND k.available_at > clock_timestamp() AND k.paused_at IS NULL AND k.lease_until > clock_timestamp()\n     ORDER BY k.available_at LIMIT \"cap\")\n    UNION ALL\n    (SELECT 1 FROM \"corq\".\"keys\" k WHERE k.subscription_id = \"subscription\" AND (k.last_seq < k.replay_seq) IS TRUE\n       AND k.available_at > clock_timestamp() AND k.paused_at IS NULL AND k.lease_until > clock_timestamp()\n     ORDER BY k.available_at LIMIT \"cap\")\n    UNION ALL\n    -- a key paused while its batch runs is still in flight (the paused keys' own small index)\n    (SELECT 1 FROM \"corq\".\"keys\" k WHERE k.subscription_id = \"subscription\" AND k.paused_at IS NOT NULL\n       AND k.lease_until > clock_timestamp() LIMIT \"cap\")\n  ) c;\n  RETURN greatest(0, \"cap\" - leased);\nEND $$;"
+    ]
   }
 ];

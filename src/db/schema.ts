@@ -82,6 +82,9 @@ export const subscriptions = corqSchema.table("subscriptions", {
   backoffMaxMs: integer("backoff_max_ms").notNull(),
   backoffFactor: doublePrecision("backoff_factor").notNull(),
   leaseMs: integer("lease_ms").notNull(),
+  // At most this many keys of the subscription leased at once, across every consumer and
+  // isolate (claimBatch.ts, corq.lease_room); null: no cap.
+  maxLeasedKeys: integer("max_leased_keys"),
   deliver: jsonb("deliver"),
   paused: boolean("paused").notNull().default(false),
   watermarkTx: xid8("watermark_tx").notNull(),

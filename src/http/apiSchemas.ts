@@ -172,6 +172,7 @@ export const subscription = z.object({
   maxAttempts: z.number().int(),
   leaseMs: z.number().int(),
   backoff: z.object({ initialMs: z.number().int(), maxMs: z.number().int(), factor: z.number() }),
+  maxLeasedKeys: z.number().int().nullable().describe("at most this many keys leased at once (null: no cap)"),
   deliver: z.object({ url: z.string(), timeoutMs: z.number().int() }).optional(),
   paused: z.boolean(),
   watermark: z.number().int(),

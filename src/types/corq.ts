@@ -120,6 +120,12 @@ export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extend
   leaseMs?: number;
   backoff?: { initialMs?: number; maxMs?: number; factor?: number };
   /**
+   * At most this many keys of the subscription in flight (leased) at once, across every
+   * consumer, process and isolate — a downstream that takes n parallel writers. Keys over the
+   * cap wait, ready, without an attempt counted (docs/flow-control.md). Default: no cap.
+   */
+  maxLeasedKeys?: number | null;
+  /**
    * The handler's writes through `ctx.tx` (and `ctx.run`) commit in the same transaction as the
    * ack of its batch: effects exactly once. Each such batch holds one connection (on Workers and
    * with driver "neon-http": a session opened for it) from the handler's start to its commit.

@@ -34,6 +34,8 @@ export interface SubscriptionStats {
   maxAttempts: number;
   leaseMs: number;
   backoff: { initialMs: number; maxMs: number; factor: number };
+  /** At most this many keys leased at once, across every consumer (null: no cap). */
+  maxLeasedKeys: number | null;
   /** Push subscriptions: where batches are POSTed (the secret is never shown again). */
   deliver?: { url: string; timeoutMs: number };
   paused: boolean;

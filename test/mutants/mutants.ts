@@ -59,8 +59,8 @@ export const mutants: Mutant[] = [
     name: "advance: a dead key made ready by its next events (it stays dead until retried or skipped)",
     edits: one(
       "src/sql/advance/advanceSubscription.ts",
-      "available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN now() ELSE k.available_at END",
-      "available_at = CASE WHEN k.available_at IS NULL THEN now() ELSE k.available_at END",
+      "available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN excluded.available_at",
+      "available_at = CASE WHEN k.available_at IS NULL THEN excluded.available_at",
     ),
     tests: ["test/consumers.int.test.ts"],
   },
@@ -208,7 +208,7 @@ export const mutants: Mutant[] = [
     name: "erase: an ack lowers pending by the batch's size (an erased event counted twice)",
     edits: one(
       "src/sql/consume/ackBatch.ts",
-      "pending = k.pending - (SELECT count(*) FROM removed),\n        available_at = CASE WHEN k.pending - (SELECT count(*) FROM removed) > 0",
+      "pending = k.pending - (SELECT count(*) FROM removed),\n        -- more queued: ready at once, or when its next event may be delivered (a delayed one)\n        available_at = CASE WHEN k.pending - (SELECT count(*) FROM removed) > 0",
       "pending = k.pending - ${count},\n        available_at = CASE WHEN k.pending - ${count} > 0",
     ),
     tests: ["test/erase.int.test.ts"],
@@ -217,7 +217,7 @@ export const mutants: Mutant[] = [
     name: "erase: a drain's ack lowers pending by the batch's size",
     edits: one(
       "src/sql/consume/settleKeys.ts",
-      "pending = k.pending - coalesce(r.n, 0),\n        available_at = CASE WHEN k.pending - coalesce(r.n, 0) > 0",
+      "pending = k.pending - coalesce(r.n, 0),\n        -- more queued: ready at once, or when its next event may be delivered (a delayed one)\n        available_at = CASE WHEN k.pending - coalesce(r.n, 0) > 0",
       "pending = k.pending - f.count,\n        available_at = CASE WHEN k.pending - f.count > 0",
     ),
     tests: ["test/erase.int.test.ts"],
@@ -249,8 +249,8 @@ export const mutants: Mutant[] = [
     name: "erase: a key given back with nothing queued is made ready (claimed for nothing again)",
     edits: one(
       "src/sql/consume/releaseLease.ts",
-      "available_at = CASE WHEN pending > 0 THEN ${lockedNow} END",
-      "available_at = ${lockedNow}",
+      "available_at = CASE WHEN pending > 0 THEN greatest(",
+      "available_at = CASE WHEN true THEN greatest(",
     ),
     tests: ["test/erase.int.test.ts"],
   },
@@ -705,11 +705,18 @@ export const mutants: Mutant[] = [
   },
   {
     name: "settle: fence against the statement's start (now()), not each key's lock",
-    edits: one(
-      "src/sql/consume/settleKeys.ts",
-      "i.head_position, ${lockedNow} AS at\n      FROM locked l JOIN settle i ON i.key = l.key\n      WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
-      "i.head_position, now() AS at\n      FROM locked l JOIN settle i ON i.key = l.key\n      WHERE l.lease_token = i.token AND l.lease_until > now()",
-    ),
+    edits: [
+      {
+        file: "src/sql/consume/settleKeys.ts",
+        search: "i.head_position, i.postpone_ms, l.postponed, ${lockedNow} AS at,",
+        replace: "i.head_position, i.postpone_ms, l.postponed, now() AS at,",
+      },
+      {
+        file: "src/sql/consume/settleKeys.ts",
+        search: "WHERE l.lease_token = i.token AND l.lease_until > ${lockedNow}",
+        replace: "WHERE l.lease_token = i.token AND l.lease_until > now()",
+      },
+    ],
     tests: ["test/lockWaits.int.test.ts"],
   },
   {
@@ -1216,8 +1223,8 @@ export const mutants: Mutant[] = [
     name: "idle keys: a key row the advance creates numbers from 1, not from the floor",
     edits: one(
       "src/sql/advance/advanceSubscription.ts",
-      "count(*), moved.key_seq_floor + count(*), now()",
-      "count(*), count(*), now()",
+      "SELECT moved.id, key, count(*), moved.key_seq_floor + count(*),",
+      "SELECT moved.id, key, count(*), count(*),",
     ),
     tests: ["test/idleKeys.int.test.ts"],
   },
@@ -1225,8 +1232,8 @@ export const mutants: Mutant[] = [
     name: "idle keys: the advance reads the floor with its snapshot, not from the row it locked",
     edits: one(
       "src/sql/advance/advanceSubscription.ts",
-      "count(*), moved.key_seq_floor + count(*), now()",
-      "count(*), (SELECT key_seq_floor FROM corq.subscriptions WHERE id = moved.id) + count(*), now()",
+      "SELECT moved.id, key, count(*), moved.key_seq_floor + count(*),",
+      "SELECT moved.id, key, count(*), (SELECT key_seq_floor FROM corq.subscriptions WHERE id = moved.id) + count(*),",
     ),
     tests: ["test/idleKeys.int.test.ts"],
   },
@@ -1812,5 +1819,37 @@ export const mutants: Mutant[] = [
       "if (later) return later;",
     ),
     tests: ["test/postpone.int.test.ts"],
+  },
+  {
+    name: "cap: maxLeasedKeys ignored by the claim",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "ELSE corq.lease_room(sub.id, sub.max_leased_keys) END AS n",
+      "ELSE 1000 END AS n",
+    ),
+    tests: ["test/leasedKeysCap.int.test.ts"],
+  },
+  {
+    name: "cap: claims of a capped subscription do not take turns (leases counted on a stale snapshot)",
+    edits: one("src/db/migrations.ts", 'PERFORM pg_advisory_xact_lock(736420201, \\"subscription\\");', ""),
+    tests: ["test/leasedKeysCap.int.test.ts"],
+  },
+  {
+    name: "cap: keys over the cap not explained in the keys view",
+    edits: one(
+      "src/sql/inspect/listKeys.ts",
+      "if (row.max_leased_keys !== null && inFlight !== undefined && inFlight >= row.max_leased_keys)",
+      "if (false)",
+    ),
+    tests: ["test/leasedKeysCap.int.test.ts"],
+  },
+  {
+    name: "cap: the leases counted on the claim statement's snapshot (a STABLE function)",
+    edits: one(
+      "src/db/migrations.ts",
+      "RETURNS integer LANGUAGE plpgsql VOLATILE AS",
+      "RETURNS integer LANGUAGE plpgsql STABLE AS",
+    ),
+    tests: ["test/leasedKeysCap.int.test.ts"],
   },
 ];

@@ -40,6 +40,8 @@ export interface ClaimRow extends Partial<EventRow> {
  *            ties (keys made ready by one advance) go by key, so the order is total; live
  *            keys go before replaying ones (a replay takes what live traffic leaves), at most
  *            `replayLimit` replaying ones are taken (pickKeys), and a paused key is never picked;
+ *   room     with maxLeasedKeys, how many of the picked keys may be leased (the rest stay as
+ *            they were: the subscription is at its cap);
  *   claimed  for each key its own fresh lease token, and available_at = lease_until, so the
  *            key is claimable again exactly when its lease expires (a crashed consumer loses
  *            nothing); the lease records its holder and when it began. Each lease starts when
@@ -108,10 +110,25 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
   return sql`
     WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
     sub AS (
-      SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation FROM ${subscriptions}
+      SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation, max_leased_keys FROM ${subscriptions}
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
     ${pickKeys(limit, replayLimit, settle !== undefined)},
+    -- maxLeasedKeys: how many of the picked keys may be leased (the first ones in pick order);
+    -- for a capped subscription the claims take turns and count the live leases then
+    -- (corq.lease_room, drizzle/0018). After the settlements: those lock their keys first.
+    room AS (
+      SELECT CASE WHEN sub.max_leased_keys IS NULL THEN ${limit}
+        ELSE corq.lease_room(sub.id, sub.max_leased_keys) END AS n
+      FROM sub ${settle ? sql`WHERE (SELECT count(*) FROM settled) >= 0` : sql``}
+    ),
+    taken AS (
+      -- a key that dies here takes no lease, so no turn
+      SELECT * FROM (
+        SELECT pick.*, row_number() OVER (PARTITION BY pick.dies ORDER BY pick.replaying, pick.waited_since, pick.key) AS turn
+        FROM pick) p
+      WHERE p.dies OR p.turn <= coalesce((SELECT n FROM room), 0)
+    ),
     claimed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + pick.expired::int,
@@ -125,10 +142,10 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
             AND q.seq > k.last_seq
           ORDER BY q.seq LIMIT 1) ELSE k.failed_position END,
         lease_holder = CASE WHEN NOT pick.dies THEN ${holder ?? null}::text END, leased_at = pick.locked_at
-      FROM pick, sub
+      FROM taken pick, sub
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
         -- the picked rows by primary key: a join alone may be planned as a scan of every key row
-        AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM pick ORDER BY key))
+        AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM taken ORDER BY key))
       RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq, k.erased, pick.replaying,
                 ${firstHeldSeq({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`k.last_seq`, at: sql`pick.locked_at` })} AS held_from,
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
@@ -185,6 +202,7 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQ
              -- (never dead on nothing: an erasure may have emptied the key under its lease)
              (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts AND k.pending > 0) AS dies,
              k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from,
+             k.available_at AS waited_since,
              ${sql.raw(String(replaying))} AS replaying
       FROM ${keys} k, sub
       -- scalar subqueries, not a join: the planner then walks the partial index in

@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { keys, subscriptions } from "../../db/schema.js";
 import type { KeyState, KeyStatus } from "../../types.js";
 import { MAX_POSTPONEMENTS } from "../../config.js";
+import { leasedKeysUpTo } from "../consume/leasedKeys.js";
 
 /**
  * The derived status of key row `k` (see the keys table in db/schema.ts). One status per key:
@@ -63,7 +64,8 @@ export function listKeys(
       k.failed_position, k.dead_at, k.paused_at, k.lease_until, k.lease_holder, k.leased_at, k.seq, k.postponed,
       (k.last_seq < k.replay_seq) AS replaying, now() AS now,
       (SELECT max_attempts FROM ${subscriptions} WHERE name = ${subscription}) AS max_attempts,
-      (SELECT paused FROM ${subscriptions} WHERE name = ${subscription}) AS subscription_paused
+      (SELECT paused FROM ${subscriptions} WHERE name = ${subscription}) AS subscription_paused,
+      (SELECT max_leased_keys FROM ${subscriptions} WHERE name = ${subscription}) AS max_leased_keys
     FROM ${keys} k
     WHERE k.subscription_id = (SELECT id FROM ${subscriptions} WHERE name = ${subscription})
       ${options.status ? sql`AND ${pageFilter(options.status)}` : sql``}
@@ -93,12 +95,24 @@ export interface KeyRow {
   replaying: boolean;
   max_attempts: number;
   subscription_paused: boolean;
+  max_leased_keys: number | null;
   now: Date;
 }
 
 const iso = (at: Date | string | null) => (at === null ? null : new Date(at).toISOString());
 
-export function toKeyState(row: KeyRow): KeyState {
+/**
+ * A capped subscription's keys in flight, up to its maxLeasedKeys (no row without a cap): read
+ * apart from the page, and only when the page has a ready key to explain (keysInFlight).
+ */
+export function keysInFlight(subscription: string): SQL {
+  return sql`
+    SELECT ${leasedKeysUpTo(sql`s.id`, sql`s.max_leased_keys`)} AS in_flight
+    FROM ${subscriptions} s WHERE s.name = ${subscription} AND s.max_leased_keys IS NOT NULL`;
+}
+
+/** `inFlight`: keysInFlight's count, when read (a ready key of a capped subscription may wait for a slot). */
+export function toKeyState(row: KeyRow, inFlight?: number): KeyState {
   const leased =
     row.status === "leased" ||
     (row.status === "paused" && row.lease_until !== null && new Date(row.lease_until) > new Date(row.now));
@@ -113,12 +127,12 @@ export function toKeyState(row: KeyRow): KeyState {
     seq: Number(row.seq),
     ...(row.paused_at !== null ? { pausedSince: new Date(row.paused_at).toISOString() } : {}),
     ...(leased ? { holder: row.lease_holder, leasedSince: iso(row.leased_at), leasedUntil: iso(row.lease_until) } : {}),
-    reason: reasonOf(row, leased),
+    reason: reasonOf(row, leased, inFlight),
   };
 }
 
 /** Why a key is not running (or what it is doing), in words: the keys API and the dashboard show it. */
-function reasonOf(row: KeyRow, leased: boolean): string {
+function reasonOf(row: KeyRow, leased: boolean, inFlight: number | undefined): string {
   const error = row.last_error === null ? "" : `: ${row.last_error}`;
   const lease = `leased by ${row.lease_holder ?? "an unknown holder"} since ${iso(row.leased_at) ?? "?"} (until ${iso(row.lease_until)})`;
   switch (row.status) {
@@ -136,6 +150,8 @@ function reasonOf(row: KeyRow, leased: boolean): string {
       return `in backoff until ${iso(row.available_at)} (attempt ${row.attempts} of ${row.max_attempts} failed${error})`;
     case "ready":
       if (row.subscription_paused) return "the subscription is paused";
+      if (row.max_leased_keys !== null && inFlight !== undefined && inFlight >= row.max_leased_keys)
+        return `ready since ${iso(row.available_at)}, waiting for a slot: ${inFlight} keys in flight, the subscription's maxLeasedKeys`;
       return `ready since ${iso(row.available_at)}, waiting for a consumer${row.replaying ? " (replaying: after the live keys)" : ""}${row.attempts > 0 ? `; attempt ${row.attempts + 1} of ${row.max_attempts} next${error}` : ""}`;
     default:
       return "idle: nothing queued";

@@ -22,17 +22,17 @@ export function putSubscription(
   const d = settings;
   return sql`
     INSERT INTO ${subscriptions} AS s (name, kind, events, streams, key, "from", batch_size, max_attempts, lease_ms,
-      backoff_initial_ms, backoff_max_ms, backoff_factor, deliver, watermark_tx, watermark_position)
+      backoff_initial_ms, backoff_max_ms, backoff_factor, max_leased_keys, deliver, watermark_tx, watermark_position)
     VALUES (${d.name}, 'push', ${sql.param(d.events)}::text[], ${d.streams === null ? null : sql.param(d.streams)}::text[],
       ${d.key}, ${d.from}, ${d.batchSize}, ${d.maxAttempts},
-      ${d.leaseMs}, ${d.backoff.initialMs}, ${d.backoff.maxMs}, ${d.backoff.factor},
+      ${d.leaseMs}, ${d.backoff.initialMs}, ${d.backoff.maxMs}, ${d.backoff.factor}, ${d.maxLeasedKeys}::int,
       ${JSON.stringify({ ...deliver, secret: secret.given ?? secret.generated })}::jsonb,
       CASE WHEN ${d.from} = 'now' THEN pg_snapshot_xmin(pg_current_snapshot()) ELSE '0'::xid8 END, 0)
     ON CONFLICT (name) DO UPDATE SET
       events = excluded.events, streams = excluded.streams, key = excluded.key, batch_size = excluded.batch_size,
       max_attempts = excluded.max_attempts, lease_ms = excluded.lease_ms,
       backoff_initial_ms = excluded.backoff_initial_ms, backoff_max_ms = excluded.backoff_max_ms,
-      backoff_factor = excluded.backoff_factor,
+      backoff_factor = excluded.backoff_factor, max_leased_keys = excluded.max_leased_keys,
       deliver = ${JSON.stringify(deliver)}::jsonb
         || jsonb_build_object('secret', coalesce(${secret.given ?? null}::text, s.deliver->>'secret')),
       updated_at = now()

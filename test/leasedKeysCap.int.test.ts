@@ -1,0 +1,130 @@
+// maxLeasedKeys (API.md "Flow control"; docs/flow-control.md): at most n keys of a subscription
+// in flight at once across every consumer — several corq instances (as several processes or
+// isolates are), on both consumer paths (consume, and drains claiming several keys per
+// statement); keys over the cap wait ready, no attempt counted, and the keys view says why.
+// Without a cap the same load runs more keys at once (the check can see an overlap).
+import { describe, expect, it } from "vitest";
+import { CorqError, type DeliveredEvent, type HandlerContext, type SubscriptionDefinition } from "../src/index.js";
+import { sleep, useCorq } from "./helpers/corq.js";
+import { waitingOnLock } from "./helpers/waitingOnLock.js";
+
+const open = useCorq();
+
+function slowRecorder() {
+  const state = { inFlight: 0, most: 0, seen: new Map<string, number[]>() };
+  const handle = async (events: DeliveredEvent[], ctx: HandlerContext) => {
+    state.inFlight++;
+    state.most = Math.max(state.most, state.inFlight);
+    try {
+      await sleep(40);
+      const seen = state.seen.get(ctx.key) ?? [];
+      for (const e of events) seen.push((e.data as { n: number }).n);
+      state.seen.set(ctx.key, seen);
+    } finally {
+      state.inFlight--;
+    }
+  };
+  return { state, handle };
+}
+
+async function load(corq: { append: (s: string, e: { name: string; data: { n: number } }[]) => Promise<unknown> }) {
+  for (let k = 0; k < 12; k++)
+    await corq.append(`k${k}`, [
+      { name: "E", data: { n: 1 } },
+      { name: "E", data: { n: 2 } },
+    ]);
+}
+
+const paths = {
+  consume: (corq: { consume: (s: string) => Promise<unknown> }) => corq.consume("s"),
+  drain: (corq: { drain: (s: string, o: object) => Promise<unknown> }) =>
+    corq.drain("s", { keysPerClaim: 4, budgetMs: 10_000 }),
+};
+
+describe.each(Object.entries(paths))("maxLeasedKeys (%s)", (_path, run) => {
+  for (const cap of [2, null]) {
+    it(`${cap === null ? "without a cap, more keys run at once" : `never more than ${cap} keys in flight`}, across 4 instances`, async () => {
+      const { state, handle } = slowRecorder();
+      const definition: SubscriptionDefinition = { name: "s", batchSize: 1, maxLeasedKeys: cap, handle };
+      const { corq, another } = await open({ subscriptions: [definition] });
+      await load(corq);
+      await corq.advance();
+      const instances = [corq, ...[1, 2, 3].map(() => another({ subscriptions: [definition], poolSize: 2 }))];
+      // every instance consumes until nothing is left (a consume() path runs in rounds)
+      for (let round = 0; round < 30 && (await corq.subscription("s")).pending > 0; round++) {
+        await Promise.all(instances.map((instance) => run(instance as never)));
+      }
+      expect((await corq.subscription("s")).pending).toBe(0);
+      for (let k = 0; k < 12; k++) expect(state.seen.get(`k${k}`)).toEqual([1, 2]);
+      if (cap === null) expect(state.most).toBeGreaterThan(2);
+      else expect(state.most).toBeLessThanOrEqual(cap);
+      expect((await corq.subscription("s")).maxLeasedKeys).toBe(cap);
+    });
+  }
+});
+
+describe("maxLeasedKeys", () => {
+  it("keys over the cap wait ready, with no attempt counted, and say why", async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { corq } = await open({
+      subscriptions: [{ name: "s", maxLeasedKeys: 1, handle: () => gate }],
+    });
+    await corq.append("a", [{ name: "E", data: {} }]);
+    await corq.append("b", [{ name: "E", data: {} }]);
+    await corq.advance();
+    const first = corq.consume("s"); // holds one key until the gate opens
+    await sleep(200);
+    expect(await corq.consume("s")).toBeNull(); // the other key waits for the slot
+    const keys = await corq.keys("s");
+    const waiting = keys.find((k) => k.status === "ready");
+    expect(waiting).toMatchObject({ attempts: 0 });
+    expect(waiting?.reason).toMatch(/waiting for a slot: 1 keys in flight, the subscription's maxLeasedKeys/);
+    release();
+    expect(await first).toMatchObject({ outcome: "acked" });
+    expect(await corq.consume("s")).toMatchObject({ outcome: "acked" });
+  });
+
+  it("a claim counts the leases committed while it waited for its turn (not its statement's snapshot)", async () => {
+    const { corq, raw } = await open({ subscriptions: [{ name: "s", maxLeasedKeys: 1, handle: () => undefined }] });
+    await corq.append("a", [{ name: "E", data: {} }]);
+    await corq.append("b", [{ name: "E", data: {} }]);
+    await corq.advance();
+    // another claim in its turn, by hand: it holds the turn and leases key a, not yet committed
+    const other = await raw.connect();
+    try {
+      await other.query("BEGIN");
+      await other.query(
+        "SELECT pg_advisory_xact_lock(736420201, (SELECT id FROM corq.subscriptions WHERE name = 's'))",
+      );
+      await other.query(
+        "UPDATE corq.keys SET lease_token = gen_random_uuid(), lease_until = now() + interval '1 minute', available_at = now() + interval '1 minute' WHERE key = 'a'",
+      );
+      // ours starts (its snapshot sees no lease) and waits for the turn …
+      const ours = corq.consume("s");
+      await waitingOnLock(raw, "incarnation, max_leased_keys");
+      await other.query("COMMIT");
+      // … then counts a's lease, committed meanwhile: the subscription is at its cap
+      expect(await ours).toBeNull();
+    } finally {
+      other.release();
+    }
+    expect(await corq.key("s", "b")).toMatchObject({ status: "ready", attempts: 0 });
+  });
+
+  it("refuses a cap below 1 in code and over HTTP's PUT, changing nothing", async () => {
+    const refusal = await open({ subscriptions: [{ name: "s", maxLeasedKeys: 0, handle: () => undefined }] }).catch(
+      (error: unknown) => error,
+    );
+    expect(refusal).toBeInstanceOf(CorqError);
+    expect((refusal as CorqError).code).toBe("invalid_config");
+    const { corq } = await open({ pushAllowPrivate: true });
+    const put = await corq
+      .putSubscription("p", { maxLeasedKeys: 0, deliver: { url: "http://127.0.0.1:9/hook" } } as never)
+      .catch((error: unknown) => error);
+    expect((put as CorqError).code).toBe("invalid_config");
+    expect((await corq.stats()).subscriptions).toEqual([]);
+    const created = await corq.putSubscription("p", { maxLeasedKeys: 3, deliver: { url: "http://127.0.0.1:9/hook" } });
+    expect(created.subscription.maxLeasedKeys).toBe(3);
+  });
+});

@@ -102,4 +102,30 @@ describe("events that commit while an older transaction runs", () => {
     }
     await eventually(async () => expect(delivered()).toBe(1), { timeoutMs: 10_000 });
   });
+
+  it("maxLeasedKeys over HTTP: consumers in several isolates deliver at most that many keys at once; 0 is refused", async () => {
+    const refused = await api("PUT", "/subscriptions/capped", {
+      body: { events: ["Capped"], maxLeasedKeys: 0, deliver: { url: hook.receiver.url } },
+    });
+    expect(refused.status).toBe(400);
+    const created = await api("PUT", "/subscriptions/capped", {
+      body: { events: ["Capped"], batchSize: 1, maxLeasedKeys: 1, deliver: { url: hook.receiver.url } },
+    });
+    expect(created.status).toBe(201);
+    expect(created.json.maxLeasedKeys).toBe(1);
+    hook.secret = created.json.secret;
+    hook.receiver.reset();
+    hook.receiver.behave(() => ({ delayMs: 100 }));
+    const appends = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        api("POST", `/streams/capped-${i}/events`, { body: { events: [{ name: "Capped", data: { i } }] } }),
+      ),
+    );
+    expect(appends.every((a) => a.status === 201)).toBe(true);
+    await eventually(async () => expect(new Set(hook.receiver.deliveries.map((d) => d.key)).size).toBe(12), {
+      timeoutMs: 30_000,
+    });
+    // without the cap CONCURRENCY × KEYS_PER_CLAIM could overlap (the first test saw them)
+    expect(peakInFlight(hook.receiver.deliveries)).toBe(1);
+  });
 });

@@ -73,6 +73,14 @@ export function Keys(props: {
             <b>{num(s.keys.waiting)}</b>
             <span>{s.keys.waitingUntil ? `waiting (next ${s.keys.waitingUntil.slice(11, 19)} UTC)` : "waiting"}</span>
           </div>
+          {s.maxLeasedKeys !== null ? (
+            <div class="figure" title="maxLeasedKeys: at most this many keys in flight at once, across every consumer">
+              <b>
+                {num(s.keys.leased)} / {num(s.maxLeasedKeys)}
+              </b>
+              <span>in flight / cap</span>
+            </div>
+          ) : null}
           <div class="figure">
             <b>{num(s.keys.dead)}</b>
             <span>dead</span>

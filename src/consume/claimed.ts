@@ -1,7 +1,6 @@
 import type { Executor } from "../db/executor.js";
 import { present } from "../errors.js";
-import { MAX_RETRY_AFTER_MS } from "../config.js";
-import type { Subscription } from "../config.js";
+import { MAX_RETRY_AFTER_MS, type Subscription } from "../config.js";
 import type { Settlement } from "../sql/consume/settleKeys.js";
 import type { AckThrough, Lease } from "../sql/consume/ackBatch.js";
 import type { BatchRecordRow } from "../sql/activity/activity.js";

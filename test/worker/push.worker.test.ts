@@ -162,4 +162,35 @@ describe("push subscriptions over HTTP", () => {
     for (const name of ["orders-hook", "visits-hook"])
       expect((await api("DELETE", `/subscriptions/${name}`)).status).toBe(204);
   });
+
+  it("a receiver's 429 with Retry-After postpones the key from workerd: no attempt counted, the same attempt comes again", async () => {
+    const created = await api("PUT", "/subscriptions/busy-receiver", {
+      body: { events: ["Busy"], from: "now", deliver: { url: hook.receiver.url, timeoutMs: 5000 } },
+    });
+    expect(created.status).toBe(201);
+    hook.secret = created.json.secret;
+    hook.receiver.reset();
+    let answered = 0;
+    // the first answer: come back in a second; then an ack
+    hook.receiver.behave(() => (answered++ === 0 ? { status: 429, headers: { "retry-after": "1" } } : {}));
+    await api("POST", "/streams/busy-1/events", { body: { events: [{ name: "Busy", data: {} }] } });
+    await eventually(async () => expect(hook.receiver.deliveries.length).toBe(1));
+    // (the receiver saw the delivery before the consumer settled it)
+    await eventually(async () => {
+      const page = await api("GET", "/subscriptions/busy-receiver/keys");
+      expect(page.json.keys[0]).toMatchObject({ key: "busy-1", status: "backoff", attempts: 0 });
+      expect(page.json.keys[0].reason).toMatch(/^postponed until .*HTTP 429, Retry-After 1 s/);
+    });
+    // a second later a consume (a kick's, the cron's, this one) delivers it again, as attempt 1
+    await eventually(
+      async () => {
+        await api("POST", "/consume/busy-receiver");
+        expect(hook.receiver.deliveries.map((d) => d.attempt)).toEqual([1, 1]);
+      },
+      { timeoutMs: 10_000 },
+    );
+    expect(hook.receiver.deliveries[1]!.receivedAt - hook.receiver.deliveries[0]!.receivedAt).toBeGreaterThanOrEqual(
+      900,
+    );
+  });
 });

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers | --skip connections]
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays | --skip connections]
 // [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
@@ -24,9 +24,10 @@ import { median, percentile, spreadPercent } from "./stats.js";
 import { replayUnderLive, type PhaseResult, type ReplayPhase } from "./replay.js";
 import { rewindStall, type StallPhase } from "./rewindStall.js";
 import { sustainedSection } from "./sustainedSection.js";
+import { delayedDelivery } from "./delays.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained", "peers"];
+const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained", "peers", "delays"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
@@ -363,6 +364,30 @@ try {
   if (only === "sustained") {
     const start = sectionOf("Sustained", "sustained");
     Object.assign(results, await onFreshDatabase("sustained", (url) => sustainedSection(url, { quick, say })));
+    await endOnly(start);
+  }
+
+  // issue 32: delayed events on Node — none early, how late after their time
+  if (only === "delays") {
+    const start = sectionOf("Delayed events on Node", "delays");
+    const workload = quick
+      ? { events: 2_000, keys: 200, spreadMs: 5_000 }
+      : { events: 10_000, keys: 1_000, spreadMs: 20_000 };
+    say(
+      `${fmt(workload.events)} events over ${fmt(workload.keys)} keys, each with a deliverAt spread at random over ${workload.spreadMs / 1000} s (a key's times rising), consumed by one serve process (role worker, CORQ_CONCURRENCY 8, woken at the next due key); lateness = handled − deliverAt on one machine's clock.\n`,
+    );
+    say(
+      "| events | handled | before their time | late p50 ms | late p99 ms | late max ms | load |\n|---|---|---|---|---|---|---|",
+    );
+    const run = await onFreshDatabase("delays", (url) => delayedDelivery(url, workload));
+    say(
+      `| ${fmt(run.events)} | ${fmt(run.handled)} | ${run.early} | ${fmt(run.lateP50Ms)} | ${fmt(run.lateP99Ms)} | ${fmt(run.lateMaxMs)} | ${run.load.toFixed(1)} |`,
+    );
+    Object.assign(results, {
+      delays_early: run.early,
+      delays_late_p99_ms: run.lateP99Ms,
+      delays_late_max_ms: run.lateMaxMs,
+    });
     await endOnly(start);
   }
 

@@ -4,6 +4,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createExecutor } from "../src/db/executor.js";
 import { createRunner } from "../src/node/runner.js";
+import { nextDue } from "../src/sql/consume/nextDue.js";
 import { sleep, useCorq } from "./helpers/corq.js";
 import { eventually } from "./helpers/stack.js";
 
@@ -49,5 +50,22 @@ describe("serve's runner", () => {
       await runner.stop({ boundMs: 1000, graceMs: 100 });
       await pool.end();
     }
+  });
+
+  it("the next due time counts a key that came due just now (after the drains' last claim), not one ready long ago", async () => {
+    const { corq, raw } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    await corq.append("a", [{ name: "E", data: {} }]);
+    await corq.advance();
+    const dueIn = async (recentMs: number) => {
+      const [row] = await createExecutor(raw).run<{ due_in_ms: number | null }>(nextDue(["s"], { recentMs }));
+      return row?.due_in_ms ?? null;
+    };
+    await raw.query("UPDATE corq.keys SET available_at = now() - interval '100 milliseconds'");
+    expect(await dueIn(0)).toBeNull(); // what the runner read before: it slept to the safety net
+    expect(await dueIn(250)).toBeLessThanOrEqual(0); // look now
+    await raw.query("UPDATE corq.keys SET available_at = now() - interval '10 seconds'");
+    expect(await dueIn(250)).toBeNull(); // a consumer looked then: no wake-up over and over
+    await raw.query("UPDATE corq.keys SET available_at = now() + interval '10 seconds'");
+    expect(await dueIn(250)).toBeGreaterThan(9000);
   });
 });

@@ -58,6 +58,9 @@ const HORIZON_MAX_MS = 1000;
 // Quiet this long with every slot free before reading the next due time (under load the slots
 // free up and fill again within milliseconds: no statement per batch for it).
 const IDLE_SETTLE_MS = 20;
+// A key that came due this recently is looked for at once (nextDue): it may have come due
+// between the drains' last claim and the next due time's read, IDLE_SETTLE_MS apart.
+const RECENTLY_DUE_MS = 250;
 const HOUSEKEEPING_EVERY_MS = 60_000;
 // a retention pass starts no chunk after this long (the chunk under way finishes)
 const RETENTION_PASS_MS = 10_000;
@@ -256,7 +259,9 @@ export function createRunner(options: RunnerOptions): Runner {
       settleTimer = undefined;
       if (stopping || drains.size > 0 || checking) return;
       try {
-        const [row] = await db.run<{ due_in_ms: number | null }>(nextDue([...codeNames]));
+        const [row] = await db.run<{ due_in_ms: number | null }>(
+          nextDue([...codeNames], { recentMs: RECENTLY_DUE_MS }),
+        );
         if (row?.due_in_ms == null || stopping || drains.size > 0 || checking) return;
         clearTimeout(dueTimer);
         // a little after: the key is ready once the database's clock has passed available_at

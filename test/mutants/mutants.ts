@@ -1852,4 +1852,13 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/leasedKeysCap.int.test.ts"],
   },
+  {
+    name: "next due: a key that came due just now is not looked for (it waits for the next key or the safety net)",
+    edits: one(
+      "src/sql/consume/nextDue.ts",
+      "k.available_at > now() - ${recentMs} * interval '1 millisecond'",
+      "k.available_at > now()",
+    ),
+    tests: ["test/runner.int.test.ts"],
+  },
 ];

@@ -131,6 +131,8 @@ export function appendEvents(
            CASE WHEN EXISTS (SELECT FROM claim) AND NOT EXISTS (SELECT FROM recorded)
              THEN corq.idempotency_race() END AS race`
     : sql``;
+  // deliver_at: delayMs from the statement's start on the database clock (one clock for every
+  // consumer); deliverAt as given (ISO 8601 with its offset, checked by parseEvents)
   return sql`
     WITH ${guard}
     claim AS (${claim}),
@@ -141,8 +143,6 @@ export function appendEvents(
       INSERT INTO ${events} (stream, version, name, data, meta, deliver_at)
       SELECT ${stream}, claim.version - ${n} + input.ord::int, input.e->>'name', input.e->'data',
              coalesce(input.e->'meta', '{}'::jsonb),
-             -- delayMs from the statement's start on the database clock (one clock for every
-             -- consumer); deliverAt as given (ISO 8601 with its offset, checked by parseEvents)
              CASE WHEN input.e ? 'delayMs'
                THEN statement_timestamp() + (input.e->>'delayMs')::bigint * interval '1 millisecond'
                ELSE (input.e->>'deliverAt')::timestamptz END

@@ -3,7 +3,8 @@
 // Postgres), its usage counted, then priced with bench/prices.ts.
 //
 //   workload  `events` single-event appends (or `eventsPerAppend` per request) over `keys`
-//             streams, sent by `producers` concurrent producers, each key's events in order; one
+//             streams, sent by `producers` concurrent producers, each key's events in order (or
+//             in bursts: `burst` appends to as many keys at once, one burst every `burstGapMs`); one
 //             code subscription (bench/costWorker.ts, a no-op handler) and one push subscription
 //             (a receiver in this process) take every event; the cron fires every minute, as
 //             deployed. Done when both subscriptions acked every event and nothing runs.
@@ -29,6 +30,8 @@ export interface CostWorkload {
   keysPerClaim: number;
   eventsPerAppend: number;
   producers: number;
+  /** instead of steady producers: this many appends at once (each to another key), a burst every burstGapMs */
+  burst?: { size: number; gapMs: number };
   /** give up after this long (the row says so) */
   maxMinutes: number;
 }
@@ -128,23 +131,35 @@ export async function measureCost(
     const loadStart = loadavg()[0] ?? 0;
     const started = performance.now();
 
-    // producers: key k belongs to producer k % producers; each sends its keys' events in order
-    const appendDone = (async () => {
-      await Promise.all(
-        Array.from({ length: w.producers }, async (_, p) => {
-          for (const request of producerRequests(p, w)) {
-            const response = await fetch(`${stack.url}/streams/cost-${request.key}/events`, {
-              method: "POST",
-              headers,
-              body: JSON.stringify({
-                events: request.seqs.map((seq) => ({ name: "Costed", data: { key: request.key, seq } })),
-              }),
-            });
-            await response.arrayBuffer();
-            if (response.status !== 201) throw new Error(`append: ${response.status}`);
-          }
+    const send = async (request: { key: string; seqs: number[] }) => {
+      const response = await fetch(`${stack.url}/streams/cost-${request.key}/events`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({
+          events: request.seqs.map((seq) => ({ name: "Costed", data: { key: request.key, seq } })),
         }),
-      );
+      });
+      await response.arrayBuffer();
+      if (response.status !== 201) throw new Error(`append: ${response.status}`);
+    };
+    const appendDone = (async () => {
+      if (w.burst) {
+        // one producer's requests in order (event i to key i % keys): a burst's appends go to
+        // different keys, and each burst is answered before the next starts, so each key's order holds
+        const { size, gapMs } = w.burst;
+        const requests = producerRequests(0, { ...w, producers: 1 });
+        for (let i = 0; i < requests.length; i += size) {
+          await Promise.all(requests.slice(i, i + size).map(send));
+          await sleep(Math.max(0, started + ((i + size) / size) * gapMs - performance.now()));
+        }
+      } else {
+        // producers: key k belongs to producer k % producers; each sends its keys' events in order
+        await Promise.all(
+          Array.from({ length: w.producers }, async (_, p) => {
+            for (const request of producerRequests(p, w)) await send(request);
+          }),
+        );
+      }
       return (performance.now() - started) / 1000;
     })();
 

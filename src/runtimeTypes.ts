@@ -7,21 +7,25 @@ import type { Corq, StoredEvent } from "./types.js";
 export interface CorqRuntime extends Corq {
   /**
    * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
-   * ones named in `codeSubscriptions`) and their count, up to `max`; and a consumer slot per
-   * ready key, up to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent
-   * dispatchers get different slots, so at most `max` consumers run. Start one consumer per
-   * slot returned; it calls releaseSlot(slot) when done. `waiting`: committed events wait above
-   * the xmin horizon (an older transaction still runs), so no advance can take them yet — the
-   * transaction of the newest of them (see horizonWaiting), or null.
+   * ones named in `codeSubscriptions`) and their count, up to `max` × `keysPerClaim`; the
+   * consumers each wants (`consumers`: one per `keysPerClaim` ready keys, rounded up — a
+   * consumer claims that many keys per statement); and a consumer slot per consumer wanted, up
+   * to `want`, among the first `max` slots, each busy for `holdMs`. Concurrent dispatchers get
+   * different slots, so at most `max` consumers run. Start one consumer per slot returned; it
+   * calls releaseSlot(slot) when done. `waiting`: committed events wait above the xmin horizon
+   * (an older transaction still runs), so no advance can take them yet — the transaction of the
+   * newest of them (see horizonWaiting), or null.
    */
   claimSlots(options: {
     max: number;
     want: number;
     holdMs: number;
     codeSubscriptions: string[];
-    /** ready keys the caller already holds slots for (a dispatcher's second look) */
+    /** keys each consumer claims per statement (CORQ_KEYS_PER_CLAIM); 1 unless told: a slot per ready key */
+    keysPerClaim?: number;
+    /** slots the caller already holds for these keys (a dispatcher's second look) */
     covered?: number;
-  }): Promise<{ ready: [string, number][]; slots: number[]; waiting: string | null }>;
+  }): Promise<{ ready: [string, number][]; consumers: [string, number][]; slots: number[]; waiting: string | null }>;
   releaseSlot(slot: number): Promise<void>;
   /**
    * Whether committed events wait above the xmin horizon: an advance cannot take them until the
@@ -39,6 +43,7 @@ export interface CorqRuntime extends Corq {
   kick(options: { eventNames?: string[]; slots: Parameters<CorqRuntime["claimSlots"]>[0] }): Promise<{
     advanced: Record<string, number>;
     ready: [string, number][];
+    consumers: [string, number][];
     slots: number[];
     waiting: string | null;
   }>;

@@ -166,6 +166,7 @@ describe("coalesced advance", () => {
     expect(await other.kick({ eventNames: ["E"], slots })).toEqual({
       advanced: { s: 0 },
       ready: [],
+      consumers: [],
       slots: [],
       waiting: expect.any(String),
     });
@@ -187,5 +188,63 @@ describe("coalesced advance", () => {
     await corq.pauseKey("s", "b");
     const slots = { max: 8, want: 8, holdMs: 10_000, codeSubscriptions: ["s"] };
     expect(await corq.claimSlots(slots)).toMatchObject({ ready: [["s", 2]], slots: [1, 2] });
+  });
+
+  it("a slot per keysPerClaim ready keys of each subscription, rounded up: 5 ready keys in each of 2 subscriptions, 2 per claim, want 6 consumers, not 10", async () => {
+    const noop = () => undefined;
+    const { corq } = await open({
+      subscriptions: [
+        { name: "s", handle: noop },
+        { name: "t", handle: noop },
+      ],
+    });
+    for (const key of ["a", "b", "c", "d", "e"]) await corq.append(key, [ev]);
+    await corq.advance();
+    const codeSubscriptions = ["s", "t"];
+    const claim = async (options: { max: number; keysPerClaim?: number; covered?: number }) => {
+      const plan = await corq.claimSlots({ want: options.max, holdMs: 10_000, codeSubscriptions, ...options });
+      for (const slot of plan.slots) await corq.releaseSlot(slot);
+      const sorted = (pairs: [string, number][]) => [...pairs].sort(([a], [b]) => a.localeCompare(b));
+      return { ready: sorted(plan.ready), consumers: sorted(plan.consumers), slots: plan.slots.length };
+    };
+    // a slot per ready key unless told: 10 wanted, 8 slots
+    expect(await claim({ max: 8 })).toEqual({
+      ready: [
+        ["s", 5],
+        ["t", 5],
+      ],
+      consumers: [
+        ["s", 5],
+        ["t", 5],
+      ],
+      slots: 8,
+    });
+    expect(await claim({ max: 8, keysPerClaim: 2 })).toMatchObject({
+      consumers: [
+        ["s", 3],
+        ["t", 3],
+      ],
+      slots: 6,
+    });
+    expect(await claim({ max: 8, keysPerClaim: 4 })).toMatchObject({ slots: 4 });
+    expect(await claim({ max: 8, keysPerClaim: 16 })).toMatchObject({ slots: 2 });
+    // a second look that holds 4 slots already claims the 2 more its keys want, and one that holds 6, none
+    expect(await claim({ max: 8, keysPerClaim: 2, covered: 4 })).toMatchObject({ slots: 2 });
+    expect(await claim({ max: 8, keysPerClaim: 2, covered: 6 })).toMatchObject({ slots: 0 });
+    // ready keys are counted up to max × keysPerClaim (enough to fill every slot), not up to max
+    expect(await claim({ max: 2, keysPerClaim: 2 })).toEqual({
+      ready: [
+        ["s", 4],
+        ["t", 4],
+      ],
+      consumers: [
+        ["s", 2],
+        ["t", 2],
+      ],
+      slots: 2,
+    });
+    // a kick plans the same way
+    const kicked = await corq.kick({ slots: { max: 8, want: 8, holdMs: 10_000, codeSubscriptions, keysPerClaim: 4 } });
+    expect(kicked.slots).toHaveLength(4);
   });
 });

@@ -68,4 +68,47 @@ describe("serve's runner", () => {
     await raw.query("UPDATE corq.keys SET available_at = now() + interval '10 seconds'");
     expect(await dueIn(250)).toBeGreaterThan(9000);
   });
+
+  it("a 'ready' wake-up starts one drain per keysPerClaim ready keys: 10 keys, 4 per claim, 3 drains of 8 slots", async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let running = 0;
+    const { corq, url } = await open({
+      subscriptions: [
+        {
+          name: "held",
+          handle: async () => {
+            running++;
+            await held;
+          },
+        },
+      ],
+    });
+    for (let i = 0; i < 10; i++) await corq.append(`k${i}`, [{ name: "E", data: {} }]);
+    await corq.advance(); // 10 keys ready before the runner starts: its check finds them
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    const runner = createRunner({
+      corq,
+      db: createExecutor(pool),
+      codeSubscriptions: ["held"],
+      concurrency: 8,
+      keysPerClaim: 4,
+      replayKeys: 1,
+      budgetMs: 10_000,
+      safetyNetMs: 3_600_000,
+      log: () => undefined,
+    });
+    try {
+      runner.wake("ready");
+      // every key's handler runs (and waits): the drains took them 4, 4 and 2
+      await eventually(async () => expect(running).toBe(10), { timeoutMs: 10_000 });
+      expect(runner.busy()).toBe(3);
+    } finally {
+      release();
+      await runner.stop({ boundMs: 1000, graceMs: 100 });
+      await pool.end();
+    }
+  });
 });

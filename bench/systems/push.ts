@@ -7,8 +7,11 @@ import { appendWorkload, type Workload } from "./corq.js";
 import { OrderCheck, sleep, type Item } from "../workload.js";
 import { present } from "../../test/helpers/present.js";
 
-async function startCountingReceiver(check: OrderCheck) {
+/** A push receiver on 127.0.0.1: each delivered event recorded in `check`; `requests()` counts the POSTs. */
+export async function startCountingReceiver(check: OrderCheck) {
+  let requests = 0;
   const server = createServer(async (request, response) => {
+    requests++;
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { events: { data: Item }[] };
@@ -18,6 +21,7 @@ async function startCountingReceiver(check: OrderCheck) {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as { port: number }).port}/`,
+    requests: () => requests,
     close: () => new Promise((r) => server.close(r)),
   };
 }

@@ -7,6 +7,7 @@ import type { CorqRuntime } from "../runtimeTypes.js";
 import { eventsAboveHorizon, horizonPassed } from "../sql/advance/eventsAboveHorizon.js";
 import { claimConsumerSlots, releaseConsumerSlot, type ConsumerPlanRow } from "../sql/consume/consumerSlots.js";
 import { readyKeys } from "../sql/consume/readyKeys.js";
+import { MAX_KEYS_PER_CLAIM } from "./consuming.js";
 import { limit, type PartDeps } from "./options.js";
 
 const readyKeysCap = limit(10_000, 8);
@@ -18,6 +19,7 @@ const slotOptions = z.object({
   want: z.number().int().min(0).max(1000),
   holdMs: z.number().int().min(1).max(3_600_000),
   codeSubscriptions: z.array(subscriptionName).max(1000),
+  keysPerClaim: z.number().int().min(1).max(MAX_KEYS_PER_CLAIM).optional(),
   covered: z.number().int().min(0).max(1000).optional(),
 });
 
@@ -61,6 +63,7 @@ export function createDispatching({
         return {
           advanced: first.advanced,
           ready: more.ready,
+          consumers: more.consumers,
           slots: [...plan.slots, ...more.slots],
           waiting: more.waiting,
         };
@@ -92,14 +95,20 @@ export function createDispatching({
   };
 }
 
-/** The dispatcher's plan (claimConsumerSlots), decoded: subscriptions with ready keys and the slots claimed. */
+/**
+ * The dispatcher's plan (claimConsumerSlots), decoded: subscriptions with ready keys, the
+ * consumers those want, and the slots claimed.
+ */
 async function claimSlots(
   db: Executor,
-  options: { max: number; want: number; holdMs: number; codeSubscriptions: string[]; covered?: number },
-): Promise<{ ready: [string, number][]; slots: number[]; waiting: string | null }> {
+  options: Parameters<typeof claimConsumerSlots>[0],
+): Promise<{ ready: [string, number][]; consumers: [string, number][]; slots: number[]; waiting: string | null }> {
   const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options));
+  const named = (count: (row: ConsumerPlanRow) => number | null) =>
+    rows.flatMap((row) => (row.name === null ? [] : [[row.name, count(row) ?? 0] as [string, number]]));
   return {
-    ready: rows.flatMap((row) => (row.name === null ? [] : [[row.name, row.ready ?? 0] as [string, number]])),
+    ready: named((row) => row.ready),
+    consumers: named((row) => row.consumers),
     slots: rows.flatMap((row) => (row.slot === null ? [] : [row.slot])).sort((a, b) => a - b),
     waiting: rows.find((row) => row.waiting !== null)?.waiting ?? null,
   };

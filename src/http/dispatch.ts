@@ -69,7 +69,7 @@ export async function advanceAndDispatch(
   },
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const { opened } = options;
-  const { concurrency, consumerBudgetMs } = settings(env);
+  const { concurrency, consumerBudgetMs, keysPerClaim } = settings(env);
   let advanced: Record<string, number>;
   let plan: string[];
   let consumedHere = 0;
@@ -77,22 +77,24 @@ export async function advanceAndDispatch(
   // this app on this database: kicks (and horizon retries) in this isolate meet only within it
   const scope = { databaseUrl: env.DATABASE_URL ?? "", codeSubscriptions: subscriptions.map((s) => s.name) };
   try {
-    // one consumer per ready key, as far as free slots go: decided in the database, so the
-    // kicks of many concurrent appends together start at most CORQ_CONCURRENCY consumers
+    // one consumer per CORQ_KEYS_PER_CLAIM ready keys of a subscription (its claims take that
+    // many at once), as far as free slots go: decided in the database, so the kicks of many
+    // concurrent appends together start at most CORQ_CONCURRENCY consumers
     const slotOptions = {
       max: concurrency,
       want: concurrency,
       holdMs: consumerBudgetMs + SLOT_MARGIN_MS,
       codeSubscriptions: subscriptions.map((s) => s.name),
+      keysPerClaim,
     };
-    let ready: [string, number][];
+    let consumers: [string, number][];
     let slots: number[];
     let waiting: string | null = null;
     if (options.coalesce) {
       const kick = (eventNames: string[] | undefined, covered: number) =>
         opened.corq.kick({ eventNames, slots: { ...slotOptions, want: concurrency - covered, covered } });
       // a kick that met another in this isolate left its event names with it: nothing to do here
-      ({ advanced, ready, slots, waiting } = (await coalesceKicks(
+      ({ advanced, consumers, slots, waiting } = (await coalesceKicks(
         scope,
         options.eventNames,
         () => kick(options.eventNames, 0),
@@ -102,6 +104,7 @@ export async function advanceAndDispatch(
             return {
               advanced: added(first.advanced, more.advanced),
               ready: more.ready,
+              consumers: more.consumers,
               slots: [...first.slots, ...more.slots],
               waiting: more.waiting,
             };
@@ -111,15 +114,15 @@ export async function advanceAndDispatch(
             return first;
           }
         },
-      )) ?? { advanced: {}, ready: [], slots: [], waiting: null });
+      )) ?? { advanced: {}, consumers: [], slots: [], waiting: null });
     } else {
       advanced = await opened.corq.advance();
-      ({ ready, slots } = await opened.corq.claimSlots(slotOptions));
+      ({ consumers, slots } = await opened.corq.claimSlots(slotOptions));
     }
     // its own failure stops nothing: the consumers are started all the same
     if (options.housekeeping)
       await opened.corq.housekeeping().catch((error) => console.error("corq: housekeeping failed:", error));
-    plan = roundRobin(ready, slots.length);
+    plan = roundRobin(consumers, slots.length);
     for (const unused of slots.slice(plan.length)) await opened.corq.releaseSlot(unused);
     const [here, ...elsewhere] = inSlots(plan, slots);
     const started = elsewhere.map((consumer) => startConsumer(env, invoke, consumer));
@@ -256,6 +259,7 @@ export async function consumeInSlot(
       ready: [next],
       slots: [slot],
     } = await corq.claimSlots({
+      // one slot, for itself: any ready key wants a consumer (keysPerClaim would not change that)
       max: concurrency,
       want: 1,
       holdMs: consumerBudgetMs + SLOT_MARGIN_MS,

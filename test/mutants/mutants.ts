@@ -88,6 +88,20 @@ export const mutants: Mutant[] = [
     tests: ["test/worker/dispatchSlots.worker.test.ts"],
   },
   {
+    name: "dispatch: a consumer slot per ready key again, whatever the keys per claim",
+    edits: one(
+      "src/sql/consume/consumerSlots.ts",
+      "(ready + ${keysPerClaim} - 1) / ${keysPerClaim} AS consumers",
+      "ready AS consumers",
+    ),
+    tests: ["test/coalescedAdvance.int.test.ts", "test/worker/dispatchSlots.worker.test.ts"],
+  },
+  {
+    name: "serve's runner: a drain per ready key, whatever the keys per claim",
+    edits: one("src/node/runner.ts", "Math.ceil(keys / (transactional.has(name) ? 1 : options.keysPerClaim))", "keys"),
+    tests: ["test/runner.int.test.ts"],
+  },
+  {
     name: "advance by function: write ignores the watermark it read (no compare-and-set)",
     edits: one(
       "src/sql/advance/advanceByFunction.ts",

@@ -2,6 +2,7 @@
 // most CORQ_CONCURRENCY consumers (slots claimed in the database), each delivering at most
 // CORQ_KEYS_PER_CLAIM keys at once — and lose no wake-up.
 import { describe, expect, it } from "vitest";
+import { createCorq } from "../../src/index.js";
 import { peakInFlight, useReceiver } from "../helpers/receiver.js";
 import { eventually, useStack } from "../helpers/stack.js";
 
@@ -76,6 +77,39 @@ describe("consumer slots", () => {
       },
       { timeoutMs: 30_000 },
     );
+  });
+});
+
+describe("consumers per ready keys", () => {
+  it("a dispatch asks one slot per CORQ_KEYS_PER_CLAIM ready keys: 4 ready keys, 2 per claim, start 2 consumers (of 3 slots)", async () => {
+    const created = await api("PUT", "/subscriptions/pairs", {
+      body: { events: ["Paired"], batchSize: 1, deliver: { url: hook.receiver.url } },
+    });
+    expect(created.status).toBe(201);
+    hook.receiver.behave(() => ({}));
+    // every slot free again (the consumers of the tests above have looked once more and left)
+    await eventually(async () =>
+      expect(
+        (await state.db.query("SELECT count(*)::int AS busy FROM corq.consumer_slots WHERE busy_until > now()")).rows[0]
+          .busy,
+      ).toBe(0),
+    );
+    // appended through the library: no append kicks a dispatch, only the call below
+    const corq = createCorq({ databaseUrl: state.stack.databaseUrl });
+    try {
+      for (let i = 0; i < 4; i++) await corq.append(`pair-${i}`, [{ name: "Paired", data: { i } }]);
+    } finally {
+      await corq.close();
+    }
+    const response = await api("POST", "/dispatch");
+    expect(response.status).toBe(200);
+    expect(response.json.advanced).toMatchObject({ pairs: 4 });
+    // this invocation is the first of ceil(4 / 2) = 2 consumers; one per ready key would have taken all 3 slots
+    expect(response.json.dispatched).toBe(1);
+    await eventually(async () => {
+      const delivered = hook.receiver.deliveries.filter((d) => d.subscription === "pairs");
+      expect(new Set(delivered.map((d) => d.key)).size).toBe(4);
+    });
   });
 });
 

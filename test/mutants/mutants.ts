@@ -1130,8 +1130,8 @@ export const mutants: Mutant[] = [
     name: "nextDue: paused keys looked at too (the partial ready index no longer applies: every waiting key sorted)",
     edits: one(
       "src/sql/consume/nextDue.ts",
-      "AND k.available_at > now() AND k.paused_at IS NULL",
-      "AND k.available_at > now()",
+      "AND k.available_at > now() - ${recentMs} * interval '1 millisecond' AND k.paused_at IS NULL",
+      "AND k.available_at > now() - ${recentMs} * interval '1 millisecond'",
     ),
     tests: ["test/plans.int.test.ts"],
   },

@@ -47,7 +47,7 @@ export async function delayedDelivery(
     const begun = Date.now();
     const start = begun + 5000; // after the appends are in (appendMs says whether they were)
     const perKey = Math.ceil(events / keys);
-    const streams = Array.from({ length: keys }, (_, k) => {
+    const streams = Array.from({ length: keys }, () => {
       const times = Array.from({ length: perKey }, () => start + Math.random() * spreadMs).sort((a, b) => a - b);
       return times.map((t, i) => ({ name: "Later", data: { i }, deliverAt: new Date(t).toISOString() }));
     });

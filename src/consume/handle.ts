@@ -1,4 +1,3 @@
-import type { Executor } from "../db/executor.js";
 import { present, toError } from "../errors.js";
 import { ackBatch } from "../sql/consume/ackBatch.js";
 import { failBatch } from "../sql/consume/failBatch.js";

@@ -10,6 +10,27 @@ import { eventually } from "./helpers/stack.js";
 
 const open = useCorq();
 
+/** serve's runner over one code subscription, on a pool of its own; no safety-net tick within a test. */
+function startRunner(
+  corq: Parameters<typeof createRunner>[0]["corq"],
+  url: string,
+  options: { subscription: string; concurrency: number; keysPerClaim: number },
+) {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  const runner = createRunner({
+    corq,
+    db: createExecutor(pool),
+    codeSubscriptions: [options.subscription],
+    concurrency: options.concurrency,
+    keysPerClaim: options.keysPerClaim,
+    replayKeys: 1,
+    budgetMs: 10_000,
+    safetyNetMs: 3_600_000,
+    log: () => undefined,
+  });
+  return { pool, runner };
+}
+
 describe("serve's runner", () => {
   it("a 'ready' wake-up over a backlog fills every consumer's claim: 2 consumers × 2 keys = 4 handlers at once", async () => {
     let running = 0;
@@ -30,18 +51,7 @@ describe("serve's runner", () => {
     });
     for (let i = 0; i < 8; i++) await corq.append(`k${i}`, [{ name: "E", data: {} }]);
     await corq.advance(); // 8 keys ready before the runner starts: its check finds them
-    const pool = new pg.Pool({ connectionString: url, max: 2 });
-    const runner = createRunner({
-      corq,
-      db: createExecutor(pool),
-      codeSubscriptions: ["slow"],
-      concurrency: 2,
-      keysPerClaim: 2,
-      replayKeys: 1,
-      budgetMs: 10_000,
-      safetyNetMs: 3_600_000,
-      log: () => undefined,
-    });
+    const { pool, runner } = startRunner(corq, url, { subscription: "slow", concurrency: 2, keysPerClaim: 2 });
     try {
       runner.wake("ready");
       await eventually(async () => expect(handled).toBe(8), { timeoutMs: 10_000 });
@@ -88,18 +98,7 @@ describe("serve's runner", () => {
     });
     for (let i = 0; i < 10; i++) await corq.append(`k${i}`, [{ name: "E", data: {} }]);
     await corq.advance(); // 10 keys ready before the runner starts: its check finds them
-    const pool = new pg.Pool({ connectionString: url, max: 2 });
-    const runner = createRunner({
-      corq,
-      db: createExecutor(pool),
-      codeSubscriptions: ["held"],
-      concurrency: 8,
-      keysPerClaim: 4,
-      replayKeys: 1,
-      budgetMs: 10_000,
-      safetyNetMs: 3_600_000,
-      log: () => undefined,
-    });
+    const { pool, runner } = startRunner(corq, url, { subscription: "held", concurrency: 8, keysPerClaim: 4 });
     try {
       runner.wake("ready");
       // every key's handler runs (and waits): the drains took them 4, 4 and 2

@@ -16,8 +16,8 @@ import { heldUntil } from "../common/delays.js";
 export function releaseLease(lease: Lease): SQL {
   return sql`
     UPDATE ${keys} k SET lease_token = NULL, lease_until = NULL,
+      -- ready now, or at its head's time when that is a delayed event (a claim's empty batch);
       -- nothing queued (an erasure took the key's events while its lease ran): idle, not ready
-      -- or, when the key's head is a delayed event (a claim's empty batch), at its time
       available_at = CASE WHEN pending > 0 THEN greatest(${lockedNow}, ${heldUntil({
         subscriptionId: sql`${lease.subscriptionId}::int`,
         key: sql`${lease.key}::text`,

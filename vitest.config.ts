@@ -24,6 +24,7 @@ export default defineConfig({
             "test/worker/push.worker.test.ts",
             "test/worker/erase.worker.test.ts",
             "test/worker/doctor.worker.test.ts",
+            "test/worker/alerts.worker.test.ts",
           ],
           env: { CORQ_TEST_RUNTIME: "serve" },
         },

@@ -31,8 +31,13 @@ export const options = {
   "stream-prefix": { type: "string" },
   key: { type: "string" },
   to: { type: "string" },
-  // corq doctor
+  // corq doctor, corq alerts put
   "held-over": { type: "string" },
+  // corq alerts put
+  on: { type: "string" },
+  "lag-over": { type: "string" },
+  "min-interval": { type: "string" },
+  secret: { type: "string" },
   // corq dev
   config: { type: "string" },
   port: { type: "string" },
@@ -41,14 +46,18 @@ export const options = {
   "base-path": { type: "string" },
 } as const;
 
-/** Options only one command reads: anywhere else they are refused, not ignored. */
-export const commandOnlyOptions: Partial<Record<keyof typeof options, string>> = {
-  "held-over": "doctor",
-  config: "dev",
-  port: "dev",
-  "data-dir": "dev",
-  "cron-interval": "dev",
-  "base-path": "dev",
+/** Options only some commands read: anywhere else they are refused, not ignored. */
+export const commandOnlyOptions: Partial<Record<keyof typeof options, string[]>> = {
+  "held-over": ["doctor", "alerts"],
+  on: ["alerts"],
+  "lag-over": ["alerts"],
+  "min-interval": ["alerts"],
+  secret: ["alerts"],
+  config: ["dev"],
+  port: ["dev"],
+  "data-dir": ["dev"],
+  "cron-interval": ["dev"],
+  "base-path": ["dev"],
 };
 
 export type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>["values"];

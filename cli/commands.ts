@@ -2,6 +2,7 @@
 // and `dev`, the local stack around the user's Worker (cli/dev/).
 import { CorqHttpError, type CorqClient } from "../src/client.js";
 import type { KeyStatus, StoredEvent } from "../src/types.js";
+import { alertsCommand } from "./alertsCommand.js";
 import { integer, keyOption, noMore, positional, statuses, UsageError, type Context } from "./arguments.js";
 import { exitCodes } from "./output.js";
 import { formatTable, formatTime, wrap } from "./table.js";
@@ -170,6 +171,8 @@ export const commands: Record<string, (ctx: Context) => Promise<void | number>> 
     // an error finding needs action: a script (a deploy check, a cron) sees it in the exit code
     return report.ok ? exitCodes.ok : exitCodes.failed;
   },
+
+  alerts: alertsCommand,
 
   async migrate(ctx) {
     noMore(ctx, 0);

@@ -49,6 +49,15 @@ Commands (over the HTTP API):
                                       holds the xmin horizon longer than --held-over (60000),
                                       the schema, subscriptions, vacuum, connections; exit 1
                                       when a finding is an error (admin)
+  alerts put <name> <url> --on c,d    create or replace an alert: a signed POST to <url> when
+       [--lag-over n]                 a key dies (key.dead), a subscription has more than n
+       [--held-over ms]               events not handled (subscription.lag), an advance fails
+       [--min-interval ms]            (advance.failed), a transaction holds the xmin horizon
+       [--secret s]                   longer than --held-over (horizon.held); once per key (or
+                                      subscription) per --min-interval (600000); the signing
+                                      secret is printed once (admin)
+  alerts list                         alerts with what they sent last (admin)
+  alerts delete <name>                (admin)
 
 Commands (over DATABASE_URL):
   migrate                             apply corq's schema to DATABASE_URL (idempotent)

@@ -45,7 +45,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
   }
   for (const [option, only] of Object.entries(commandOnlyOptions)) {
-    if (values[option as keyof Values] !== undefined && name !== only) {
+    if (values[option as keyof Values] !== undefined && !only.includes(name as string)) {
       io.err.write(`corq: ${name} takes no --${option}\n`);
       return exitCodes.usage;
     }

@@ -14,6 +14,7 @@ import { openCorq } from "./database.js";
 import { advanceAndDispatch, selfInvoker } from "../src/http/dispatch.js";
 import { retentionOption } from "../src/http/env.js";
 import { retainOnCron } from "../src/http/retentionRoutes.js";
+import { alertOnCron } from "../src/http/alertRoutes.js";
 import type { Env } from "../src/http/types.js";
 export type { Env } from "../src/http/types.js";
 
@@ -100,7 +101,7 @@ export function createWorker(app: WorkerApp): CorqWorker {
       return api.fetch(request, env, ctx);
     },
 
-    /** Cron: advance every subscription and fan out consumers; a retention pass. Never lets an error escape. */
+    /** Cron: advance every subscription and fan out consumers; a retention pass; an alerts pass. Never lets an error escape. */
     async scheduled(_controller, env, ctx) {
       // Without a SELF binding the consumers run in this invocation.
       const invoke = selfInvoker(env, { here: (request) => api.fetch(request, env, ctx), basePath });
@@ -121,6 +122,10 @@ export function createWorker(app: WorkerApp): CorqWorker {
         retainOnCron(env.CORQ_ADMIN_TOKEN, invoke).catch((error) =>
           console.error("corq: retention pass failed:", error),
         ),
+      );
+      // alerts: a pass in an invocation of its own too (its sends are subrequests; a slow receiver waits there)
+      ctx.waitUntil(
+        alertOnCron(env.CORQ_ADMIN_TOKEN, invoke).catch((error) => console.error("corq: alerts pass failed:", error)),
       );
     },
   };

@@ -3,6 +3,9 @@
 // and imports nothing of the engine at run time.
 import { CorqError } from "./errors.js";
 import type {
+  AlertCheck,
+  AlertInfo,
+  AlertInput,
   AppendResult,
   ConsumeResult,
   CreatedToken,
@@ -22,6 +25,12 @@ import type {
 } from "./types.js";
 
 export type {
+  AlertCheck,
+  AlertCondition,
+  AlertInfo,
+  AlertInput,
+  AlertPayload,
+  AlertSend,
   AppendResult,
   ConsumeResult,
   DeadLetter,
@@ -156,6 +165,13 @@ export interface CorqClient {
   runRetention(): Promise<RetentionRun>;
   /** What is wrong with corq's database and what to do (admin); `ok` false when a finding is an error. */
   doctor(options?: DoctorOptions): Promise<DoctorReport>;
+  /** Creates or replaces an alert (admin); `secret` is in the answer only when it is created. */
+  putAlert(name: string, input: AlertInput): Promise<AlertInfo & { secret?: string }>;
+  /** Every alert with its counts and last send, never a secret (admin). */
+  alerts(): Promise<{ alerts: AlertInfo[] }>;
+  deleteAlert(name: string): Promise<void>;
+  /** One alerts pass now (admin): what the cron and serve do by themselves. */
+  checkAlerts(): Promise<AlertCheck>;
   openapi(): Promise<Record<string, unknown>>;
 }
 
@@ -239,6 +255,10 @@ export function createClient(options: ClientOptions): CorqClient {
     setRetention: async (policy) => call("PUT", "/retention", { body: policy }),
     runRetention: async () => call("POST", "/retention/run"),
     doctor: async (doctorOptions = {}) => call("GET", "/doctor", { query: { heldOverMs: doctorOptions.heldOverMs } }),
+    putAlert: async (name, input) => call("PUT", `/alerts/${segment(name, "alert")}`, { body: input }),
+    alerts: async () => call("GET", "/alerts"),
+    deleteAlert: async (name) => call("DELETE", `/alerts/${segment(name, "alert")}`),
+    checkAlerts: async () => call("POST", "/alerts/check"),
     openapi: async () => call("GET", "/openapi.json"),
   };
 }

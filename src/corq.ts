@@ -6,6 +6,7 @@ import { recordBatches } from "./sql/activity/activity.js";
 import type { AnyEvents, Corq, CorqOptions, EventMap } from "./types.js";
 import type { CorqRuntime } from "./runtimeTypes.js";
 import { createAdvancing } from "./corq/advancing.js";
+import { createAlerts } from "./corq/alerts.js";
 import { createAppendWakes } from "./corq/appendWakes.js";
 import { connect } from "./corq/connect.js";
 import { createConsuming } from "./corq/consuming.js";
@@ -59,6 +60,7 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
     }),
     ...createTokens(deps),
     ...createRetention(deps),
+    ...createAlerts({ ...deps, transport: pushTransport }),
     async close() {
       await wakes.settled();
       await recorder.close();

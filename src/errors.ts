@@ -11,6 +11,7 @@ export type CorqErrorCode =
   | "unknown_key"
   | "unknown_stream"
   | "unknown_token"
+  | "unknown_alert"
   | "database_unavailable"
   | "schema_too_new"
   | "retained_away"
@@ -28,6 +29,7 @@ export const statusByCode: Record<CorqErrorCode, number> = {
   unknown_key: 404,
   unknown_stream: 404,
   unknown_token: 404,
+  unknown_alert: 404,
   database_unavailable: 503,
   schema_too_new: 500,
   retained_away: 409,

@@ -11,4 +11,5 @@ export type * from "./types/inspection.js";
 export type * from "./types/tokens.js";
 export type * from "./types/retention.js";
 export type * from "./types/doctor.js";
+export type * from "./types/alerts.js";
 export type * from "./types/corq.js";

@@ -20,6 +20,11 @@ export function signingSecretProblem(secret: string): string | null {
   return null;
 }
 
+/** A new signing secret: `whsec_` and 24 random bytes, base64 (push subscriptions and alerts make theirs so). */
+export function newSigningSecret(): string {
+  return `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(24))))}`;
+}
+
 /** A `whsec_` secret is base64 after the prefix (the HMAC key is the decoded bytes); any other is UTF-8. */
 export function signingKeyBytes(secret: string): Uint8Array<ArrayBuffer> {
   if (secret.startsWith("whsec_")) return Uint8Array.from(atob(secret.slice("whsec_".length)), (c) => c.charCodeAt(0));

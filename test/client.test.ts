@@ -42,6 +42,8 @@ describe("client path segments", () => {
         client.append(bad, [{ name: "E", data: {} }]),
         client.readStream(bad),
         client.revokeToken(bad),
+        client.putAlert(bad, { url: "https://example.com/", on: ["key.dead"] }),
+        client.deleteAlert(bad),
       ];
       for (const call of calls) {
         await expect(call).rejects.toSatisfy(

@@ -13,6 +13,7 @@ import {
   type PutRow,
 } from "../sql/operate/putSubscription.js";
 import type { Corq, SubscriptionStats } from "../types.js";
+import { newSigningSecret } from "../webhookSignature.js";
 import type { PartDeps } from "./options.js";
 
 /** A subscription's stats, or unknown_subscription; `db`: in the caller's transaction. */
@@ -68,7 +69,7 @@ export function createSubscriptions({
       parseOrThrow(subscriptionName, name, "invalid_input", "name");
       const settings = parsePushSubscription(input, { allowPrivate: pushAllowPrivate });
       if (code.has(name)) throw new CorqError("conflict", `subscription "${name}" is defined in code`);
-      const generated = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(24))))}`;
+      const generated = newSigningSecret();
       const { secret: given, ...deliver } = settings.deliver;
       const events = settings.events.includes("*") ? ["*"] : [...new Set(settings.events)];
       const streams = uniqueStreams(settings.streams);

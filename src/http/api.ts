@@ -23,6 +23,7 @@ import {
 import { openApiDocument } from "./openapi.js";
 import { jsonBody } from "./jsonBody.js";
 import { addRetentionRoutes } from "./retentionRoutes.js";
+import { addAlertRoutes } from "./alertRoutes.js";
 import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { waitForHorizon } from "./horizonRetry.js";
@@ -214,6 +215,7 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
   app.use("*", authenticate({ unless: (c) => c.req.path === "/dead-letters/retry" }));
 
   addRetentionRoutes(app);
+  addAlertRoutes(app);
 
   app.get("/streams/:stream", requireScope("read"), async (c) => {
     const stream = param(c, "stream", streamName);

@@ -20,7 +20,7 @@ export interface ApiRoute {
   /** As Hono writes it: `/subscriptions/:name`. */
   path: string;
   summary: string;
-  tag: "health" | "log" | "subscriptions" | "dead letters" | "pipeline" | "tokens" | "retention";
+  tag: "health" | "log" | "subscriptions" | "dead letters" | "pipeline" | "tokens" | "retention" | "alerts";
   access: Access;
   params?: z.ZodObject;
   query?: z.ZodObject;
@@ -361,5 +361,45 @@ export const apiRoutes: ApiRoute[] = [
     tag: "retention",
     access: "admin",
     answers: { 200: { description: "what the pass removed", schema: s.retentionRun } },
+  },
+  {
+    method: "get",
+    path: "/alerts",
+    summary: "Every alert with its counts and last send, never its secret",
+    tag: "alerts",
+    access: "admin",
+    answers: { 200: { description: "the alerts", schema: s.alertList } },
+  },
+  {
+    method: "put",
+    path: "/alerts/:name",
+    summary:
+      "Create or replace an alert: a signed POST when a key dies, a subscription lags, an advance fails or the xmin horizon is held (docs/operations.md)",
+    tag: "alerts",
+    access: "admin",
+    params: s.alertParams,
+    body: s.alertBody,
+    answers: {
+      200: { description: "replaced (the secret kept unless a new one was given)", schema: s.alert },
+      201: { description: "created; `secret` is shown this once", schema: s.createdAlert },
+    },
+  },
+  {
+    method: "delete",
+    path: "/alerts/:name",
+    summary: "Delete an alert (what it had yet to send is not sent)",
+    tag: "alerts",
+    access: "admin",
+    params: s.alertParams,
+    answers: { 204: noBody("deleted"), 404: { description: "no alert by that name", schema: s.problem } },
+  },
+  {
+    method: "post",
+    path: "/alerts/check",
+    summary:
+      "One alerts pass now: evaluate, record, send what is due (within this invocation's subrequests); the cron and serve run passes by themselves",
+    tag: "alerts",
+    access: "admin",
+    answers: { 200: { description: "what the pass sent", schema: s.alertCheck } },
   },
 ];

@@ -12,6 +12,7 @@ import {
 } from "../config.js";
 import { TOKEN_SCOPES, tokenId, tokenInput } from "../tokens.js";
 import { retentionInput } from "../retentionPolicy.js";
+import { ALERT_CONDITIONS, alertInput, alertName } from "../alertInput.js";
 
 // ---- requests ---------------------------------------------------------------------------
 
@@ -116,6 +117,10 @@ export const doctorQuery = z.object({
     .optional()
     .describe("how long the xmin horizon may be held before it is a finding, in ms (default 60000)"),
 });
+
+/** PUT /alerts/:name (validated by corq.putAlert with this schema) */
+export const alertBody = alertInput;
+export const alertParams = z.object({ name: alertName });
 
 /** PUT /subscriptions/:name (validated by corq.putSubscription with this schema). */
 export const subscriptionBody = pushSubscriptionInput;
@@ -325,6 +330,53 @@ export const consumed = z.union([
   }),
   z.object({ batches: z.number().int(), subrequests: z.number().int() }).describe("with corq-slot"),
 ]);
+
+const alertCondition = z.enum(ALERT_CONDITIONS);
+export const alert = z.object({
+  name: z.string(),
+  url: z.string(),
+  on: z.array(alertCondition),
+  lagOver: z.number().int().nullable().describe("set when `on` has subscription.lag"),
+  heldOverMs: z.number().int().nullable().describe("set when `on` has horizon.held"),
+  minIntervalMs: z.number().int(),
+  sent: z.number().int().describe("alerts the receiver took (a 2xx)"),
+  failed: z.number().int().describe("alerts given up after their retries"),
+  lastSend: z
+    .object({
+      type: alertCondition,
+      subscription: z.string().optional(),
+      key: z.string().optional(),
+      at: isoTime.describe("when the condition was seen (the payload's `at`)"),
+      sentAt: isoTime.nullable().describe("when the receiver took it; null: retried, or given up"),
+      attempts: z.number().int(),
+      error: z.string().nullable().describe("why the last attempt failed (a status or a short reason)"),
+      retrying: z.boolean().describe("false once sent or given up"),
+    })
+    .nullable()
+    .describe("the newest send"),
+  createdAt: isoTime,
+  updatedAt: isoTime,
+});
+export const createdAlert = alert.extend({
+  secret: z.string().optional().describe("the signing secret: in the answer that creates the alert only"),
+});
+export const alertList = z.object({ alerts: z.array(alert) });
+export const alertCheck = z.object({
+  alerts: z.number().int().describe("alerts evaluated (0: there are none)"),
+  sent: z.number().int().describe("sends the receivers took"),
+  retrying: z.number().int().describe("sends that failed and are retried later (1 s, 4 s, 16 s … apart)"),
+  failed: z.number().int().describe("sends that failed their last try: given up"),
+});
+/** What an alert POSTs (not an answer of the API: docs/operations.md, "Alerts"). */
+export const alertPayload = z.object({
+  type: alertCondition,
+  subscription: z.string().optional(),
+  key: z.string().optional(),
+  position: z.number().int().optional(),
+  error: z.string().optional(),
+  lag: z.number().int().optional(),
+  at: isoTime,
+});
 
 export const token = z.object({
   id: z.string(),

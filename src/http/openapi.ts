@@ -129,10 +129,25 @@ export function openApiDocument(options: { basePath?: string } = {}): Record<str
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
     ...(options.basePath ? { servers: [{ url: options.basePath }] } : {}),
-    tags: ["health", "log", "subscriptions", "dead letters", "pipeline", "tokens", "retention"].map((name) => ({
-      name,
-    })),
+    tags: ["health", "log", "subscriptions", "dead letters", "pipeline", "tokens", "retention", "alerts"].map(
+      (name) => ({ name }),
+    ),
     paths,
+    // what corq itself POSTs: an alert to its url (docs/operations.md, "Alerts")
+    webhooks: {
+      alert: {
+        post: {
+          summary:
+            "An alert (PUT /alerts/:name): Standard Webhooks-signed (webhook-id, webhook-timestamp, webhook-signature with the alert's secret); a 2xx takes it, anything else is retried",
+          tags: ["alerts"],
+          requestBody: {
+            required: true,
+            content: { "application/json": { schema: jsonSchema(s.alertPayload, "output") } },
+          },
+          responses: { "200": { description: "taken (any 2xx)" } },
+        },
+      },
+    },
     components: {
       schemas: { Problem: jsonSchema(s.problem, "output") },
       securitySchemes: {

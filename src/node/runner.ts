@@ -32,13 +32,15 @@ export interface RunnerOptions {
   safetyNetMs: number;
   /** Retention passes: one this often, bounded to `maxChunks`; one that left more goes on at the next safety-net tick. */
   retention?: { everyMs: number; maxChunks: number };
+  /** Alerts passes (Corq.checkAlerts): one this often, one at a time, each sending at most `maxSends`. */
+  alerts?: { everyMs: number; maxSends: number };
   log(line: string): void;
 }
 
 export interface Runner {
-  /** A notification: "append" = advance, then consume; "ready" = consume. */
+  /** A notification: "append" = advance, then consume; "ready" = consume; "alerts" = an alerts pass. */
   wake(payload: Exclude<WakePayload, "tokens">): void;
-  /** Everything, as after a missed notification: advance and consume. */
+  /** Everything, as after a missed notification: advance and consume; an alerts pass. */
   recheck(): void;
   /** Consumers at work right now. */
   busy(): number;
@@ -85,7 +87,11 @@ const LOG_EVERY_MS = 10_000;
  *   idle       every slot free: one timer until the next due time (a backoff or a lease that
  *              ends), read from the database; the safety net (safetyNetMs) re-checks
  *              everything and runs housekeeping every minute (idle keys, the activity record …).
- *   stopping   no advance, check or claim starts; see Runner.stop.
+ *   alerts     a pass every alerts.everyMs (a second: a key that dies is an alert within about
+ *              that) while there are alerts, one at a time, beside everything else: a receiver
+ *              that is slow to answer holds up the next pass, never an advance or a drain. No
+ *              alert: no pass until one is put (NOTIFY "alerts"), or the safety net.
+ *   stopping   no advance, check, claim or alerts pass starts; see Runner.stop.
  * Every error is caught and logged (rate-limited): the next wake-up tries again.
  */
 export function createRunner(options: RunnerOptions): Runner {
@@ -291,10 +297,40 @@ export function createRunner(options: RunnerOptions): Runner {
       )
       .finally(() => (retaining = undefined));
   };
+  // alerts: a pass, then the next alerts.everyMs after it — while there are alerts. A pass that
+  // finds none ends the chain (an idle process sends nothing); an alert put (NOTIFY "alerts"),
+  // the safety net and a reconnect start it again.
+  let alerting: Promise<void> | undefined;
+  let alertTimer: NodeJS.Timeout | undefined;
+  const requestAlerts = () => {
+    const every = options.alerts;
+    if (!every || stopping || alerting || alertTimer) return;
+    alerting = corq
+      .checkAlerts({ maxSends: every.maxSends, stop: stopClaiming.signal })
+      .then(
+        (pass) => pass.alerts > 0,
+        (error: unknown) => {
+          report("alerts", error);
+          return true;
+        },
+      )
+      .then((again) => {
+        alerting = undefined;
+        if (!again || stopping) return;
+        alertTimer = setTimeout(() => {
+          alertTimer = undefined;
+          requestAlerts();
+        }, every.everyMs);
+        alertTimer.unref();
+      });
+  };
+  requestAlerts();
+
   const safetyNet = setInterval(() => {
     if (stopping) return;
     requestAdvance();
     requestCheck();
+    requestAlerts();
     if (Date.now() - lastHousekeeping >= HOUSEKEEPING_EVERY_MS) {
       lastHousekeeping = Date.now();
       corq.housekeeping().catch((error) => report("housekeeping", error));
@@ -312,20 +348,23 @@ export function createRunner(options: RunnerOptions): Runner {
   return {
     wake(payload) {
       if (payload === "append") requestAdvance();
+      else if (payload === "alerts") requestAlerts();
       else requestCheck();
     },
     recheck() {
       requestAdvance();
       requestCheck();
+      requestAlerts();
     },
     busy: () => drains.size,
     async stop({ boundMs, graceMs }) {
       stopping = true;
       stopClaiming.abort();
       clearInterval(safetyNet);
+      clearTimeout(alertTimer);
       clearTimeout(horizonTimer);
       clearIdleTimers();
-      const settled = () => Promise.all([...drains, advancing, checking, retaining]);
+      const settled = () => Promise.all([...drains, advancing, checking, retaining, alerting]);
       await waitFor(settled, boundMs);
       if (drains.size > 0) {
         abortHandlers.abort();

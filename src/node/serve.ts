@@ -102,6 +102,8 @@ const nodeSettingsSchema = z.object({
   CORQ_TRUSTED_PROXIES: z.string().optional(),
   /** A retention pass this often (ms); one that stopped with more to remove goes on at the next safety-net tick. */
   CORQ_RETENTION_EVERY_MS: int(60_000, 1000, 86_400_000),
+  /** An alerts pass this often (ms): a key that dies is an alert within about that. */
+  CORQ_ALERTS_EVERY_MS: int(1000, 100, 3_600_000),
 });
 
 export function nodeSettings(env: Record<string, string | undefined>) {
@@ -128,6 +130,7 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     trustedProxies: parseTrustedProxies(parsed.CORQ_TRUSTED_PROXIES),
     retention: retention.option,
     retentionPasses: { everyMs: parsed.CORQ_RETENTION_EVERY_MS, maxChunks: base.retentionChunks },
+    alertPasses: { everyMs: parsed.CORQ_ALERTS_EVERY_MS, maxSends: 100 },
   };
 }
 
@@ -215,6 +218,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           budgetMs: knobs.consumerBudgetMs,
           safetyNetMs: knobs.safetyNetMs,
           retention: knobs.retentionPasses,
+          alerts: knobs.alertPasses,
           log,
         })
       : noRunner;

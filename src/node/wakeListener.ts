@@ -60,7 +60,7 @@ export function listenForWakes(options: WakeListenerOptions): WakeListener {
     next.on("notification", (message) => {
       if (message.channel !== WAKE_CHANNEL) return;
       const payload = message.payload;
-      if (payload === "append" || payload === "ready" || payload === "tokens")
+      if (payload === "append" || payload === "ready" || payload === "tokens" || payload === "alerts")
         options.onWake(payload, message.processId);
     });
     try {

@@ -30,6 +30,7 @@ import type {
 import type { CreatedToken, TokenInfo } from "./tokens.js";
 import type { Retention, RetentionPolicy, RetentionRun } from "./retention.js";
 import type { DoctorOptions, DoctorReport } from "./doctor.js";
+import type { AlertCheck, AlertInfo, AlertInput, AlertPut } from "./alerts.js";
 
 /**
  * Computes the correlation key of an event in JS; null/undefined = the event does not match.
@@ -368,6 +369,27 @@ export interface Corq<E extends EventMap = AnyEvents> {
    * headroom. `ok`: no finding is an error. 5 statements, catalog views and index probes.
    */
   doctor(options?: DoctorOptions): Promise<DoctorReport>;
+  /**
+   * Creates or replaces an alert (docs/operations.md, "Alerts"): a signed POST to `url` when a
+   * key dies, a subscription has more than `lagOver` events not handled, an advance fails, or a
+   * transaction holds the xmin horizon longer than `heldOverMs` — at most once per alert,
+   * condition and key (or subscription, or transaction) per `minIntervalMs` (10 minutes). The
+   * signing secret is returned when the alert is created (made when not given); a replace keeps
+   * it unless a new one is given. Sent by checkAlerts.
+   */
+  putAlert(name: string, input: AlertInput): Promise<AlertPut>;
+  /** Every alert by name, with its counts and last send; never a secret. */
+  alerts(): Promise<AlertInfo[]>;
+  /** Deletes an alert (what it had yet to send is not sent). Unknown name → unknown_alert. */
+  deleteAlert(name: string): Promise<void>;
+  /**
+   * One alerts pass: evaluates what the alerts watch, records what is new and sends what is due
+   * (retries too), at most `maxSends` (100) of them. The Worker's cron and `serve` run it by
+   * themselves (every second on Node); a process of your own calls it as often as it wants alerts
+   * to be prompt. Several callers at once send each alert once. Once `stop` is aborted it sends
+   * nothing more.
+   */
+  checkAlerts(options?: { maxSends?: number; stop?: AbortSignal }): Promise<AlertCheck>;
   /**
    * Creates a scoped API token (docs/http-api.md, "Tokens"). The secret (`token`) is returned
    * here only: the database keeps its SHA-256. `streamPrefix` limits appends (needs `append`,

@@ -169,7 +169,14 @@ describe.skipIf(!browserFound)("dashboard in a real browser", () => {
 
     // a narrow screen: nothing wider than the viewport but the tables' own scroll boxes
     await page.setViewportSize({ width: 390, height: 800 });
-    for (const path of ["/", "/ui/dead-letters", "/ui/timeline", "/ui/subscriptions/browser-feed", "/ui/streams"]) {
+    for (const path of [
+      "/",
+      "/ui/dead-letters",
+      "/ui/timeline",
+      "/ui/subscriptions/browser-feed",
+      "/ui/streams",
+      "/ui/alerts",
+    ]) {
       await page.goto(url(path));
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       expect(overflow, path).toBeLessThanOrEqual(0);
@@ -457,7 +464,28 @@ describe.skipIf(!browserFound)("dashboard in a real browser", () => {
       expect(box!.x + box!.width).toBeLessThanOrEqual(390);
     };
 
-    for (const path of ["/", "/ui/dead-letters", "/ui/timeline", "/ui/subscriptions/browser-narrow", "/ui/streams"]) {
+    // an alert whose receiver refuses it (503, as the deliveries above): its row shows the error
+    const alert = { url: `${receiver.url}?token=${"x".repeat(60)}`, on: ["key.dead"] };
+    expect((await api("PUT", "/alerts/browser-narrow-alert", { body: alert })).status).toBe(201);
+    await api("POST", "/streams/narrow-2/events", { body: { events: [{ name: "Order", data }] } });
+    await eventually(
+      async () => {
+        await api("POST", "/dispatch");
+        await api("POST", "/alerts/check");
+        const [listed] = (await api("GET", "/alerts")).json.alerts;
+        expect(listed.lastSend).toMatchObject({ error: "HTTP 503" });
+      },
+      { timeoutMs: 30_000, intervalMs: 300 },
+    );
+
+    for (const path of [
+      "/",
+      "/ui/dead-letters",
+      "/ui/timeline",
+      "/ui/subscriptions/browser-narrow",
+      "/ui/streams",
+      "/ui/alerts",
+    ]) {
       await page.goto(url(path));
       for (const overflow of await sideways()) expect(overflow, path).toBeLessThanOrEqual(0);
     }

@@ -1,4 +1,4 @@
-// A real HTTP receiver for push deliveries: records every request, verifies every signature
+// A real HTTP receiver for push deliveries (and alerts): records every request, verifies every signature
 // with node:crypto (independently of corq's own signing code), and fails, stalls or acks
 // partially on demand.
 import { afterAll, beforeAll } from "vitest";
@@ -17,6 +17,12 @@ export interface Delivery {
   events: DeliveredEvent[];
   receivedAt: number;
   finishedAt?: number;
+  /** The request's path and query. */
+  url: string;
+  /** The body as sent (an alert's payload has no events). */
+  body: Record<string, unknown>;
+  /** The request's headers (lower-case names). */
+  headers: Record<string, string | string[] | undefined>;
 }
 
 /**
@@ -60,6 +66,9 @@ export async function startReceiver(secret: () => string | undefined) {
       attempt: body.attempt,
       events: body.events,
       receivedAt: Date.now(),
+      url: request.url ?? "",
+      body,
+      headers: request.headers,
     };
     deliveries.push(delivery);
     const slot = `${delivery.subscription}/${delivery.key}`;

@@ -138,6 +138,14 @@ describe("answers against the OpenAPI document", () => {
     expect((await call("PUT", "/retention", { body: { maxAgeMs: 86_400_000, streams: ["none-"] } })).status).toBe(200);
     expect((await call("PUT", "/retention", { body: { maxAgeMs: 0 } })).status).toBe(400);
     expect((await call("POST", "/retention/run")).status).toBe(200);
+    const alert = { url: "https://alerts.example/hook", on: ["key.dead", "subscription.lag"], lagOver: 10 };
+    expect((await call("PUT", "/alerts/documented", { body: alert })).status).toBe(201);
+    expect((await call("PUT", "/alerts/documented", { body: alert })).status).toBe(200);
+    expect((await call("PUT", "/alerts/documented", { body: { ...alert, lagOver: 0 } })).status).toBe(400);
+    expect((await call("GET", "/alerts")).status).toBe(200);
+    expect((await call("POST", "/alerts/check")).status).toBe(200);
+    expect((await call("DELETE", "/alerts/documented")).status).toBe(204);
+    expect((await call("DELETE", "/alerts/documented")).status).toBe(404);
 
     const documented = Object.entries(document.paths).flatMap(([path, ops]) =>
       Object.keys(ops).map((method) => `${method} ${path}`),

@@ -47,4 +47,42 @@ describe("push subscriptions without CORQ_PUSH_ALLOW_PRIVATE", () => {
     }
     expect(receiver.deliveries).toEqual([]);
   });
+
+  it("refuses loopback as an alert's URL at PUT (400, nothing written) and when sending one", async () => {
+    const port = new URL(receiver.url).port;
+    for (const url of [`http://127.0.0.1:${port}/`, `http://localhost:${port}/`, `http://0x7f.1:${port}/`]) {
+      const refused = await api("PUT", "/alerts/probe", { body: { url, on: ["key.dead"] } });
+      expect(refused.status, url).toBe(400);
+      expect(refused.type).toContain("application/problem+json");
+      expect(refused.json).toMatchObject({
+        errors: [{ path: "url", message: expect.stringContaining("is not a public address") }],
+      });
+    }
+    expect((await api("GET", "/alerts")).json).toEqual({ alerts: [] });
+    // made where private networks are allowed: the Worker refuses it when sending
+    const allowing = createCorq({ databaseUrl: state.stack.databaseUrl, pushAllowPrivate: true });
+    try {
+      await allowing.putAlert("probe", { url: `http://127.0.0.1:${port}/`, on: ["horizon.held"], heldOverMs: 1 });
+    } finally {
+      await allowing.close();
+    }
+    const held = await state.db.connect();
+    try {
+      await held.query("BEGIN");
+      await held.query("SELECT pg_current_xact_id()");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect((await api("POST", "/alerts/check")).json).toMatchObject({ sent: 0, retrying: 1 });
+    } finally {
+      await held.query("ROLLBACK");
+      held.release();
+    }
+    const [probe] = (await api("GET", "/alerts")).json.alerts;
+    expect(probe.lastSend).toMatchObject({
+      type: "horizon.held",
+      sentAt: null,
+      retrying: true,
+      error: expect.stringMatching(/^destination refused: .+ is not a public address \(CORQ_PUSH_ALLOW_PRIVATE\)$/),
+    });
+    expect(receiver.deliveries).toEqual([]);
+  });
 });

@@ -271,6 +271,36 @@ const endpoints: Endpoint[] = [
     path: () => "/retention/run",
     allowed: [200],
   },
+  { route: "GET /alerts", scope: "admin", path: () => "/alerts", allowed: [200] },
+  {
+    route: "PUT /alerts/:name",
+    scope: "admin",
+    path: () => "/alerts/matrix-alert",
+    body: { url: "https://alerts.example/hook", on: ["key.dead"] },
+    allowed: [200, 201],
+  },
+  {
+    route: "DELETE /alerts/:name",
+    scope: "admin",
+    prepare: async () => {
+      const name = `matrix-doomed-${++appended}`;
+      await withCorq((corq) => corq.putAlert(name, { url: "https://alerts.example/hook", on: ["key.dead"] }));
+      return name;
+    },
+    path: (name) => `/alerts/${name}`,
+    allowed: [204],
+  },
+  {
+    route: "POST /alerts/check",
+    scope: "admin",
+    // an alert to evaluate: a pass moves its last-pass time (a refused one must not)
+    prepare: () =>
+      withCorq((corq) => corq.putAlert("matrix-watch", { url: "https://alerts.example/hook", on: ["key.dead"] })).then(
+        () => undefined,
+      ),
+    path: () => "/alerts/check",
+    allowed: [200],
+  },
 ];
 
 beforeAll(async () => {

@@ -21,13 +21,14 @@ export function useHref(): (path: string) => string {
   return (path) => underBase(basePath, path);
 }
 
-export type Section = "overview" | "dead-letters" | "timeline" | "streams";
+export type Section = "overview" | "dead-letters" | "timeline" | "streams" | "alerts";
 
 const links: [Section, string, string][] = [
   ["overview", "/", "Overview"],
   ["dead-letters", "/ui/dead-letters", "Dead letters"],
   ["timeline", "/ui/timeline", "Timeline"],
   ["streams", "/ui/streams", "Streams"],
+  ["alerts", "/ui/alerts", "Alerts"],
 ];
 
 export function Page(props: { title: string; section?: Section; notice?: string; children: Child; live?: boolean }) {

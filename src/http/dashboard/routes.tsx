@@ -10,9 +10,11 @@ import { dispatchInBackground } from "../dispatch.js";
 import { subscriptionName, parseOrThrow } from "../../config.js";
 import { adminTokenRefusal, principalOf, requireScope } from "../auth.js";
 import { scopesAllow, type TokenScope } from "../../tokens.js";
+import { redactedUrl } from "../redactedUrl.js";
 import { ProblemError } from "../problem.js";
 import { requestOrigin } from "../requestClient.js";
 import { css, script } from "./assets.js";
+import { Alerts } from "./alerts.js";
 import { DeadLetters } from "./deadLetters.js";
 import { Keys } from "./keys.js";
 import { BasePath, CanOperate, Page } from "./layout.js";
@@ -296,6 +298,15 @@ export function dashboard(options: {
           now={Date.now()}
         />
       );
+    }),
+  );
+
+  app.get("/ui/alerts", scope("read"), (c) =>
+    render(c, async (corq) => {
+      const principal = c.var.principal;
+      const admin = principal !== undefined && scopesAllow(principal.scopes, "admin");
+      const alerts = (await corq.alerts()).map((a) => (admin ? a : { ...a, url: redactedUrl(a.url) }));
+      return <Alerts alerts={alerts} />;
     }),
   );
 

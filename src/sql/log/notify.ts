@@ -5,12 +5,13 @@ import { sql, type SQL } from "drizzle-orm";
  * to look now, never the work itself: one lost (a LISTEN connection that dropped) costs only
  * latency, the safety-net timer and the re-check after every reconnect find the work anyway.
  * Payloads: "append" (new events: advance, then consume), "ready" (keys became ready:
- * consume) and "tokens" (a token was revoked: forget the verified ones, src/http/tokenCache.ts).
+ * consume), "tokens" (a token was revoked: forget the verified ones, src/http/tokenCache.ts) and
+ * "alerts" (an alert was put: its passes start, src/node/runner.ts).
  * Postgres folds identical notifications of one transaction into one.
  */
 export const WAKE_CHANNEL = "corq_wake";
 
-export type WakePayload = "append" | "ready" | "tokens";
+export type WakePayload = "append" | "ready" | "tokens" | "alerts";
 
 /** Sends wake-ups in a statement (and so a transaction) of its own. */
 export function notifyWake(...payloads: WakePayload[]): SQL {

@@ -43,6 +43,8 @@ export function recordAlerts(candidates: AlertCandidate[], moveBack: { alertId: 
       FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         AS c(alert_id int, type text, subject text, incident text, payload jsonb)
       JOIN ${alerts} a ON a.id = c.alert_id -- an alert deleted meanwhile sends nothing
+      -- one lock order for passes that meet: no deadlock between their upserts
+      ORDER BY c.alert_id, c.type, c.subject
       ON CONFLICT (alert_id, type, subject) DO UPDATE SET
         incident = excluded.incident, message_id = excluded.message_id, payload = excluded.payload,
         queued_at = now(), attempts = 0, next_at = now(), sending_until = NULL, sent_at = NULL, last_error = NULL

@@ -53,7 +53,7 @@ export function startAlertPass(): SQL {
     )
     SELECT p.id, p.name, p.url, p.secret, p.conditions, p.lag_over, p.held_over_ms, p.min_interval_ms,
       to_json(p.dead_since)#>>'{}' AS dead_since,
-      (SELECT coalesce(jsonb_agg(jsonb_build_array(s.type, s.subject)), '[]') FROM ${alertSends} s
+      (SELECT coalesce(jsonb_agg(jsonb_build_array(s.type, s.subject) ORDER BY s.type, s.subject), '[]') FROM ${alertSends} s
         WHERE s.alert_id = p.id AND s.type <> 'key.dead' AND s.queued_at > now() - ${interval(sql`p`)}) AS recent,
       EXISTS (SELECT FROM ${alertSends} s WHERE s.alert_id = p.id AND s.next_at <= now()) AS due
     FROM passed p

@@ -11,7 +11,7 @@ import {
 import { readAdvanceBatch, writeAdvanceBatch, type KeyedEvent } from "./sql/advance/advanceByFunction.js";
 import { syncSubscriptions, type SubscriptionRow } from "./sql/advance/syncSubscriptions.js";
 import type { EventRow } from "./sql/common/eventColumns.js";
-import { keyOf } from "./keyOf.js";
+import { keyOf, tenantOf } from "./keyOf.js";
 import { resumeRewind } from "./rewind.js";
 
 type FunctionKey = Extract<KeyStrategy, { kind: "function" }>;
@@ -43,7 +43,7 @@ export async function syncCodeSubscriptions(
 ): Promise<SubscriptionRow[]> {
   const rows = await executor.run<SubscriptionRow>(
     syncSubscriptions(
-      [...code.values()].map((s) => ({ ...s, key: keyText(s.key) })),
+      [...code.values()].map((s) => ({ ...s, key: keyText(s.key), tenant: s.tenant && keyText(s.tenant) })),
       options,
     ),
   );
@@ -93,6 +93,7 @@ export async function advanceOnce(
             (advanced[row.name] ?? 0) +
             (await advanceByFunction(executor, row.id, {
               key: definition.key,
+              tenant: definition.tenant,
               events: definition.events,
               streams: definition.streams,
               limit: options.batchSize,
@@ -164,6 +165,7 @@ async function advanceByFunction(
   subscriptionId: number,
   options: {
     key: FunctionKey;
+    tenant: KeyStrategy | null;
     events: string[];
     streams: string[] | null;
     limit: number;
@@ -178,6 +180,7 @@ async function advanceByFunction(
         watermark_position: string;
         erase_epoch: string | number;
         rewinding: AdvanceRow["rewinding"];
+        tenant_value: string | null;
       }
     >(readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }));
     const [first] = rows;
@@ -194,12 +197,20 @@ async function advanceByFunction(
     }
     const matched: KeyedEvent[] = rows
       .filter((row) => row.matches)
-      .map((row) => ({
-        tx: row.tx,
-        position: Number(row.position),
-        deliver_at: row.deliver_at === null ? null : new Date(row.deliver_at).toISOString(),
-        ...keyOf(options.key, row),
-      }));
+      .map((row) => {
+        const keyed = keyOf(options.key, row);
+        const tenant = tenantOf(options.tenant, row, row.tenant_value);
+        // an event whose tenant breaks the key rule is skipped, as one whose key does
+        const invalid = keyed.invalid ?? (keyed.key === null ? null : tenant.invalid);
+        return {
+          tx: row.tx,
+          position: Number(row.position),
+          deliver_at: row.deliver_at === null ? null : new Date(row.deliver_at).toISOString(),
+          key: invalid === null ? keyed.key : null,
+          invalid,
+          tenant: tenant.tenant,
+        };
+      });
     const [written] = await executor.run<{ applied: number }>(
       writeAdvanceBatch(subscriptionId, {
         read: {

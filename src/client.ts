@@ -97,6 +97,10 @@ export interface PushSubscriptionConfig {
   leaseMs?: number;
   /** At most this many keys in flight at once, across every consumer (null or absent: no cap). */
   maxLeasedKeys?: number | null;
+  /** Fairness between tenants: "stream" or a path such as "data.tenant" (null or absent: none). */
+  tenant?: string | null;
+  /** Keys per round by tenant (default 1). */
+  tenantWeights?: Record<string, number> | null;
 }
 
 export interface Stats {

@@ -192,12 +192,20 @@ export const keyReasons = {
   malformed: "key contains U+0000 or a lone surrogate",
 } as const;
 
-/** Why `key` breaks the key rule, or null when it keeps it. */
-export function keyProblem(key: string): string | null {
-  if (key === "") return keyReasons.empty;
-  if (key === "." || key === "..") return keyReasons.dots;
-  if (badText.test(key)) return keyReasons.malformed;
-  if (new TextEncoder().encode(key).length > MAX_KEY_BYTES) return keyReasons.long;
+/** The same rule for a key's tenant (CLARIFICATIONS: "the same rule for tenant values"), in its words. */
+export const tenantReasons: Record<keyof typeof keyReasons, string> = {
+  empty: "tenant is empty",
+  dots: 'tenant is "." or ".."',
+  long: `tenant is longer than ${MAX_KEY_BYTES} bytes`,
+  malformed: "tenant contains U+0000 or a lone surrogate",
+};
+
+/** Why `key` (or a tenant, with tenantReasons) breaks the key rule, or null when it keeps it. */
+export function keyProblem(key: string, reasons: Record<keyof typeof keyReasons, string> = keyReasons): string | null {
+  if (key === "") return reasons.empty;
+  if (key === "." || key === "..") return reasons.dots;
+  if (badText.test(key)) return reasons.malformed;
+  if (new TextEncoder().encode(key).length > MAX_KEY_BYTES) return reasons.long;
   return null;
 }
 
@@ -227,6 +235,12 @@ export function keyText(strategy: KeyStrategy): string {
   return [strategy.column, ...strategy.path].join(".");
 }
 
+/** `tenantWeights`: a tenant with weight n gets n keys per round of the fair pick (default 1). */
+const tenantWeights = z
+  .record(correlationKey, z.number().int().min(1).max(1000))
+  .refine((w) => Object.keys(w).length <= 1000, "at most 1000 tenants may have a weight")
+  .describe("keys per round for a tenant (default 1), by tenant");
+
 const backoff = z
   .object({
     initialMs: z.number().int().min(0).max(86_400_000).default(1000),
@@ -252,13 +266,33 @@ export const subscriptionSettings = z.object({
   backoff: backoff.default({ initialMs: 1000, maxMs: 300_000, factor: 2 }),
   // at most this many keys leased at once across every consumer (docs/flow-control.md); null: no cap
   maxLeasedKeys: z.number().int().min(1).max(100_000).nullable().default(null),
+  // fairness between tenants (docs/flow-control.md): each key's tenant, like `key`; null: none
+  tenant: z
+    .union([keyPath, z.custom<KeyFunction>((v) => typeof v === "function")])
+    .nullable()
+    .default(null),
+  tenantWeights: tenantWeights.nullable().default(null),
 });
+
+/** Both halves of the fairness settings hold together (applied to code and push settings alike). */
+function tenantSettingsHold(s: { key: unknown; tenant: unknown; tenantWeights: unknown }, ctx: z.RefinementCtx) {
+  if (s.tenantWeights !== null && s.tenant === null)
+    ctx.addIssue({ code: "custom", path: ["tenantWeights"], message: "tenantWeights needs a tenant" });
+  // a tenant computed in JS is computed where the key is: by the advance's function path
+  if (typeof s.tenant === "function" && typeof s.key !== "function")
+    ctx.addIssue({
+      code: "custom",
+      path: ["tenant"],
+      message: "a tenant function needs a key function too (or name the tenant by a path such as data.tenant)",
+    });
+}
 
 /** PUT /subscriptions/:name — a push subscription (the name comes from the path). */
 export const pushSubscriptionInput = subscriptionSettings
   .omit({ name: true, key: true })
-  .extend({ key: keyPath.default("stream"), deliver: deliverConfig })
+  .extend({ key: keyPath.default("stream"), tenant: keyPath.nullable().default(null), deliver: deliverConfig })
   .strict()
+  .superRefine(tenantSettingsHold)
   .transform((s) => ({
     ...s,
     deliver: { ...s.deliver, timeoutMs: s.deliver.timeoutMs ?? defaultTimeoutMs(s.leaseMs) },
@@ -297,6 +331,9 @@ export interface Subscription {
   leaseMs: number;
   backoff: { initialMs: number; maxMs: number; factor: number };
   maxLeasedKeys: number | null;
+  /** Each key's tenant (fairness); null: none. */
+  tenant: KeyStrategy | null;
+  tenantWeights: Record<string, number> | null;
   /** The handler's writes commit with the ack (SubscriptionDefinition.transactional). */
   transactional: boolean;
   /** Its schemas by event name (SubscriptionDefinition.schemas): null when it has none. */
@@ -307,7 +344,12 @@ export interface Subscription {
 export function parseSubscriptions(definitions: SubscriptionDefinition[]): Map<string, Subscription> {
   const parsed = new Map<string, Subscription>();
   for (const [index, definition] of definitions.entries()) {
-    const settings = parseOrThrow(subscriptionSettings, definition, "invalid_config", `subscriptions[${index}]`);
+    const settings = parseOrThrow(
+      subscriptionSettings.superRefine(tenantSettingsHold),
+      definition,
+      "invalid_config",
+      `subscriptions[${index}]`,
+    );
     if (typeof definition.handle !== "function") {
       throw new CorqError("invalid_config", `subscriptions[${index}].handle must be a function`);
     }
@@ -326,6 +368,7 @@ export function parseSubscriptions(definitions: SubscriptionDefinition[]): Map<s
       events,
       streams: uniqueStreams(settings.streams),
       key: parseKey(settings.key),
+      tenant: settings.tenant === null ? null : parseKey(settings.tenant),
       transactional,
       validators: parseValidators(definition.schemas, { events, label: `subscriptions[${index}]` }),
       handle: definition.handle,

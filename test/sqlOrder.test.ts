@@ -100,6 +100,8 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   pauseKey: (f) => [f("s", "k")],
   resumeKey: (f) => [f("s", "k")],
   keyProblem: (f) => [f(sql`'k'`)],
+  valueAt: (f) => [f(sql`sub.tenant`)],
+  storedTenant: (f) => [f(sql`sub.tenant`, sql`'t'`)],
   streamTaken: (f) => [f(sql`e.stream`, sql`s.streams`)],
   beginRewind: (f) => [
     f({ subscription: "s", to: "beginning", key: undefined, token: lease.token, leaseMs: 1000, functionKey: false }),

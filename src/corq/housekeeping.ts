@@ -22,7 +22,11 @@ export function createHousekeeping({ executor, settings }: PartDeps): Pick<CorqR
       const { maxChunks } = parseOrThrow(chunksOption, options, "invalid_input", "options");
       const db = await executor();
       const [pruned] = await db.run<PrunedRow>(
-        pruneOperational({ activityOlderThanMs: ACTIVITY_KEPT_MS, idempotencyTtlMs: settings.idempotencyTtlMs }),
+        pruneOperational({
+          activityOlderThanMs: ACTIVITY_KEPT_MS,
+          idempotencyTtlMs: settings.idempotencyTtlMs,
+          tenantIdleMs: settings.keyIdleMs,
+        }),
       );
       const { activity, sessions, webhook_ids, idempotency_keys } = present(pruned, "the prune counts");
       let keys = 0;

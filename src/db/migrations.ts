@@ -199,5 +199,16 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"alert_sends\" ADD CONSTRAINT \"alert_sends_alert_id_alerts_id_fk\" FOREIGN KEY (\"alert_id\") REFERENCES \"corq\".\"alerts\"(\"id\") ON DELETE cascade ON UPDATE no action;",
       "CREATE INDEX \"alert_sends_next_at_idx\" ON \"corq\".\"alert_sends\" USING btree (\"next_at\") WHERE next_at IS NOT NULL;"
     ]
+  },
+  {
+    "tag": "0020_tenant_fairness",
+    "statements": [
+      "CREATE TABLE \"corq\".\"tenants\" (\n\t\"subscription_id\" integer NOT NULL,\n\t\"tenant\" text NOT NULL,\n\t\"served_at\" timestamp with time zone,\n\tCONSTRAINT \"tenants_pkey\" PRIMARY KEY(\"subscription_id\",\"tenant\")\n);",
+      "ALTER TABLE \"corq\".\"keys\" ADD COLUMN \"tenant\" text;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"tenant\" text;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"tenant_weights\" jsonb;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"tenant_mismatched\" bigint DEFAULT 0 NOT NULL;",
+      "CREATE INDEX \"keys_tenant_ready_idx\" ON \"corq\".\"keys\" USING btree (\"subscription_id\",\"tenant\",\"available_at\",\"key\") WHERE available_at IS NOT NULL AND paused_at IS NULL AND tenant IS NOT NULL;"
+    ]
   }
 ];

@@ -85,6 +85,13 @@ export const subscriptions = corqSchema.table("subscriptions", {
   // At most this many keys of the subscription leased at once, across every consumer and
   // isolate (claimBatch.ts, corq.lease_room); null: no cap.
   maxLeasedKeys: integer("max_leased_keys"),
+  // Fairness between tenants (claimBatch.ts, pickFair): each key's tenant, as "stream", a JSON
+  // path ("data.x.y", "meta.x") or "function" (code); null: no tenants, oldest key first.
+  tenant: text("tenant"),
+  // { "<tenant>": n }: a tenant with weight n gets n keys per round (default 1)
+  tenantWeights: jsonb("tenant_weights"),
+  // events whose tenant differed from their key's (a key's tenant is fixed when its row is made)
+  tenantMismatched: bigint("tenant_mismatched", { mode: "number" }).notNull().default(0),
   deliver: jsonb("deliver"),
   paused: boolean("paused").notNull().default(false),
   watermarkTx: xid8("watermark_tx").notNull(),
@@ -213,6 +220,8 @@ export const keys = corqSchema.table(
     // MAX_POSTPONED_MS), reset by an ack.
     postponed: integer("postponed").notNull().default(0),
     postponedSince: timestamp("postponed_since", { withTimezone: true }),
+    // The key's tenant (subscriptions.tenant), from the event that made its row; null without one.
+    tenant: text("tenant"),
   },
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
@@ -222,6 +231,11 @@ export const keys = corqSchema.table(
     index("keys_ready_idx")
       .on(t.subscriptionId, sql`(${t.lastSeq} < ${t.replaySeq})`, t.availableAt, t.key)
       .where(sql`available_at IS NOT NULL AND paused_at IS NULL`),
+    // A tenanted subscription's keys with work, by tenant: the fair pick lists the tenants with
+    // work (a skip scan, one probe per tenant) and walks each one's ready keys, oldest first.
+    index("keys_tenant_ready_idx")
+      .on(t.subscriptionId, t.tenant, t.availableAt, t.key)
+      .where(sql`available_at IS NOT NULL AND paused_at IS NULL AND tenant IS NOT NULL`),
     index("keys_dead_at_idx").on(t.subscriptionId, t.deadAt).where(sql`dead_at IS NOT NULL`),
     index("keys_paused_at_idx").on(t.subscriptionId, t.pausedAt).where(sql`paused_at IS NOT NULL`),
     // Idle keys (nothing to do, not dead, not paused) by last activity: compaction reads only the
@@ -230,6 +244,21 @@ export const keys = corqSchema.table(
       .on(t.subscriptionId, t.activeAt)
       .where(sql`available_at IS NULL AND dead_at IS NULL AND paused_at IS NULL`),
   ],
+);
+
+/**
+ * The tenants of a tenanted subscription (subscriptions.tenant), made by the advance with the
+ * first key of each: when the fair pick last served each one (least recently served first).
+ */
+export const tenants = corqSchema.table(
+  "tenants",
+  {
+    subscriptionId: integer("subscription_id").notNull(),
+    tenant: text("tenant").notNull(),
+    // null: never served (first in line)
+    servedAt: timestamp("served_at", { withTimezone: true }),
+  },
+  (t) => [primaryKey({ name: "tenants_pkey", columns: [t.subscriptionId, t.tenant] })],
 );
 
 /**

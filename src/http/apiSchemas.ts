@@ -178,6 +178,17 @@ export const subscription = z.object({
   leaseMs: z.number().int(),
   backoff: z.object({ initialMs: z.number().int(), maxMs: z.number().int(), factor: z.number() }),
   maxLeasedKeys: z.number().int().nullable().describe("at most this many keys leased at once (null: no cap)"),
+  tenant: z
+    .string()
+    .nullable()
+    .describe(
+      'each key\'s tenant: "stream", a JSON path or "function"; claims are shared round robin between tenants (null: none)',
+    ),
+  tenantWeights: z.record(z.string(), z.number().int()).nullable().describe("keys per round by tenant (default 1)"),
+  tenantMismatched: z
+    .number()
+    .int()
+    .describe("events whose tenant differed from their key's (the key keeps its first)"),
   deliver: z.object({ url: z.string(), timeoutMs: z.number().int() }).optional(),
   paused: z.boolean(),
   watermark: z.number().int(),
@@ -225,6 +236,7 @@ export const keyState = z.object({
   lastError: z.string().nullable(),
   lastPosition: z.number().int().nullable(),
   seq: z.number().int().describe("the last seq given to an event of this key"),
+  tenant: z.string().optional().describe('the key\'s tenant, in a subscription with one ("": its event named none)'),
   pausedSince: isoTime.optional(),
   holder: z.string().nullable().optional().describe("while a lease is live: who holds it"),
   leasedSince: isoTime.nullable().optional(),

@@ -127,6 +127,16 @@ export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extend
    */
   maxLeasedKeys?: number | null;
   /**
+   * Fairness between tenants: each key's tenant, named like `key` ("stream", a path such as
+   * "data.tenant", or a function — then `key` must be a function too), fixed by the event that
+   * made the key's row. Claims share the consumers round robin between the tenants with ready
+   * keys, least recently served first, each tenant's oldest key first (docs/flow-control.md).
+   * Default: none (the oldest ready key first, whoever it belongs to).
+   */
+  tenant?: KeyPath<E, N> | KeyFunction<E, N> | null;
+  /** Keys per round for a tenant (default 1): `{ "big-customer": 3 }`. */
+  tenantWeights?: Record<string, number> | null;
+  /**
    * The handler's writes through `ctx.tx` (and `ctx.run`) commit in the same transaction as the
    * ack of its batch: effects exactly once. Each such batch holds one connection (on Workers and
    * with driver "neon-http": a session opened for it) from the handler's start to its commit.

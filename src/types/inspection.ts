@@ -12,6 +12,8 @@ export interface KeyState {
   lastPosition: number | null;
   /** The last seq given to an event of this key (the next one queued gets seq + 1). */
   seq: number;
+  /** The key's tenant (only in a subscription with `tenant`; "" when its event named none). */
+  tenant?: string;
   /** When the key was paused (only while it is). */
   pausedSince?: string;
   /** Only while a lease is live: who holds it (a process, a Worker invocation), since and until when. */
@@ -36,6 +38,12 @@ export interface SubscriptionStats {
   backoff: { initialMs: number; maxMs: number; factor: number };
   /** At most this many keys leased at once, across every consumer (null: no cap). */
   maxLeasedKeys: number | null;
+  /** Each key's tenant ("stream", a path, "function"); null: no fairness between tenants. */
+  tenant: string | null;
+  /** Keys per round by tenant (others 1); null: every tenant 1. */
+  tenantWeights: Record<string, number> | null;
+  /** Events whose tenant differed from their key's (a key keeps the tenant its first event gave it). */
+  tenantMismatched: number;
   /** Push subscriptions: where batches are POSTed (the secret is never shown again). */
   deliver?: { url: string; timeoutMs: number };
   paused: boolean;

@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, subscriptions } from "../../db/schema.js";
 import { eventColumns } from "../common/eventColumns.js";
-import { enqueueAndMove, rewindState, streamTaken } from "./advanceSubscription.js";
+import { enqueueAndMove, rewindState, streamTaken, valueAt } from "./advanceSubscription.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 
 /**
@@ -10,7 +10,8 @@ import { asyncCommit } from "../common/asyncCommit.js";
  * (the write half only applies if it is unchanged). Events the filters (event names, stream
  * prefixes) do not match come back with `matches` false, only to move the watermark past them:
  * the key function never runs on them. `rewinding`: the subscription is being rewound (no
- * advance until that ends; see advanceSubscription).
+ * advance until that ends; see advanceSubscription). `tenant_value`: the value the
+ * subscription's tenant path names (read here: one definition of paths, valueAt).
  */
 export function readAdvanceBatch(
   subscriptionId: number,
@@ -21,7 +22,8 @@ export function readAdvanceBatch(
   return sql`
     SELECT ${eventColumns}, ${named} AND ${taken} AS matches,
            s.watermark_tx::text AS watermark_tx, s.watermark_position, s.erase_epoch,
-           ${rewindState(sql`s`)} AS rewinding
+           ${rewindState(sql`s`)} AS rewinding,
+           CASE WHEN s.tenant IS NOT NULL AND s.tenant <> 'function' THEN ${valueAt(sql`s.tenant`)} END AS tenant_value
     FROM ${subscriptions} s, ${events} e
     WHERE s.id = ${subscriptionId}
       AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)
@@ -37,6 +39,7 @@ export interface KeyedEvent {
   deliver_at?: string | null;
   key: string | null; // null: the key function returned nothing, or an invalid key; counted as skipped
   invalid: string | null; // why the key was refused (the key rule, or the function threw)
+  tenant?: string | null; // as storedTenant gives it (null or absent: no tenant)
 }
 
 /**
@@ -59,9 +62,9 @@ export function writeAdvanceBatch(
 ): SQL {
   return sql`
     WITH matched AS (
-      SELECT t.tx::xid8 AS tx, t.position, t.key, t.invalid, t.deliver_at
+      SELECT t.tx::xid8 AS tx, t.position, t.key, t.invalid, t.deliver_at, t.tenant
       FROM jsonb_to_recordset(${JSON.stringify(matched)}::jsonb)
-        AS t(tx text, position bigint, key text, invalid text, deliver_at timestamptz)
+        AS t(tx text, position bigint, key text, invalid text, deliver_at timestamptz, tenant text)
     ),
     ${enqueueAndMove(
       sql`${subscriptionId}::int`,

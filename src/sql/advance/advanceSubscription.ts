@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
-import { advanceKicks, events, keys, queue, subscriptions } from "../../db/schema.js";
-import { MAX_KEY_BYTES, keyReasons } from "../../config.js";
+import { advanceKicks, events, keys, queue, subscriptions, tenants } from "../../db/schema.js";
+import { MAX_KEY_BYTES, keyReasons, tenantReasons } from "../../config.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
 
@@ -29,9 +29,17 @@ export const ADVANCING = 736_420_198;
  * statement waited applies): "stream", or a JSON path "data.a.b" / "meta.x" (null when the
  * path is missing or null).
  */
-export const keyExpression = sql`CASE WHEN sub.key = 'stream' THEN e.stream
-  ELSE (CASE WHEN split_part(sub.key, '.', 1) = 'data' THEN e.data ELSE e.meta END)
-       #>> (string_to_array(sub.key, '.'))[2:] END`;
+export const keyExpression = valueAt(sql`sub.key`);
+
+/**
+ * The value named by `spec` ("stream", or a JSON path "data.a.b" / "meta.x") in event `e`, as
+ * text: the key's and the tenant's one definition.
+ */
+export function valueAt(spec: SQL): SQL {
+  return sql`CASE WHEN ${spec} = 'stream' THEN e.stream
+  ELSE (CASE WHEN split_part(${spec}, '.', 1) = 'data' THEN e.data ELSE e.meta END)
+       #>> (string_to_array(${spec}, '.'))[2:] END`;
+}
 
 /**
  * Whether `stream` is taken by a stream filter (`prefixes`: text[], null = every stream). `^@`
@@ -40,10 +48,19 @@ export const keyExpression = sql`CASE WHEN sub.key = 'stream' THEN e.stream
  */
 export const streamTaken = (stream: SQL, prefixes: SQL) => sql`(${prefixes} IS NULL OR ${stream} ^@ ANY(${prefixes}))`;
 
-/** Why a key breaks the key rule (config.ts keyProblem), or null. */
-export const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReasons.empty}
-  WHEN ${key} IN ('.', '..') THEN ${keyReasons.dots}
-  WHEN octet_length(${key}) > ${MAX_KEY_BYTES} THEN ${keyReasons.long} END`;
+/** Why a key (or, with tenantReasons, a tenant) breaks the key rule (config.ts keyProblem), or null. */
+export const keyProblem = (key: SQL, reasons: Record<keyof typeof keyReasons, string> = keyReasons) => sql`CASE
+  WHEN ${key} = '' THEN ${reasons.empty}
+  WHEN ${key} IN ('.', '..') THEN ${reasons.dots}
+  WHEN octet_length(${key}) > ${MAX_KEY_BYTES} THEN ${reasons.long} END`;
+
+/**
+ * A tenanted subscription's tenant of an event, as stored with a key made for it: the value
+ * `tenant` ("" when the event names none: the key rule keeps "" from any real tenant), or null
+ * when the subscription has no tenant.
+ */
+export const storedTenant = (spec: SQL, tenant: SQL) =>
+  sql`CASE WHEN ${spec} IS NOT NULL THEN coalesce(${tenant}, '') END`;
 
 /**
  * Advances one subscription with a stream or JSON-path key, in ONE statement:
@@ -67,7 +84,7 @@ export const keyProblem = (key: SQL) => sql`CASE WHEN ${key} = '' THEN ${keyReas
 export function advanceSubscription(subscriptionId: number, limit: number): SQL {
   return sql`
     WITH sub AS (
-      SELECT id, watermark_tx, watermark_position, events, streams, key FROM ${subscriptions}
+      SELECT id, watermark_tx, watermark_position, events, streams, key, tenant FROM ${subscriptions}
       WHERE id = ${subscriptionId} AND key <> 'function' AND rewind_token IS NULL AND ${asyncCommit}
         AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)
         -- an erasure round committed after this statement's snapshot (its events still visible
@@ -78,7 +95,8 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
     scan AS (
       SELECT e.tx, e.position, e.deliver_at,
         ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} AS matches,
-        ${keyExpression} AS key
+        ${keyExpression} AS key,
+        CASE WHEN sub.tenant IS NOT NULL THEN ${valueAt(sql`sub.tenant`)} END AS tenant
       FROM ${events} e, sub
       -- the watermark as values (scalar subqueries), not as columns of the joined row: only
       -- then is it a bound of the index scan. As a join filter the scan walked the index from
@@ -88,8 +106,16 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
       ORDER BY e.tx, e.position
       LIMIT ${limit}
     ),
-    checked AS (SELECT tx, position, deliver_at, key, ${keyProblem(sql`key`)} AS invalid FROM scan WHERE matches),
-    matched AS (SELECT tx, position, deliver_at, CASE WHEN invalid IS NULL THEN key END AS key, invalid FROM checked),
+    checked AS (
+      SELECT tx, position, deliver_at, key, tenant,
+        coalesce(${keyProblem(sql`key`)}, ${keyProblem(sql`tenant`, tenantReasons)}) AS invalid
+      FROM scan WHERE matches
+    ),
+    matched AS (
+      SELECT tx, position, deliver_at, CASE WHEN invalid IS NULL THEN key END AS key, invalid,
+        ${storedTenant(sql`(SELECT tenant FROM sub)`, sql`tenant`)} AS tenant
+      FROM checked
+    ),
     last AS (SELECT tx, position FROM scan ORDER BY tx DESC, position DESC LIMIT 1),
     ${enqueueAndMove(sql`(SELECT id FROM sub)`, { tx: sql`(SELECT tx FROM last)`, position: sql`(SELECT position FROM last)` }, sql`true`)}
     SELECT (SELECT count(*) FROM scan)::int AS scanned,
@@ -99,8 +125,9 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
 }
 
 /**
- * The write half shared by both advance paths, given `matched(tx, position, key, invalid)`
- * (key null: no key, or an invalid one, whose reason is `invalid`): move the watermark first
+ * The write half shared by both advance paths, given `matched(tx, position, deliver_at, key,
+ * invalid, tenant)` (key null: no key, or an invalid one, whose reason is `invalid`; tenant as
+ * storedTenant gives it): move the watermark first
  * (only where `condition` holds: the function path's compare-and-set), then enqueue the keyed
  * rows and upsert their key rows only if it moved, and count the skipped events. The
  * watermark and the queue change in one statement: nothing is enqueued twice, nothing is
@@ -109,6 +136,10 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
  * numbers from the subscription's key_seq_floor as the watermark UPDATE returns it (the row's
  * latest version, under its lock: src/sql/common/keySeqFloor.ts). A working advance also
  * clears the subscription's last advance error.
+ * Tenants (fairness): a key row made here takes the tenant of its first event here (a row made
+ * without one — by a pause, a rewind, before the subscription had a tenant — takes it from its
+ * next enqueue), and a tenant met for the first time gets its row in corq.tenants (never served:
+ * first in line). Events whose tenant differs from their key's are counted (tenant_mismatched).
  */
 export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: SQL }, condition: SQL): SQL {
   return sql`
@@ -121,6 +152,7 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
         skipped_invalid = s.skipped_invalid + (SELECT count(*) FROM matched WHERE invalid IS NOT NULL),
         last_skip = coalesce((SELECT jsonb_build_object('position', position, 'reason', invalid) FROM matched
                               WHERE invalid IS NOT NULL ORDER BY tx DESC, position DESC LIMIT 1), s.last_skip),
+        tenant_mismatched = s.tenant_mismatched + ${tenantMismatches(subscriptionId)},
         advance_error = NULL, advance_error_at = NULL
       WHERE s.id = ${subscriptionId} AND ${condition}
       RETURNING s.id, s.key_seq_floor
@@ -128,9 +160,10 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
     keyed AS (
       -- available_at of a key that gets its first work here: now, or when its first event
       -- here may be delivered (a delayed head holds the key: greatest ignores a null)
-      INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, available_at)
+      INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, available_at, tenant)
       SELECT moved.id, key, count(*), moved.key_seq_floor + count(*),
-        greatest(now(), (array_agg(deliver_at ORDER BY tx, position))[1])
+        greatest(now(), (array_agg(deliver_at ORDER BY tx, position))[1]),
+        (array_agg(tenant ORDER BY tx, position))[1]
       FROM matched, moved WHERE key IS NOT NULL
       GROUP BY moved.id, moved.key_seq_floor, key
       ORDER BY key -- one lock order for every writer of key rows: no deadlocks between advancers
@@ -139,8 +172,18 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
         seq = k.seq + excluded.pending,
         available_at = CASE WHEN k.available_at IS NULL AND k.dead_at IS NULL THEN excluded.available_at
           ELSE k.available_at END,
-        active_at = now()
-      RETURNING k.key, k.seq
+        active_at = now(),
+        tenant = coalesce(k.tenant, excluded.tenant)
+      RETURNING k.key, k.seq, k.tenant
+    ),
+    new_tenants AS (
+      -- read first (no lock, no conflict check): a known tenant costs one probe
+      INSERT INTO ${tenants} (subscription_id, tenant)
+      SELECT DISTINCT (SELECT id FROM moved), t.tenant FROM keyed t
+      WHERE t.tenant IS NOT NULL AND NOT EXISTS (
+        SELECT FROM ${tenants} n WHERE n.subscription_id = (SELECT id FROM moved) AND n.tenant = t.tenant)
+      ORDER BY 2
+      ON CONFLICT DO NOTHING
     ),
     -- each key's counter as the upsert left it (the latest row version, under its lock), in
     -- one jsonb object computed once: a join of two CTEs is planned on guessed row counts
@@ -156,6 +199,22 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
             FROM matched m, counters c WHERE m.key IS NOT NULL AND c.seqs IS NOT NULL OFFSET 0) m
       ORDER BY m.key, m.tx, m.position
     )`;
+}
+
+/**
+ * How many of `matched`'s keyed events name another tenant than their key's: the key row's, or
+ * for a key made here its first event's. Nothing is read without a tenant (the CASE runs the
+ * count only when some event has one).
+ */
+function tenantMismatches(subscriptionId: SQL): SQL {
+  return sql`CASE WHEN (SELECT bool_or(tenant IS NOT NULL) FROM matched) THEN (
+      SELECT count(*) FROM matched m
+      JOIN (SELECT DISTINCT ON (key) key, tenant FROM matched WHERE key IS NOT NULL ORDER BY key, tx, position) f
+        ON f.key = m.key
+      -- each key row by its primary key (a join was planned as a read of every key row of the subscription)
+      WHERE m.tenant IS DISTINCT FROM coalesce(
+        (SELECT k.tenant FROM ${keys} k WHERE k.subscription_id = ${subscriptionId} AND k.key = m.key), f.tenant)
+      ) ELSE 0 END`;
 }
 
 /** Records why the advance of a subscription failed (stats and the dashboard show it). */

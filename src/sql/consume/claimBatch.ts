@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { events, keys, queue, subscriptions } from "../../db/schema.js";
+import { events, keys, queue, subscriptions, tenants } from "../../db/schema.js";
 import { eventColumns, type EventRow } from "../common/eventColumns.js";
 import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
 import { asyncCommit } from "../common/asyncCommit.js";
@@ -110,7 +110,8 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
   return sql`
     WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
     sub AS (
-      SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation, max_leased_keys FROM ${subscriptions}
+      SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation, max_leased_keys,
+        tenant, tenant_weights FROM ${subscriptions}
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
     ${pickKeys(limit, replayLimit, settle !== undefined)},
@@ -151,6 +152,18 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
                 CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
                 CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
                 CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
+    ),
+    -- fairness: the tenants of the keys leased here were served now (their turn in the next
+    -- claims comes after the others'). A tenant row another claim is updating is left to it:
+    -- claims never wait for each other here (SKIP LOCKED), and both served it at about now.
+    served AS (
+      UPDATE ${tenants} t SET served_at = clock_timestamp()
+      FROM (SELECT n.tenant FROM ${tenants} n
+            WHERE n.subscription_id = (SELECT id FROM sub) AND (SELECT tenant FROM sub) IS NOT NULL
+              AND n.tenant = ANY(ARRAY(SELECT DISTINCT tenant FROM taken WHERE NOT dies AND tenant IS NOT NULL ORDER BY tenant))
+            ORDER BY n.tenant
+            FOR UPDATE SKIP LOCKED) l
+      WHERE t.subscription_id = (SELECT id FROM sub) AND t.tenant = l.tenant
     )
     SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts,
       c.dies, c.replaying, now() AS now,
@@ -195,27 +208,93 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
  * the planner rewrites it to `last_seq >= replay_seq`, which matches no index column, and the
  * pick then read and sorted every ready key per claim (2–7 s at 1M keys; docs/architecture.md,
  * "The fast plan is the only plan"). test/plans.int.test.ts holds both parts to the index walk.
+ * A subscription with a tenant first takes its live keys fairly (pickFair); the live part then
+ * fills what that left, oldest first (work-conserving: a tenant alone gets every consumer).
  */
 function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQL {
-  const part = (replaying: boolean, take: SQL) => sql`
-      SELECT k.subscription_id, k.key, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
+  const columns = sql`k.subscription_id, k.key, k.tenant, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
              -- (never dead on nothing: an erasure may have emptied the key under its lease)
              (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts AND k.pending > 0) AS dies,
              k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from,
-             k.available_at AS waited_since,
-             ${sql.raw(String(replaying))} AS replaying
+             k.available_at AS waited_since`;
+  const settledFirst = afterSettled ? sql`AND (SELECT count(*) FROM settled) >= 0` : sql``;
+  const part = (replaying: boolean, take: SQL, except: SQL = sql``) => sql`
+      SELECT ${columns}, ${sql.raw(String(replaying))} AS replaying
       FROM ${keys} k, sub
       -- scalar subqueries, not a join: the planner then walks the partial index in
       -- available_at order and stops at the first unlocked rows (a join sorted every ready key)
       WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
         AND k.paused_at IS NULL AND (k.last_seq < k.replay_seq) IS ${replaying ? sql`TRUE` : sql`FALSE`}
-        ${afterSettled ? sql`AND (SELECT count(*) FROM settled) >= 0` : sql``}
+        ${settledFirst} ${except}
       ORDER BY k.available_at, k.key
       LIMIT ${take}
       FOR UPDATE OF k SKIP LOCKED`;
   const replayTake = Math.max(0, Math.min(replayLimit, limit));
   return sql`
-    pick_live AS (${part(false, sql`${limit}`)}),
-    pick_replaying AS (${part(true, sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`)}),
-    pick AS (SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
+    ${pickFair(limit, columns, settledFirst)},
+    pick_live AS (${part(
+      false,
+      sql`${limit} - (SELECT count(*) FROM pick_fair)`,
+      // a claim's own locks do not make SKIP LOCKED skip: the keys the fair part took are named
+      sql`AND k.key <> ALL(ARRAY(SELECT key FROM pick_fair ORDER BY key))`,
+    )}),
+    pick_replaying AS (${part(
+      true,
+      sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_fair) - (SELECT count(*) FROM pick_live))`,
+    )}),
+    pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
+}
+
+/**
+ * Fairness between tenants (docs/flow-control.md): live keys of a subscription with a tenant,
+ * shared round robin between its tenants with ready keys.
+ *   fair_walk   the tenants with work: a skip scan of keys_tenant_ready_idx (one probe per
+ *               tenant, never a read of their keys); nothing at all without a tenant
+ *   fair_order  least recently served first (corq.tenants.served_at; never served: first),
+ *               ties by tenant; each with its weight (tenantWeights, default 1)
+ *   pick_fair   in that order, each tenant's oldest ready keys, up to weight × rounds of them,
+ *               rounds = limit ÷ the weights of every tenant with work (rounded up: with two
+ *               tenants and 16 keys per claim, 8 each; with 100 tenants, 1 each of the first
+ *               16), FOR UPDATE SKIP LOCKED within each tenant's walk; the walk of tenants
+ *               stops at `limit` keys. Concurrent claims find the first tenants' keys locked
+ *               and go on to the next ones.
+ * A tenant with fewer ready keys than its share leaves the rest to the live part (oldest
+ * first), so nothing is left idle while a key is ready.
+ */
+function pickFair(limit: number, columns: SQL, settledFirst: SQL): SQL {
+  const withWork = sql`k.subscription_id = (SELECT id FROM sub) AND k.available_at IS NOT NULL AND k.paused_at IS NULL`;
+  return sql`
+    fair_walk AS MATERIALIZED (
+      SELECT tenant FROM (
+        WITH RECURSIVE walk(tenant) AS (
+          (SELECT k.tenant FROM ${keys} k
+           WHERE ${withWork} AND k.tenant IS NOT NULL AND (SELECT tenant FROM sub) IS NOT NULL
+             AND NOT (SELECT paused FROM sub)
+           ORDER BY k.tenant LIMIT 1)
+          UNION ALL
+          SELECT (SELECT k.tenant FROM ${keys} k WHERE ${withWork} AND k.tenant > w.tenant ORDER BY k.tenant LIMIT 1)
+          FROM walk w WHERE w.tenant IS NOT NULL
+        )
+        SELECT tenant FROM walk WHERE tenant IS NOT NULL) w
+    ),
+    fair_order AS MATERIALIZED (
+      SELECT w.tenant, coalesce((s.tenant_weights ->> w.tenant)::int, 1) AS weight, t.served_at
+      FROM fair_walk w CROSS JOIN sub s
+      LEFT JOIN ${tenants} t ON t.subscription_id = s.id AND t.tenant = w.tenant
+      ORDER BY t.served_at NULLS FIRST, w.tenant
+    ),
+    fair_rounds AS (SELECT ceil(${limit}::numeric / greatest(sum(weight), 1))::int AS n FROM fair_order),
+    pick_fair AS (
+      SELECT p.* FROM (SELECT * FROM fair_order ORDER BY served_at NULLS FIRST, tenant) o
+      CROSS JOIN LATERAL (
+        SELECT ${columns}, false AS replaying
+        FROM ${keys} k, sub
+        WHERE k.subscription_id = (SELECT id FROM sub) AND k.tenant = o.tenant AND k.available_at <= now()
+          AND k.paused_at IS NULL AND (k.last_seq < k.replay_seq) IS FALSE ${settledFirst}
+        ORDER BY k.available_at, k.key
+        LIMIT o.weight * (SELECT n FROM fair_rounds)
+        FOR UPDATE OF k SKIP LOCKED
+      ) p
+      LIMIT ${limit}
+    )`;
 }

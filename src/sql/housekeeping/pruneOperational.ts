@@ -2,13 +2,14 @@ import { sql, type SQL } from "drizzle-orm";
 import { pruneActivityCtes } from "../activity/activity.js";
 import { forgetWebhookIds } from "../consume/webhookIds.js";
 import { pruneDashboardSessions } from "../operate/dashboardSessions.js";
-import { idempotencyKeys } from "../../db/schema.js";
+import { idempotencyKeys, keys, tenants } from "../../db/schema.js";
 
 export interface PrunedRow {
   activity: number;
   sessions: number;
   webhook_ids: number;
   idempotency_keys: number;
+  tenants: number;
 }
 
 /**
@@ -16,13 +17,17 @@ export interface PrunedRow {
  * records and throughput buckets older than `activityOlderThanMs` (with the batch-duration
  * counters of deleted subscriptions: pruneActivity), expired dashboard sessions, and webhook
  * ids past their replay window, and idempotency keys past theirs (`idempotencyTtlMs`). Logins and webhooks prune these too, but only while they come.
+ * And tenants (fairness) not served for `tenantIdleMs` whose keys have no work, up to 5,000 a
+ * pass: a tenant that comes back gets its row again from the advance, first in line.
  */
 export function pruneOperational({
   activityOlderThanMs,
   idempotencyTtlMs,
+  tenantIdleMs,
 }: {
   activityOlderThanMs: number;
   idempotencyTtlMs: number;
+  tenantIdleMs: number;
 }): SQL {
   return sql`
     WITH ${pruneActivityCtes(activityOlderThanMs)},
@@ -30,7 +35,18 @@ export function pruneOperational({
     webhooks AS (${forgetWebhookIds} RETURNING 1),
     idempotency AS (
       DELETE FROM ${idempotencyKeys} WHERE created_at <= now() - ${idempotencyTtlMs} * interval '1 millisecond' RETURNING 1
+    ),
+    idle_tenants AS (
+      DELETE FROM ${tenants} t WHERE (t.subscription_id, t.tenant) IN (
+        SELECT n.subscription_id, n.tenant FROM ${tenants} n
+        WHERE coalesce(n.served_at, '-infinity') <= now() - ${tenantIdleMs} * interval '1 millisecond'
+          -- one probe of keys_tenant_ready_idx: no key of it has work
+          AND NOT EXISTS (SELECT FROM ${keys} k WHERE k.subscription_id = n.subscription_id AND k.tenant = n.tenant
+                            AND k.available_at IS NOT NULL AND k.paused_at IS NULL)
+        ORDER BY n.subscription_id, n.tenant LIMIT 5000)
+      RETURNING 1
     )
     SELECT (SELECT count(*) FROM pruned)::int AS activity, (SELECT count(*) FROM sessions)::int AS sessions,
-      (SELECT count(*) FROM webhooks)::int AS webhook_ids, (SELECT count(*) FROM idempotency)::int AS idempotency_keys`;
+      (SELECT count(*) FROM webhooks)::int AS webhook_ids, (SELECT count(*) FROM idempotency)::int AS idempotency_keys,
+      (SELECT count(*) FROM idle_tenants)::int AS tenants`;
 }

@@ -61,7 +61,7 @@ export function listKeys(
 ): SQL {
   return sql`
     SELECT k.key, ${keyStatus} AS status, k.pending, k.attempts, k.available_at, k.last_error, k.last_position,
-      k.failed_position, k.dead_at, k.paused_at, k.lease_until, k.lease_holder, k.leased_at, k.seq, k.postponed,
+      k.failed_position, k.dead_at, k.paused_at, k.lease_until, k.lease_holder, k.leased_at, k.seq, k.postponed, k.tenant,
       (k.last_seq < k.replay_seq) AS replaying, now() AS now,
       (SELECT max_attempts FROM ${subscriptions} WHERE name = ${subscription}) AS max_attempts,
       (SELECT paused FROM ${subscriptions} WHERE name = ${subscription}) AS subscription_paused,
@@ -92,6 +92,7 @@ export interface KeyRow {
   leased_at: Date | null;
   seq: string;
   postponed: number;
+  tenant: string | null;
   replaying: boolean;
   max_attempts: number;
   subscription_paused: boolean;
@@ -125,6 +126,7 @@ export function toKeyState(row: KeyRow, inFlight?: number): KeyState {
     lastError: row.last_error,
     lastPosition: row.last_position === null ? null : Number(row.last_position),
     seq: Number(row.seq),
+    ...(row.tenant !== null ? { tenant: row.tenant } : {}),
     ...(row.paused_at !== null ? { pausedSince: new Date(row.paused_at).toISOString() } : {}),
     ...(leased ? { holder: row.lease_holder, leasedSince: iso(row.leased_at), leasedUntil: iso(row.lease_until) } : {}),
     reason: reasonOf(row, leased, inFlight),
@@ -152,7 +154,7 @@ function reasonOf(row: KeyRow, leased: boolean, inFlight: number | undefined): s
       if (row.subscription_paused) return "the subscription is paused";
       if (row.max_leased_keys !== null && inFlight !== undefined && inFlight >= row.max_leased_keys)
         return `ready since ${iso(row.available_at)}, waiting for a slot: ${inFlight} keys in flight, the subscription's maxLeasedKeys`;
-      return `ready since ${iso(row.available_at)}, waiting for a consumer${row.replaying ? " (replaying: after the live keys)" : ""}${row.attempts > 0 ? `; attempt ${row.attempts + 1} of ${row.max_attempts} next${error}` : ""}`;
+      return `ready since ${iso(row.available_at)}, waiting for a consumer${row.tenant !== null ? ` (tenant ${JSON.stringify(row.tenant)}: its turn among the tenants with ready keys)` : ""}${row.replaying ? " (replaying: after the live keys)" : ""}${row.attempts > 0 ? `; attempt ${row.attempts + 1} of ${row.max_attempts} next${error}` : ""}`;
     default:
       return "idle: nothing queued";
   }

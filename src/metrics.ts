@@ -136,6 +136,58 @@ export function toPrometheus(snapshot: MetricsSnapshot): string {
       ];
     }),
   );
+  // batches by outcome: acked, failed and dead from the histogram's table (the activity record),
+  // expired and postponed from the key rows (subscriptionCounters: exact, and a dead-at-claim
+  // batch is one that expired); every outcome of every subscription, 0 until it happens, so an
+  // alert rule's rate() has its series from the start
+  const batches = new Map<string, number>();
+  for (const row of snapshot.batchDurations) {
+    const id = `${row.subscription}\u0000${row.outcome}`;
+    batches.set(id, (batches.get(id) ?? 0) + row.batches);
+  }
+  const counters = new Map((snapshot.counters ?? []).map((c) => [c.subscription, c]));
+  family(
+    "corq_subscription_batches_total",
+    "counter",
+    "Batches by outcome: acked, failed (retried later), dead (the failure on the last attempt), expired (the lease ran out first; counted when a claim takes the key over), postponed (a come-back-later answer).",
+    snapshot.subscriptions.flatMap((s) => {
+      const kept = counters.get(s.name);
+      const fromKeys = kept ? { expired: kept.batchesExpired, postponed: kept.batchesPostponed } : {};
+      return Object.entries({
+        acked: batches.get(`${s.name}\u0000acked`) ?? 0,
+        failed: batches.get(`${s.name}\u0000failed`) ?? 0,
+        dead: batches.get(`${s.name}\u0000dead`) ?? 0,
+        ...fromKeys,
+      }).map(([outcome, n]) => `corq_subscription_batches_total${labels({ subscription: s.name, outcome })} ${n}`);
+    }),
+  );
+  family(
+    "corq_subscription_keys_dead_lettered_total",
+    "counter",
+    "Keys dead-lettered: a failure, or an expired lease, on the last attempt (corq_subscription_dead_keys is how many are dead now).",
+    perSubscription(
+      (s) => counters.get(s.name)?.keysDeadLettered ?? null,
+      "corq_subscription_keys_dead_lettered_total",
+    ),
+  );
+  family(
+    "corq_events_appended_total",
+    "counter",
+    "Events appended to the log (committed), erased and retention-removed ones included.",
+    snapshot.log.appended === undefined ? [] : [`corq_events_appended_total ${snapshot.log.appended}`],
+  );
+  family(
+    "corq_alerts_sent_total",
+    "counter",
+    "Alert POSTs the receiver took (2xx), per alert.",
+    (snapshot.alerts ?? []).map((a) => `corq_alerts_sent_total${labels({ alert: a.alert })} ${a.sent}`),
+  );
+  family(
+    "corq_alerts_failed_total",
+    "counter",
+    "Alert sends given up after their retries, per alert.",
+    (snapshot.alerts ?? []).map((a) => `corq_alerts_failed_total${labels({ alert: a.alert })} ${a.failed}`),
+  );
   family(
     "corq_log_head_position",
     "gauge",

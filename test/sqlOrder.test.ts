@@ -227,7 +227,9 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   tableVacuum: (f) => [f()],
   serverState: (f) => [f()],
   notifyWake: (f) => [f("append"), f("append", "ready")],
-  logPosition: (f) => [f()],
+  logCounters: (f) => [f()],
+  listSubscriptionCounters: (f) => [f()],
+  listAlertCounters: (f) => [f()],
   compactIdleKeys: (f) => [f({ idleMs: 1000, limit: 10 })],
   readRetention: (f) => [f(undefined), f({ maxAgeMs: 1000, streams: ["a-"] })],
   writeRetention: (f) => [

@@ -31,7 +31,15 @@ import {
 } from "../sql/inspect/doctor.js";
 import { listDeadLetters, toDeadLetter, type DeadLetterRow } from "../sql/inspect/listDeadLetters.js";
 import { keysInFlight, listKeys, toKeyState, type KeyRow } from "../sql/inspect/listKeys.js";
-import { logPosition, subscriptionStats, type StatsRow } from "../sql/inspect/subscriptionStats.js";
+import { subscriptionStats, type StatsRow } from "../sql/inspect/subscriptionStats.js";
+import {
+  listAlertCounters,
+  listSubscriptionCounters,
+  logCounters,
+  type AlertCounterRow,
+  type LogCountersRow,
+  type SubscriptionCounterRow,
+} from "../sql/inspect/counters.js";
 import type { BatchRecord, Corq, KeyState } from "../types.js";
 import { limit, type PartDeps } from "./options.js";
 import { describeSubscription, type KnownSubscription } from "./subscriptions.js";
@@ -220,15 +228,24 @@ export function createInspection({
 
     async metrics() {
       const db = await executor();
-      const [stats, [headRow], durations] = await Promise.all([
+      const [stats, [logRow], durations, counters, alertCounts] = await Promise.all([
         db.run<StatsRow>(subscriptionStats()),
-        db.run<{ head: string | null }>(logPosition()),
+        db.run<LogCountersRow>(logCounters()),
         db.run<BatchDurationRow>(listBatchDurations()),
+        db.run<SubscriptionCounterRow>(listSubscriptionCounters()),
+        db.run<AlertCounterRow>(listAlertCounters()),
       ]);
-      const { head } = present(headRow, "the log position row");
+      const { head, appended } = present(logRow, "the log counters row");
       return {
         subscriptions: stats.map((row) => describeSubscription(row, settings.code)),
-        log: { head: head === null ? null : Number(head) },
+        log: { head: head === null ? null : Number(head), appended: Number(appended) },
+        counters: counters.map((r) => ({
+          subscription: r.subscription,
+          batchesExpired: Number(r.batches_expired),
+          batchesPostponed: Number(r.batches_postponed),
+          keysDeadLettered: Number(r.keys_dead_lettered),
+        })),
+        alerts: alertCounts.map((r) => ({ alert: r.alert, sent: Number(r.sent), failed: Number(r.failed) })),
         batchDurations: durations.map((r) => ({
           subscription: r.subscription,
           outcome: r.outcome,

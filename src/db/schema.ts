@@ -355,6 +355,23 @@ export const batchDurations = corqSchema.table(
 );
 
 /**
+ * Counters for GET /metrics that the key rows say exactly, one row per subscription: batches
+ * whose lease ran out (counted when a claim takes the key over), "come back later" answers
+ * within their bounds, keys dead-lettered (a failure, or an expired lease, on the last attempt).
+ * Kept by a row trigger on keys (a custom migration, drizzle/0021_counters.sql) that fires only
+ * for those transitions — rare: the acks and claims that make up the traffic pass its WHEN
+ * without running it — so no statement of the hot path writes this row. One row per
+ * subscription, so a statement locks at most one (no lock order to keep between them).
+ * Logged: a crash loses nothing. Pruned with the activity record once the subscription is gone.
+ */
+export const subscriptionCounters = corqSchema.table("subscription_counters", {
+  subscriptionId: integer("subscription_id").primaryKey(),
+  batchesExpired: bigint("batches_expired", { mode: "number" }).notNull().default(0),
+  batchesPostponed: bigint("batches_postponed", { mode: "number" }).notNull().default(0),
+  keysDeadLettered: bigint("keys_dead_lettered", { mode: "number" }).notNull().default(0),
+});
+
+/**
  * Webhook ids already acted on (replay protection for the signed dead-letter webhook): an id is
  * kept for 10 minutes, twice the signature's timestamp window, so a captured request cannot be
  * replayed while its signature is still accepted.

@@ -127,8 +127,32 @@ export interface BatchDurationCount {
   seconds: number;
 }
 
+/** A subscription's counters that the key rows keep (GET /metrics; never decrease). */
+export interface SubscriptionCounters {
+  subscription: string;
+  /** Batches whose lease ran out before their outcome (counted when a claim took the key over). */
+  batchesExpired: number;
+  /** "Come back later" answers within their bounds (no attempt counted). */
+  batchesPostponed: number;
+  /** Keys dead-lettered: a failure, or an expired lease, on the last attempt. */
+  keysDeadLettered: number;
+}
+
+/** An alert's sends (GET /metrics). */
+export interface AlertCounters {
+  alert: string;
+  /** Delivered (the receiver answered 2xx). */
+  sent: number;
+  /** Given up after their retries. */
+  failed: number;
+}
+
 export interface MetricsSnapshot {
   subscriptions: SubscriptionStats[];
-  log: { head: number | null };
+  /** head: the newest event's position; appended: events ever appended (absent from a snapshot of a release before it). */
+  log: { head: number | null; appended?: number };
   batchDurations: BatchDurationCount[];
+  /** Absent from a snapshot of a release before them: rendered as none. */
+  counters?: SubscriptionCounters[];
+  alerts?: AlertCounters[];
 }

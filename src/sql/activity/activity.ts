@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { activity, batchDurations, events, subscriptions, throughput } from "../../db/schema.js";
+import { activity, batchDurations, events, subscriptionCounters, subscriptions, throughput } from "../../db/schema.js";
 import type { BatchRecord } from "../../types.js";
 import { eventColumns } from "../common/eventColumns.js";
 
@@ -99,8 +99,8 @@ export function recordBatches(rows: BatchRecordRow[]): SQL {
 export const ACTIVITY_KEPT_MS = 900_000;
 
 /**
- * Forgets batches and throughput buckets older than `olderThanMs`, and the batch-duration
- * counters of deleted subscriptions; counts the batches.
+ * Forgets batches and throughput buckets older than `olderThanMs`, and the batch-duration and
+ * key-outcome counters of deleted subscriptions (never an existing one's); counts the batches.
  */
 export function pruneActivity(olderThanMs: number): SQL {
   return sql`
@@ -116,6 +116,9 @@ export function pruneActivityCtes(olderThanMs: number): SQL {
     buckets AS (DELETE FROM ${throughput} WHERE bucket < ${cutoff} - interval '10 seconds'),
     durations AS (
       DELETE FROM ${batchDurations} d WHERE NOT EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.id = d.subscription_id)
+    ),
+    counters AS (
+      DELETE FROM ${subscriptionCounters} c WHERE NOT EXISTS (SELECT 1 FROM ${subscriptions} s WHERE s.id = c.subscription_id)
     )`;
 }
 

@@ -140,8 +140,3 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
 export function logHead(): SQL {
   return sql`SELECT (SELECT max(position) FROM ${events}) AS head, (SELECT count(*) FROM ${events}) AS events`;
 }
-
-/** The last position of the log alone (an index probe; logHead also counts every event). */
-export function logPosition(): SQL {
-  return sql`SELECT (SELECT max(position) FROM ${events}) AS head`;
-}

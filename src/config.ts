@@ -235,6 +235,17 @@ export function keyText(strategy: KeyStrategy): string {
   return [strategy.column, ...strategy.path].join(".");
 }
 
+/** `rateLimit` (docs/flow-control.md): decided in the database (corq.rate_take). */
+const rateLimit = z
+  .object({
+    events: z.number().int().min(1).max(1_000_000),
+    perMs: z.number().int().min(1).max(86_400_000),
+    by: z.enum(["key", "tenant", "subscription"]),
+  })
+  .strict()
+  .refine((r) => r.events <= r.perMs * 1000, "at most 1,000 events per millisecond")
+  .describe("at most `events` delivered per `perMs`, for each key, each tenant or the whole subscription");
+
 /** `tenantWeights`: a tenant with weight n gets n keys per round of the fair pick (default 1). */
 const tenantWeights = z
   .record(correlationKey, z.number().int().min(1).max(1000))
@@ -272,12 +283,19 @@ export const subscriptionSettings = z.object({
     .nullable()
     .default(null),
   tenantWeights: tenantWeights.nullable().default(null),
+  // at most `events` delivered per `perMs` for each key, tenant or the subscription; null: none
+  rateLimit: rateLimit.nullable().default(null),
 });
 
 /** Both halves of the fairness settings hold together (applied to code and push settings alike). */
-function tenantSettingsHold(s: { key: unknown; tenant: unknown; tenantWeights: unknown }, ctx: z.RefinementCtx) {
+function tenantSettingsHold(
+  s: { key: unknown; tenant: unknown; tenantWeights: unknown; rateLimit: { by: string } | null },
+  ctx: z.RefinementCtx,
+) {
   if (s.tenantWeights !== null && s.tenant === null)
     ctx.addIssue({ code: "custom", path: ["tenantWeights"], message: "tenantWeights needs a tenant" });
+  if (s.rateLimit?.by === "tenant" && s.tenant === null)
+    ctx.addIssue({ code: "custom", path: ["rateLimit", "by"], message: 'a rate limit by "tenant" needs a tenant' });
   // a tenant computed in JS is computed where the key is: by the advance's function path
   if (typeof s.tenant === "function" && typeof s.key !== "function")
     ctx.addIssue({
@@ -319,6 +337,8 @@ export function parsePushSubscription(input: unknown, options: { allowPrivate: b
   return settings;
 }
 
+export type RateLimit = z.output<typeof rateLimit>;
+
 export interface Subscription {
   name: string;
   events: string[]; // ["*"] = all
@@ -334,6 +354,7 @@ export interface Subscription {
   /** Each key's tenant (fairness); null: none. */
   tenant: KeyStrategy | null;
   tenantWeights: Record<string, number> | null;
+  rateLimit: RateLimit | null;
   /** The handler's writes commit with the ack (SubscriptionDefinition.transactional). */
   transactional: boolean;
   /** Its schemas by event name (SubscriptionDefinition.schemas): null when it has none. */

@@ -37,8 +37,9 @@ export async function consumeOne(consumer: Consumer): Promise<ConsumeResult | nu
   let claim = await claimOnce(consumer, claimBatch(target.name, claimBy(target)));
   const expired = [...claim.expired];
   // Claimed, but every row the statement's snapshot saw had been acked by another consumer
-  // while it waited (see claimBatch): the key was given back; claim afresh, a few times at most.
-  for (let again = 0; claim.empty > 0 && again < 3; again++) {
+  // while it waited (see claimBatch): the key was given back; or the key picked was over its
+  // rate limit and now waits: claim afresh, a few times at most.
+  for (let again = 0; (claim.empty > 0 || claim.limited > 0) && again < 3; again++) {
     claim = await claimOnce(consumer, claimBatch(target.name, claimBy(target)));
     expired.push(...claim.expired);
   }
@@ -156,7 +157,8 @@ async function drainLoop(
       // what became of the settled batches
       const settled = new Map((claim.settled ?? []).map((row) => [row.key, row]));
       const acked: BatchRecordRow[] = [];
-      lookAgain = claim.claimed.length + claim.dead.length + claim.empty >= want && want > 0;
+      // a full pick: more may be ready (keys over their rate limit now wait, and are not picked again)
+      lookAgain = claim.claimed.length + claim.dead.length + claim.empty + claim.limited >= want && want > 0;
       for (const { claimed, verdict } of settling) {
         const row = settled.get(claimed.lease.key);
         results.push(finish({ claimed, verdict }, row?.outcome ?? "expired"));

@@ -23,6 +23,8 @@ export interface ClaimOutcome {
   dead: ConsumeResult[];
   /** keys claimed with an empty batch (everything acked meanwhile): given back */
   empty: number;
+  /** keys picked but over their rate limit: not leased, they wait for its room */
+  limited: number;
   /** with settleAndClaim: the settlements whose lease held */
   settled?: SettledRow[];
   expired: BatchRecordRow[];
@@ -34,13 +36,14 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
   const [first] = rows;
   if (first === undefined) {
     // defined in code, not registered yet: nothing to do
-    if (target.code) return { claimed: [], dead: [], empty: 0, expired: [] };
+    if (target.code) return { claimed: [], dead: [], empty: 0, limited: 0, expired: [] };
     throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
   }
   const outcome: ClaimOutcome = {
     claimed: [],
     dead: [],
     empty: 0,
+    limited: first.limited,
     settled: rows.find((row) => row.settled !== null)?.settled ?? undefined,
     expired: [],
   };

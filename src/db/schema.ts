@@ -90,6 +90,9 @@ export const subscriptions = corqSchema.table("subscriptions", {
   tenant: text("tenant"),
   // { "<tenant>": n }: a tenant with weight n gets n keys per round (default 1)
   tenantWeights: jsonb("tenant_weights"),
+  // { events, perMs, by: "key" | "tenant" | "subscription" }: at most `events` delivered per
+  // `perMs` for each key, tenant or the whole subscription (corq.rate_take); null: no limit
+  rateLimit: jsonb("rate_limit"),
   // events whose tenant differed from their key's (a key's tenant is fixed when its row is made)
   tenantMismatched: bigint("tenant_mismatched", { mode: "number" }).notNull().default(0),
   deliver: jsonb("deliver"),
@@ -222,6 +225,9 @@ export const keys = corqSchema.table(
     postponedSince: timestamp("postponed_since", { withTimezone: true }),
     // The key's tenant (subscriptions.tenant), from the event that made its row; null without one.
     tenant: text("tenant"),
+    // The key waits (available_at) for its rate limit's room, not for a delay or a retry; a
+    // claim that leases it clears this.
+    rateWaits: boolean("rate_waits").notNull().default(false),
   },
   (t) => [
     primaryKey({ name: "keys_pkey", columns: [t.subscriptionId, t.key] }),
@@ -259,6 +265,22 @@ export const tenants = corqSchema.table(
     servedAt: timestamp("served_at", { withTimezone: true }),
   },
   (t) => [primaryKey({ name: "tenants_pkey", columns: [t.subscriptionId, t.tenant] })],
+);
+
+/**
+ * Rate limits' buckets (subscriptions.rate_limit): one per subscription, tenant or key, as the
+ * limit's `by` says — the time its next event is due at the limit's rate (the generic cell rate
+ * algorithm's theoretical arrival time). Only corq.rate_take writes them.
+ */
+export const rateBuckets = corqSchema.table(
+  "rate_buckets",
+  {
+    subscriptionId: integer("subscription_id").notNull(),
+    // "s" for the subscription, "t:<tenant>", "k:<key>"
+    scope: text("scope").notNull(),
+    tat: timestamp("tat", { withTimezone: true }).notNull(),
+  },
+  (t) => [primaryKey({ name: "rate_buckets_pkey", columns: [t.subscriptionId, t.scope] })],
 );
 
 /**

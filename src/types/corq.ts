@@ -137,6 +137,12 @@ export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extend
   /** Keys per round for a tenant (default 1): `{ "big-customer": 3 }`. */
   tenantWeights?: Record<string, number> | null;
   /**
+   * At most `events` delivered per `perMs` for each key, each tenant, or the whole subscription
+   * (`by`), across every consumer, process and isolate: over it, keys wait — no failure, no
+   * attempt counted (docs/flow-control.md). Default: no limit.
+   */
+  rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
+  /**
    * The handler's writes through `ctx.tx` (and `ctx.run`) commit in the same transaction as the
    * ack of its batch: effects exactly once. Each such batch holds one connection (on Workers and
    * with driver "neon-http": a session opened for it) from the handler's start to its commit.

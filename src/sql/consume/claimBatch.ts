@@ -27,6 +27,8 @@ export interface ClaimRow extends Partial<EventRow> {
   settled: SettledRow[] | null;
   // the database clock: when this claim (and the ack before it) happened
   now: Date;
+  // keys picked but not leased: over their rate limit, they wait for its room (rateLimited)
+  limited: number;
   // when the claim took over an expired lease: that lease's span (for the activity record)
   expired_from: Date | null;
   expired_until: Date | null;
@@ -111,7 +113,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
     sub AS (
       SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation, max_leased_keys,
-        tenant, tenant_weights FROM ${subscriptions}
+        tenant, tenant_weights, rate_limit FROM ${subscriptions}
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
     ${pickKeys(limit, replayLimit, settle !== undefined)},
@@ -130,6 +132,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
         FROM pick) p
       WHERE p.dies OR p.turn <= coalesce((SELECT n FROM room), 0)
     ),
+${rateLimited()},
     claimed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + pick.expired::int,
@@ -142,14 +145,15 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
           SELECT q.position FROM ${queue} q WHERE q.subscription_id = k.subscription_id AND q.key = k.key
             AND q.seq > k.last_seq
           ORDER BY q.seq LIMIT 1) ELSE k.failed_position END,
-        lease_holder = CASE WHEN NOT pick.dies THEN ${holder ?? null}::text END, leased_at = pick.locked_at
-      FROM taken pick, sub
+        lease_holder = CASE WHEN NOT pick.dies THEN ${holder ?? null}::text END, leased_at = pick.locked_at,
+        rate_waits = false
+      FROM granted pick, sub
       WHERE k.subscription_id = pick.subscription_id AND k.key = pick.key
         -- the picked rows by primary key: a join alone may be planned as a scan of every key row
-        AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM taken ORDER BY key))
+        AND k.subscription_id = (SELECT id FROM sub) AND k.key = ANY(ARRAY(SELECT key FROM granted ORDER BY key))
       RETURNING k.subscription_id, k.key, k.lease_token, k.attempts, pick.dies, k.last_seq, k.erased, pick.replaying,
                 ${firstHeldSeq({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`k.last_seq`, at: sql`pick.locked_at` })} AS held_from,
-                CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END AS batch_limit,
+                least(CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END, pick.share) AS batch_limit,
                 CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
                 CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
     ),
@@ -160,13 +164,13 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
       UPDATE ${tenants} t SET served_at = clock_timestamp()
       FROM (SELECT n.tenant FROM ${tenants} n
             WHERE n.subscription_id = (SELECT id FROM sub) AND (SELECT tenant FROM sub) IS NOT NULL
-              AND n.tenant = ANY(ARRAY(SELECT DISTINCT tenant FROM taken WHERE NOT dies AND tenant IS NOT NULL ORDER BY tenant))
+              AND n.tenant = ANY(ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL ORDER BY tenant))
             ORDER BY n.tenant
             FOR UPDATE SKIP LOCKED) l
       WHERE t.subscription_id = (SELECT id FROM sub) AND t.tenant = l.tenant
     )
     SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts,
-      c.dies, c.replaying, now() AS now,
+      c.dies, c.replaying, now() AS now, (SELECT count(*) FROM limited)::int AS limited,
       c.expired_from, c.expired_until,
       -- what was settled, once (on one row: not repeated on every event row)
       ${
@@ -197,6 +201,57 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
 }
 
 /**
+ * Rate limits (docs/flow-control.md; nothing runs without one): of the keys taken, how many
+ * events each may have, from its bucket — its own ("k:<key>"), its tenant's ("t:<tenant>") or
+ * the subscription's ("s"), as the limit's `by` says.
+ *   rate_wants  each key's batch as it will be (one event after a failure, else batchSize;
+ *               no more than it has queued); a key that dies here wants nothing
+ *   rated       each bucket's room for the sum of its keys' wants, taken in ONE call of
+ *               corq.rate_take per bucket, in bucket order (claims that share buckets lock
+ *               them in one order); the function takes its turn on the bucket's row and reads
+ *               it afresh, so claims of one bucket never grant the same room twice
+ *   shares      the room dealt to the bucket's keys in pick order: a key may get a smaller
+ *               batch than it wanted; one that gets none is limited
+ *   granted     the keys leased: every taken one but the limited
+ *   limited     the limited keys wait (available_at) until their bucket has room for one
+ *               more event, marked rate_waits (the keys view says why): no lease, no attempt
+ */
+function rateLimited(): SQL {
+  const limit = (field: string) => sql`(SELECT (rate_limit ->> ${field})::int FROM sub)`;
+  return sql`
+    rate_wants AS (
+      SELECT t.key, t.dies, row_number() OVER (ORDER BY t.replaying, t.waited_since, t.key) AS turn,
+        CASE (SELECT rate_limit ->> 'by' FROM sub) WHEN 'key' THEN 'k:' || t.key
+          WHEN 'tenant' THEN 't:' || coalesce(t.tenant, '') ELSE 's' END AS bucket,
+        CASE WHEN t.dies THEN 0
+          ELSE least(CASE WHEN t.attempts + t.expired::int > 0 THEN 1 ELSE (SELECT batch_size FROM sub) END, t.pending)
+        END AS want
+      FROM taken t WHERE (SELECT rate_limit FROM sub) IS NOT NULL
+    ),
+    rated AS MATERIALIZED (
+      SELECT b.bucket, r.granted, r.next_at
+      FROM (SELECT bucket, sum(want)::int AS want FROM rate_wants GROUP BY bucket ORDER BY bucket) b
+      CROSS JOIN LATERAL corq.rate_take((SELECT id FROM sub), b.bucket, ${limit("events")}, ${limit("perMs")}, b.want) r
+    ),
+    shares AS (
+      SELECT w.key, w.want, r.next_at,
+        least(w.want, greatest(0, r.granted - (sum(w.want) OVER (PARTITION BY w.bucket ORDER BY w.turn) - w.want))) AS share
+      FROM rate_wants w JOIN rated r ON r.bucket = w.bucket
+    ),
+    granted AS (
+      SELECT t.*, s.share FROM taken t LEFT JOIN shares s ON s.key = t.key
+      WHERE t.dies OR s.key IS NULL OR s.share > 0 OR s.want = 0
+    ),
+    limited AS (
+      UPDATE ${keys} k SET available_at = s.next_at, rate_waits = true
+      FROM shares s
+      WHERE s.share = 0 AND s.want > 0 AND k.subscription_id = (SELECT id FROM sub) AND k.key = s.key
+        AND k.key = ANY(ARRAY(SELECT key FROM shares WHERE share = 0 AND want > 0 ORDER BY key))
+      RETURNING k.key
+    )`;
+}
+
+/**
  * The pick: up to `limit` ready keys, live ones first, then at most `replayLimit` replaying
  * ones (a key is replaying while last_seq < replay_seq), each part walking the partial ready
  * index (subscription, replaying, available_at, key) in order of waiting time, ties by key.
@@ -212,7 +267,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
  * fills what that left, oldest first (work-conserving: a tenant alone gets every consumer).
  */
 function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQL {
-  const columns = sql`k.subscription_id, k.key, k.tenant, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
+  const columns = sql`k.subscription_id, k.key, k.tenant, k.pending, k.attempts, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
              -- (never dead on nothing: an erasure may have emptied the key under its lease)
              (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts AND k.pending > 0) AS dies,
              k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from,

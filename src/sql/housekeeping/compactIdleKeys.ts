@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { keys, queue, subscriptions } from "../../db/schema.js";
+import { keys, queue, rateBuckets, subscriptions } from "../../db/schema.js";
 
 export interface CompactedRow {
   /** Key rows deleted. */
@@ -26,7 +26,7 @@ export interface CompactedRow {
  *           the statement's snapshot is checked again in its latest version (a DELETE … WHERE
  *           key IN (SELECT …) would check only its own WHERE again, and delete a row an advance
  *           or a pause had just changed).
- *   deleted the rows, with their counters;  raised  the floors.
+ *   deleted the rows, with their counters;  raised  the floors;  buckets  their rate-limit buckets.
  * No ORDER BY: which idle keys go first does not matter, and the index scan (keys_idle_idx, the
  * threshold an index condition) stops after `limit` rows however many keys are idle. The clock
  * is now(), not clock_timestamp() (which is volatile: no index condition could use it): this
@@ -51,7 +51,12 @@ export function compactIdleKeys({ idleMs, limit }: { idleMs: number; limit: numb
     deleted AS (
       DELETE FROM ${keys} k USING idle i
       WHERE k.subscription_id = i.subscription_id AND k.key = i.key
-      RETURNING k.subscription_id, k.seq
+      RETURNING k.subscription_id, k.key, k.seq
+    ),
+    -- a rate limit by key: the key's bucket goes with it (one that comes back starts with full room)
+    buckets AS (
+      DELETE FROM ${rateBuckets} b USING deleted d
+      WHERE b.subscription_id = d.subscription_id AND b.scope = 'k:' || d.key
     ),
     raised AS (
       UPDATE ${subscriptions} s SET key_seq_floor = greatest(s.key_seq_floor, d.seq)

@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { pruneActivityCtes } from "../activity/activity.js";
 import { forgetWebhookIds } from "../consume/webhookIds.js";
 import { pruneDashboardSessions } from "../operate/dashboardSessions.js";
-import { idempotencyKeys, keys, tenants } from "../../db/schema.js";
+import { idempotencyKeys, keys, rateBuckets, tenants } from "../../db/schema.js";
 
 export interface PrunedRow {
   activity: number;
@@ -18,7 +18,8 @@ export interface PrunedRow {
  * counters of deleted subscriptions: pruneActivity), expired dashboard sessions, and webhook
  * ids past their replay window, and idempotency keys past theirs (`idempotencyTtlMs`). Logins and webhooks prune these too, but only while they come.
  * And tenants (fairness) not served for `tenantIdleMs` whose keys have no work, up to 5,000 a
- * pass: a tenant that comes back gets its row again from the advance, first in line.
+ * pass, with their rate-limit buckets: a tenant that comes back gets its row again from the
+ * advance, first in line.
  */
 export function pruneOperational({
   activityOlderThanMs,
@@ -44,7 +45,12 @@ export function pruneOperational({
           AND NOT EXISTS (SELECT FROM ${keys} k WHERE k.subscription_id = n.subscription_id AND k.tenant = n.tenant
                             AND k.available_at IS NOT NULL AND k.paused_at IS NULL)
         ORDER BY n.subscription_id, n.tenant LIMIT 5000)
-      RETURNING 1
+      RETURNING t.subscription_id, t.tenant
+    ),
+    -- with their rate-limit buckets (a tenant that comes back starts with full room)
+    tenant_buckets AS (
+      DELETE FROM ${rateBuckets} b USING idle_tenants t
+      WHERE b.subscription_id = t.subscription_id AND b.scope = 't:' || t.tenant
     )
     SELECT (SELECT count(*) FROM pruned)::int AS activity, (SELECT count(*) FROM sessions)::int AS sessions,
       (SELECT count(*) FROM webhooks)::int AS webhook_ids, (SELECT count(*) FROM idempotency)::int AS idempotency_keys,

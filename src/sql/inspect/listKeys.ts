@@ -61,11 +61,12 @@ export function listKeys(
 ): SQL {
   return sql`
     SELECT k.key, ${keyStatus} AS status, k.pending, k.attempts, k.available_at, k.last_error, k.last_position,
-      k.failed_position, k.dead_at, k.paused_at, k.lease_until, k.lease_holder, k.leased_at, k.seq, k.postponed, k.tenant,
+      k.failed_position, k.dead_at, k.paused_at, k.lease_until, k.lease_holder, k.leased_at, k.seq, k.postponed, k.tenant, k.rate_waits,
       (k.last_seq < k.replay_seq) AS replaying, now() AS now,
       (SELECT max_attempts FROM ${subscriptions} WHERE name = ${subscription}) AS max_attempts,
       (SELECT paused FROM ${subscriptions} WHERE name = ${subscription}) AS subscription_paused,
-      (SELECT max_leased_keys FROM ${subscriptions} WHERE name = ${subscription}) AS max_leased_keys
+      (SELECT max_leased_keys FROM ${subscriptions} WHERE name = ${subscription}) AS max_leased_keys,
+      (SELECT rate_limit FROM ${subscriptions} WHERE name = ${subscription}) AS rate_limit
     FROM ${keys} k
     WHERE k.subscription_id = (SELECT id FROM ${subscriptions} WHERE name = ${subscription})
       ${options.status ? sql`AND ${pageFilter(options.status)}` : sql``}
@@ -93,6 +94,8 @@ export interface KeyRow {
   seq: string;
   postponed: number;
   tenant: string | null;
+  rate_waits: boolean;
+  rate_limit: { events: number; perMs: number; by: string } | null;
   replaying: boolean;
   max_attempts: number;
   subscription_paused: boolean;
@@ -148,6 +151,8 @@ function reasonOf(row: KeyRow, leased: boolean, inFlight: number | undefined): s
       // no failed attempt: the key waits for a "come back later" answer or a delayed event
       if (row.postponed > 0)
         return `postponed until ${iso(row.available_at)}: the handler asked to come back later (${row.postponed} of ${MAX_POSTPONEMENTS} postponements${error})`;
+      if (row.rate_waits && row.rate_limit !== null)
+        return `waiting until ${iso(row.available_at)} for its rate limit: ${row.rate_limit.events} events per ${row.rate_limit.perMs} ms by ${row.rate_limit.by}`;
       if (row.attempts === 0) return `waiting until ${iso(row.available_at)} for a delayed event (deliverAt)`;
       return `in backoff until ${iso(row.available_at)} (attempt ${row.attempts} of ${row.max_attempts} failed${error})`;
     case "ready":

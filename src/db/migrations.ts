@@ -199,5 +199,11 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"alert_sends\" ADD CONSTRAINT \"alert_sends_alert_id_alerts_id_fk\" FOREIGN KEY (\"alert_id\") REFERENCES \"corq\".\"alerts\"(\"id\") ON DELETE cascade ON UPDATE no action;",
       "CREATE INDEX \"alert_sends_next_at_idx\" ON \"corq\".\"alert_sends\" USING btree (\"next_at\") WHERE next_at IS NOT NULL;"
     ]
+  },
+  {
+    "tag": "0020_trace_context",
+    "statements": [
+      "ALTER TABLE \"corq\".\"events\" ADD COLUMN \"trace_context\" text;"
+    ]
   }
 ];

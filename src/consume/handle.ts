@@ -21,11 +21,27 @@ import {
 } from "./claimed.js";
 import { handleInTransaction, LeaseLost, Postponed } from "./handleInTransaction.js";
 import { validated } from "../eventSchemas.js";
+import { traceBatch, type SpanOutcome } from "../tracing.js";
+import type { TraceHeaders } from "../types.js";
 
+/** Runs a claimed batch's handler: a `process <subscription>` span when a tracer is registered (src/tracing.ts). */
 export async function handle(
+  consumer: Consumer,
+  claimed: Claimed,
+  options: { stopping?: AbortSignal } = {},
+): Promise<Verdict> {
+  const { lease, attempt, traceContexts } = claimed;
+  return traceBatch(
+    { subscription: consumer.target.name, key: lease.key, attempt, traceContexts },
+    (trace) => run(consumer, claimed, { ...options, trace }),
+    onSpan,
+  );
+}
+
+async function run(
   { executor, target, corq }: Consumer,
   claimed: Claimed,
-  { stopping }: { stopping?: AbortSignal } = {},
+  { stopping, trace }: { stopping?: AbortSignal; trace?: TraceHeaders },
 ): Promise<Verdict> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error("lease expired")), claimed.leaseMs);
@@ -40,6 +56,7 @@ export async function handle(
     signal: abort.signal,
     corq,
     run: executor.run,
+    ...(trace ? { trace } : {}),
   };
   try {
     // the subscription's schemas first (its batch fails as a handler's would), before any transaction opens
@@ -99,6 +116,18 @@ export async function record(
   });
   const [row] = await executor.run<{ dead: boolean }>(failed);
   return row === undefined ? "expired" : row.dead ? "dead" : "retry";
+}
+
+/** A verdict on its span: a failed attempt is an error (its type: the thrown error's name); the rest are attributes. */
+function onSpan(verdict: Verdict): SpanOutcome {
+  if ("through" in verdict) {
+    const attributes = { "corq.acked_count": verdict.through + 1 };
+    if (verdict.committed?.outcome !== "expired") return { attributes };
+    return { attributes, error: { type: "lease_lost", message: "the lease was lost before the batch was acked" } };
+  }
+  if (verdict.released) return { attributes: { "corq.released": true } };
+  if (verdict.postponeMs !== undefined) return { attributes: { "corq.retry_after_ms": verdict.postponeMs } };
+  return { error: { type: /^(\w+): /.exec(verdict.error)?.[1] ?? "Error", message: verdict.error } };
 }
 
 function describe(thrown: unknown): string {

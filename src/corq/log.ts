@@ -31,6 +31,7 @@ import {
 import type { Corq } from "../types.js";
 import type { CorqRuntime } from "../runtimeTypes.js";
 import { limit, type PartDeps } from "./options.js";
+import { traceAppend } from "../tracing.js";
 
 const appendOptions = z.object({
   expectedVersion: expectedVersionSchema.optional(),
@@ -61,6 +62,15 @@ const readLogOptions = z.object({
  */
 const ERASE_ROUND = 2000;
 
+type LogPart = Pick<CorqRuntime, "append" | "readStream" | "readLog" | "streamPage" | "eraseStream">;
+type Append = LogPart["append"];
+type UntracedAppend = (
+  stream: string,
+  events: Parameters<Append>[1],
+  options: Parameters<Append>[2],
+  traceContext: string | null,
+) => ReturnType<Append>;
+
 export function createLog({
   executor,
   settings,
@@ -71,7 +81,7 @@ export function createLog({
   wake: () => void;
   /** The advance, for the kicks that waited while an erasure round held the advancer locks. */
   advance: Corq["advance"];
-}): Pick<CorqRuntime, "append" | "readStream" | "readLog" | "streamPage" | "eraseStream"> {
+}): LogPart {
   const { notify, statementOptions } = settings;
   const page = async (stream: string, readOpts: { from?: number; limit?: number }) => {
     parseOrThrow(streamName, stream, "invalid_input", "stream");
@@ -81,8 +91,9 @@ export function createLog({
     const erasedThrough = rows[0]?.erased_through ?? null;
     return { events, version: rows[0]?.stream_version ?? null, erased: erasedThrough !== null };
   };
-  return {
-    async append(stream, events, appendOpts = {}) {
+  const log: Omit<LogPart, "append"> & { append: UntracedAppend } = {
+    // traceContext: what each event keeps as the context it was appended under (src/tracing.ts)
+    async append(stream, events, appendOpts = {}, traceContext = null) {
       parseOrThrow(streamName, stream, "invalid_input", "stream");
       const input = parseEvents(events);
       const { expectedVersion, idempotencyKey } = parseOrThrow(
@@ -113,6 +124,7 @@ export function createLog({
               expectedVersion,
               notify: notify && appendOpts.tx !== undefined,
               idempotency,
+              traceContext,
             }),
           );
         } catch (error) {
@@ -219,5 +231,23 @@ export function createLog({
       const events = rows.map(toStoredEvent);
       return { events, next: events.at(-1)?.position ?? null };
     },
+  };
+  return {
+    ...log,
+    // the append as a `send` span, its retries included, when a tracer is registered
+    append: (stream, events, appendOpts = {}) =>
+      traceAppend(
+        {
+          stream,
+          count: Array.isArray(events) ? events.length : 0,
+          parent: appendOpts.trace,
+          attributes: {
+            ...(appendOpts.tx ? { "corq.outbox": true } : {}),
+            ...(appendOpts.idempotencyKey === undefined ? {} : { "corq.idempotent": true }),
+          },
+        },
+        (traceContext) => log.append(stream, events, appendOpts, traceContext),
+        (result) => ({ "corq.stream.version": result.version, ...(result.replayed ? { "corq.replayed": true } : {}) }),
+      ),
   };
 }

@@ -40,6 +40,10 @@ export const events = corqSchema.table(
     tx: xid8("tx").notNull().default(sql`pg_current_xact_id()`),
     // Not delivered before this time (deliverAt / delayMs at the append); null: at once.
     deliverAt: timestamp("deliver_at", { withTimezone: true }),
+    // The W3C trace context the event was appended under: its `send` span's traceparent, then a
+    // space and the tracestate when there is one (src/tracing.ts). Null when no tracer was
+    // registered: an untraced append writes nothing more.
+    traceContext: text("trace_context"),
   },
   (t) => [
     uniqueIndex("events_stream_version_key").on(t.stream, t.version),

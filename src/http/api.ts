@@ -32,6 +32,7 @@ import { settings } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem } from "./problem.js";
 import { toPrometheus } from "../metrics.js";
+import { requestTrace } from "../tracing.js";
 import { dashboard } from "./dashboard/routes.js";
 import { scopesAllow, tokenId, tokenInput } from "../tokens.js";
 import { redactedUrl } from "./redactedUrl.js";
@@ -181,6 +182,8 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
         result = await opened.corq.append(stream, body.events as never, {
           expectedVersion: body.expectedVersion,
           idempotencyKey,
+          // the request's W3C trace context, with a registered tracer (invalid: ignored, never a 4xx)
+          trace: requestTrace({ traceparent: c.req.header("traceparent"), tracestate: c.req.header("tracestate") }),
         });
       } catch (error) {
         c.executionCtx.waitUntil(opened.end());

@@ -64,6 +64,18 @@ export interface HandlerContext<E extends EventMap = AnyEvents> {
    * meanwhile, rolls it back (docs/library.md, "Transactional handlers").
    */
   tx?: CorqTransaction;
+  /**
+   * With a registered OpenTelemetry tracer: the W3C trace context of this batch's
+   * `process <subscription>` span, to pass on where the active context does not reach (a
+   * Worker has no context manager) — docs/operations.md, "Traces". Undefined without a tracer.
+   */
+  trace?: TraceHeaders;
+}
+
+/** A W3C trace context as HTTP carries it: `traceparent`, and `tracestate` when there is one. */
+export interface TraceHeaders {
+  traceparent: string;
+  tracestate?: string;
 }
 
 /** The context of a transactional handler: `tx` is always there (annotate `ctx` with it, or write `ctx.tx!`). */
@@ -250,6 +262,13 @@ export interface Corq<E extends EventMap = AnyEvents> {
        * (422); while the first is still in flight (its transaction open) → `idempotency_in_flight` (409).
        */
       idempotencyKey?: string;
+      /**
+       * The W3C trace context this append continues (a received message's or request's
+       * `traceparent` / `tracestate`): its `send` span's parent instead of the active context.
+       * Only with a registered OpenTelemetry tracer (docs/operations.md, "Traces"); an invalid
+       * traceparent is ignored.
+       */
+      trace?: TraceHeaders;
     },
   ): Promise<AppendResult>;
   readStream(stream: string, options?: { from?: number; limit?: number }): Promise<StoredEvent[]>;

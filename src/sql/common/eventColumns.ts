@@ -1,9 +1,12 @@
 import { sql } from "drizzle-orm";
 import type { StoredEvent } from "../../types.js";
 
-/** The columns of an event as `toStoredEvent` reads them; `e` is the events alias. */
+/**
+ * The columns of an event as `toStoredEvent` reads them; `e` is the events alias. trace_context
+ * (null when untraced) is for the claim's `process` span (src/tracing.ts), never in a StoredEvent.
+ */
 export const eventColumns = sql.raw(
-  "e.position, e.stream, e.version, e.name, e.data, e.meta, e.created_at, e.tx::text AS tx, e.deliver_at",
+  "e.position, e.stream, e.version, e.name, e.data, e.meta, e.created_at, e.tx::text AS tx, e.deliver_at, e.trace_context",
 );
 
 export interface EventRow {
@@ -16,6 +19,7 @@ export interface EventRow {
   created_at: Date | string;
   tx: string;
   deliver_at: Date | string | null;
+  trace_context?: string | null;
 }
 
 export function toStoredEvent(row: EventRow): StoredEvent {

@@ -61,6 +61,8 @@ export const APPENDING = 736_420_199;
  * identical ones of one transaction into one. An append in a transaction of its own NOTIFYs
  * after its commit instead (CorqOptions.notify): a NOTIFYing transaction holds a global lock
  * through its WAL flush.
+ * `traceContext`: the W3C trace context every event of this append keeps (src/tracing.ts); null
+ * (a parameter either way: one statement text) when no tracer is registered.
  */
 export function appendEvents(
   stream: string,
@@ -69,7 +71,8 @@ export function appendEvents(
     expectedVersion,
     notify,
     idempotency,
-  }: { expectedVersion?: number; notify?: boolean; idempotency?: Idempotency } = {},
+    traceContext = null,
+  }: { expectedVersion?: number; notify?: boolean; idempotency?: Idempotency; traceContext?: string | null } = {},
 ): SQL {
   const n = input.length;
   // the stream's row is written only FROM `locked` (below): the transaction id is taken after
@@ -140,12 +143,13 @@ export function appendEvents(
       SELECT e, ord FROM jsonb_array_elements(${JSON.stringify(input)}::jsonb) WITH ORDINALITY AS t(e, ord)
     ),
     inserted AS (
-      INSERT INTO ${events} (stream, version, name, data, meta, deliver_at)
+      INSERT INTO ${events} (stream, version, name, data, meta, deliver_at, trace_context)
       SELECT ${stream}, claim.version - ${n} + input.ord::int, input.e->>'name', input.e->'data',
              coalesce(input.e->'meta', '{}'::jsonb),
              CASE WHEN input.e ? 'delayMs'
                THEN statement_timestamp() + (input.e->>'delayMs')::bigint * interval '1 millisecond'
-               ELSE (input.e->>'deliverAt')::timestamptz END
+               ELSE (input.e->>'deliverAt')::timestamptz END,
+             ${traceContext}::text
       FROM claim, input
       ORDER BY input.ord
       RETURNING position, version

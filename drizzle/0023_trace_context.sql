@@ -1,0 +1,1 @@
+ALTER TABLE "corq"."events" ADD COLUMN "trace_context" text;

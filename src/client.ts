@@ -101,6 +101,8 @@ export interface PushSubscriptionConfig {
   tenant?: string | null;
   /** Keys per round by tenant (default 1). */
   tenantWeights?: Record<string, number> | null;
+  /** At most this many keys of each tenant in flight at once (needs tenant; null or absent: no cap). */
+  maxLeasedKeysPerTenant?: number | null;
   /** At most `events` delivered per `perMs` for each key, tenant or the subscription (null or absent: none). */
   rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
 }

@@ -283,17 +283,27 @@ export const subscriptionSettings = z.object({
     .nullable()
     .default(null),
   tenantWeights: tenantWeights.nullable().default(null),
+  // at most this many keys of each tenant leased at once (docs/flow-control.md); null: no cap
+  maxLeasedKeysPerTenant: z.number().int().min(1).max(100_000).nullable().default(null),
   // at most `events` delivered per `perMs` for each key, tenant or the subscription; null: none
   rateLimit: rateLimit.nullable().default(null),
 });
 
 /** Both halves of the fairness settings hold together (applied to code and push settings alike). */
 function tenantSettingsHold(
-  s: { key: unknown; tenant: unknown; tenantWeights: unknown; rateLimit: { by: string } | null },
+  s: {
+    key: unknown;
+    tenant: unknown;
+    tenantWeights: unknown;
+    maxLeasedKeysPerTenant: number | null;
+    rateLimit: { by: string } | null;
+  },
   ctx: z.RefinementCtx,
 ) {
   if (s.tenantWeights !== null && s.tenant === null)
     ctx.addIssue({ code: "custom", path: ["tenantWeights"], message: "tenantWeights needs a tenant" });
+  if (s.maxLeasedKeysPerTenant !== null && s.tenant === null)
+    ctx.addIssue({ code: "custom", path: ["maxLeasedKeysPerTenant"], message: "maxLeasedKeysPerTenant needs a tenant" });
   if (s.rateLimit?.by === "tenant" && s.tenant === null)
     ctx.addIssue({ code: "custom", path: ["rateLimit", "by"], message: 'a rate limit by "tenant" needs a tenant' });
   // a tenant computed in JS is computed where the key is: by the advance's function path
@@ -354,6 +364,7 @@ export interface Subscription {
   /** Each key's tenant (fairness); null: none. */
   tenant: KeyStrategy | null;
   tenantWeights: Record<string, number> | null;
+  maxLeasedKeysPerTenant: number | null;
   rateLimit: RateLimit | null;
   /** The handler's writes commit with the ack (SubscriptionDefinition.transactional). */
   transactional: boolean;

@@ -137,8 +137,6 @@ async function load(db: pg.Client, id: number) {
       SELECT 'k' || (i * 7), 1, 'Placed', '{}' FROM generate_series(1, ${KEYS / 10}) i;`);
 }
 
-// the live and the replaying part; and the fair part's two probes of the tenants with work (the
-// skip scan's first and next tenant), which find nothing at once for a subscription without one
 /**
  * The same keys (and queue rows) for the subscription with a tenant, spread over 500 tenants,
  * each served at another time.
@@ -157,8 +155,12 @@ async function loadTenants(db: pg.Client, from: number) {
       SELECT ${fair}, 't' || i, now() - ((i * 7919) % 500) * interval '1 s' FROM generate_series(0, 499) i;`);
 }
 
+// the live and the replaying part; the fair part's two probes of the tenants with work (the
+// skip scan's first and next tenant), which find nothing at once for a subscription without
+// one; and, with a cap per tenant only, the walk of the 64 longest-waiting keys for those
+// without a tenant
 const pick: Intent = {
-  walks: ["keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx", "keys_tenant_ready_idx"],
+  walks: ["keys_ready_idx", "keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx", "keys_tenant_ready_idx"],
 };
 // \`unprepared\`: the library sends it as an unnamed statement (executor.run(…, { prepare: false })),
 // planned for its parameters every time, so no plan of it is ever cached on small tables

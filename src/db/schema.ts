@@ -94,6 +94,8 @@ export const subscriptions = corqSchema.table("subscriptions", {
   tenant: text("tenant"),
   // { "<tenant>": n }: a tenant with weight n gets n keys per round (default 1)
   tenantWeights: jsonb("tenant_weights"),
+  // At most this many keys of each tenant leased at once (corq.tenant_room); null: no cap.
+  maxLeasedKeysPerTenant: integer("max_leased_keys_per_tenant"),
   // { events, perMs, by: "key" | "tenant" | "subscription" }: at most `events` delivered per
   // `perMs` for each key, tenant or the whole subscription (corq.rate_take); null: no limit
   rateLimit: jsonb("rate_limit"),

@@ -149,6 +149,11 @@ export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extend
   /** Keys per round for a tenant (default 1): `{ "big-customer": 3 }`. */
   tenantWeights?: Record<string, number> | null;
   /**
+   * At most this many keys of each tenant in flight (leased) at once, across every consumer,
+   * process and isolate (needs `tenant`). Default: no cap.
+   */
+  maxLeasedKeysPerTenant?: number | null;
+  /**
    * At most `events` delivered per `perMs` for each key, each tenant, or the whole subscription
    * (`by`), across every consumer, process and isolate: over it, keys wait — no failure, no
    * attempt counted (docs/flow-control.md). Default: no limit.

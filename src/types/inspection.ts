@@ -42,6 +42,8 @@ export interface SubscriptionStats {
   tenant: string | null;
   /** Keys per round by tenant (others 1); null: every tenant 1. */
   tenantWeights: Record<string, number> | null;
+  /** At most this many keys of each tenant leased at once (null: no cap). */
+  maxLeasedKeysPerTenant: number | null;
   /** At most `events` delivered per `perMs` for each key, tenant or the whole subscription; null: no limit. */
   rateLimit: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
   /** Events whose tenant differed from their key's (a key keeps the tenant its first event gave it). */

@@ -113,7 +113,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
     sub AS (
       SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation, max_leased_keys,
-        tenant, tenant_weights, rate_limit FROM ${subscriptions}
+        tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant FROM ${subscriptions}
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
     ${pickKeys(limit, replayLimit, settle !== undefined)},
@@ -285,19 +285,50 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQ
       LIMIT ${take}
       FOR UPDATE OF k SKIP LOCKED`;
   const replayTake = Math.max(0, Math.min(replayLimit, limit));
+  const capped = sql`(SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL`;
   return sql`
     ${pickFair(limit, columns, settledFirst)},
     pick_live AS (${part(
       false,
-      sql`${limit} - (SELECT count(*) FROM pick_fair)`,
+      // with a cap per tenant, only the fair part takes tenants' keys (it honours the caps)
+      sql`CASE WHEN ${capped} THEN 0 ELSE ${limit} - (SELECT count(*) FROM pick_fair) END`,
       // a claim's own locks do not make SKIP LOCKED skip: the keys the fair part took are named
       sql`AND k.key <> ALL(ARRAY(SELECT key FROM pick_fair ORDER BY key))`,
     )}),
+    ${pickUntenanted(limit, columns, settledFirst)},
     pick_replaying AS (${part(
       true,
-      sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_fair) - (SELECT count(*) FROM pick_live))`,
+      sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_fair) - (SELECT count(*) FROM pick_live)
+        - (SELECT count(*) FROM pick_untenanted))`,
     )}),
-    pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
+    pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live UNION ALL SELECT * FROM pick_untenanted
+      UNION ALL SELECT * FROM pick_replaying)`;
+}
+
+/**
+ * With maxLeasedKeysPerTenant the live part takes nothing (it would pass the caps), so keys
+ * without a tenant (made before the subscription had one, or by a rewind, until their next
+ * event names one) are taken here: those among the 64 longest-waiting ready keys, read without
+ * a lock and then locked by primary key. Keys left waiting age to the head of the ready index,
+ * so none waits forever, and the read stays 64 index entries however many keys are ready.
+ */
+function pickUntenanted(limit: number, columns: SQL, settledFirst: SQL): SQL {
+  const ready = (k: string) =>
+    sql.raw(`${k}.subscription_id = (SELECT id FROM sub) AND ${k}.available_at <= now() AND ${k}.paused_at IS NULL
+        AND (${k}.last_seq < ${k}.replay_seq) IS FALSE`);
+  return sql`
+    pick_untenanted AS (
+      SELECT ${columns}, false AS replaying
+      FROM ${keys} k, sub
+      WHERE ${ready("k")} AND k.tenant IS NULL AND NOT (SELECT paused FROM sub) ${settledFirst}
+        AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
+        AND k.key = ANY(ARRAY(
+          SELECT c.key FROM ${keys} c WHERE ${ready("c")} AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
+          ORDER BY c.available_at, c.key LIMIT 64))
+      ORDER BY k.available_at, k.key
+      LIMIT ${limit} - (SELECT count(*) FROM pick_fair)
+      FOR UPDATE OF k SKIP LOCKED
+    )`;
 }
 
 /**
@@ -347,7 +378,11 @@ function pickFair(limit: number, columns: SQL, settledFirst: SQL): SQL {
         WHERE k.subscription_id = (SELECT id FROM sub) AND k.tenant = o.tenant AND k.available_at <= now()
           AND k.paused_at IS NULL AND (k.last_seq < k.replay_seq) IS FALSE ${settledFirst}
         ORDER BY k.available_at, k.key
-        LIMIT o.weight * (SELECT n FROM fair_rounds)
+        -- with maxLeasedKeysPerTenant, no more than the tenant's room (corq.tenant_room, taken
+        -- as the walk reaches the tenant: tenants it never reaches are not touched)
+        LIMIT CASE WHEN (SELECT max_leased_keys_per_tenant FROM sub) IS NULL THEN o.weight * (SELECT n FROM fair_rounds)
+          ELSE least(o.weight * (SELECT n FROM fair_rounds),
+                     corq.tenant_room((SELECT id FROM sub), o.tenant, (SELECT max_leased_keys_per_tenant FROM sub))) END
         FOR UPDATE OF k SKIP LOCKED
       ) p
       LIMIT ${limit}

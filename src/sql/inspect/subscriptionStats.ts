@@ -14,7 +14,7 @@ import { statusFilter } from "./listKeys.js";
 export function subscriptionStats(name?: string): SQL {
   return sql`
     SELECT s.id, s.name, s.kind, s.events, s.streams, s.key, s."from", s.batch_size, s.max_attempts, s.lease_ms,
-      s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.max_leased_keys, s.tenant, s.tenant_weights, s.tenant_mismatched, s.rate_limit, s.deliver, s.paused, s.watermark_position, s.skipped,
+      s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.max_leased_keys, s.tenant, s.tenant_weights, s.tenant_mismatched, s.max_leased_keys_per_tenant, s.rate_limit, s.deliver, s.paused, s.watermark_position, s.skipped,
       s.skipped_invalid, s.last_skip, s.skipped_dead, s.advance_error, s.advance_error_at, s.incarnation,
       s.start_horizon,
       (SELECT count(*) FROM ${events} e WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position))::bigint AS lag,
@@ -68,6 +68,7 @@ export interface StatsRow {
   tenant: string | null;
   tenant_weights: Record<string, number> | null;
   tenant_mismatched: string;
+  max_leased_keys_per_tenant: number | null;
   rate_limit: SubscriptionStats["rateLimit"];
   deliver: { url: string; timeoutMs: number } | null;
   paused: boolean;
@@ -108,6 +109,7 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
     tenant: row.tenant,
     tenantWeights: row.tenant_weights,
     tenantMismatched: Number(row.tenant_mismatched),
+    maxLeasedKeysPerTenant: row.max_leased_keys_per_tenant,
     rateLimit: row.rate_limit,
     // never the signing secret
     ...(row.deliver ? { deliver: { url: row.deliver.url, timeoutMs: row.deliver.timeoutMs } } : {}),

@@ -303,7 +303,11 @@ function tenantSettingsHold(
   if (s.tenantWeights !== null && s.tenant === null)
     ctx.addIssue({ code: "custom", path: ["tenantWeights"], message: "tenantWeights needs a tenant" });
   if (s.maxLeasedKeysPerTenant !== null && s.tenant === null)
-    ctx.addIssue({ code: "custom", path: ["maxLeasedKeysPerTenant"], message: "maxLeasedKeysPerTenant needs a tenant" });
+    ctx.addIssue({
+      code: "custom",
+      path: ["maxLeasedKeysPerTenant"],
+      message: "maxLeasedKeysPerTenant needs a tenant",
+    });
   if (s.rateLimit?.by === "tenant" && s.tenant === null)
     ctx.addIssue({ code: "custom", path: ["rateLimit", "by"], message: 'a rate limit by "tenant" needs a tenant' });
   // a tenant computed in JS is computed where the key is: by the advance's function path

@@ -162,4 +162,83 @@ describe("events that commit while an older transaction runs", () => {
     // without the cap CONCURRENCY × KEYS_PER_CLAIM could overlap (the first test saw them)
     expect(peakInFlight(hook.receiver.deliveries)).toBe(1);
   });
+
+  it("maxLeasedKeysPerTenant and tenant over HTTP: consumers in several isolates deliver at most one key of each tenant at once", async () => {
+    const refused = await api("PUT", "/subscriptions/tenanted", {
+      body: { events: ["Tenanted"], maxLeasedKeysPerTenant: 1, deliver: { url: hook.receiver.url } },
+    });
+    expect(refused.status).toBe(400); // a cap per tenant needs a tenant
+    const created = await api("PUT", "/subscriptions/tenanted", {
+      body: {
+        events: ["Tenanted"],
+        batchSize: 1,
+        tenant: "data.tenant",
+        maxLeasedKeysPerTenant: 1,
+        deliver: { url: hook.receiver.url },
+      },
+    });
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({ tenant: "data.tenant", maxLeasedKeysPerTenant: 1 });
+    hook.secret = created.json.secret;
+    hook.receiver.reset();
+    hook.receiver.behave(() => ({ delayMs: 100 }));
+    const appends = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        api("POST", `/streams/tenanted-${i}/events`, {
+          body: { events: [{ name: "Tenanted", data: { tenant: i % 2 === 0 ? "x" : "y" } }] },
+        }),
+      ),
+    );
+    expect(appends.every((a) => a.status === 201)).toBe(true);
+    await eventually(async () => expect(new Set(hook.receiver.deliveries.map((d) => d.key)).size).toBe(12), {
+      timeoutMs: 30_000,
+    });
+    const ofTenant = (t: string) =>
+      hook.receiver.deliveries.filter((d) => (d.events[0]?.data as { tenant?: string }).tenant === t);
+    expect(peakInFlight(ofTenant("x"))).toBe(1);
+    expect(peakInFlight(ofTenant("y"))).toBe(1);
+    const keys = await api("GET", "/subscriptions/tenanted/keys");
+    expect(new Set(keys.json.keys.map((k: { tenant: string }) => k.tenant))).toEqual(new Set(["x", "y"]));
+  });
+
+  it("a rate limit over HTTP: consumers in several isolates deliver no more than it allows; a limit of 0 is refused", async () => {
+    const refused = await api("PUT", "/subscriptions/limited", {
+      body: {
+        events: ["Limited"],
+        rateLimit: { events: 0, perMs: 1000, by: "subscription" },
+        deliver: { url: hook.receiver.url },
+      },
+    });
+    expect(refused.status).toBe(400);
+    const created = await api("PUT", "/subscriptions/limited", {
+      body: {
+        events: ["Limited"],
+        batchSize: 1,
+        rateLimit: { events: 5, perMs: 60_000, by: "subscription" },
+        deliver: { url: hook.receiver.url },
+      },
+    });
+    expect(created.status).toBe(201);
+    hook.secret = created.json.secret;
+    hook.receiver.reset();
+    const appends = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        api("POST", `/streams/limited-${i}/events`, { body: { events: [{ name: "Limited", data: { i } }] } }),
+      ),
+    );
+    expect(appends.every((a) => a.status === 201)).toBe(true);
+    await eventually(async () => expect(hook.receiver.deliveries.length).toBe(5), { timeoutMs: 30_000 });
+    // the others wait for the limit's room (12 s an event), with no attempt counted
+    await eventually(async () => {
+      const stats = await api("GET", "/subscriptions/limited");
+      expect(stats.json.keys.waiting).toBe(7);
+    });
+    expect(hook.receiver.deliveries.length).toBe(5);
+    const keys = await api("GET", "/subscriptions/limited/keys?status=backoff");
+    expect(
+      keys.json.keys.every(
+        (k: { attempts: number; reason: string }) => k.attempts === 0 && /rate limit/.test(k.reason),
+      ),
+    ).toBe(true);
+  });
 });

@@ -20,7 +20,8 @@ const open = useCorq();
 // settle statements race expiries, takeovers, failures and the other consumers. The two op
 // sets draw different sequences from one seed: the seeds above stay with "single".
 // "flow" adds flow control to "multi": appends with a delay (or a time already past) and
-// handlers that answer "come back later" (retryAfterMs); nothing is delivered before its time.
+// handlers that answer "come back later" (retryAfterMs); nothing is delivered before its time;
+// and its subscription has two tenants, served fairly, each with a rate limit and a cap.
 type Ops = "single" | "multi" | "flow";
 const FIXED_SEEDS: [number, number, Ops][] = [
   [66086647, 12, "single"],
@@ -197,6 +198,14 @@ describe("random interleavings", () => {
               maxAttempts: 2,
               leaseMs: 60_000,
               backoff: { initialMs: 0, maxMs: 0, factor: 1 },
+              // flow: tenants (two of them) served fairly, each rate-limited and capped
+              ...(opSet === "flow"
+                ? {
+                    tenant: "data.t",
+                    rateLimit: { events: 6, perMs: 100, by: "tenant" as const },
+                    maxLeasedKeysPerTenant: 2,
+                  }
+                : {}),
               handle: handler(consumer),
             });
             const held: PoolClient[] = [];
@@ -220,7 +229,7 @@ describe("random interleavings", () => {
                   case "append": {
                     const events = Array.from({ length: o.count }, (_, i) => ({
                       name: "E",
-                      data: { k: `k${o.key}`, poison: o.poison && i === 0 },
+                      data: { k: `k${o.key}`, t: `t${o.key % 2}`, poison: o.poison && i === 0 },
                     }));
                     if (o.hold && held.length < 3) {
                       // the raw pool has 4 connections
@@ -239,7 +248,7 @@ describe("random interleavings", () => {
                     const at = o.past ? { deliverAt: new Date(Date.now() - 1000) } : { delayMs: o.delayMs };
                     const events = Array.from({ length: o.count }, (_, i) => ({
                       name: "E",
-                      data: { k: `k${o.key}`, poison: false },
+                      data: { k: `k${o.key}`, t: `t${o.key % 2}`, poison: false },
                       ...(i === 0 ? at : {}),
                     }));
                     lastStream = `stream-${o.key % 3}`;
@@ -341,7 +350,7 @@ describe("random interleavings", () => {
                     // back and appends again in a new transaction
                     const events = [
                       { name: "E", data: { k: `k${o.key}`, poison: false } },
-                      { name: "E", data: { k: `k${(o.key + 1) % 6}`, poison: false } },
+                      { name: "E", data: { k: `k${(o.key + 1) % 6}`, t: `t${((o.key + 1) % 6) % 2}`, poison: false } },
                     ];
                     const stream = lastStream ?? `stream-${o.key % 3}`;
                     let client = early.shift();

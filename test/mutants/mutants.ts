@@ -294,7 +294,12 @@ export const mutants: Mutant[] = [
   // --- claim -----------------------------------------------------------------------------
   {
     name: "claim: no SKIP LOCKED",
-    edits: one("src/sql/consume/claimBatch.ts", "FOR UPDATE OF k SKIP LOCKED", "FOR UPDATE OF k"),
+    // the live and replaying parts of the pick (the fair parts have their own)
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "      LIMIT ${take}\n      FOR UPDATE OF k SKIP LOCKED",
+      "      LIMIT ${take}\n      FOR UPDATE OF k",
+    ),
     tests: ["test/lockWaits.int.test.ts", "test/consumers.int.test.ts"],
   },
   {
@@ -328,7 +333,11 @@ export const mutants: Mutant[] = [
   },
   {
     name: "claim: paused subscription claimed",
-    edits: one("src/sql/consume/claimBatch.ts", " AND NOT (SELECT paused FROM sub)", ""),
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "k.available_at <= now() AND NOT (SELECT paused FROM sub)",
+      "k.available_at <= now()",
+    ),
     tests: ["test/consumers.int.test.ts"],
   },
   {
@@ -339,7 +348,11 @@ export const mutants: Mutant[] = [
   {
     name: "claim: longest-waiting key not first",
     // both parts of the pick (live, then replaying keys) are ordered by this one line
-    edits: one("src/sql/consume/claimBatch.ts", "ORDER BY k.available_at, k.key", "ORDER BY k.key"),
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "      ORDER BY k.available_at, k.key\n      LIMIT ${take}",
+      "      ORDER BY k.key\n      LIMIT ${take}",
+    ),
     tests: ["test/consumers.int.test.ts"],
   },
   {
@@ -467,7 +480,8 @@ export const mutants: Mutant[] = [
       },
       {
         file: "src/sql/consume/claimBatch.ts",
-        search: "sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`",
+        search:
+          "sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_fair) - (SELECT count(*) FROM pick_live)\n        - (SELECT count(*) FROM pick_untenanted))`",
         replace: "sql`0`",
       },
     ],
@@ -1861,8 +1875,8 @@ export const mutants: Mutant[] = [
     name: "cap: the leases counted on the claim statement's snapshot (a STABLE function)",
     edits: one(
       "src/db/migrations.ts",
-      "RETURNS integer LANGUAGE plpgsql VOLATILE AS",
-      "RETURNS integer LANGUAGE plpgsql STABLE AS",
+      'lease_room\\"(\\"subscription\\" integer, \\"cap\\" integer) RETURNS integer LANGUAGE plpgsql VOLATILE AS',
+      'lease_room\\"(\\"subscription\\" integer, \\"cap\\" integer) RETURNS integer LANGUAGE plpgsql STABLE AS',
     ),
     tests: ["test/leasedKeysCap.int.test.ts"],
   },
@@ -1874,5 +1888,70 @@ export const mutants: Mutant[] = [
       "k.available_at > now()",
     ),
     tests: ["test/runner.int.test.ts"],
+  },
+  // --- fairness, rate limits, caps per tenant -------------------------------------------
+  {
+    name: "fairness: no fair part (oldest keys first whatever their tenant)",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "AND k.tenant IS NOT NULL AND (SELECT tenant FROM sub) IS NOT NULL",
+      "AND k.tenant IS NOT NULL AND false",
+    ),
+    tests: ["test/fairness.int.test.ts"],
+  },
+  {
+    name: "fairness: tenants never marked served (the same tenant first every time)",
+    edits: one("src/sql/consume/claimBatch.ts", "SET served_at = clock_timestamp()", "SET served_at = t.served_at"),
+    tests: ["test/fairness.int.test.ts"],
+  },
+  {
+    name: "fairness: weights ignored",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "coalesce((s.tenant_weights ->> w.tenant)::int, 1) AS weight",
+      "1 AS weight",
+    ),
+    tests: ["test/fairness.int.test.ts"],
+  },
+  {
+    name: "rate: every key gets what it wants (the bucket's grant not dealt)",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "least(w.want, greatest(0, r.granted - (sum(w.want) OVER (PARTITION BY w.bucket ORDER BY w.turn) - w.want))) AS share",
+      "w.want AS share",
+    ),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "rate: a bucket read without its turn (two claims grant the same room)",
+    edits: one(
+      "src/db/migrations.ts",
+      'b.subscription_id = \\"sub_id\\" AND b.scope = \\"bucket\\" FOR UPDATE;',
+      'b.subscription_id = \\"sub_id\\" AND b.scope = \\"bucket\\";',
+    ),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "rate: a limited key not told to wait (picked again at once)",
+    edits: one("src/sql/consume/claimBatch.ts", "SET available_at = s.next_at, rate_waits = true", "SET rate_waits = true"),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "tenant cap: ignored by the fair pick",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "corq.tenant_room((SELECT id FROM sub), o.tenant, (SELECT max_leased_keys_per_tenant FROM sub))",
+      "1000",
+    ),
+    tests: ["test/tenantCap.int.test.ts"],
+  },
+  {
+    name: "tenant cap: keys without a tenant never taken under a cap",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      'WHERE ${ready("k")} AND k.tenant IS NULL',
+      'WHERE false AND ${ready("k")} AND k.tenant IS NULL',
+    ),
+    tests: ["test/tenantCap.int.test.ts"],
   },
 ];

@@ -89,6 +89,9 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
     f("s", { kind: "push", limit: 0, holder: "h" }, { subscriptionId: 1, settlements }),
   ],
   settleCtes: (f) => [f(1, settlements)],
+  pickFair: (f) => [f(16, sql`k.key`, sql``)],
+  pickUntenanted: (f) => [f(16, sql`k.key`, sql``)],
+  rateLimited: (f) => [f()],
   failBatch: (f) => [f(lease, { error: "Error: x", headPosition: 5, count: 2, claimedAt: at })],
   listDeadLetters: (f) => [f(undefined, 10), f("s", 10, true)],
   listKeys: (f) => [

@@ -1893,7 +1893,7 @@ export const mutants: Mutant[] = [
   {
     name: "fairness: no fair part (oldest keys first whatever their tenant)",
     edits: one(
-      "src/sql/consume/claimBatch.ts",
+      "src/sql/consume/fairPick.ts",
       "AND k.tenant IS NOT NULL AND (SELECT tenant FROM sub) IS NOT NULL",
       "AND k.tenant IS NOT NULL AND false",
     ),
@@ -1907,7 +1907,7 @@ export const mutants: Mutant[] = [
   {
     name: "fairness: weights ignored",
     edits: one(
-      "src/sql/consume/claimBatch.ts",
+      "src/sql/consume/fairPick.ts",
       "coalesce((s.tenant_weights ->> w.tenant)::int, 1) AS weight",
       "1 AS weight",
     ),
@@ -1916,7 +1916,7 @@ export const mutants: Mutant[] = [
   {
     name: "rate: every key gets what it wants (the bucket's grant not dealt)",
     edits: one(
-      "src/sql/consume/claimBatch.ts",
+      "src/sql/consume/rateLimits.ts",
       "least(w.want, greatest(0, r.granted - (sum(w.want) OVER (PARTITION BY w.bucket ORDER BY w.turn) - w.want))) AS share",
       "w.want AS share",
     ),
@@ -1933,13 +1933,17 @@ export const mutants: Mutant[] = [
   },
   {
     name: "rate: a limited key not told to wait (picked again at once)",
-    edits: one("src/sql/consume/claimBatch.ts", "SET available_at = s.next_at, rate_waits = true", "SET rate_waits = true"),
+    edits: one(
+      "src/sql/consume/rateLimits.ts",
+      "SET available_at = s.next_at, rate_waits = true",
+      "SET rate_waits = true",
+    ),
     tests: ["test/rateLimits.int.test.ts"],
   },
   {
     name: "tenant cap: ignored by the fair pick",
     edits: one(
-      "src/sql/consume/claimBatch.ts",
+      "src/sql/consume/fairPick.ts",
       "corq.tenant_room((SELECT id FROM sub), o.tenant, (SELECT max_leased_keys_per_tenant FROM sub))",
       "1000",
     ),
@@ -1948,7 +1952,7 @@ export const mutants: Mutant[] = [
   {
     name: "tenant cap: keys without a tenant never taken under a cap",
     edits: one(
-      "src/sql/consume/claimBatch.ts",
+      "src/sql/consume/fairPick.ts",
       'WHERE ${ready("k")} AND k.tenant IS NULL',
       'WHERE false AND ${ready("k")} AND k.tenant IS NULL',
     ),

@@ -194,7 +194,7 @@ describe("events that commit while an older transaction runs", () => {
       timeoutMs: 30_000,
     });
     const ofTenant = (t: string) =>
-      hook.receiver.deliveries.filter((d) => (d.events[0]?.data as { tenant?: string }).tenant === t);
+      hook.receiver.deliveries.filter((d) => (d.events[0]?.data as { tenant?: string } | undefined)?.tenant === t);
     expect(peakInFlight(ofTenant("x"))).toBe(1);
     expect(peakInFlight(ofTenant("y"))).toBe(1);
     const keys = await api("GET", "/subscriptions/tenanted/keys");

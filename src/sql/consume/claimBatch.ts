@@ -5,6 +5,8 @@ import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
 import { firstHeldSeq } from "../common/delays.js";
+import { pickFair, pickUntenanted } from "./fairPick.js";
+import { rateLimited } from "./rateLimits.js";
 
 export interface ClaimRow extends Partial<EventRow> {
   kind: "code" | "push";
@@ -42,8 +44,12 @@ export interface ClaimRow extends Partial<EventRow> {
  *            ties (keys made ready by one advance) go by key, so the order is total; live
  *            keys go before replaying ones (a replay takes what live traffic leaves), at most
  *            `replayLimit` replaying ones are taken (pickKeys), and a paused key is never picked;
+ *            With a tenant, live keys are first dealt round robin between the tenants with
+ *            ready keys (fairPick.ts; maxLeasedKeysPerTenant caps each tenant's share there);
  *   room     with maxLeasedKeys, how many of the picked keys may be leased (the rest stay as
  *            they were: the subscription is at its cap);
+ *   rate     with a rate limit, how many events each taken key may have from its bucket; a key
+ *            with no room is not leased and waits for it (rateLimits.ts);
  *   claimed  for each key its own fresh lease token, and available_at = lease_until, so the
  *            key is claimable again exactly when its lease expires (a crashed consumer loses
  *            nothing); the lease records its holder and when it began. Each lease starts when
@@ -132,7 +138,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
         FROM pick) p
       WHERE p.dies OR p.turn <= coalesce((SELECT n FROM room), 0)
     ),
-${rateLimited()},
+    ${rateLimited()},
     claimed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + pick.expired::int,
@@ -201,57 +207,6 @@ ${rateLimited()},
 }
 
 /**
- * Rate limits (docs/flow-control.md; nothing runs without one): of the keys taken, how many
- * events each may have, from its bucket — its own ("k:<key>"), its tenant's ("t:<tenant>") or
- * the subscription's ("s"), as the limit's `by` says.
- *   rate_wants  each key's batch as it will be (one event after a failure, else batchSize;
- *               no more than it has queued); a key that dies here wants nothing
- *   rated       each bucket's room for the sum of its keys' wants, taken in ONE call of
- *               corq.rate_take per bucket, in bucket order (claims that share buckets lock
- *               them in one order); the function takes its turn on the bucket's row and reads
- *               it afresh, so claims of one bucket never grant the same room twice
- *   shares      the room dealt to the bucket's keys in pick order: a key may get a smaller
- *               batch than it wanted; one that gets none is limited
- *   granted     the keys leased: every taken one but the limited
- *   limited     the limited keys wait (available_at) until their bucket has room for one
- *               more event, marked rate_waits (the keys view says why): no lease, no attempt
- */
-function rateLimited(): SQL {
-  const limit = (field: string) => sql`(SELECT (rate_limit ->> ${field})::int FROM sub)`;
-  return sql`
-    rate_wants AS (
-      SELECT t.key, t.dies, row_number() OVER (ORDER BY t.replaying, t.waited_since, t.key) AS turn,
-        CASE (SELECT rate_limit ->> 'by' FROM sub) WHEN 'key' THEN 'k:' || t.key
-          WHEN 'tenant' THEN 't:' || coalesce(t.tenant, '') ELSE 's' END AS bucket,
-        CASE WHEN t.dies THEN 0
-          ELSE least(CASE WHEN t.attempts + t.expired::int > 0 THEN 1 ELSE (SELECT batch_size FROM sub) END, t.pending)
-        END AS want
-      FROM taken t WHERE (SELECT rate_limit FROM sub) IS NOT NULL
-    ),
-    rated AS MATERIALIZED (
-      SELECT b.bucket, r.granted, r.next_at
-      FROM (SELECT bucket, sum(want)::int AS want FROM rate_wants GROUP BY bucket ORDER BY bucket) b
-      CROSS JOIN LATERAL corq.rate_take((SELECT id FROM sub), b.bucket, ${limit("events")}, ${limit("perMs")}, b.want) r
-    ),
-    shares AS (
-      SELECT w.key, w.want, r.next_at,
-        least(w.want, greatest(0, r.granted - (sum(w.want) OVER (PARTITION BY w.bucket ORDER BY w.turn) - w.want))) AS share
-      FROM rate_wants w JOIN rated r ON r.bucket = w.bucket
-    ),
-    granted AS (
-      SELECT t.*, s.share FROM taken t LEFT JOIN shares s ON s.key = t.key
-      WHERE t.dies OR s.key IS NULL OR s.share > 0 OR s.want = 0
-    ),
-    limited AS (
-      UPDATE ${keys} k SET available_at = s.next_at, rate_waits = true
-      FROM shares s
-      WHERE s.share = 0 AND s.want > 0 AND k.subscription_id = (SELECT id FROM sub) AND k.key = s.key
-        AND k.key = ANY(ARRAY(SELECT key FROM shares WHERE share = 0 AND want > 0 ORDER BY key))
-      RETURNING k.key
-    )`;
-}
-
-/**
  * The pick: up to `limit` ready keys, live ones first, then at most `replayLimit` replaying
  * ones (a key is replaying while last_seq < replay_seq), each part walking the partial ready
  * index (subscription, replaying, available_at, key) in order of waiting time, ties by key.
@@ -303,88 +258,4 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQ
     )}),
     pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live UNION ALL SELECT * FROM pick_untenanted
       UNION ALL SELECT * FROM pick_replaying)`;
-}
-
-/**
- * With maxLeasedKeysPerTenant the live part takes nothing (it would pass the caps), so keys
- * without a tenant (made before the subscription had one, or by a rewind, until their next
- * event names one) are taken here: those among the 64 longest-waiting ready keys, read without
- * a lock and then locked by primary key. Keys left waiting age to the head of the ready index,
- * so none waits forever, and the read stays 64 index entries however many keys are ready.
- */
-function pickUntenanted(limit: number, columns: SQL, settledFirst: SQL): SQL {
-  const ready = (k: string) =>
-    sql.raw(`${k}.subscription_id = (SELECT id FROM sub) AND ${k}.available_at <= now() AND ${k}.paused_at IS NULL
-        AND (${k}.last_seq < ${k}.replay_seq) IS FALSE`);
-  return sql`
-    pick_untenanted AS (
-      SELECT ${columns}, false AS replaying
-      FROM ${keys} k, sub
-      WHERE ${ready("k")} AND k.tenant IS NULL AND NOT (SELECT paused FROM sub) ${settledFirst}
-        AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
-        AND k.key = ANY(ARRAY(
-          SELECT c.key FROM ${keys} c WHERE ${ready("c")} AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
-          ORDER BY c.available_at, c.key LIMIT 64))
-      ORDER BY k.available_at, k.key
-      LIMIT ${limit} - (SELECT count(*) FROM pick_fair)
-      FOR UPDATE OF k SKIP LOCKED
-    )`;
-}
-
-/**
- * Fairness between tenants (docs/flow-control.md): live keys of a subscription with a tenant,
- * shared round robin between its tenants with ready keys.
- *   fair_walk   the tenants with work: a skip scan of keys_tenant_ready_idx (one probe per
- *               tenant, never a read of their keys); nothing at all without a tenant
- *   fair_order  least recently served first (corq.tenants.served_at; never served: first),
- *               ties by tenant; each with its weight (tenantWeights, default 1)
- *   pick_fair   in that order, each tenant's oldest ready keys, up to weight × rounds of them,
- *               rounds = limit ÷ the weights of every tenant with work (rounded up: with two
- *               tenants and 16 keys per claim, 8 each; with 100 tenants, 1 each of the first
- *               16), FOR UPDATE SKIP LOCKED within each tenant's walk; the walk of tenants
- *               stops at `limit` keys. Concurrent claims find the first tenants' keys locked
- *               and go on to the next ones.
- * A tenant with fewer ready keys than its share leaves the rest to the live part (oldest
- * first), so nothing is left idle while a key is ready.
- */
-function pickFair(limit: number, columns: SQL, settledFirst: SQL): SQL {
-  const withWork = sql`k.subscription_id = (SELECT id FROM sub) AND k.available_at IS NOT NULL AND k.paused_at IS NULL`;
-  return sql`
-    fair_walk AS MATERIALIZED (
-      SELECT tenant FROM (
-        WITH RECURSIVE walk(tenant) AS (
-          (SELECT k.tenant FROM ${keys} k
-           WHERE ${withWork} AND k.tenant IS NOT NULL AND (SELECT tenant FROM sub) IS NOT NULL
-             AND NOT (SELECT paused FROM sub)
-           ORDER BY k.tenant LIMIT 1)
-          UNION ALL
-          SELECT (SELECT k.tenant FROM ${keys} k WHERE ${withWork} AND k.tenant > w.tenant ORDER BY k.tenant LIMIT 1)
-          FROM walk w WHERE w.tenant IS NOT NULL
-        )
-        SELECT tenant FROM walk WHERE tenant IS NOT NULL) w
-    ),
-    fair_order AS MATERIALIZED (
-      SELECT w.tenant, coalesce((s.tenant_weights ->> w.tenant)::int, 1) AS weight, t.served_at
-      FROM fair_walk w CROSS JOIN sub s
-      LEFT JOIN ${tenants} t ON t.subscription_id = s.id AND t.tenant = w.tenant
-      ORDER BY t.served_at NULLS FIRST, w.tenant
-    ),
-    fair_rounds AS (SELECT ceil(${limit}::numeric / greatest(sum(weight), 1))::int AS n FROM fair_order),
-    pick_fair AS (
-      SELECT p.* FROM (SELECT * FROM fair_order ORDER BY served_at NULLS FIRST, tenant) o
-      CROSS JOIN LATERAL (
-        SELECT ${columns}, false AS replaying
-        FROM ${keys} k, sub
-        WHERE k.subscription_id = (SELECT id FROM sub) AND k.tenant = o.tenant AND k.available_at <= now()
-          AND k.paused_at IS NULL AND (k.last_seq < k.replay_seq) IS FALSE ${settledFirst}
-        ORDER BY k.available_at, k.key
-        -- with maxLeasedKeysPerTenant, no more than the tenant's room (corq.tenant_room, taken
-        -- as the walk reaches the tenant: tenants it never reaches are not touched)
-        LIMIT CASE WHEN (SELECT max_leased_keys_per_tenant FROM sub) IS NULL THEN o.weight * (SELECT n FROM fair_rounds)
-          ELSE least(o.weight * (SELECT n FROM fair_rounds),
-                     corq.tenant_room((SELECT id FROM sub), o.tenant, (SELECT max_leased_keys_per_tenant FROM sub))) END
-        FOR UPDATE OF k SKIP LOCKED
-      ) p
-      LIMIT ${limit}
-    )`;
 }

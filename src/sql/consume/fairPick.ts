@@ -1,0 +1,89 @@
+// The fair parts of the claim's pick (claimBatch.ts pickKeys): CTEs that read `sub` (and
+// `settled` when the claim settles first) and give `pick_fair` and `pick_untenanted`, rows of
+// the pick's columns.
+import { sql, type SQL } from "drizzle-orm";
+import { keys, tenants } from "../../db/schema.js";
+
+/**
+ * With maxLeasedKeysPerTenant the live part takes nothing (it would pass the caps), so keys
+ * without a tenant (made before the subscription had one, or by a rewind, until their next
+ * event names one) are taken here: those among the 64 longest-waiting ready keys, read without
+ * a lock and then locked by primary key. Keys left waiting age to the head of the ready index,
+ * so none waits forever, and the read stays 64 index entries however many keys are ready.
+ */
+export function pickUntenanted(limit: number, columns: SQL, settledFirst: SQL): SQL {
+  const ready = (k: string) =>
+    sql.raw(`${k}.subscription_id = (SELECT id FROM sub) AND ${k}.available_at <= now() AND ${k}.paused_at IS NULL
+        AND (${k}.last_seq < ${k}.replay_seq) IS FALSE`);
+  return sql`
+    pick_untenanted AS (
+      SELECT ${columns}, false AS replaying
+      FROM ${keys} k, sub
+      WHERE ${ready("k")} AND k.tenant IS NULL AND NOT (SELECT paused FROM sub) ${settledFirst}
+        AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
+        AND k.key = ANY(ARRAY(
+          SELECT c.key FROM ${keys} c WHERE ${ready("c")} AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
+          ORDER BY c.available_at, c.key LIMIT 64))
+      ORDER BY k.available_at, k.key
+      LIMIT ${limit} - (SELECT count(*) FROM pick_fair)
+      FOR UPDATE OF k SKIP LOCKED
+    )`;
+}
+
+/**
+ * Fairness between tenants (docs/flow-control.md): live keys of a subscription with a tenant,
+ * shared round robin between its tenants with ready keys.
+ *   fair_walk   the tenants with work: a skip scan of keys_tenant_ready_idx (one probe per
+ *               tenant, never a read of their keys); nothing at all without a tenant
+ *   fair_order  least recently served first (corq.tenants.served_at; never served: first),
+ *               ties by tenant; each with its weight (tenantWeights, default 1)
+ *   pick_fair   in that order, each tenant's oldest ready keys, up to weight × rounds of them,
+ *               rounds = limit ÷ the weights of every tenant with work (rounded up: with two
+ *               tenants and 16 keys per claim, 8 each; with 100 tenants, 1 each of the first
+ *               16), FOR UPDATE SKIP LOCKED within each tenant's walk; the walk of tenants
+ *               stops at `limit` keys. Concurrent claims find the first tenants' keys locked
+ *               and go on to the next ones.
+ * A tenant with fewer ready keys than its share leaves the rest to the live part (oldest
+ * first), so nothing is left idle while a key is ready.
+ */
+export function pickFair(limit: number, columns: SQL, settledFirst: SQL): SQL {
+  const withWork = sql`k.subscription_id = (SELECT id FROM sub) AND k.available_at IS NOT NULL AND k.paused_at IS NULL`;
+  return sql`
+    fair_walk AS MATERIALIZED (
+      SELECT tenant FROM (
+        WITH RECURSIVE walk(tenant) AS (
+          (SELECT k.tenant FROM ${keys} k
+           WHERE ${withWork} AND k.tenant IS NOT NULL AND (SELECT tenant FROM sub) IS NOT NULL
+             AND NOT (SELECT paused FROM sub)
+           ORDER BY k.tenant LIMIT 1)
+          UNION ALL
+          SELECT (SELECT k.tenant FROM ${keys} k WHERE ${withWork} AND k.tenant > w.tenant ORDER BY k.tenant LIMIT 1)
+          FROM walk w WHERE w.tenant IS NOT NULL
+        )
+        SELECT tenant FROM walk WHERE tenant IS NOT NULL) w
+    ),
+    fair_order AS MATERIALIZED (
+      SELECT w.tenant, coalesce((s.tenant_weights ->> w.tenant)::int, 1) AS weight, t.served_at
+      FROM fair_walk w CROSS JOIN sub s
+      LEFT JOIN ${tenants} t ON t.subscription_id = s.id AND t.tenant = w.tenant
+      ORDER BY t.served_at NULLS FIRST, w.tenant
+    ),
+    fair_rounds AS (SELECT ceil(${limit}::numeric / greatest(sum(weight), 1))::int AS n FROM fair_order),
+    pick_fair AS (
+      SELECT p.* FROM (SELECT * FROM fair_order ORDER BY served_at NULLS FIRST, tenant) o
+      CROSS JOIN LATERAL (
+        SELECT ${columns}, false AS replaying
+        FROM ${keys} k, sub
+        WHERE k.subscription_id = (SELECT id FROM sub) AND k.tenant = o.tenant AND k.available_at <= now()
+          AND k.paused_at IS NULL AND (k.last_seq < k.replay_seq) IS FALSE ${settledFirst}
+        ORDER BY k.available_at, k.key
+        -- with maxLeasedKeysPerTenant, no more than the tenant's room (corq.tenant_room, taken
+        -- as the walk reaches the tenant: tenants it never reaches are not touched)
+        LIMIT CASE WHEN (SELECT max_leased_keys_per_tenant FROM sub) IS NULL THEN o.weight * (SELECT n FROM fair_rounds)
+          ELSE least(o.weight * (SELECT n FROM fair_rounds),
+                     corq.tenant_room((SELECT id FROM sub), o.tenant, (SELECT max_leased_keys_per_tenant FROM sub))) END
+        FOR UPDATE OF k SKIP LOCKED
+      ) p
+      LIMIT ${limit}
+    )`;
+}

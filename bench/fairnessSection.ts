@@ -17,11 +17,11 @@ const fmt = (n: number) => (Number.isNaN(n) ? "–" : Math.round(n).toLocaleStri
 const ms = (n: number) => (Number.isNaN(n) ? "–" : n < 100 ? n.toFixed(1) : fmt(n));
 const loads = (r: FairnessRun) => `${r.loadStart.toFixed(1)} → ${r.loadEnd.toFixed(1)}`;
 
-/** The commit the run is on, and whether src/ or bench/ differ from it. */
+/** The commit the run is on, and whether tracked files of src/ or bench/ differ from it. */
 function commit(): string {
   try {
     const hash = execSync("git rev-parse --short HEAD", { encoding: "utf8" }).trim();
-    const dirty = execSync("git status --porcelain -- src bench", { encoding: "utf8" }).trim() !== "";
+    const dirty = execSync("git status --porcelain --untracked-files=no -- src bench", { encoding: "utf8" }).trim() !== "";
     return dirty ? `${hash} with uncommitted changes` : hash;
   } catch {
     return "an unknown commit";

@@ -21,7 +21,8 @@ const loads = (r: FairnessRun) => `${r.loadStart.toFixed(1)} → ${r.loadEnd.toF
 function commit(): string {
   try {
     const hash = execSync("git rev-parse --short HEAD", { encoding: "utf8" }).trim();
-    const dirty = execSync("git status --porcelain --untracked-files=no -- src bench", { encoding: "utf8" }).trim() !== "";
+    const dirty =
+      execSync("git status --porcelain --untracked-files=no -- src bench", { encoding: "utf8" }).trim() !== "";
     return dirty ? `${hash} with uncommitted changes` : hash;
   } catch {
     return "an unknown commit";

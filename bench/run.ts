@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays|cost | --skip connections]
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays|fairness|cost | --skip connections]
 // [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
@@ -7,7 +7,8 @@
 // heading (without --quick); `--only advance` is the advance stage alone (to compare two
 // commits); `--only peers` runs the newer peers' rows alone (a smoke run or a diagnosis: without
 // corq in the same run no ratio, so it writes nothing to RESULTS.md); `--only cost` prices a million events on Workers +
-// Neon (bench/costSection.ts, its flags there). The last line printed is one JSON object.
+// Neon (bench/costSection.ts, its flags there); `--only fairness` is issue 32's fairness between tenants
+// (bench/fairnessSection.ts, its flags there). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
@@ -27,9 +28,21 @@ import { rewindStall, type StallPhase } from "./rewindStall.js";
 import { sustainedSection } from "./sustainedSection.js";
 import { delayedDelivery } from "./delays.js";
 import { costSection } from "./costSection.js";
+import { fairnessSection } from "./fairnessSection.js";
 
 const quick = process.argv.includes("--quick");
-const sections = ["connections", "serve", "advance", "replay", "rewindStall", "sustained", "peers", "delays", "cost"];
+const sections = [
+  "connections",
+  "serve",
+  "advance",
+  "replay",
+  "rewindStall",
+  "sustained",
+  "peers",
+  "delays",
+  "fairness",
+  "cost",
+];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
@@ -401,6 +414,13 @@ try {
       delays_late_p99_ms: run.lateP99Ms,
       delays_late_max_ms: run.lateMaxMs,
     });
+    await endOnly(start);
+  }
+
+  // issue 32: a quiet tenant behind a noisy one's backlog, with and without `tenant`
+  if (only === "fairness") {
+    const start = sectionOf("Fairness between tenants", "fairness");
+    Object.assign(results, await fairnessSection({ quick, say, onFreshDatabase }));
     await endOnly(start);
   }
 

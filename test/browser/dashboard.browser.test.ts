@@ -423,6 +423,8 @@ describe.skipIf(!browserFound)("dashboard in a real browser", () => {
           body: {
             events: ["Order"],
             key: "stream",
+            // a Tenant column in its keys table (a card's row at 390 px)
+            tenant: "data.customer.region",
             from: "now",
             maxAttempts: 1,
             deliver: { url: receiver.url, timeoutMs: 2000 },
@@ -535,6 +537,9 @@ describe.skipIf(!browserFound)("dashboard in a real browser", () => {
     await onScreen(key.getByRole("button", { name: "Retry narrow-1" }));
     await onScreen(key.getByRole("button", { name: "Pause key narrow-1" }));
     await onScreen(key.getByRole("button", { name: "Rewind key narrow-1" }));
+    const tenant = key.locator('td[data-label="Tenant"]');
+    await onScreen(tenant);
+    expect(await tenant.textContent()).toBe("eu-west-1");
     if (process.env.CORQ_SCREENSHOTS) {
       await page.goto(url("/ui/dead-letters"));
       await page.screenshot({ path: "docs/narrow.png", fullPage: true });

@@ -220,6 +220,50 @@ describe("dashboard pages: paging and times", () => {
       expect((await api("DELETE", `/subscriptions/${name}`)).status).toBe(204);
   });
 
+  it("names a subscription's tenant, its weights and mismatches, and each key's tenant in a Tenant column; none of it without a tenant", async () => {
+    const cookie = await logIn();
+    const deliver = { url: "http://127.0.0.1:9/" };
+    const common = { events: ["Tenanted"], key: "data.k", from: "now", deliver };
+    const tenanted = { ...common, tenant: "data.t", tenantWeights: { acme: 3, beta: 2 } };
+    expect((await api("PUT", "/subscriptions/tenanted", { body: tenanted })).status).toBe(201);
+    expect((await api("PUT", "/subscriptions/untenanted", { body: common })).status).toBe(201);
+    // paused: the keys stay as the advance made them (nothing listens at the receiver's port)
+    for (const name of ["tenanted", "untenanted"]) await api("POST", `/subscriptions/${name}/pause`);
+    const append = (events: { k: string; t?: string }[]) =>
+      api("POST", "/streams/tenanted/events", { body: { events: events.map((data) => ({ name: "Tenanted", data })) } });
+    expect((await append([{ k: "k-acme", t: "acme" }, { k: "k-beta", t: "beta" }, { k: "k-none" }])).status).toBe(201);
+    await api("POST", "/advance");
+    // k-acme keeps the tenant its first event gave it: this one is counted as a mismatch
+    expect((await append([{ k: "k-acme", t: "beta" }])).status).toBe(201);
+    await api("POST", "/advance");
+    expect((await api("GET", "/subscriptions/tenanted")).json.tenantMismatched).toBe(1);
+
+    const page = await html("/ui/subscriptions/tenanted", cookie);
+    expect(page.status).toBe(200);
+    expect(page.body).toMatch(/tenant: <code>data\.t<\/code>, tenant weights: <code>acme: 3, beta: 2<\/code>/);
+    expect(page.body).toMatch(/<b>1<\/b>\s*<span>tenant mismatches<\/span>/);
+    expect(page.body).toContain("<th>Tenant</th>");
+    const tenantOf = (key: string) =>
+      new RegExp(`<tr data-key="${key}">.*?data-label="Tenant">(.*?)</td>`, "s").exec(page.body)?.[1];
+    expect(tenantOf("k-acme")).toBe("acme");
+    expect(tenantOf("k-beta")).toBe("beta");
+    expect(tenantOf("k-none")).toContain("none named");
+
+    const plain = await html("/ui/subscriptions/untenanted", cookie);
+    expect(plain.status).toBe(200);
+    expect(plain.body).toContain('<tr data-key="k-acme">');
+    for (const absent of [
+      "tenant: <code>",
+      "tenant weights",
+      "tenant mismatches",
+      "<th>Tenant</th>",
+      'data-label="Tenant"',
+    ])
+      expect(plain.body).not.toContain(absent);
+    for (const name of ["tenanted", "untenanted"])
+      expect((await api("DELETE", `/subscriptions/${name}`)).status).toBe(204);
+  });
+
   it("says the zone of every time it shows (UTC), absolute or as a tooltip", async () => {
     const cookie = await logIn();
     await api("POST", "/streams/zoned/events", { body: { events: [{ name: "Zoned", data: {} }] } });

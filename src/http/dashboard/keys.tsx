@@ -31,6 +31,8 @@ export function Keys(props: {
   const query = (after?: string) =>
     `${base}?${new URLSearchParams({ ...(props.status ? { status: props.status } : {}), ...(after ? { after } : {}) })}`;
   const now = Date.now();
+  // the Tenant column: only where the subscription shares its claims between tenants
+  const tenanted = s.tenant !== null;
   return (
     <Page title={s.name} section="overview" notice={props.notice}>
       <h1>
@@ -42,6 +44,20 @@ export function Keys(props: {
           ) : (
             <>
               , streams: <code>{s.streams.join(", ")}</code>
+            </>
+          )}
+          {s.tenant === null ? (
+            ""
+          ) : (
+            <>
+              , tenant: <code>{s.tenant}</code>
+              {s.tenantWeights === null || Object.keys(s.tenantWeights).length === 0 ? (
+                ""
+              ) : (
+                <>
+                  , tenant weights: <code>{weights(s.tenantWeights)}</code>
+                </>
+              )}
             </>
           )}
           )
@@ -79,6 +95,15 @@ export function Keys(props: {
                 {num(s.keys.leased)} / {num(s.maxLeasedKeys)}
               </b>
               <span>in flight / cap</span>
+            </div>
+          ) : null}
+          {s.tenant !== null ? (
+            <div
+              class="figure"
+              title="events that named another tenant than their key's (a key keeps the tenant of the event that made it)"
+            >
+              <b>{num(s.tenantMismatched)}</b>
+              <span>tenant mismatches</span>
             </div>
           ) : null}
           <div class="figure">
@@ -132,6 +157,7 @@ export function Keys(props: {
           <thead>
             <tr>
               <th>Key</th>
+              {tenanted && <th>Tenant</th>}
               <th>Status</th>
               <th class="num">Pending</th>
               <th class="num">Attempts</th>
@@ -148,6 +174,11 @@ export function Keys(props: {
                 <td data-label="Key">
                   {s.key === "stream" ? <a href={href(`/ui/streams/${encodeURIComponent(k.key)}`)}>{k.key}</a> : k.key}
                 </td>
+                {tenanted && (
+                  <td class="wrap" data-label="Tenant">
+                    {tenantOf(k)}
+                  </td>
+                )}
                 <td data-label="Status">
                   <Badge kind={k.status}>{k.status}</Badge>
                 </td>
@@ -221,3 +252,17 @@ export function Keys(props: {
 }
 
 const nextAttempt = (inMs: number) => (inMs <= 0 ? "now" : `in ${age(inMs)}`);
+
+/** tenantWeights as "acme: 3, beta: 2" (by tenant). */
+const weights = (byTenant: Record<string, number>) =>
+  Object.entries(byTenant)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([tenant, weight]) => `${tenant}: ${weight}`)
+    .join(", ");
+
+/** A key's tenant: "" is an event that named none; none at all, a key made before the subscription had a tenant. */
+function tenantOf(k: KeyState) {
+  if (k.tenant === undefined) return <span class="muted">–</span>;
+  if (k.tenant === "") return <span class="muted">none named</span>;
+  return k.tenant;
+}

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays|fairness|cost | --skip connections]
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays|fairness|rateLimit|idempotency|cost | --skip connections]
 // [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
@@ -29,6 +29,8 @@ import { sustainedSection } from "./sustainedSection.js";
 import { delayedDelivery } from "./delays.js";
 import { costSection } from "./costSection.js";
 import { fairnessSection } from "./fairnessSection.js";
+import { idempotencyCost } from "./idempotency.js";
+import { rateLimitRun } from "./rateLimit.js";
 
 const quick = process.argv.includes("--quick");
 const sections = [
@@ -41,6 +43,8 @@ const sections = [
   "peers",
   "delays",
   "fairness",
+  "rateLimit",
+  "idempotency",
   "cost",
 ];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
@@ -421,6 +425,48 @@ try {
   if (only === "fairness") {
     const start = sectionOf("Fairness between tenants", "fairness");
     Object.assign(results, await fairnessSection({ quick, say, onFreshDatabase }));
+    await endOnly(start);
+  }
+
+  // issue 32: a rate limit by tenant held over a minute, and a light tenant's latency beside it
+  if (only === "rateLimit") {
+    const start = sectionOf("Rate limits on Node", "rateLimit");
+    const seconds = quick ? 15 : 60;
+    say(
+      `{ events: 100, perMs: 1000, by: "tenant" }, one serve process with 4 consumers (batchSize 10); two heavy tenants with a backlog of 12,000 events each over 200 keys each (more than ${seconds} s at their limit); a light tenant appending 20 single events a second over 50 keys for the ${seconds} s, and the same light traffic alone, without a limit or heavy tenants, before it. Rates: events handled from the first delivery to the run's end.\n`,
+    );
+    say(
+      "| seconds | heavy tenant A events/s | heavy tenant B events/s | light p50 / p99 ms | light alone p50 / p99 ms | load start → end |\n|---|---|---|---|---|---|",
+    );
+    const run = await onFreshDatabase("rate-alone", (aloneUrl) =>
+      onFreshDatabase("rate", (url) => rateLimitRun(aloneUrl, url, { seconds, heavyEvents: 12_000 })),
+    );
+    say(
+      `| ${seconds} | ${run.heavyRates[0]?.toFixed(1)} | ${run.heavyRates[1]?.toFixed(1)} | ${fmt(run.lightP50Ms)} / ${fmt(run.lightP99Ms)} | ${fmt(run.aloneP50Ms)} / ${fmt(run.aloneP99Ms)} | ${run.load.start.toFixed(1)} → ${run.load.end.toFixed(1)} |`,
+    );
+    Object.assign(results, {
+      rate_heavy_eps: run.heavyRates.map((r) => Math.round(r * 10) / 10),
+      rate_light_p50_ms: Math.round(run.lightP50Ms),
+      rate_light_alone_p50_ms: Math.round(run.aloneP50Ms),
+    });
+    await endOnly(start);
+  }
+
+  // issue 32: what an idempotency key adds to an append
+  if (only === "idempotency") {
+    const start = sectionOf("The cost of an idempotency key", "idempotency");
+    const appends = quick ? 1000 : 4000;
+    say(
+      `${fmt(appends)} single-event appends each way through the library (one connection, one at a time, each to its own stream), with and without \`idempotencyKey\`, alternating every 100, after 200 of warm-up.\n`,
+    );
+    say(
+      "| appends each | p50 ms plain / keyed | mean ms plain / keyed | cost (p50) | load start → end |\n|---|---|---|---|---|",
+    );
+    const run = await onFreshDatabase("idem", (url) => idempotencyCost(url, { appends }));
+    say(
+      `| ${fmt(appends)} | ${run.plainP50Ms.toFixed(3)} / ${run.keyedP50Ms.toFixed(3)} | ${run.plainMeanMs.toFixed(3)} / ${run.keyedMeanMs.toFixed(3)} | ${(run.cost * 100).toFixed(1)} % | ${run.load.start.toFixed(1)} → ${run.load.end.toFixed(1)} |`,
+    );
+    results.idempotency_cost = Math.round(run.cost * 1000) / 1000;
     await endOnly(start);
   }
 

@@ -4,6 +4,7 @@
 // and the same machine), one at a time (the time of an append, not a throughput).
 import { loadavg } from "node:os";
 import { createCorq } from "../src/index.js";
+import { startServe } from "../src/node/serve.js";
 import { percentile } from "./stats.js";
 
 export interface IdempotencyRun {
@@ -14,6 +15,8 @@ export interface IdempotencyRun {
   keyedMeanMs: number;
   /** keyed p50 ÷ plain p50 − 1 */
   cost: number;
+  /** the same over HTTP (POST /streams/:stream/events to one serve process, with and without the header) */
+  http: { plainP50Ms: number; keyedP50Ms: number; cost: number };
   load: { start: number; end: number };
 }
 
@@ -48,7 +51,13 @@ export async function idempotencyCost(databaseUrl: string, { appends }: { append
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const plainP50Ms = percentile(sorted(plain), 50);
     const keyedP50Ms = percentile(sorted(keyed), 50);
+    const http = await overHttp(databaseUrl, appends);
     return {
+      http: {
+        plainP50Ms: percentile(sorted(http.plain), 50),
+        keyedP50Ms: percentile(sorted(http.keyed), 50),
+        cost: percentile(sorted(http.keyed), 50) / percentile(sorted(http.plain), 50) - 1,
+      },
       appends,
       plainP50Ms,
       keyedP50Ms,
@@ -59,5 +68,44 @@ export async function idempotencyCost(databaseUrl: string, { appends }: { append
     };
   } finally {
     await corq.close();
+  }
+}
+
+const TOKEN = "bench-admin-token-0123456789abcdef0123";
+
+/** The same alternation over HTTP: one serve process (the API only), one request at a time. */
+async function overHttp(databaseUrl: string, appends: number) {
+  const serve = await startServe({
+    subscriptions: [],
+    env: { DATABASE_URL: databaseUrl, PORT: "0", CORQ_ADMIN_TOKEN: TOKEN },
+    role: "api",
+    log: () => undefined,
+  });
+  const plain: number[] = [];
+  const keyed: number[] = [];
+  const post = async (stream: string, key?: string) => {
+    const started = performance.now();
+    const response = await fetch(`${serve.url}/streams/${stream}/events`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${TOKEN}`,
+        "content-type": "application/json",
+        ...(key === undefined ? {} : { "idempotency-key": key }),
+      },
+      body: JSON.stringify({ events: [{ name: "E", data: { stream } }] }),
+    });
+    await response.arrayBuffer();
+    if (response.status !== 201) throw new Error(`append over HTTP: ${response.status}`);
+    return performance.now() - started;
+  };
+  try {
+    for (let i = 0; i < 200; i++) await post(`hwarm-${i}`, i % 2 ? `hwarm-${i}` : undefined);
+    for (let n = 0; n < appends; n += 100) {
+      for (let i = n; i < n + 100; i++) plain.push(await post(`hplain-${i}`));
+      for (let i = n; i < n + 100; i++) keyed.push(await post(`hkeyed-${i}`, `hkey-${i}`));
+    }
+    return { plain, keyed };
+  } finally {
+    await serve.stop();
   }
 }

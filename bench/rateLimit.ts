@@ -88,6 +88,7 @@ export async function rateLimitRun(
   const aloneLatency = latencies(alone.seen);
 
   const producer = createCorq({ databaseUrl: url, poolSize: 8, notify: true });
+  await producer.migrate();
   // the heavy tenants' backlog first (no consumer yet): 200 keys each
   for (const tenant of ["heavy-a", "heavy-b"])
     for (let k = 0; k < 200; k++)

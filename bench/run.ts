@@ -438,7 +438,7 @@ try {
     say(
       "| seconds | heavy tenant A events/s | heavy tenant B events/s | light p50 / p99 ms | light alone p50 / p99 ms | load start → end |\n|---|---|---|---|---|---|",
     );
-    const run = await onFreshDatabase("rate-alone", (aloneUrl) =>
+    const run = await onFreshDatabase("ratealone", (aloneUrl) =>
       onFreshDatabase("rate", (url) => rateLimitRun(aloneUrl, url, { seconds, heavyEvents: 12_000 })),
     );
     say(
@@ -457,16 +457,17 @@ try {
     const start = sectionOf("The cost of an idempotency key", "idempotency");
     const appends = quick ? 1000 : 4000;
     say(
-      `${fmt(appends)} single-event appends each way through the library (one connection, one at a time, each to its own stream), with and without \`idempotencyKey\`, alternating every 100, after 200 of warm-up.\n`,
+      `${fmt(appends)} single-event appends each way through the library (one connection, one at a time, each to its own stream), with and without \`idempotencyKey\`, alternating every 100, after 200 of warm-up; then the same over HTTP (\`POST /streams/:stream/events\` with and without \`Idempotency-Key\`, one serve process with the API only, one request at a time).\n`,
     );
     say(
-      "| appends each | p50 ms plain / keyed | mean ms plain / keyed | cost (p50) | load start → end |\n|---|---|---|---|---|",
+      "| appends each | library p50 ms plain / keyed | library mean ms plain / keyed | library cost (p50) | HTTP p50 ms plain / with the header | HTTP cost (p50) | load start → end |\n|---|---|---|---|---|---|---|",
     );
     const run = await onFreshDatabase("idem", (url) => idempotencyCost(url, { appends }));
     say(
-      `| ${fmt(appends)} | ${run.plainP50Ms.toFixed(3)} / ${run.keyedP50Ms.toFixed(3)} | ${run.plainMeanMs.toFixed(3)} / ${run.keyedMeanMs.toFixed(3)} | ${(run.cost * 100).toFixed(1)} % | ${run.load.start.toFixed(1)} → ${run.load.end.toFixed(1)} |`,
+      `| ${fmt(appends)} | ${run.plainP50Ms.toFixed(3)} / ${run.keyedP50Ms.toFixed(3)} | ${run.plainMeanMs.toFixed(3)} / ${run.keyedMeanMs.toFixed(3)} | ${(run.cost * 100).toFixed(1)} % | ${run.http.plainP50Ms.toFixed(3)} / ${run.http.keyedP50Ms.toFixed(3)} | ${(run.http.cost * 100).toFixed(1)} % | ${run.load.start.toFixed(1)} → ${run.load.end.toFixed(1)} |`,
     );
     results.idempotency_cost = Math.round(run.cost * 1000) / 1000;
+    results.idempotency_http_cost = Math.round(run.http.cost * 1000) / 1000;
     await endOnly(start);
   }
 

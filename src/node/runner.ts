@@ -2,6 +2,7 @@
 // (wakeListener.ts) instead of polling. Claims, acks and leases are the library's (Corq.drain):
 // several processes on one database share the work through SKIP LOCKED and leases, with no
 // coordinator.
+import { setMaxListeners } from "node:events";
 import type { CorqRuntime } from "../runtimeTypes.js";
 import type { Executor } from "../db/executor.js";
 import { CorqError, isDatabaseUnavailable, present, toError } from "../errors.js";
@@ -103,6 +104,10 @@ export function createRunner(options: RunnerOptions): Runner {
     kind === undefined || kind === "push" || codeNames.has(name);
   const stopClaiming = new AbortController();
   const abortHandlers = new AbortController();
+  // every running handler listens to it (src/consume/handle.ts) and lets go when it ends: with
+  // CORQ_CONCURRENCY drains of keysPerClaim handlers that is more than Node's default of 10
+  // listeners, which it would report as a leak
+  setMaxListeners(0, abortHandlers.signal, stopClaiming.signal);
   let stopping = false;
 
   const lastLogged = new Map<string, number>();

@@ -1935,7 +1935,7 @@ export const mutants: Mutant[] = [
     name: "rate: a limited key not told to wait (picked again at once)",
     edits: one(
       "src/sql/consume/rateLimits.ts",
-      "SET available_at = s.next_at, rate_waits = true",
+      "SET available_at = s.wait_until, rate_waits = true",
       "SET rate_waits = true",
     ),
     tests: ["test/rateLimits.int.test.ts"],

@@ -224,7 +224,13 @@ describe("dashboard pages: paging and times", () => {
     const cookie = await logIn();
     const deliver = { url: "http://127.0.0.1:9/" };
     const common = { events: ["Tenanted"], key: "data.k", from: "now", deliver };
-    const tenanted = { ...common, tenant: "data.t", tenantWeights: { acme: 3, beta: 2 } };
+    const tenanted = {
+      ...common,
+      tenant: "data.t",
+      tenantWeights: { acme: 3, beta: 2 },
+      maxLeasedKeysPerTenant: 4,
+      rateLimit: { events: 50, perMs: 1000, by: "tenant" },
+    };
     expect((await api("PUT", "/subscriptions/tenanted", { body: tenanted })).status).toBe(201);
     expect((await api("PUT", "/subscriptions/untenanted", { body: common })).status).toBe(201);
     // paused: the keys stay as the advance made them (nothing listens at the receiver's port)
@@ -242,6 +248,8 @@ describe("dashboard pages: paging and times", () => {
     expect(page.status).toBe(200);
     expect(page.body).toMatch(/tenant: <code>data\.t<\/code>, tenant weights: <code>acme: 3, beta: 2<\/code>/);
     expect(page.body).toMatch(/<b>1<\/b>\s*<span>tenant mismatches<\/span>/);
+    expect(page.body).toMatch(/<b>4<\/b>\s*<span>cap per tenant<\/span>/);
+    expect(page.body).toMatch(/<b>\s*50 \/ 1,000 ms\s*<\/b>\s*<span>rate limit by tenant<\/span>/);
     expect(page.body).toContain("<th>Tenant</th>");
     const tenantOf = (key: string) =>
       new RegExp(`<tr data-key="${key}">.*?data-label="Tenant">(.*?)</td>`, "s").exec(page.body)?.[1];
@@ -256,6 +264,8 @@ describe("dashboard pages: paging and times", () => {
       "tenant: <code>",
       "tenant weights",
       "tenant mismatches",
+      "cap per tenant",
+      "rate limit by",
       "<th>Tenant</th>",
       'data-label="Tenant"',
     ])

@@ -85,7 +85,10 @@ export function Keys(props: {
             <b>{num(s.keys.backoff)}</b>
             <span>backoff</span>
           </div>
-          <div class="figure" title="keys waiting for a delayed event or a come-back-later answer (no failed attempt)">
+          <div
+            class="figure"
+            title="keys waiting for a delayed event, a come-back-later answer or a rate limit (no failed attempt)"
+          >
             <b>{num(s.keys.waiting)}</b>
             <span>{s.keys.waitingUntil ? `waiting (next ${s.keys.waitingUntil.slice(11, 19)} UTC)` : "waiting"}</span>
           </div>
@@ -95,6 +98,23 @@ export function Keys(props: {
                 {num(s.keys.leased)} / {num(s.maxLeasedKeys)}
               </b>
               <span>in flight / cap</span>
+            </div>
+          ) : null}
+          {s.maxLeasedKeysPerTenant !== null ? (
+            <div class="figure" title="maxLeasedKeysPerTenant: at most this many keys of each tenant in flight at once">
+              <b>{num(s.maxLeasedKeysPerTenant)}</b>
+              <span>cap per tenant</span>
+            </div>
+          ) : null}
+          {s.rateLimit !== null ? (
+            <div
+              class="figure"
+              title="rateLimit: keys over it wait for its room (no attempt counted); they count among the waiting keys"
+            >
+              <b>
+                {num(s.rateLimit.events)} / {num(s.rateLimit.perMs)} ms
+              </b>
+              <span>rate limit by {s.rateLimit.by}</span>
             </div>
           ) : null}
           {s.tenant !== null ? (

@@ -16,8 +16,9 @@ import { keys } from "../../db/schema.js";
  *   shares      the room dealt to the bucket's keys in pick order: a key may get a smaller
  *               batch than it wanted; one that gets none is limited
  *   granted     the keys leased: every taken one but the limited
- *   limited     the limited keys wait (available_at) until their bucket has room for one
- *               more event, marked rate_waits (the keys view says why): no lease, no attempt
+ *   limited     the limited keys wait (available_at) until their bucket has room for their
+ *               batch after the batches of the limited keys before them, marked rate_waits
+ *               (the keys view says why): no lease, no attempt
  */
 export function rateLimited(): SQL {
   const limit = (field: string) => sql`(SELECT (rate_limit ->> ${field})::int FROM sub)`;
@@ -36,17 +37,26 @@ export function rateLimited(): SQL {
       FROM (SELECT bucket, sum(want)::int AS want FROM rate_wants GROUP BY bucket ORDER BY bucket) b
       CROSS JOIN LATERAL corq.rate_take((SELECT id FROM sub), b.bucket, ${limit("events")}, ${limit("perMs")}, b.want) r
     ),
-    shares AS (
-      SELECT w.key, w.want, r.next_at,
+    dealt AS (
+      SELECT w.key, w.want, w.bucket, w.turn, r.next_at,
         least(w.want, greatest(0, r.granted - (sum(w.want) OVER (PARTITION BY w.bucket ORDER BY w.turn) - w.want))) AS share
       FROM rate_wants w JOIN rated r ON r.bucket = w.bucket
+    ),
+    shares AS (
+      -- a bucket's limited keys wait one behind the other: each until there is room for the
+      -- batches of those before it too (all at next_at, they would all come back at once, and
+      -- each claim then would take one and send the rest back to wait)
+      SELECT d.key, d.want, d.share,
+        d.next_at + (sum(d.want) OVER (PARTITION BY d.bucket, d.share = 0 ORDER BY d.turn) - d.want)
+          * (${limit("perMs")}::float8 / ${limit("events")}) * interval '1 millisecond' AS wait_until
+      FROM dealt d
     ),
     granted AS (
       SELECT t.*, s.share FROM taken t LEFT JOIN shares s ON s.key = t.key
       WHERE t.dies OR s.key IS NULL OR s.share > 0 OR s.want = 0
     ),
     limited AS (
-      UPDATE ${keys} k SET available_at = s.next_at, rate_waits = true
+      UPDATE ${keys} k SET available_at = s.wait_until, rate_waits = true
       FROM shares s
       WHERE s.share = 0 AND s.want > 0 AND k.subscription_id = (SELECT id FROM sub) AND k.key = s.key
         AND k.key = ANY(ARRAY(SELECT key FROM shares WHERE share = 0 AND want > 0 ORDER BY key))

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays|fairness|rateLimit|idempotency|cost | --skip connections]
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays|fairness|rateLimit|idempotency|alerts|cost | --skip connections]
 // [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
@@ -30,6 +30,7 @@ import { delayedDelivery } from "./delays.js";
 import { costSection } from "./costSection.js";
 import { fairnessSection } from "./fairnessSection.js";
 import { idempotencyCost } from "./idempotency.js";
+import { alertLatency } from "./alerts.js";
 import { rateLimitRun } from "./rateLimit.js";
 
 const quick = process.argv.includes("--quick");
@@ -45,6 +46,7 @@ const sections = [
   "fairness",
   "rateLimit",
   "idempotency",
+  "alerts",
   "cost",
 ];
 const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
@@ -468,6 +470,28 @@ try {
     );
     results.idempotency_cost = Math.round(run.cost * 1000) / 1000;
     results.idempotency_http_cost = Math.round(run.http.cost * 1000) / 1000;
+    await endOnly(start);
+  }
+
+  // issue 33: how soon a dead key's alert arrives through serve
+  if (only === "alerts") {
+    const start = sectionOf("Alerts on Node", "alerts");
+    const keys = quick ? 5 : 20;
+    say(
+      `One serve process (role "worker": the advancer, the consumers and the alerts pass every CORQ_ALERTS_EVERY_MS, 1 s), a code subscription whose handler fails its only attempt (maxAttempts 1), an alert on "key.dead" to a receiver on 127.0.0.1; ${keys} keys appended one after another (each after the last one's alert, 200 ms apart). Latency: the key's dead_at (the database's clock) to the alert's arrival; then 2.5 s more for any second alert.\n`,
+    );
+    say(
+      "| keys | alerts | keys alerted twice | keys never alerted | p50 ms | max ms | load start → end |\n|---|---|---|---|---|---|---|",
+    );
+    const run = await onFreshDatabase("alerts", (url) => alertLatency(url, { keys }));
+    say(
+      `| ${run.keys} | ${run.alerts} | ${run.duplicates} | ${run.missing} | ${fmt(run.p50Ms)} | ${fmt(run.maxMs)} | ${run.load.start.toFixed(1)} → ${run.load.end.toFixed(1)} |`,
+    );
+    Object.assign(results, {
+      alerts_p50_ms: Math.round(run.p50Ms),
+      alerts_max_ms: Math.round(run.maxMs),
+      alerts_duplicates: run.duplicates,
+    });
     await endOnly(start);
   }
 

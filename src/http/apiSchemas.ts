@@ -189,6 +189,15 @@ export const subscription = z.object({
     .number()
     .int()
     .describe("events whose tenant differed from their key's (the key keeps its first)"),
+  maxLeasedKeysPerTenant: z
+    .number()
+    .int()
+    .nullable()
+    .describe("at most this many keys of each tenant leased at once (null: no cap)"),
+  rateLimit: z
+    .object({ events: z.number().int(), perMs: z.number().int(), by: z.enum(["key", "tenant", "subscription"]) })
+    .nullable()
+    .describe("at most `events` delivered per `perMs` for each key, tenant or the subscription (null: no limit)"),
   deliver: z.object({ url: z.string(), timeoutMs: z.number().int() }).optional(),
   paused: z.boolean(),
   watermark: z.number().int(),

@@ -289,7 +289,7 @@ export const subscriptionSettings = z.object({
   rateLimit: rateLimit.nullable().default(null),
 });
 
-/** Both halves of the fairness settings hold together (applied to code and push settings alike). */
+/** The settings that need a tenant have one (applied to code and push settings alike). */
 function tenantSettingsHold(
   s: {
     key: unknown;
@@ -318,6 +318,9 @@ function tenantSettingsHold(
       message: "a tenant function needs a key function too (or name the tenant by a path such as data.tenant)",
     });
 }
+
+/** A code subscription's settings (defineSubscription / createCorq's `subscriptions`). */
+const codeSubscriptionSettings = subscriptionSettings.superRefine(tenantSettingsHold);
 
 /** PUT /subscriptions/:name — a push subscription (the name comes from the path). */
 export const pushSubscriptionInput = subscriptionSettings
@@ -380,12 +383,7 @@ export interface Subscription {
 export function parseSubscriptions(definitions: SubscriptionDefinition[]): Map<string, Subscription> {
   const parsed = new Map<string, Subscription>();
   for (const [index, definition] of definitions.entries()) {
-    const settings = parseOrThrow(
-      subscriptionSettings.superRefine(tenantSettingsHold),
-      definition,
-      "invalid_config",
-      `subscriptions[${index}]`,
-    );
+    const settings = parseOrThrow(codeSubscriptionSettings, definition, "invalid_config", `subscriptions[${index}]`);
     if (typeof definition.handle !== "function") {
       throw new CorqError("invalid_config", `subscriptions[${index}].handle must be a function`);
     }

@@ -136,18 +136,22 @@ describe("fairness between tenants", () => {
     expect(stats).toMatchObject({ tenant: "data.tenant", tenantMismatched: 2, pending: 4 });
   });
 
-  it("an event whose tenant breaks the key rule is skipped with the reason, the others go on", async () => {
-    const { handled, handle } = recorder();
-    const { corq } = await open({ subscriptions: [subscription(handle)] });
-    await corq.append("k1", [{ name: "E", data: { tenant: ".." } }]);
-    await corq.append("k2", [{ name: "E", data: { tenant: "fine" } }]);
-    await corq.advance();
-    await corq.drain("s");
-    expect(handled.map((h) => h.key)).toEqual(["k2"]);
-    const stats = await corq.subscription("s");
-    expect(stats.skippedInvalidKeys).toBe(1);
-    expect(stats.lastSkip?.reason).toBe('tenant is "." or ".."');
-  });
+  for (const key of ["stream", "data.room"] as const)
+    it(`an event whose tenant breaks the key rule is skipped with the reason, the others go on (key ${key})`, async () => {
+      const { handled, handle } = recorder();
+      const { corq } = await open({ subscriptions: [subscription(handle, { key })] });
+      await corq.append("k1", [{ name: "E", data: { room: "k1", tenant: ".." } }]);
+      await corq.append("k2", [{ name: "E", data: { room: "k2", tenant: "fine" } }]);
+      // no key at all (no room): skipped for that, not counted as an invalid tenant
+      await corq.append("k3", [{ name: "E", data: { tenant: ".." } }]);
+      await corq.advance();
+      await corq.drain("s");
+      expect(handled.map((h) => h.key)).toEqual(["k2"]);
+      const stats = await corq.subscription("s");
+      expect(stats.skippedInvalidKeys).toBe(key === "stream" ? 2 : 1);
+      expect(stats.skipped).toBe(2);
+      expect(stats.lastSkip?.reason).toBe('tenant is "." or ".."');
+    });
 
   it("a tenant computed by a function, beside a key function (the advance's function path)", async () => {
     const { handled, handle } = recorder();

@@ -108,7 +108,8 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
     ),
     checked AS (
       SELECT tx, position, deliver_at, key, tenant,
-        coalesce(${keyProblem(sql`key`)}, ${keyProblem(sql`tenant`, tenantReasons)}) AS invalid
+        -- an event with no key is skipped as such, whatever its tenant
+        coalesce(${keyProblem(sql`key`)}, CASE WHEN key IS NOT NULL THEN ${keyProblem(sql`tenant`, tenantReasons)} END) AS invalid
       FROM scan WHERE matches
     ),
     matched AS (

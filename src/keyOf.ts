@@ -1,31 +1,43 @@
-// A key function's key of one event, as the advance and a rewind compute it.
-import { keyProblem, tenantReasons, type KeyStrategy } from "./config.js";
+// A key function's key of one event, as the advance and a rewind compute it; and its tenant.
+import { keyProblem, keyReasons, tenantReasons, type KeyStrategy } from "./config.js";
 import { toError } from "./errors.js";
 import { toStoredEvent, type EventRow } from "./sql/common/eventColumns.js";
 
+type Named = "key" | "tenant";
+/** What an event names: its text, nothing (undefined), or why it cannot be used (the event is skipped). */
+type Naming = { text: string | undefined; invalid: null } | { text: null; invalid: string };
+
 /**
- * The key of one event: the function's string (or number) if it keeps the key rule; nothing
- * (null / undefined: the event does not belong to this subscription); or, when the function
- * throws or returns anything else, no key and the reason — the event is skipped, counted,
- * and the advance goes on (one bad event never stalls a subscription).
+ * A function's key (or tenant) of one event: its string or number if it keeps the key rule;
+ * nothing (null / undefined); or, when the function throws or returns anything else, the reason.
+ */
+function named(what: Named, value: () => unknown): Naming {
+  let result: unknown;
+  try {
+    result = value();
+  } catch (thrown) {
+    const error = toError(thrown);
+    return { text: null, invalid: `${what} function threw ${error.name}: ${error.message}`.slice(0, 500) };
+  }
+  if (result === null || result === undefined) return { text: undefined, invalid: null };
+  if (typeof result !== "number" && typeof result !== "string")
+    return { text: null, invalid: `${what} function returned ${typeof result}` };
+  const text = String(result);
+  const problem = keyProblem(text, what === "key" ? keyReasons : tenantReasons);
+  return problem === null ? { text, invalid: null } : { text: null, invalid: problem };
+}
+
+/**
+ * The key of one event: the function's key if it keeps the key rule; nothing (null / undefined:
+ * the event does not belong to this subscription); or no key and the reason — the event is
+ * skipped, counted, and the advance goes on (one bad event never stalls a subscription).
  */
 export function keyOf(
   strategy: Extract<KeyStrategy, { kind: "function" }>,
   row: EventRow,
 ): { key: string | null; invalid: string | null } {
-  let key: unknown;
-  try {
-    key = strategy.fn(toStoredEvent(row));
-  } catch (thrown) {
-    const error = toError(thrown);
-    return { key: null, invalid: `key function threw ${error.name}: ${error.message}`.slice(0, 500) };
-  }
-  if (key === null || key === undefined) return { key: null, invalid: null };
-  if (typeof key !== "number" && typeof key !== "string")
-    return { key: null, invalid: `key function returned ${typeof key}` };
-  const text = String(key);
-  const problem = keyProblem(text);
-  return problem ? { key: null, invalid: problem } : { key: text, invalid: null };
+  const { text, invalid } = named("key", () => strategy.fn(toStoredEvent(row)));
+  return { key: text ?? null, invalid };
 }
 
 /**
@@ -41,19 +53,8 @@ export function tenantOf(
   fromPath: string | null,
 ): { tenant: string | null; invalid: string | null } {
   if (strategy === null) return { tenant: null, invalid: null };
-  let value: unknown = fromPath;
-  if (strategy.kind === "function") {
-    try {
-      value = strategy.fn(toStoredEvent(row));
-    } catch (thrown) {
-      const error = toError(thrown);
-      return { tenant: null, invalid: `tenant function threw ${error.name}: ${error.message}`.slice(0, 500) };
-    }
-  }
-  if (value === null || value === undefined) return { tenant: "", invalid: null };
-  if (typeof value !== "number" && typeof value !== "string")
-    return { tenant: null, invalid: `tenant function returned ${typeof value}` };
-  const text = String(value);
-  const problem = keyProblem(text, tenantReasons);
-  return problem ? { tenant: null, invalid: problem } : { tenant: text, invalid: null };
+  const { text, invalid } = named("tenant", () =>
+    strategy.kind === "function" ? strategy.fn(toStoredEvent(row)) : fromPath,
+  );
+  return { tenant: text === undefined ? "" : text, invalid };
 }

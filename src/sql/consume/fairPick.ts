@@ -43,9 +43,10 @@ export function pickUntenanted(limit: number, columns: SQL, settledFirst: SQL): 
  * shared round robin between its tenants with ready keys.
  *   fair_walk   the tenants with work: a skip scan of keys_tenant_ready_idx (one probe per
  *               tenant, never a read of their keys); nothing at all without a tenant
- *   fair_order  least recently served first (corq.tenants.served_at; never served: first),
- *               ties by tenant; each with its weight (tenantWeights, default 1)
- *   pick_fair   in that order, each tenant's oldest ready keys, up to weight × rounds of them,
+ *   fair_order  each tenant with when it was last served (corq.tenants.served_at) and its
+ *               weight (tenantWeights, default 1)
+ *   pick_fair   least recently served first (never served: first; ties by tenant), each
+ *               tenant's oldest ready keys, up to weight × rounds of them,
  *               rounds = limit ÷ the weights of every tenant with work (rounded up: with two
  *               tenants and 16 keys per claim, 8 each; with 100 tenants, 1 each of the first
  *               16), FOR UPDATE SKIP LOCKED within each tenant's walk; the walk of tenants
@@ -74,7 +75,6 @@ export function pickFair(limit: number, columns: SQL, settledFirst: SQL): SQL {
       SELECT w.tenant, coalesce((s.tenant_weights ->> w.tenant)::int, 1) AS weight, t.served_at
       FROM fair_walk w CROSS JOIN sub s
       LEFT JOIN ${tenants} t ON t.subscription_id = s.id AND t.tenant = w.tenant
-      ORDER BY t.served_at NULLS FIRST, w.tenant
     ),
     fair_rounds AS (SELECT ceil(${literal(limit)}::numeric / greatest(sum(weight), 1))::int AS n FROM fair_order),
     pick_fair AS (

@@ -5,7 +5,14 @@ import pg from "pg";
 import { describe, expect, inject, it } from "vitest";
 import { createCorq, type DeliveredEvent, type HandlerContext } from "../src/index.js";
 import { createTestDatabase } from "./helpers/database.js";
-import { applyMigrations, migrationIndex, seedAdvancedSubscriptions, tagsFrom } from "./helpers/earlierRelease.js";
+import {
+  applyMigrations,
+  INTERLEAVED_LOG,
+  insertEvents,
+  migrationIndex,
+  seedAdvancedSubscriptions,
+  tagsFrom,
+} from "./helpers/earlierRelease.js";
 import { startReceiver } from "./helpers/receiver.js";
 
 describe("upgrading to alerts", () => {
@@ -29,23 +36,7 @@ describe("upgrading to alerts", () => {
     try {
       const alertsMigration = migrationIndex("_alerts");
       await applyMigrations(client, alertsMigration);
-      for (const [stream, version] of [
-        ["a", 0],
-        ["b", 0],
-        ["e", 0],
-        ["c", 0],
-        ["a", 1],
-        ["d", 0],
-        ["b", 1],
-        ["e", 1],
-        ["d", 1],
-        ["a", 2],
-      ] as const) {
-        await client.query("INSERT INTO corq.events (stream, version, name, data) VALUES ($1, $2, 'E', '{}')", [
-          stream,
-          version,
-        ]);
-      }
+      await insertEvents(client, INTERLEAVED_LOG);
       // in s: key a ready, b leased for an hour, c dead, d paused, e replaying (acked, then rewound)
       await seedAdvancedSubscriptions(
         client,

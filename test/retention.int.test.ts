@@ -7,7 +7,13 @@ import { describe, expect, inject, it } from "vitest";
 import pg from "pg";
 import { CorqError, createCorq, type SubscriptionDefinition } from "../src/index.js";
 import { createTestDatabase } from "./helpers/database.js";
-import { applyMigrations, migrationIndex, seedAdvancedSubscriptions, tagsFrom } from "./helpers/earlierRelease.js";
+import {
+  applyMigrations,
+  insertEvents,
+  migrationIndex,
+  seedAdvancedSubscriptions,
+  tagsFrom,
+} from "./helpers/earlierRelease.js";
 import { drain, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
 
@@ -367,20 +373,19 @@ describe("upgrading to retention", () => {
     try {
       const retentionMigration = migrationIndex("_retention");
       await applyMigrations(client, retentionMigration);
-      for (const [stream, version] of [
-        ["a", 0],
-        ["b", 0],
-        ["c", 0],
-        ["a", 1],
-        ["d", 0],
-        ["e", 0],
-        ["e", 1],
-      ] as const) {
-        await client.query(
-          "INSERT INTO corq.events (stream, version, name, data, created_at) VALUES ($1, $2, 'E', '{}', now() - interval '2 days')",
-          [stream, version],
-        );
-      }
+      await insertEvents(
+        client,
+        [
+          ["a", 0],
+          ["b", 0],
+          ["c", 0],
+          ["a", 1],
+          ["d", 0],
+          ["e", 0],
+          ["e", 1],
+        ],
+        "now() - interval '2 days'",
+      );
       // the release before left: a code subscription s advanced through the log, in which key a
       // is ready, b leased for an hour, c dead, d paused, e replaying (acked, then rewound); a push
       // subscription p advanced through the log too, with nothing queued

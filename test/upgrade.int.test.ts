@@ -5,7 +5,14 @@ import pg from "pg";
 import { createCorq, type DeliveredEvent, type StoredEvent } from "../src/index.js";
 import { migrations } from "../src/db/migrations.js";
 import { createTestDatabase } from "./helpers/database.js";
-import { applyMigrations, migrationIndex, seedAdvancedSubscriptions, tagsFrom } from "./helpers/earlierRelease.js";
+import {
+  applyMigrations,
+  INTERLEAVED_LOG,
+  insertEvents,
+  migrationIndex,
+  seedAdvancedSubscriptions,
+  tagsFrom,
+} from "./helpers/earlierRelease.js";
 
 const PREVIOUS_RELEASE = "0003_dashboard_and_webhooks";
 // the schema just before seq and rewind (0007_seq_rewind)
@@ -97,7 +104,7 @@ describe("upgrading a populated database", () => {
       await applyMigrations(client, migrations.findIndex((m) => m.tag === BEFORE_SEQ) + 1);
       // key a: a0 acked before, a1 … a3 queued (ready); b: two queued, leased for an hour; c: one
       // acked, two skipped dead letters, c3 queued and dead. Each append its own transaction.
-      for (const [stream, version] of [
+      await insertEvents(client, [
         ["a", 0],
         ["b", 0],
         ["a", 1],
@@ -108,12 +115,7 @@ describe("upgrading a populated database", () => {
         ["b", 1],
         ["c", 3],
         ["a", 3],
-      ] as const) {
-        await client.query("INSERT INTO corq.events (stream, version, name, data) VALUES ($1, $2, 'E', '{}')", [
-          stream,
-          version,
-        ]);
-      }
+      ]);
       await client.query(`
         INSERT INTO corq.streams (stream, version, last_tx)
           SELECT stream, max(version), max(tx) FROM corq.events GROUP BY stream;
@@ -210,24 +212,7 @@ describe("upgrading a populated database", () => {
     try {
       const filterMigration = migrationIndex("_stream_filter");
       await applyMigrations(client, filterMigration);
-      // each append its own transaction
-      for (const [stream, version] of [
-        ["a", 0],
-        ["b", 0],
-        ["e", 0],
-        ["c", 0],
-        ["a", 1],
-        ["d", 0],
-        ["b", 1],
-        ["e", 1],
-        ["d", 1],
-        ["a", 2],
-      ] as const) {
-        await client.query("INSERT INTO corq.events (stream, version, name, data) VALUES ($1, $2, 'E', '{}')", [
-          stream,
-          version,
-        ]);
-      }
+      await insertEvents(client, INTERLEAVED_LOG);
       // what the release before left: a code subscription s and a push subscription p, both
       // advanced through the log; in s key a is ready, b leased for an hour, c dead, d paused,
       // e replaying (both its events acked, then rewound: queued again as seqs 3 and 4)

@@ -18,6 +18,36 @@ export async function applyMigrations(client: pg.ClientBase, count: number): Pro
   }
 }
 
+/**
+ * Appends as the release before did, each its own transaction: [stream, version] in log order,
+ * created `createdAt` (SQL; default now()).
+ */
+export async function insertEvents(
+  client: pg.ClientBase,
+  events: readonly (readonly [string, number])[],
+  createdAt = "now()",
+): Promise<void> {
+  for (const [stream, version] of events)
+    await client.query(
+      `INSERT INTO corq.events (stream, version, name, data, created_at) VALUES ($1, $2, 'E', '{}', ${createdAt})`,
+      [stream, version],
+    );
+}
+
+/** Ten events of five streams, interleaved: the log the upgrade tests of keys in every state start from. */
+export const INTERLEAVED_LOG = [
+  ["a", 0],
+  ["b", 0],
+  ["e", 0],
+  ["c", 0],
+  ["a", 1],
+  ["d", 0],
+  ["b", 1],
+  ["e", 1],
+  ["d", 1],
+  ["a", 2],
+] as const;
+
 /** The tags a `migrate()` from that schema applies: every migration from `count` on. */
 export const tagsFrom = (count: number) => migrations.slice(count).map((m) => m.tag);
 

@@ -301,9 +301,11 @@ describe("erasure and concurrent work", () => {
     await corq.advance();
     const id = await idOf(raw, "byRoom");
     // a drain holds r0 and settles it in the statement that claims its next key
-    const [r0] = await run<ClaimRow & pg.QueryResultRow>(raw, claimBatch("byRoom", { limit: 1 }));
-    expect(r0).toMatchObject({ key: "r0" });
+    // its key row (the lease), then its one event
+    const [r0, r0Event] = await run<ClaimRow & pg.QueryResultRow>(raw, claimBatch("byRoom", { limit: 1 }));
+    expect([r0, r0Event]).toMatchObject([{ key: "r0", seq: null }, { key: "r0", seq: "1" }]);
     const row = present(r0, "r0's claim");
+    const event = present(r0Event, "r0's event");
     const settle = settleAndClaim(
       "byRoom",
       { limit: 1 },
@@ -315,7 +317,9 @@ describe("erasure and concurrent work", () => {
             token: present(row.lease_token, "token"),
             claimedAt: new Date(row.now),
             count: 1,
-            outcome: { through: { tx: present(row.tx, "tx"), position: Number(row.position), seq: Number(row.seq) } },
+            outcome: {
+              through: { tx: present(event.tx, "tx"), position: Number(event.position), seq: Number(event.seq) },
+            },
           },
         ],
       },
@@ -344,7 +348,7 @@ describe("erasure and concurrent work", () => {
     }
     // r1 was picked after the round committed, with the statement's older snapshot: no batch
     const r1 = claimed.filter((c) => c.key === "r1");
-    expect(r1.map((c) => c.position)).toEqual([null]);
+    expect(r1.map((c) => [c.seq, c.position])).toEqual([[null, null]]); // its key row alone
     await run(raw, releaseLease({ subscriptionId: id, key: "r1", token: present(r1[0]?.lease_token, "r1's token") }));
     await drain(corq, "byRoom");
     expect(s.seen.map((x) => [x.key, x.n, x.seq])).toEqual([["r1", "b1", 2]]);
@@ -483,7 +487,10 @@ describe("a batch in flight whose events were all erased", () => {
     await corq.append("alice", [ev({ n: "a0" })]);
     await corq.advance();
     // claimed by a consumer that then crashes
-    expect(await run(raw, claimBatch("short", { limit: 1 }))).toMatchObject([{ key: "alice" }]);
+    expect(await run(raw, claimBatch("short", { limit: 1 }))).toMatchObject([
+      { key: "alice", seq: null },
+      { key: "alice", seq: "1" },
+    ]);
     expect(await corq.eraseStream("alice")).toEqual({ erased: 1 });
     await sleep(300);
     expect(await corq.consume("short")).toBeNull();

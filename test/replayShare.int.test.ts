@@ -19,7 +19,7 @@ async function claimKeys(raw: pg.Pool, by: ClaimBy): Promise<{ key: string; repl
   const { sql: text, params } = dialect.sqlToQuery(claimBatch("s", by));
   const { rows } = await raw.query(text, params);
   const keys = new Map<string, boolean>();
-  for (const row of rows) if (row.key !== null) keys.set(row.key, row.replaying);
+  for (const row of rows) if (row.key !== null && row.seq === null) keys.set(row.key, row.replaying); // key rows
   return [...keys].map(([key, replaying]) => ({ key, replaying }));
 }
 

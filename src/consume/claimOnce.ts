@@ -73,7 +73,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
       key: head.key,
       token: present(head.lease_token, "lease_token"),
     };
-    if (head.position === null) {
+    if (batch.length === 0) {
       await executor.run(releaseLease(lease));
       outcome.empty++;
       continue;
@@ -85,11 +85,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
       leaseMs: head.lease_ms,
       incarnation: head.incarnation,
       handle: target.code ? target.code.handle : pushHandler(head.deliver),
-      events: batch.map((row) => ({
-        ...toStoredEvent(row as EventRow),
-        seq: Number(row.seq),
-        replay: row.replay === true,
-      })),
+      events: batch.map(toClaimedEvent),
       txs: batch.map((row) => present(row.tx, "tx")),
       traceContexts: batch.map((row) => row.trace_context ?? null),
       replaying: head.replaying === true,
@@ -98,13 +94,18 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
   return outcome;
 }
 
-/** The claim's rows come grouped by key, each key's events in seq order: one run per key, never empty. */
+const toClaimedEvent = (row: ClaimRow): Claimed["events"][number] =>
+  Object.assign(toStoredEvent(row as EventRow), { seq: Number(row.seq), replay: row.replay === true });
+
+/**
+ * The claim's rows come in key order, each key's row first (seq null), then its events in seq
+ * order (claimBatch's "Rows"): one run per key, its batch possibly empty.
+ */
 function runsByKey(rows: ClaimRow[]): { head: ClaimRow; batch: ClaimRow[] }[] {
   const runs: { head: ClaimRow; batch: ClaimRow[] }[] = [];
   for (const row of rows) {
-    const current = runs.at(-1);
-    if (current !== undefined && current.head.key === row.key) current.batch.push(row);
-    else runs.push({ head: row, batch: [row] });
+    if (row.seq === null) runs.push({ head: row, batch: [] });
+    else present(runs.at(-1), "the key row before its events").batch.push(row);
   }
   return runs;
 }

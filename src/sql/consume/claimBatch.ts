@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, subscriptions, tenants } from "../../db/schema.js";
-import { eventColumns, type EventRow } from "../common/eventColumns.js";
+import { eventColumns, noEventColumns, type EventRow } from "../common/eventColumns.js";
 import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
@@ -8,6 +8,7 @@ import { firstHeldSeq } from "../common/delays.js";
 import { pickFair, pickUntenanted } from "./fairPick.js";
 import { rateLimited } from "./rateLimits.js";
 
+/** A key row or an event row (claimBatch's "Rows"): the columns of the other kind are null. */
 export interface ClaimRow extends Partial<EventRow> {
   kind: "code" | "push";
   deliver: unknown;
@@ -71,9 +72,10 @@ export interface ClaimRow extends Partial<EventRow> {
  *            on its locked row) gets no batch: it is given back (src/sql/log/eraseStream.ts).
  *            The batch stops before the first event delayed past the claim (deliverAt);
  *            a key whose head is such an event gets no batch and is given back until then.
- * Rows: per claimed key, one row per event (key, then seq order); one row with null event
- * columns for a key that died here; one row with a null key when nothing was claimed; no row
- * when there is no such subscription (of `kind`).
+ * Rows, in key order: per claimed key one key row (its lease; seq and the event columns null),
+ * then one event row per event of its batch in seq order (key, seq, replay and the event; the
+ * rest null). A key that died here, or got an empty batch, has its key row alone. One key row
+ * with a null key when nothing was claimed; no row when there is no such subscription (of `kind`).
  */
 export function claimBatch(subscription: string, by: ClaimBy = {}): SQL {
   return claim(subscription, by);
@@ -175,19 +177,26 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
             FOR UPDATE SKIP LOCKED) l
       WHERE t.subscription_id = (SELECT id FROM sub) AND t.tenant = l.tenant
     )
+    -- one row per claimed key (or one with a null key: nothing claimed), then its events, one
+    -- row each: a key's lease and the subscription's settings come once, not on every event
+    -- row (what a consumer parses per event is the event)
     SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts,
       c.dies, c.replaying, now() AS now, (SELECT count(*) FROM limited)::int AS limited,
       c.expired_from, c.expired_until,
-      -- what was settled, once (on one row: not repeated on every event row)
+      -- what was settled, once (on one row: not repeated on every key row)
       ${
         settle
           ? sql`CASE WHEN row_number() OVER () = 1 THEN (SELECT json_agg(settled ORDER BY key) FROM settled) END`
           : sql`NULL::json`
       } AS settled,
-      e.seq, e.replay, ${eventColumns}
+      NULL::bigint AS seq, NULL::boolean AS replay, ${noEventColumns}
     FROM sub
     LEFT JOIN claimed c ON true
-    LEFT JOIN LATERAL (
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, c.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+      e.seq, e.replay, ${eventColumns}
+    FROM claimed c
+    JOIN LATERAL (
       -- with the event (one snapshot for both): a queue row is never handed out without it
       SELECT q.seq, q.replay, e.* FROM ${queue} q JOIN ${events} e ON e.position = q.position
       WHERE q.subscription_id = c.subscription_id AND q.key = c.key AND NOT c.dies
@@ -203,7 +212,8 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
       ORDER BY q.seq
       LIMIT c.batch_limit
     ) e ON true
-    ORDER BY c.key, e.seq`;
+    -- each key's row first (its seq is null), then its events in seq order
+    ORDER BY key, seq NULLS FIRST`;
 }
 
 /**

@@ -4,8 +4,7 @@ import type { StoredEvent } from "../../types.js";
 // A time as a StoredEvent gives it (ISO 8601, UTC, milliseconds), formatted by the database:
 // a consumer then parses no Date per event (it did twice: the driver's parse, then
 // toISOString). MS truncates the microseconds, as Date did.
-const isoTime = (column: string) =>
-  `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+const isoTime = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /**
  * The columns of an event as `toStoredEvent` reads them; `e` is the events alias. trace_context

@@ -303,7 +303,10 @@ describe("erasure and concurrent work", () => {
     // a drain holds r0 and settles it in the statement that claims its next key
     // its key row (the lease), then its one event
     const [r0, r0Event] = await run<ClaimRow & pg.QueryResultRow>(raw, claimBatch("byRoom", { limit: 1 }));
-    expect([r0, r0Event]).toMatchObject([{ key: "r0", seq: null }, { key: "r0", seq: "1" }]);
+    expect([r0, r0Event]).toMatchObject([
+      { key: "r0", seq: null },
+      { key: "r0", seq: "1" },
+    ]);
     const row = present(r0, "r0's claim");
     const event = present(r0Event, "r0's event");
     const settle = settleAndClaim(

@@ -91,6 +91,9 @@ async function drainLoop(
   // it asked for, until a settlement says its key has more (or failed and may be ready again)
   let lookAgain = true;
   let emptyClaims = 0;
+  // the subscription had no tenant, rate limit or cap at the last claim: the next claims leave
+  // those parts out (ClaimBy.plain); the drain's first claim is in full, and finds out
+  let plain = false;
   const room = () =>
     Date.now() >= limits.deadline || limits.stop?.aborted === true
       ? 0
@@ -144,7 +147,7 @@ async function drainLoop(
       await recorder.add(done.flatMap(({ claimed, verdict }) => committedRecords(claimed, verdict)));
       const settling = done.filter((d) => !isReleased(d.verdict) && !committed(d.verdict));
       if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
-      const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size) };
+      const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size), plain };
       const [firstSettling] = settling;
       const statement =
         firstSettling === undefined
@@ -159,6 +162,10 @@ async function drainLoop(
       const acked: BatchRecordRow[] = [];
       // a full pick: more may be ready (keys over their rate limit now wait, and are not picked again)
       lookAgain = claim.claimed.length + claim.dead.length + claim.empty + claim.limited >= want && want > 0;
+      // a plain claim of a subscription that has a tenant, a rate limit or a cap by now took
+      // nothing: the next claim is in full
+      if (by.plain && !claim.plain && want > 0) lookAgain = true;
+      plain = claim.plain;
       for (const { claimed, verdict } of settling) {
         const row = settled.get(claimed.lease.key);
         results.push(finish({ claimed, verdict }, row?.outcome ?? "expired"));

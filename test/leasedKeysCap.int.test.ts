@@ -64,6 +64,48 @@ describe.each(Object.entries(paths))("maxLeasedKeys (%s)", (_path, run) => {
 });
 
 describe("maxLeasedKeys", () => {
+  it("a cap set while a drain runs holds from its next claim (its plain claims check the subscription)", async () => {
+    const seen = new Map<string, number[]>();
+    let inFlight = 0;
+    let capping = false;
+    let capped = false;
+    // how many batches were running when each batch claimed after the cap began
+    const besideAfterCap: number[] = [];
+    const { corq, raw } = await open({
+      subscriptions: [
+        {
+          name: "s",
+          batchSize: 1,
+          handle: async (events, ctx) => {
+            const afterCap = capped;
+            if (afterCap) besideAfterCap.push(inFlight);
+            inFlight++;
+            try {
+              if (!afterCap && !capping) {
+                // the first batch of the drain's first claim (4 keys, in full: it found the
+                // subscription plain, so the next claims are plain ones) caps it at 1 key and is
+                // done at once; the claim's other 3 keys stay leased a while
+                capping = true;
+                await raw.query("UPDATE corq.subscriptions SET max_leased_keys = 1 WHERE name = 's'");
+                capped = true;
+              } else await sleep(afterCap ? 5 : 300);
+              for (const e of events) seen.set(ctx.key, [...(seen.get(ctx.key) ?? []), (e.data as { n: number }).n]);
+            } finally {
+              inFlight--;
+            }
+          },
+        },
+      ],
+    });
+    await load(corq);
+    await corq.advance();
+    await corq.drain("s", { keysPerClaim: 4, budgetMs: 10_000 });
+    for (let k = 0; k < 12; k++) expect(seen.get(`k${k}`)).toEqual([1, 2]);
+    // the next claim, a plain one, settles the first batch and finds the subscription capped:
+    // it takes no key while the other 3 are leased; every batch after the cap ran alone
+    expect(besideAfterCap).toEqual(Array.from({ length: 24 - 4 }, () => 0));
+  });
+
   it("keys over the cap wait ready, with no attempt counted, and say why", async () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));

@@ -172,6 +172,18 @@ const statements: { name: string; query: () => SQL; intent: Intent; unprepared?:
     query: () => settleAndClaim("plans", DRAIN, { subscriptionId, settlements }),
     intent: pick,
   },
+  // a drain's claims after its first, of a subscription without tenant, rate limit or caps:
+  // the live and the replaying part only
+  {
+    name: "the plain pick (a drain's claim)",
+    query: () => claimBatch("plans", { ...DRAIN, plain: true }),
+    intent: { walks: ["keys_ready_idx", "keys_ready_idx"] },
+  },
+  {
+    name: "settle + plain claim",
+    query: () => settleAndClaim("plans", { ...DRAIN, plain: true }, { subscriptionId, settlements }),
+    intent: { walks: ["keys_ready_idx", "keys_ready_idx"] },
+  },
   {
     // the skip scan's two probes, each tenant's walk (the lateral), then the live and replaying parts
     name: "the fair pick (a drain's claim, 500 tenants)",

@@ -25,6 +25,8 @@ export interface ClaimOutcome {
   empty: number;
   /** keys picked but over their rate limit: not leased, they wait for its room */
   limited: number;
+  /** the subscription has no tenant, rate limit or cap: the next claim may be plain (ClaimBy.plain) */
+  plain: boolean;
   /** with settleAndClaim: the settlements whose lease held */
   settled?: SettledRow[];
   expired: BatchRecordRow[];
@@ -36,7 +38,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
   const [first] = rows;
   if (first === undefined) {
     // defined in code, not registered yet: nothing to do
-    if (target.code) return { claimed: [], dead: [], empty: 0, limited: 0, expired: [] };
+    if (target.code) return { claimed: [], dead: [], empty: 0, limited: 0, plain: false, expired: [] };
     throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
   }
   const outcome: ClaimOutcome = {
@@ -44,6 +46,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
     dead: [],
     empty: 0,
     limited: first.limited,
+    plain: first.plain === true,
     settled: rows.find((row) => row.settled !== null)?.settled ?? undefined,
     expired: [],
   };

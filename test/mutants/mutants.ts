@@ -293,6 +293,15 @@ export const mutants: Mutant[] = [
   },
   // --- claim -----------------------------------------------------------------------------
   {
+    name: "claim: a plain claim takes keys of a subscription that has a cap by now (no check that it is still plain)",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "const stillPlain = plain ? sql`AND (SELECT plain FROM sub)` : sql``;",
+      "const stillPlain = sql``;",
+    ),
+    tests: ["test/leasedKeysCap.int.test.ts"],
+  },
+  {
     name: "claim: no SKIP LOCKED",
     // the live and replaying parts of the pick (the fair parts have their own)
     edits: one(
@@ -317,8 +326,8 @@ export const mutants: Mutant[] = [
     name: "claim: batch rows returned unsorted (by position, not seq)",
     edits: one(
       "src/sql/consume/claimBatch.ts",
-      "    ) e ON true\n    ORDER BY c.key, e.seq`;",
-      "    ) e ON true\n    ORDER BY c.key, e.position`;",
+      "    ORDER BY key, seq NULLS FIRST`;",
+      "    ORDER BY key, position NULLS FIRST`;",
     ),
     tests: ["test/forcedPlans.int.test.ts"],
   },

@@ -5,7 +5,7 @@ import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
 import { firstHeldSeq } from "../common/delays.js";
-import { pickFair, pickUntenanted } from "./fairPick.js";
+import { literal, pickFair, pickUntenanted } from "./fairPick.js";
 import { rateLimited } from "./rateLimits.js";
 
 /** A key row or an event row (claimBatch's "Rows"): the columns of the other kind are null. */
@@ -32,6 +32,8 @@ export interface ClaimRow extends Partial<EventRow> {
   now: Date;
   // keys picked but not leased: over their rate limit, they wait for its room (rateLimited)
   limited: number;
+  // the subscription has no tenant, rate limit or cap: its next claims may be plain (ClaimBy.plain)
+  plain: boolean | null;
   // when the claim took over an expired lease: that lease's span (for the activity record)
   expired_from: Date | null;
   expired_until: Date | null;
@@ -95,6 +97,14 @@ export interface ClaimBy {
    * (src/consume.ts), so a large replay never fills a consumer while live keys wait.
    */
   replayLimit?: number;
+  /**
+   * The subscription had no tenant, rate limit, maxLeasedKeys or maxLeasedKeysPerTenant at the
+   * drain's last claim (its key rows' `plain`): the statement leaves out the fair pick, the
+   * rate limits and the caps — a third less planning (a Worker's claims are planned every
+   * time: no prepared statements) and less to run. If the subscription has one of them by now,
+   * the claim takes no key and its rows say `plain` false: claim again without it.
+   */
+  plain?: boolean;
 }
 
 /**
@@ -116,22 +126,28 @@ export function settleAndClaim(
 }
 
 function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: number; settlements: Settlement[] }): SQL {
-  const { kind, limit = 1, holder, replayLimit = limit } = by;
+  const { kind, limit = 1, holder, replayLimit = limit, plain = false } = by;
   return sql`
     WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
     sub AS (
       SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation, max_leased_keys,
-        tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant FROM ${subscriptions}
+        tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant,
+        (tenant IS NULL AND rate_limit IS NULL AND max_leased_keys IS NULL AND max_leased_keys_per_tenant IS NULL) AS plain
+      FROM ${subscriptions}
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
-    ${pickKeys(limit, replayLimit, settle !== undefined)},
+    ${pickKeys(limit, replayLimit, settle !== undefined, plain)},
     -- maxLeasedKeys: how many of the picked keys may be leased (the first ones in pick order);
     -- for a capped subscription the claims take turns and count the live leases then
     -- (corq.lease_room, drizzle/0018). After the settlements: those lock their keys first.
     room AS (
-      SELECT CASE WHEN sub.max_leased_keys IS NULL THEN ${limit}
+      ${
+        plain
+          ? sql`SELECT ${literal(limit)} AS n`
+          : sql`SELECT CASE WHEN sub.max_leased_keys IS NULL THEN ${limit}
         ELSE corq.lease_room(sub.id, sub.max_leased_keys) END AS n
-      FROM sub ${settle ? sql`WHERE (SELECT count(*) FROM settled) >= 0` : sql``}
+      FROM sub ${settle ? sql`WHERE (SELECT count(*) FROM settled) >= 0` : sql``}`
+      }
     ),
     taken AS (
       -- a key that dies here takes no lease, so no turn
@@ -140,7 +156,11 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
         FROM pick) p
       WHERE p.dies OR p.turn <= coalesce((SELECT n FROM room), 0)
     ),
-    ${rateLimited()},
+    ${
+      plain
+        ? sql`granted AS (SELECT t.*, NULL::bigint AS share FROM taken t), limited AS (SELECT NULL::text AS key WHERE false)`
+        : rateLimited()
+    },
     claimed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + pick.expired::int,
@@ -164,24 +184,17 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
                 least(CASE WHEN k.attempts > 0 THEN 1 ELSE sub.batch_size END, pick.share) AS batch_limit,
                 CASE WHEN pick.expired THEN pick.leased_from END AS expired_from,
                 CASE WHEN pick.expired THEN pick.lease_until END AS expired_until
-    ),
-    -- fairness: the tenants of the keys leased here were served now (their turn in the next
-    -- claims comes after the others'). A tenant row another claim is updating is left to it:
-    -- claims never wait for each other here (SKIP LOCKED), and both served it at about now.
-    served AS (
-      UPDATE ${tenants} t SET served_at = clock_timestamp()
-      FROM (SELECT n.tenant FROM ${tenants} n
-            WHERE n.subscription_id = (SELECT id FROM sub) AND (SELECT tenant FROM sub) IS NOT NULL
-              AND n.tenant = ANY(ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL ORDER BY tenant))
-            ORDER BY n.tenant
-            FOR UPDATE SKIP LOCKED) l
-      WHERE t.subscription_id = (SELECT id FROM sub) AND t.tenant = l.tenant
-    )
+    )${
+      plain
+        ? sql``
+        : sql`,
+    ${served}`
+    }
     -- one row per claimed key (or one with a null key: nothing claimed), then its events, one
     -- row each: a key's lease and the subscription's settings come once, not on every event
     -- row (what a consumer parses per event is the event)
     SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts,
-      c.dies, c.replaying, now() AS now, (SELECT count(*) FROM limited)::int AS limited,
+      c.dies, c.replaying, now() AS now, (SELECT count(*) FROM limited)::int AS limited, sub.plain,
       c.expired_from, c.expired_until,
       -- what was settled, once (on one row: not repeated on every key row)
       ${
@@ -193,7 +206,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     FROM sub
     LEFT JOIN claimed c ON true
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, c.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT NULL, NULL, NULL, NULL, NULL, c.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
       e.seq, e.replay, ${eventColumns}
     FROM claimed c
     JOIN LATERAL (
@@ -216,6 +229,19 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     ORDER BY key, seq NULLS FIRST`;
 }
 
+// fairness: the tenants of the keys leased here were served now (their turn in the next
+// claims comes after the others'). A tenant row another claim is updating is left to it:
+// claims never wait for each other here (SKIP LOCKED), and both served it at about now.
+const served = sql`served AS (
+      UPDATE ${tenants} t SET served_at = clock_timestamp()
+      FROM (SELECT n.tenant FROM ${tenants} n
+            WHERE n.subscription_id = (SELECT id FROM sub) AND (SELECT tenant FROM sub) IS NOT NULL
+              AND n.tenant = ANY(ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL ORDER BY tenant))
+            ORDER BY n.tenant
+            FOR UPDATE SKIP LOCKED) l
+      WHERE t.subscription_id = (SELECT id FROM sub) AND t.tenant = l.tenant
+    )`;
+
 /**
  * The pick: up to `limit` ready keys, live ones first, then at most `replayLimit` replaying
  * ones (a key is replaying while last_seq < replay_seq), each part walking the partial ready
@@ -230,14 +256,18 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
  * "The fast plan is the only plan"). test/plans.int.test.ts holds both parts to the index walk.
  * A subscription with a tenant first takes its live keys fairly (pickFair); the live part then
  * fills what that left, oldest first (work-conserving: a tenant alone gets every consumer).
+ * A plain claim (ClaimBy.plain) is the live and replaying parts alone, each taking keys only
+ * while the subscription is still plain.
  */
-function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQL {
+function pickKeys(limit: number, replayLimit: number, afterSettled: boolean, plain: boolean): SQL {
   const columns = sql`k.subscription_id, k.key, k.tenant, k.pending, k.attempts, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
              -- (never dead on nothing: an erasure may have emptied the key under its lease)
              (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts AND k.pending > 0) AS dies,
              k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from,
              k.available_at AS waited_since`;
   const settledFirst = afterSettled ? sql`AND (SELECT count(*) FROM settled) >= 0` : sql``;
+  // a plain claim of a subscription that has a tenant, a rate limit or a cap by now takes nothing
+  const stillPlain = plain ? sql`AND (SELECT plain FROM sub)` : sql``;
   const part = (replaying: boolean, take: SQL, except: SQL = sql``) => sql`
       SELECT ${columns}, ${sql.raw(String(replaying))} AS replaying
       FROM ${keys} k, sub
@@ -245,11 +275,16 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean): SQ
       -- available_at order and stops at the first unlocked rows (a join sorted every ready key)
       WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
         AND k.paused_at IS NULL AND (k.last_seq < k.replay_seq) IS ${replaying ? sql`TRUE` : sql`FALSE`}
-        ${settledFirst} ${except}
+        ${settledFirst} ${stillPlain} ${except}
       ORDER BY k.available_at, k.key
       LIMIT ${take}
       FOR UPDATE OF k SKIP LOCKED`;
   const replayTake = Math.max(0, Math.min(replayLimit, limit));
+  if (plain)
+    return sql`
+    pick_live AS (${part(false, literal(limit))}),
+    pick_replaying AS (${part(true, sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`)}),
+    pick AS (SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
   const capped = sql`(SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL`;
   return sql`
     ${pickFair(limit, columns, settledFirst)},

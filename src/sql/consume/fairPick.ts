@@ -10,7 +10,7 @@ import { keys, tenants } from "../../db/schema.js";
  * calls, 5–6 ms each: a generic plan costed on a LIMIT it cannot see loses to each custom
  * one); as a number each connection keeps one plan per keysPerClaim (bench/fairnessProbe.ts).
  */
-const literal = (limit: number) => sql.raw(String(Math.max(0, Math.trunc(limit))));
+export const literal = (limit: number) => sql.raw(String(Math.max(0, Math.trunc(limit))));
 
 /**
  * With maxLeasedKeysPerTenant the live part takes nothing (it would pass the caps), so keys

@@ -96,7 +96,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ],
   settleCtes: (f) => [f(1, settlements)],
   pickFair: (f) => [f(16, sql`k.key`, sql``)],
-  literal: (f) => [f(16)],
+  literalLimit: (f) => [f(16)],
   pickUntenanted: (f) => [f(16, sql`k.key`, sql``)],
   rateLimited: (f) => [f()],
   failBatch: (f) => [f(lease, { error: "Error: x", headPosition: 5, count: 2, claimedAt: at })],

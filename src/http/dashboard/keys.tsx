@@ -4,6 +4,7 @@ import {
   ActionButton,
   Badge,
   DeadKeyActions,
+  Figure,
   KeepTimes,
   Page,
   Relative,
@@ -65,90 +66,64 @@ export function Keys(props: {
       </h1>
       <div id="live">
         <div class="card figures">
-          <div class="figure">
-            <b>{num(s.lag)}</b>
-            <span>lag</span>
-          </div>
-          <div class="figure">
-            <b>{num(s.pending)}</b>
-            <span>pending</span>
-          </div>
-          <div class="figure">
-            <b>{num(s.keys.ready)}</b>
-            <span>ready</span>
-          </div>
-          <div class="figure">
-            <b>{num(s.keys.leased)}</b>
-            <span>leased</span>
-          </div>
-          <div class="figure">
-            <b>{num(s.keys.backoff)}</b>
-            <span>backoff</span>
-          </div>
-          <div
-            class="figure"
+          <Figure label="lag">{num(s.lag)}</Figure>
+          <Figure label="pending">{num(s.pending)}</Figure>
+          <Figure label="ready">{num(s.keys.ready)}</Figure>
+          <Figure label="leased">{num(s.keys.leased)}</Figure>
+          <Figure label="backoff">{num(s.keys.backoff)}</Figure>
+          <Figure
+            label={s.keys.waitingUntil ? `waiting (next ${s.keys.waitingUntil.slice(11, 19)} UTC)` : "waiting"}
             title="keys waiting for a delayed event, a come-back-later answer or a rate limit (no failed attempt)"
           >
-            <b>{num(s.keys.waiting)}</b>
-            <span>{s.keys.waitingUntil ? `waiting (next ${s.keys.waitingUntil.slice(11, 19)} UTC)` : "waiting"}</span>
-          </div>
+            {num(s.keys.waiting)}
+          </Figure>
           {s.maxLeasedKeys !== null ? (
-            <div class="figure" title="maxLeasedKeys: at most this many keys in flight at once, across every consumer">
-              <b>
-                {num(s.keys.leased)} / {num(s.maxLeasedKeys)}
-              </b>
-              <span>in flight / cap</span>
-            </div>
+            <Figure
+              label="in flight / cap"
+              title="maxLeasedKeys: at most this many keys in flight at once, across every consumer"
+            >
+              {num(s.keys.leased)} / {num(s.maxLeasedKeys)}
+            </Figure>
           ) : null}
           {s.maxLeasedKeysPerTenant !== null ? (
-            <div class="figure" title="maxLeasedKeysPerTenant: at most this many keys of each tenant in flight at once">
-              <b>{num(s.maxLeasedKeysPerTenant)}</b>
-              <span>cap per tenant</span>
-            </div>
+            <Figure
+              label="cap per tenant"
+              title="maxLeasedKeysPerTenant: at most this many keys of each tenant in flight at once"
+            >
+              {num(s.maxLeasedKeysPerTenant)}
+            </Figure>
           ) : null}
           {s.rateLimit !== null ? (
-            <div
-              class="figure"
+            <Figure
+              label={`rate limit by ${s.rateLimit.by}`}
               title="rateLimit: keys over it wait for its room (no attempt counted); they count among the waiting keys"
             >
-              <b>
-                {num(s.rateLimit.events)} / {num(s.rateLimit.perMs)} ms
-              </b>
-              <span>rate limit by {s.rateLimit.by}</span>
-            </div>
+              {num(s.rateLimit.events)} / {num(s.rateLimit.perMs)} ms
+            </Figure>
           ) : null}
           {s.tenant !== null ? (
-            <div
-              class="figure"
+            <Figure
+              label="tenant mismatches"
               title="events that named another tenant than their key's (a key keeps the tenant of the event that made it)"
             >
-              <b>{num(s.tenantMismatched)}</b>
-              <span>tenant mismatches</span>
-            </div>
+              {num(s.tenantMismatched)}
+            </Figure>
           ) : null}
-          <div class="figure">
-            <b>{num(s.keys.dead)}</b>
-            <span>dead</span>
-          </div>
-          <div class="figure">
-            <b>{num(s.keys.paused)}</b>
-            <span>paused keys</span>
-          </div>
-          <div class="figure">
-            <b>{age(s.oldestPendingAgeMs)}</b>
-            <span>oldest pending</span>
-          </div>
-          <div class="figure">
-            <b>{s.paused ? <Badge kind="paused">paused</Badge> : <Badge kind="ready">running</Badge>}</b>
-            <span>
+          <Figure label="dead">{num(s.keys.dead)}</Figure>
+          <Figure label="paused keys">{num(s.keys.paused)}</Figure>
+          <Figure label="oldest pending">{age(s.oldestPendingAgeMs)}</Figure>
+          <Figure
+            label={
               <ActionButton
                 action={s.paused ? "resume" : "pause"}
                 subscription={s.name}
                 back={props.back}
                 label={`${s.paused ? "Resume" : "Pause"} ${s.name}`}
               />
-            </span>
-          </div>
+            }
+          >
+            {s.paused ? <Badge kind="paused">paused</Badge> : <Badge kind="ready">running</Badge>}
+          </Figure>
         </div>
       </div>
       <form class="toolbar" method="get" action={base}>

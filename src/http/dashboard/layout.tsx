@@ -192,6 +192,16 @@ export function Badge(props: { kind: string; children: Child }) {
   return <span class={`badge ${props.kind}`}>{props.children}</span>;
 }
 
+/** One figure of a card's row: the value over its label; `title` says on hover what it counts. */
+export function Figure(props: { label: Child; title?: string; testid?: string; children: Child }) {
+  return (
+    <div class="figure" title={props.title}>
+      <b data-testid={props.testid}>{props.children}</b>
+      <span>{props.label}</span>
+    </div>
+  );
+}
+
 /** 1234 → "1,234"; null → "–". */
 export const num = (value: number | null | undefined) => (value == null ? "–" : value.toLocaleString("en-US"));
 

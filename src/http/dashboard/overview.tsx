@@ -1,7 +1,7 @@
 // GET / — every subscription at a glance.
 import type { SubscriptionStats } from "../../index.js";
 import { Sparkline } from "./charts.js";
-import { ActionButton, Badge, Page, age, num, useHref } from "./layout.js";
+import { ActionButton, Badge, Figure, Page, age, num, useHref } from "./layout.js";
 
 export function Overview(props: {
   subscriptions: SubscriptionStats[];
@@ -18,32 +18,16 @@ export function Overview(props: {
       <div id="live">
         <h1>Overview</h1>
         <section class="card figures" aria-label="Totals">
-          <div class="figure">
-            <b data-testid="log-head">{num(props.log.head)}</b>
-            <span>log head (position)</span>
-          </div>
-          <div class="figure">
-            <b>{num(props.log.events)}</b>
-            <span>events in the log</span>
-          </div>
-          <div class="figure">
-            <b>{num(props.subscriptions.length)}</b>
-            <span>subscriptions</span>
-          </div>
-          <div class="figure">
-            <b>{num(pending)}</b>
-            <span>pending events</span>
-          </div>
-          <div class="figure">
-            <b>{num(Math.round(perSecond))}/s</b>
-            <span>acked, last 10 s</span>
-          </div>
-          <div class="figure">
-            <b>
-              <a href={href("/ui/dead-letters")}>{num(dead)}</a>
-            </b>
-            <span>dead keys</span>
-          </div>
+          <Figure label="log head (position)" testid="log-head">
+            {num(props.log.head)}
+          </Figure>
+          <Figure label="events in the log">{num(props.log.events)}</Figure>
+          <Figure label="subscriptions">{num(props.subscriptions.length)}</Figure>
+          <Figure label="pending events">{num(pending)}</Figure>
+          <Figure label="acked, last 10 s">{num(Math.round(perSecond))}/s</Figure>
+          <Figure label="dead keys">
+            <a href={href("/ui/dead-letters")}>{num(dead)}</a>
+          </Figure>
         </section>
         <div class="scroll">
           <table class="cards" aria-label="Subscriptions">

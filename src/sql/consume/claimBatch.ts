@@ -5,8 +5,9 @@ import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
 import { firstHeldSeq } from "../common/delays.js";
-import { literal, pickFair, pickUntenanted } from "./fairPick.js";
-import { rateLimited } from "./rateLimits.js";
+import { literalLimit } from "../common/literalLimit.js";
+import { pickFair, pickUntenanted } from "./fairPick.js";
+import { noRateLimit, rateLimited } from "./rateLimits.js";
 
 /** A key row or an event row (claimBatch's "Rows"): the columns of the other kind are null. */
 export interface ClaimRow extends Partial<EventRow> {
@@ -143,7 +144,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     room AS (
       ${
         plain
-          ? sql`SELECT ${literal(limit)} AS n`
+          ? sql`SELECT ${literalLimit(limit)} AS n`
           : sql`SELECT CASE WHEN sub.max_leased_keys IS NULL THEN ${limit}
         ELSE corq.lease_room(sub.id, sub.max_leased_keys) END AS n
       FROM sub ${settle ? sql`WHERE (SELECT count(*) FROM settled) >= 0` : sql``}`
@@ -156,11 +157,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
         FROM pick) p
       WHERE p.dies OR p.turn <= coalesce((SELECT n FROM room), 0)
     ),
-    ${
-      plain
-        ? sql`granted AS (SELECT t.*, NULL::bigint AS share FROM taken t), limited AS (SELECT NULL::text AS key WHERE false)`
-        : rateLimited()
-    },
+    ${plain ? noRateLimit : rateLimited()},
     claimed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + pick.expired::int,
@@ -282,7 +279,7 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean, pla
   const replayTake = Math.max(0, Math.min(replayLimit, limit));
   if (plain)
     return sql`
-    pick_live AS (${part(false, literal(limit))}),
+    pick_live AS (${part(false, literalLimit(limit))}),
     pick_replaying AS (${part(true, sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`)}),
     pick AS (SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
   const capped = sql`(SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL`;

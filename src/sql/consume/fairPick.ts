@@ -3,14 +3,7 @@
 // the pick's columns.
 import { sql, type SQL } from "drizzle-orm";
 import { keys, tenants } from "../../db/schema.js";
-
-/**
- * `limit` written into the statement, not sent as a parameter: with it a parameter, Postgres
- * planned the claim of a subscription with a tenant afresh on every call (633 plans in 625
- * calls, 5–6 ms each: a generic plan costed on a LIMIT it cannot see loses to each custom
- * one); as a number each connection keeps one plan per keysPerClaim (bench/fairnessProbe.ts).
- */
-export const literal = (limit: number) => sql.raw(String(Math.max(0, Math.trunc(limit))));
+import { literalLimit } from "../common/literalLimit.js";
 
 /**
  * With maxLeasedKeysPerTenant the live part takes nothing (it would pass the caps), so keys
@@ -33,7 +26,7 @@ export function pickUntenanted(limit: number, columns: SQL, settledFirst: SQL): 
           SELECT c.key FROM ${keys} c WHERE ${ready("c")} AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
           ORDER BY c.available_at, c.key LIMIT 64))
       ORDER BY k.available_at, k.key
-      LIMIT ${literal(limit)} - (SELECT count(*) FROM pick_fair)
+      LIMIT ${literalLimit(limit)} - (SELECT count(*) FROM pick_fair)
       FOR UPDATE OF k SKIP LOCKED
     )`;
 }
@@ -76,7 +69,7 @@ export function pickFair(limit: number, columns: SQL, settledFirst: SQL): SQL {
       FROM fair_walk w CROSS JOIN sub s
       LEFT JOIN ${tenants} t ON t.subscription_id = s.id AND t.tenant = w.tenant
     ),
-    fair_rounds AS (SELECT ceil(${literal(limit)}::numeric / greatest(sum(weight), 1))::int AS n FROM fair_order),
+    fair_rounds AS (SELECT ceil(${literalLimit(limit)}::numeric / greatest(sum(weight), 1))::int AS n FROM fair_order),
     pick_fair AS (
       SELECT p.* FROM (SELECT * FROM fair_order ORDER BY served_at NULLS FIRST, tenant) o
       CROSS JOIN LATERAL (
@@ -92,6 +85,6 @@ export function pickFair(limit: number, columns: SQL, settledFirst: SQL): SQL {
                      corq.tenant_room((SELECT id FROM sub), o.tenant, (SELECT max_leased_keys_per_tenant FROM sub))) END
         FOR UPDATE OF k SKIP LOCKED
       ) p
-      LIMIT ${literal(limit)}
+      LIMIT ${literalLimit(limit)}
     )`;
 }

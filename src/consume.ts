@@ -92,8 +92,9 @@ async function drainLoop(
   let lookAgain = true;
   let emptyClaims = 0;
   // the subscription had no tenant, rate limit or cap at the last claim: the next claims leave
-  // those parts out (ClaimBy.plain); the drain's first claim is in full, and finds out
-  let plain = false;
+  // those parts out (ClaimBy.plain); without a hint from an earlier drain the first claim is in
+  // full, and finds out
+  let plain = limits.plainHint?.plain ?? false;
   const room = () =>
     Date.now() >= limits.deadline || limits.stop?.aborted === true
       ? 0
@@ -166,6 +167,7 @@ async function drainLoop(
       // nothing: the next claim is in full
       if (by.plain && !claim.plain && want > 0) lookAgain = true;
       plain = claim.plain;
+      if (limits.plainHint) limits.plainHint.plain = plain;
       for (const { claimed, verdict } of settling) {
         const row = settled.get(claimed.lease.key);
         results.push(finish({ claimed, verdict }, row?.outcome ?? "expired"));

@@ -13,6 +13,13 @@ export interface DrainLimits {
   stop?: AbortSignal;
   /** Aborts the running handlers' signal; a handler that then throws has its lease released. */
   abort?: AbortSignal;
+  /**
+   * What the last claim of this subscription found (the Corq keeps one per subscription, across
+   * drains): whether it had no tenant, rate limit or cap. A drain that starts with `plain` true
+   * claims plain from its first statement — safe, since a plain claim checks that itself and takes
+   * nothing from a subscription that is not plain, and the drain then claims in full.
+   */
+  plainHint?: { plain: boolean };
 }
 
 /**

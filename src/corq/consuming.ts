@@ -29,6 +29,9 @@ export function createConsuming({
   corq: () => Corq;
 }): Pick<Corq, "consume" | "drain"> {
   const { code, holder } = settings;
+  // per subscription: whether its last claim found it plain (DrainLimits.plainHint); kept once
+  // a drain of it succeeded, so names that match no subscription leave nothing behind
+  const plainHints = new Map<string, { plain: boolean }>();
   return {
     async consume(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
@@ -45,6 +48,7 @@ export function createConsuming({
         "options",
       );
       const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq: corq() };
+      const plainHint = plainHints.get(name) ?? { plain: false };
       const results = await drainKeys(consumer, {
         recorder,
         deadline: Date.now() + budgetMs,
@@ -53,7 +57,9 @@ export function createConsuming({
         replayKeys,
         stop,
         abort,
+        plainHint,
       });
+      plainHints.set(name, plainHint);
       return {
         first: results[0] ?? null,
         batches: results.length,

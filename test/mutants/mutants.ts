@@ -302,6 +302,11 @@ export const mutants: Mutant[] = [
     tests: ["test/leasedKeysCap.int.test.ts"],
   },
   {
+    name: "drain: every drain's first claim is in full (the last drain's finding not kept)",
+    edits: one("src/consume.ts", "let plain = limits.plainHint?.plain ?? false;", "let plain = false;"),
+    tests: ["test/leasedKeysCap.int.test.ts"],
+  },
+  {
     name: "claim: no SKIP LOCKED",
     // the live and replaying parts of the pick (the fair parts have their own)
     edits: one(

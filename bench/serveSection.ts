@@ -35,7 +35,9 @@ export async function serveSection(options: {
   for (const rate of quick ? [200, 1000] : [100, 200, 500, 1000]) {
     const http = await onFreshDatabase("serve", (url) => serveLatency(url, { rate, seconds }));
     const lib = await onFreshDatabase("servel", (url) => serveLatency(url, { rate, seconds, via: "library" }));
-    const loop = await onFreshDatabase("loop", (url) => corq.latency(url, { rate, seconds, consumers: 8 }));
+    const { samples: loop } = await onFreshDatabase("loop", (url) =>
+      corq.latency(url, { rate, seconds, consumers: 8 }),
+    );
     const lost = http.lost + lib.lost;
     const refused = http.failed + lib.failed; // appends answered anything but 201, or not at all
     say(

@@ -43,7 +43,9 @@ try {
       const loadBefore = load();
       let line: string;
       if (measure === "latency") {
-        const samples = (await side.system.latency(url, { rate, seconds, consumers: 8 })).sort((a, b) => a - b);
+        const measured = await side.system.latency(url, { rate, seconds, consumers: 8 });
+        // a checkout from before the warm-up returned the samples alone (its first second among them)
+        const samples = (Array.isArray(measured) ? measured : measured.samples).sort((a, b) => a - b);
         side.figures.push(percentile(samples, 50));
         line = `p50 ${percentile(samples, 50)} ms, p99 ${percentile(samples, 99)} ms, ${samples.length} events`;
       } else {

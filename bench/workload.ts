@@ -53,8 +53,9 @@ export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve
  */
 export class Wakeup {
   private waiters: (() => void)[] = [];
-  notify() {
-    for (const wake of this.waiters.splice(0)) wake();
+  /** Wakes every waiter, or the `count` that waited longest. */
+  notify(count = Number.POSITIVE_INFINITY) {
+    for (const wake of this.waiters.splice(0, count)) wake();
   }
   wait(ms: number): Promise<void> {
     return new Promise((resolve) => {

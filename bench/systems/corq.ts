@@ -1,5 +1,6 @@
 // corq, measured end to end and stage by stage, through the library (Node, node-postgres).
 import { createCorq, type Corq, type StoredEvent, type SubscriptionDefinition } from "../../src/index.js";
+import { DEFAULT_KEYS_PER_CLAIM } from "../../src/corq/consuming.js";
 import { benchClient } from "../database.js";
 import { present } from "../../test/helpers/present.js";
 import { chunks, OrderCheck, producerItems, sleep, Wakeup, type Item } from "../workload.js";
@@ -38,7 +39,10 @@ function subscription(w: Workload, handle: SubscriptionDefinition["handle"], key
 
 /**
  * Production's shape, in process: an append kicks the advancer (`appended`), an advance that
- * enqueued something wakes the consumers (`enqueued`); otherwise each idles up to 50 ms.
+ * enqueued n events wakes ceil(n / keysPerClaim) of the idle consumers (`enqueued`), as
+ * `npm run serve`'s runner starts drains (src/node/runner.ts, consumeEnqueued: a drain claims
+ * keysPerClaim keys per statement, so more would find nothing to claim); otherwise each idles up
+ * to 50 ms. Consumers that are busy draining take what is left as they claim again.
  */
 interface Signals {
   appended: Wakeup;
@@ -47,10 +51,10 @@ interface Signals {
 
 const newSignals = (): Signals => ({ appended: new Wakeup(), enqueued: new Wakeup() });
 
-async function advancer(corq: Corq, done: () => boolean, signals: Signals) {
+async function advancer(corq: Corq, done: () => boolean, signals: Signals, keysPerClaim = DEFAULT_KEYS_PER_CLAIM) {
   while (!done()) {
-    const advanced = await corq.advance();
-    if (Object.values(advanced).some((n) => n > 0)) signals.enqueued.notify();
+    const enqueued = Object.values(await corq.advance()).reduce((sum, n) => sum + n, 0);
+    if (enqueued > 0) signals.enqueued.notify(Math.ceil(enqueued / keysPerClaim));
     else await signals.appended.wait(50);
   }
 }
@@ -108,7 +112,7 @@ export async function endToEnd(databaseUrl: string, w: Workload) {
   try {
     await Promise.all([
       appendWorkload(producer, w, () => signals.appended.notify()).then(() => (appendedAt = performance.now())),
-      advancer(producer, done, signals),
+      advancer(producer, done, signals, w.keysPerClaim),
       ...consumers.map((c) => consumer(c, done, signals, w.keysPerClaim)),
     ]);
   } finally {
@@ -198,19 +202,32 @@ export async function consumeStage(databaseUrl: string, w: Workload, timeLimitMs
   };
 }
 
-/** Append-to-handler latency at a fixed offered rate (single-event appends, many keys). */
+/**
+ * Append-to-handler latency at a fixed offered rate (single-event appends, many keys). The first
+ * `warmupSeconds` (2) at the same rate open the connections, cache the plans and warm the JIT,
+ * as a running service has them (serve's bench warms up too); on a fresh database the first
+ * second or so of appends also waits on WAL writes (p99 150–420 ms there). Their samples come
+ * back apart (`warmup`), the rest are the figure (`samples`).
+ */
 export async function latency(
   databaseUrl: string,
-  options: { rate: number; seconds: number; consumers: number; keysPerClaim?: number },
-) {
+  options: { rate: number; seconds: number; consumers: number; keysPerClaim?: number; warmupSeconds?: number },
+): Promise<{ samples: number[]; warmup: number[] }> {
   const samples: number[] = [];
-  const total = Math.round(options.rate * options.seconds);
+  const warmup: number[] = [];
+  const warm = Math.round(options.rate * (options.warmupSeconds ?? 2));
+  const total = warm + Math.round(options.rate * options.seconds);
+  let handled = 0;
   const sub: SubscriptionDefinition = {
     name: "bench",
     key: "data.key",
     handle: (events) => {
       const now = Date.now();
-      for (const e of events) samples.push(now - (e.data as { t0: number }).t0);
+      for (const e of events) {
+        const { t0, i } = e.data as { t0: number; i: number };
+        (i < warm ? warmup : samples).push(now - t0);
+        handled++;
+      }
     },
   };
   const producer = createCorq({ databaseUrl, subscriptions: [sub], poolSize: 8 });
@@ -218,7 +235,7 @@ export async function latency(
   const consumers = Array.from({ length: options.consumers }, () =>
     createCorq({ databaseUrl, subscriptions: [sub], poolSize: 1 }),
   );
-  const done = () => samples.length >= total;
+  const done = () => handled >= total;
   const signals = newSignals();
   const started = Date.now();
   const appends: Promise<unknown>[] = [];
@@ -229,7 +246,7 @@ export async function latency(
       if (wait > 0) await sleep(wait);
       appends.push(
         producer
-          .append(`s${i % 8}`, [{ name: "Ping", data: { key: `k${i % 1000}`, t0: Date.now() } }])
+          .append(`s${i % 8}`, [{ name: "Ping", data: { key: `k${i % 1000}`, t0: Date.now(), i } }])
           .then(() => signals.appended.notify()),
       );
     }
@@ -237,11 +254,11 @@ export async function latency(
   };
   await Promise.all([
     produce(),
-    advancer(producer, done, signals),
+    advancer(producer, done, signals, options.keysPerClaim),
     ...consumers.map((c) => consumer(c, done, signals, options.keysPerClaim)),
   ]);
   await Promise.all([producer, ...consumers].map((c) => c.close()));
-  return samples;
+  return { samples, warmup };
 }
 
 /**

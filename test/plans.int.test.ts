@@ -185,6 +185,17 @@ const statements: { name: string; query: () => SQL; intent: Intent; unprepared?:
     intent: { walks: ["keys_ready_idx", "keys_ready_idx"] },
   },
   {
+    // all acks (a drain's usual settle): the statement has no failure CTEs
+    name: "settle of acks + plain claim",
+    query: () =>
+      settleAndClaim(
+        "plans",
+        { ...DRAIN, plain: true },
+        { subscriptionId, settlements: settlements.filter((s) => "through" in s.outcome) },
+      ),
+    intent: { walks: ["keys_ready_idx", "keys_ready_idx"] },
+  },
+  {
     // the skip scan's two probes, each tenant's walk (the lateral), then the live and replaying parts
     name: "the fair pick (a drain's claim, 500 tenants)",
     query: () => claimBatch("fair", DRAIN),

@@ -746,6 +746,15 @@ export const mutants: Mutant[] = [
     tests: ["test/multiKeyClaims.int.test.ts"],
   },
   {
+    name: "settle: a drain's settlements are taken for acks alone (its failures left unsettled)",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "${settlements.some((x) => fail(x) !== undefined) ? failureCtes(subscriptionId, settled) : acksOnly}",
+      "${acksOnly}",
+    ),
+    tests: ["test/multiKeyClaims.int.test.ts", "test/postpone.int.test.ts"],
+  },
+  {
     name: "settle: fence against the statement's start (now()), not each key's lock",
     edits: [
       {

@@ -7,7 +7,7 @@ import { lockedNow } from "../common/clock.js";
 import { firstHeldSeq } from "../common/delays.js";
 import { literalLimit } from "../common/literalLimit.js";
 import { pickFair, pickUntenanted } from "./fairPick.js";
-import { noRateLimit, rateLimited } from "./rateLimits.js";
+import { rateLimited } from "./rateLimits.js";
 
 /** A key row or an event row (claimBatch's "Rows"): the columns of the other kind are null. */
 export interface ClaimRow extends Partial<EventRow> {
@@ -138,26 +138,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
     ${pickKeys(limit, replayLimit, settle !== undefined, plain)},
-    -- maxLeasedKeys: how many of the picked keys may be leased (the first ones in pick order);
-    -- for a capped subscription the claims take turns and count the live leases then
-    -- (corq.lease_room, drizzle/0018). After the settlements: those lock their keys first.
-    room AS (
-      ${
-        plain
-          ? sql`SELECT ${literalLimit(limit)} AS n`
-          : sql`SELECT CASE WHEN sub.max_leased_keys IS NULL THEN ${limit}
-        ELSE corq.lease_room(sub.id, sub.max_leased_keys) END AS n
-      FROM sub ${settle ? sql`WHERE (SELECT count(*) FROM settled) >= 0` : sql``}`
-      }
-    ),
-    taken AS (
-      -- a key that dies here takes no lease, so no turn
-      SELECT * FROM (
-        SELECT pick.*, row_number() OVER (PARTITION BY pick.dies ORDER BY pick.replaying, pick.waited_since, pick.key) AS turn
-        FROM pick) p
-      WHERE p.dies OR p.turn <= coalesce((SELECT n FROM room), 0)
-    ),
-    ${plain ? noRateLimit : rateLimited()},
+    ${plain ? plainGranted : capsAndRateLimits(limit, settle !== undefined)},
     claimed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + pick.expired::int,
@@ -191,7 +172,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     -- row each: a key's lease and the subscription's settings come once, not on every event
     -- row (what a consumer parses per event is the event)
     SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts,
-      c.dies, c.replaying, now() AS now, (SELECT count(*) FROM limited)::int AS limited, sub.plain,
+      c.dies, c.replaying, now() AS now, ${plain ? sql`0` : sql`(SELECT count(*) FROM limited)::int`} AS limited, sub.plain,
       c.expired_from, c.expired_until,
       -- what was settled, once (on one row: not repeated on every key row)
       ${
@@ -224,6 +205,34 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     ) e ON true
     -- each key's row first (its seq is null), then its events in seq order
     ORDER BY key, seq NULLS FIRST`;
+}
+
+// A plain claim leases every key it picked (the pick's LIMIT is the room: no cap, no rate limit),
+// so the turns, the room and the rate-limit CTEs are left out of its text: less to plan.
+const plainGranted = sql`granted AS (SELECT pick.*, NULL::bigint AS share FROM pick)`;
+
+/**
+ * `granted` (and `limited`) from the pick through the subscription's caps and rate limit:
+ *   room     with maxLeasedKeys, how many of the picked keys may be leased (the first ones in
+ *            pick order); for a capped subscription the claims take turns and count the live
+ *            leases then (corq.lease_room, drizzle/0018). After the settlements: those lock their
+ *            keys first;
+ *   taken    the picked keys within the room (a key that dies here takes no lease, so no turn);
+ *   granted  those with room under their rate limit (rateLimits.ts); `limited` the others.
+ */
+function capsAndRateLimits(limit: number, afterSettled: boolean): SQL {
+  return sql`room AS (
+      SELECT CASE WHEN sub.max_leased_keys IS NULL THEN ${limit}
+        ELSE corq.lease_room(sub.id, sub.max_leased_keys) END AS n
+      FROM sub ${afterSettled ? sql`WHERE (SELECT count(*) FROM settled) >= 0` : sql``}
+    ),
+    taken AS (
+      SELECT * FROM (
+        SELECT pick.*, row_number() OVER (PARTITION BY pick.dies ORDER BY pick.replaying, pick.waited_since, pick.key) AS turn
+        FROM pick) p
+      WHERE p.dies OR p.turn <= coalesce((SELECT n FROM room), 0)
+    ),
+    ${rateLimited()}`;
 }
 
 // fairness: the tenants of the keys leased here were served now (their turn in the next

@@ -63,10 +63,3 @@ export function rateLimited(): SQL {
       RETURNING k.key
     )`;
 }
-
-/**
- * What a plain claim (ClaimBy.plain: no rate limit) has in place of rateLimited: the same two
- * CTEs, `granted` (every taken key, no share: its batch is batchSize) and `limited` (none).
- */
-export const noRateLimit = sql`granted AS (SELECT t.*, NULL::bigint AS share FROM taken t),
-    limited AS (SELECT NULL::text AS key WHERE false)`;

@@ -482,10 +482,17 @@ describe("subscriptions, driving and dead letters", () => {
     expect(await api("POST", "/consume/visitor-directory")).toMatchObject({ status: 204 }); // paused
     await setPaused("visitor-directory", false);
     const consumed = await api("POST", "/consume/visitor-directory");
-    expect(consumed).toMatchObject({ status: 200, json: { key: "visitor-cy", events: 1, outcome: "acked" } });
+    // npm run serve's own consumers may be first: the advance above woke them, and once idle
+    // they look for keys that came due in the last moments (src/node/runner.ts, nextDue's
+    // recentMs), which the resumed subscription's key is
+    if (!(runtime === "serve" && consumed.status === 204)) {
+      expect(consumed).toMatchObject({ status: 200, json: { key: "visitor-cy", events: 1, outcome: "acked" } });
+    }
+    await eventually(async () => {
+      const { rows } = await state.db.query("SELECT name, status FROM example.visitors WHERE stream = 'visitor-cy'");
+      expect(rows).toEqual([{ name: "Cy", status: "registered" }]);
+    });
     expect((await api("POST", "/consume/visitor-directory")).status).toBe(204);
-    const { rows } = await state.db.query("SELECT name, status FROM example.visitors WHERE stream = 'visitor-cy'");
-    expect(rows).toEqual([{ name: "Cy", status: "registered" }]);
   });
 
   it("lists dead letters and releases them by admin token or a signed webhook only", async () => {

@@ -59,14 +59,16 @@ export class Wakeup {
   }
   wait(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
       const wake = () => {
         clearTimeout(timer);
         resolve();
       };
-      function done() {
+      // a waiter that timed out leaves the line: a notify(count) must reach waiters still waiting
+      const timer = setTimeout(() => {
+        const at = this.waiters.indexOf(wake);
+        if (at >= 0) this.waiters.splice(at, 1);
         resolve();
-      }
+      }, ms);
       this.waiters.push(wake);
     });
   }

@@ -108,38 +108,22 @@ describe("maxLeasedKeys", () => {
 
   it("a cap set between two drains holds from the next drain's first claim (plain, from the last drain's finding)", async () => {
     const sent: string[] = [];
-    let inFlight = 0;
-    let most = 0;
-    const seen = new Map<string, number[]>();
+    const { state, handle } = slowRecorder();
     const { corq, raw } = await open({
       onStatement: (text) => void sent.push(text),
-      subscriptions: [
-        {
-          name: "s",
-          batchSize: 1,
-          handle: async (events, ctx) => {
-            most = Math.max(most, ++inFlight);
-            try {
-              await sleep(20);
-              for (const e of events) seen.set(ctx.key, [...(seen.get(ctx.key) ?? []), (e.data as { n: number }).n]);
-            } finally {
-              inFlight--;
-            }
-          },
-        },
-      ],
+      subscriptions: [{ name: "s", batchSize: 1, handle }],
     });
     await load(corq);
     await corq.advance();
     // the first drain claims in full once, finds the subscription plain, and stops after 4 batches
     await corq.drain("s", { keysPerClaim: 4, maxBatches: 4 });
-    expect(most).toBeGreaterThan(1);
+    expect(state.most).toBeGreaterThan(1);
     await raw.query("UPDATE corq.subscriptions SET max_leased_keys = 1 WHERE name = 's'");
     sent.length = 0;
-    most = 0;
+    state.most = 0;
     await corq.drain("s", { keysPerClaim: 4, budgetMs: 10_000 });
-    for (let k = 0; k < 12; k++) expect(seen.get(`k${k}`)).toEqual([1, 2]);
-    expect(most).toBe(1);
+    for (let k = 0; k < 12; k++) expect(state.seen.get(`k${k}`)).toEqual([1, 2]);
+    expect(state.most).toBe(1);
     // the second drain began with a plain claim (no fair pick), which took nothing: then in full
     const claims = sent.filter((text) => text.includes("pick_live"));
     expect(claims.slice(0, 2).map((text) => text.includes("pick_fair"))).toEqual([false, true]);

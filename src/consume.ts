@@ -95,6 +95,8 @@ async function drainLoop(
   // those parts out (ClaimBy.plain); without a hint from an earlier drain the first claim is in
   // full, and finds out
   let plain = limits.plainHint?.plain ?? false;
+  // likewise with a tenant and no rate limit or cap: the fair pick stays (ClaimBy.fairOnly)
+  let fairOnly = limits.plainHint?.fairOnly ?? false;
   const room = () =>
     Date.now() >= limits.deadline || limits.stop?.aborted === true
       ? 0
@@ -148,7 +150,7 @@ async function drainLoop(
       await recorder.add(done.flatMap(({ claimed, verdict }) => committedRecords(claimed, verdict)));
       const settling = done.filter((d) => !isReleased(d.verdict) && !committed(d.verdict));
       if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
-      const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size), plain };
+      const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size), plain, fairOnly };
       const [firstSettling] = settling;
       const statement =
         firstSettling === undefined
@@ -163,11 +165,12 @@ async function drainLoop(
       const acked: BatchRecordRow[] = [];
       // a full pick: more may be ready (keys over their rate limit now wait, and are not picked again)
       lookAgain = claim.claimed.length + claim.dead.length + claim.empty + claim.limited >= want && want > 0;
-      // a plain claim of a subscription that has a tenant, a rate limit or a cap by now took
+      // a plain (fair-only) claim of a subscription that is not plain (fair only) by now took
       // nothing: the next claim is in full
-      if (by.plain && !claim.plain && want > 0) lookAgain = true;
+      if (((by.plain && !claim.plain) || (by.fairOnly && !claim.fairOnly)) && want > 0) lookAgain = true;
       plain = claim.plain;
-      if (limits.plainHint) limits.plainHint.plain = plain;
+      fairOnly = claim.fairOnly;
+      if (limits.plainHint) Object.assign(limits.plainHint, { plain, fairOnly });
       for (const { claimed, verdict } of settling) {
         const row = settled.get(claimed.lease.key);
         results.push(finish({ claimed, verdict }, row?.outcome ?? "expired"));

@@ -106,28 +106,32 @@ describe("maxLeasedKeys", () => {
     expect(besideAfterCap).toEqual(Array.from({ length: 24 - 4 }, () => 0));
   });
 
-  it("a cap set between two drains holds from the next drain's first claim (plain, from the last drain's finding)", async () => {
-    const sent: string[] = [];
-    const { state, handle } = slowRecorder();
-    const { corq, raw } = await open({
-      onStatement: (text) => void sent.push(text),
-      subscriptions: [{ name: "s", batchSize: 1, handle }],
+  for (const tenant of [undefined, "data.tenant"])
+    it(`a cap set between two drains holds from the next drain's first claim (${tenant ? "fair only" : "plain"}, from the last drain's finding)`, async () => {
+      const sent: string[] = [];
+      const { state, handle } = slowRecorder();
+      const { corq, raw } = await open({
+        onStatement: (text) => void sent.push(text),
+        subscriptions: [{ name: "s", batchSize: 1, tenant, handle }],
+      });
+      await load(corq);
+      await corq.advance();
+      // the first drain claims in full once, finds the subscription plain (or with a tenant and
+      // no cap or rate limit: fair only), and stops after 4 batches
+      await corq.drain("s", { keysPerClaim: 4, maxBatches: 4 });
+      expect(state.most).toBeGreaterThan(1);
+      await raw.query("UPDATE corq.subscriptions SET max_leased_keys = 1 WHERE name = 's'");
+      sent.length = 0;
+      state.most = 0;
+      await corq.drain("s", { keysPerClaim: 4, budgetMs: 10_000 });
+      for (let k = 0; k < 12; k++) expect(state.seen.get(`k${k}`)).toEqual([1, 2]);
+      expect(state.most).toBe(1);
+      // the second drain began with a plain (fair-only) claim, which took nothing: then in full
+      // (only the full statement has the walk of untenanted keys, and the fair pick)
+      const claims = sent.filter((text) => text.includes("pick_live"));
+      expect(claims.slice(0, 2).map((text) => text.includes("pick_untenanted"))).toEqual([false, true]);
+      expect(claims[0]?.includes("pick_fair")).toBe(tenant !== undefined);
     });
-    await load(corq);
-    await corq.advance();
-    // the first drain claims in full once, finds the subscription plain, and stops after 4 batches
-    await corq.drain("s", { keysPerClaim: 4, maxBatches: 4 });
-    expect(state.most).toBeGreaterThan(1);
-    await raw.query("UPDATE corq.subscriptions SET max_leased_keys = 1 WHERE name = 's'");
-    sent.length = 0;
-    state.most = 0;
-    await corq.drain("s", { keysPerClaim: 4, budgetMs: 10_000 });
-    for (let k = 0; k < 12; k++) expect(state.seen.get(`k${k}`)).toEqual([1, 2]);
-    expect(state.most).toBe(1);
-    // the second drain began with a plain claim (no fair pick), which took nothing: then in full
-    const claims = sent.filter((text) => text.includes("pick_live"));
-    expect(claims.slice(0, 2).map((text) => text.includes("pick_fair"))).toEqual([false, true]);
-  });
 
   it("keys over the cap wait ready, with no attempt counted, and say why", async () => {
     let release: () => void = () => undefined;

@@ -202,6 +202,13 @@ const statements: { name: string; query: () => SQL; intent: Intent; unprepared?:
     intent: pick,
   },
   {
+    // a drain's claims after its first, of a subscription with a tenant and no caps or rate
+    // limit: the fair part, then the live and the replaying part (no untenanted walk)
+    name: "the fair-only pick (a drain's claim, 500 tenants)",
+    query: () => claimBatch("fair", { ...DRAIN, fairOnly: true }),
+    intent: { walks: ["keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx", "keys_tenant_ready_idx"] },
+  },
+  {
     name: "an ack",
     query: () => ackBatch(lease, { through: { tx: "1", position: 1, seq: 1 }, count: 1, claimedAt: new Date(0) }),
     intent: { walks: [] },

@@ -27,6 +27,8 @@ export interface ClaimOutcome {
   limited: number;
   /** the subscription has no tenant, rate limit or cap: the next claim may be plain (ClaimBy.plain) */
   plain: boolean;
+  /** the subscription has a tenant and no rate limit or cap: the next claim may be fair only (ClaimBy.fairOnly) */
+  fairOnly: boolean;
   /** with settleAndClaim: the settlements whose lease held */
   settled?: SettledRow[];
   expired: BatchRecordRow[];
@@ -38,7 +40,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
   const [first] = rows;
   if (first === undefined) {
     // defined in code, not registered yet: nothing to do
-    if (target.code) return { claimed: [], dead: [], empty: 0, limited: 0, plain: false, expired: [] };
+    if (target.code) return { claimed: [], dead: [], empty: 0, limited: 0, plain: false, fairOnly: false, expired: [] };
     throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
   }
   const outcome: ClaimOutcome = {
@@ -47,6 +49,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
     empty: 0,
     limited: first.limited,
     plain: first.plain === true,
+    fairOnly: first.fair_only === true,
     settled: rows.find((row) => row.settled !== null)?.settled ?? undefined,
     expired: [],
   };

@@ -15,11 +15,12 @@ export interface DrainLimits {
   abort?: AbortSignal;
   /**
    * What the last claim of this subscription found (the Corq keeps one per subscription, across
-   * drains): whether it had no tenant, rate limit or cap. A drain that starts with `plain` true
-   * claims plain from its first statement — safe, since a plain claim checks that itself and takes
-   * nothing from a subscription that is not plain, and the drain then claims in full.
+   * drains): whether it had no tenant, rate limit or cap (`plain`), or a tenant and neither
+   * (`fairOnly`). A drain that starts with one of them claims that way from its first statement —
+   * safe, since such a claim checks it itself and takes nothing from a subscription that is not so
+   * any more, and the drain then claims in full.
    */
-  plainHint?: { plain: boolean };
+  plainHint?: { plain: boolean; fairOnly: boolean };
 }
 
 /**

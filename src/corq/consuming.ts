@@ -29,9 +29,9 @@ export function createConsuming({
   corq: () => Corq;
 }): Pick<Corq, "consume" | "drain"> {
   const { code, holder } = settings;
-  // per subscription: whether its last claim found it plain (DrainLimits.plainHint); kept once
+  // per subscription: whether its last claim found it plain or fair only (DrainLimits.plainHint); kept once
   // a drain of it succeeded, so names that match no subscription leave nothing behind
-  const plainHints = new Map<string, { plain: boolean }>();
+  const plainHints = new Map<string, { plain: boolean; fairOnly: boolean }>();
   return {
     async consume(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
@@ -48,7 +48,7 @@ export function createConsuming({
         "options",
       );
       const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq: corq() };
-      const plainHint = plainHints.get(name) ?? { plain: false };
+      const plainHint = plainHints.get(name) ?? { plain: false, fairOnly: false };
       const results = await drainKeys(consumer, {
         recorder,
         deadline: Date.now() + budgetMs,

@@ -35,6 +35,8 @@ export interface ClaimRow extends Partial<EventRow> {
   limited: number;
   // the subscription has no tenant, rate limit or cap: its next claims may be plain (ClaimBy.plain)
   plain: boolean | null;
+  // the subscription has a tenant and no rate limit or cap: its next claims may be fair only (ClaimBy.fairOnly)
+  fair_only: boolean | null;
   // when the claim took over an expired lease: that lease's span (for the activity record)
   expired_from: Date | null;
   expired_until: Date | null;
@@ -106,6 +108,13 @@ export interface ClaimBy {
    * the claim takes no key and its rows say `plain` false: claim again without it.
    */
   plain?: boolean;
+  /**
+   * The subscription had a tenant and no rate limit, maxLeasedKeys or maxLeasedKeysPerTenant at
+   * the drain's last claim (its key rows' `fair_only`): the fair pick and the tenants' `served`
+   * stay, the caps and the rate limits are left out. As with `plain`, a subscription that has
+   * one of them by now gets no key from it, and its rows say so.
+   */
+  fairOnly?: boolean;
 }
 
 /**
@@ -128,17 +137,21 @@ export function settleAndClaim(
 
 function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: number; settlements: Settlement[] }): SQL {
   const { kind, limit = 1, holder, replayLimit = limit, plain = false } = by;
+  const fairOnly = !plain && by.fairOnly === true;
+  // neither caps nor rate limits in this statement: every picked key is granted
+  const uncapped = plain || fairOnly;
   return sql`
     WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
     sub AS (
       SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation, max_leased_keys,
         tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant,
-        (tenant IS NULL AND rate_limit IS NULL AND max_leased_keys IS NULL AND max_leased_keys_per_tenant IS NULL) AS plain
+        (tenant IS NULL AND rate_limit IS NULL AND max_leased_keys IS NULL AND max_leased_keys_per_tenant IS NULL) AS plain,
+        (tenant IS NOT NULL AND rate_limit IS NULL AND max_leased_keys IS NULL AND max_leased_keys_per_tenant IS NULL) AS fair_only
       FROM ${subscriptions}
       WHERE name = ${subscription} ${kind ? sql`AND kind = ${kind}` : sql``} AND ${asyncCommit}
     ),
-    ${pickKeys(limit, replayLimit, settle !== undefined, plain)},
-    ${plain ? plainGranted : capsAndRateLimits(limit, settle !== undefined)},
+    ${pickKeys(limit, replayLimit, settle !== undefined, plain ? "plain" : fairOnly ? "fair" : "full")},
+    ${uncapped ? plainGranted : capsAndRateLimits(limit, settle !== undefined)},
     claimed AS (
       UPDATE ${keys} k SET
         attempts = k.attempts + pick.expired::int,
@@ -172,7 +185,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     -- row each: a key's lease and the subscription's settings come once, not on every event
     -- row (what a consumer parses per event is the event)
     SELECT sub.kind, sub.deliver, sub.lease_ms, sub.incarnation, c.subscription_id, c.key, c.lease_token, c.attempts,
-      c.dies, c.replaying, now() AS now, ${plain ? sql`0` : sql`(SELECT count(*) FROM limited)::int`} AS limited, sub.plain,
+      c.dies, c.replaying, now() AS now, ${uncapped ? sql`0` : sql`(SELECT count(*) FROM limited)::int`} AS limited, sub.plain, sub.fair_only,
       c.expired_from, c.expired_until,
       -- what was settled, once (on one row: not repeated on every key row)
       ${
@@ -184,7 +197,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     FROM sub
     LEFT JOIN claimed c ON true
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, c.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT NULL, NULL, NULL, NULL, NULL, c.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
       e.seq, e.replay, ${eventColumns}
     FROM claimed c
     JOIN LATERAL (
@@ -207,8 +220,8 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
     ORDER BY key, seq NULLS FIRST`;
 }
 
-// A plain claim leases every key it picked (the pick's LIMIT is the room: no cap, no rate limit),
-// so the turns, the room and the rate-limit CTEs are left out of its text: less to plan.
+// A plain or fair-only claim leases every key it picked (the pick's LIMIT is the room: no cap, no
+// rate limit), so the turns, the room and the rate-limit CTEs are left out of its text: less to plan.
 const plainGranted = sql`granted AS (SELECT pick.*, NULL::bigint AS share FROM pick)`;
 
 /**
@@ -265,15 +278,20 @@ const served = sql`served AS (
  * A plain claim (ClaimBy.plain) is the live and replaying parts alone, each taking keys only
  * while the subscription is still plain.
  */
-function pickKeys(limit: number, replayLimit: number, afterSettled: boolean, plain: boolean): SQL {
+function pickKeys(limit: number, replayLimit: number, afterSettled: boolean, parts: "plain" | "fair" | "full"): SQL {
   const columns = sql`k.subscription_id, k.key, k.tenant, k.pending, k.attempts, k.lease_token IS NOT NULL AS expired, ${lockedNow} AS locked_at,
              -- (never dead on nothing: an erasure may have emptied the key under its lease)
              (k.lease_token IS NOT NULL AND k.attempts + 1 >= sub.max_attempts AND k.pending > 0) AS dies,
              k.lease_until, k.lease_until - sub.lease_ms * interval '1 millisecond' AS leased_from,
              k.available_at AS waited_since`;
   const settledFirst = afterSettled ? sql`AND (SELECT count(*) FROM settled) >= 0` : sql``;
-  // a plain claim of a subscription that has a tenant, a rate limit or a cap by now takes nothing
-  const stillPlain = plain ? sql`AND (SELECT plain FROM sub)` : sql``;
+  // a plain (fair-only) claim of a subscription that is not plain (fair only) by now takes nothing
+  const stillAsAssumed =
+    parts === "plain"
+      ? sql`AND (SELECT plain FROM sub)`
+      : parts === "fair"
+        ? sql`AND (SELECT fair_only FROM sub)`
+        : sql``;
   const part = (replaying: boolean, take: SQL, except: SQL = sql``) => sql`
       SELECT ${columns}, ${sql.raw(String(replaying))} AS replaying
       FROM ${keys} k, sub
@@ -281,16 +299,30 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean, pla
       -- available_at order and stops at the first unlocked rows (a join sorted every ready key)
       WHERE k.subscription_id = (SELECT id FROM sub) AND k.available_at <= now() AND NOT (SELECT paused FROM sub)
         AND k.paused_at IS NULL AND (k.last_seq < k.replay_seq) IS ${replaying ? sql`TRUE` : sql`FALSE`}
-        ${settledFirst} ${stillPlain} ${except}
+        ${settledFirst} ${stillAsAssumed} ${except}
       ORDER BY k.available_at, k.key
       LIMIT ${take}
       FOR UPDATE OF k SKIP LOCKED`;
   const replayTake = Math.max(0, Math.min(replayLimit, limit));
-  if (plain)
+  if (parts === "plain")
     return sql`
     pick_live AS (${part(false, literalLimit(limit))}),
     pick_replaying AS (${part(true, sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`)}),
     pick AS (SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
+  if (parts === "fair")
+    // no cap per tenant: the fair part, then the live part fills what it left (no untenanted walk)
+    return sql`
+    ${pickFair(limit, columns, sql`${settledFirst} ${stillAsAssumed}`)},
+    pick_live AS (${part(
+      false,
+      sql`${limit} - (SELECT count(*) FROM pick_fair)`,
+      sql`AND k.key <> ALL(ARRAY(SELECT key FROM pick_fair ORDER BY key))`,
+    )}),
+    pick_replaying AS (${part(
+      true,
+      sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_fair) - (SELECT count(*) FROM pick_live))`,
+    )}),
+    pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
   const capped = sql`(SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL`;
   return sql`
     ${pickFair(limit, columns, settledFirst)},

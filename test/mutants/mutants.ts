@@ -294,20 +294,12 @@ export const mutants: Mutant[] = [
   // --- claim -----------------------------------------------------------------------------
   {
     name: "claim: a plain claim takes keys of a subscription that has a cap by now (no check that it is still plain)",
-    edits: one(
-      "src/sql/consume/claimBatch.ts",
-      "? sql`AND (SELECT plain FROM sub)`",
-      "? sql``",
-    ),
+    edits: one("src/sql/consume/claimBatch.ts", "? sql`AND (SELECT plain FROM sub)`", "? sql``"),
     tests: ["test/leasedKeysCap.int.test.ts"],
   },
   {
     name: "claim: a fair-only claim takes keys of a subscription that has a cap by now (no check that it is still fair only)",
-    edits: one(
-      "src/sql/consume/claimBatch.ts",
-      "? sql`AND (SELECT fair_only FROM sub)`",
-      "? sql``",
-    ),
+    edits: one("src/sql/consume/claimBatch.ts", "? sql`AND (SELECT fair_only FROM sub)`", "? sql``"),
     tests: ["test/leasedKeysCap.int.test.ts"],
   },
   {

@@ -1,3 +1,9 @@
+/** Which parts a subscription's claims need: none of the tenant, cap and rate-limit parts (plain), the fair pick alone, or all. */
+export interface ClaimParts {
+  plain: boolean;
+  fairOnly: boolean;
+}
+
 export interface DrainLimits {
   /** epoch ms: no claim after it (batches already claimed are still handled and settled) */
   deadline: number;
@@ -20,7 +26,7 @@ export interface DrainLimits {
    * safe, since such a claim checks it itself and takes nothing from a subscription that is not so
    * any more, and the drain then claims in full.
    */
-  plainHint?: { plain: boolean; fairOnly: boolean };
+  plainHint?: ClaimParts;
 }
 
 /**

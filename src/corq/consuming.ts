@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { BatchRecorder } from "../batchRecorder.js";
 import { parseOrThrow, subscriptionName } from "../config.js";
 import { consumeOne, drainKeys } from "../consume.js";
+import type { ClaimParts } from "../consume/drainLimits.js";
 import type { Corq } from "../types.js";
 import type { PartDeps } from "./options.js";
 
@@ -31,7 +32,7 @@ export function createConsuming({
   const { code, holder } = settings;
   // per subscription: whether its last claim found it plain or fair only (DrainLimits.plainHint); kept once
   // a drain of it succeeded, so names that match no subscription leave nothing behind
-  const plainHints = new Map<string, { plain: boolean; fairOnly: boolean }>();
+  const plainHints = new Map<string, ClaimParts>();
   return {
     async consume(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
@@ -48,7 +49,7 @@ export function createConsuming({
         "options",
       );
       const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq: corq() };
-      const plainHint = plainHints.get(name) ?? { plain: false, fairOnly: false };
+      const plainHint: ClaimParts = plainHints.get(name) ?? { plain: false, fairOnly: false };
       const results = await drainKeys(consumer, {
         recorder,
         deadline: Date.now() + budgetMs,

@@ -309,36 +309,25 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean, par
     pick_live AS (${part(false, literalLimit(limit))}),
     pick_replaying AS (${part(true, sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`)}),
     pick AS (SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
-  if (parts === "fair")
-    // no cap per tenant: the fair part, then the live part fills what it left (no untenanted walk)
-    return sql`
+  // a fair-only claim has no cap per tenant: no CASE for it, and no walk of untenanted keys
+  const full = parts === "full";
+  const capped = sql`(SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL`;
+  const afterFair = sql`${limit} - (SELECT count(*) FROM pick_fair)`;
+  return sql`
     ${pickFair(limit, columns, sql`${settledFirst} ${stillAsAssumed}`)},
     pick_live AS (${part(
       false,
-      sql`${limit} - (SELECT count(*) FROM pick_fair)`,
-      sql`AND k.key <> ALL(ARRAY(SELECT key FROM pick_fair ORDER BY key))`,
-    )}),
-    pick_replaying AS (${part(
-      true,
-      sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_fair) - (SELECT count(*) FROM pick_live))`,
-    )}),
-    pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
-  const capped = sql`(SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL`;
-  return sql`
-    ${pickFair(limit, columns, settledFirst)},
-    pick_live AS (${part(
-      false,
       // with a cap per tenant, only the fair part takes tenants' keys (it honours the caps)
-      sql`CASE WHEN ${capped} THEN 0 ELSE ${limit} - (SELECT count(*) FROM pick_fair) END`,
+      full ? sql`CASE WHEN ${capped} THEN 0 ELSE ${afterFair} END` : afterFair,
       // a claim's own locks do not make SKIP LOCKED skip: the keys the fair part took are named
       sql`AND k.key <> ALL(ARRAY(SELECT key FROM pick_fair ORDER BY key))`,
     )}),
-    ${pickUntenanted(limit, columns, settledFirst)},
+    ${full ? sql`${pickUntenanted(limit, columns, settledFirst)},` : sql``}
     pick_replaying AS (${part(
       true,
-      sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_fair) - (SELECT count(*) FROM pick_live)
-        - (SELECT count(*) FROM pick_untenanted))`,
+      sql`least(${replayTake}, ${afterFair} - (SELECT count(*) FROM pick_live)
+        ${full ? sql`- (SELECT count(*) FROM pick_untenanted)` : sql``})`,
     )}),
-    pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live UNION ALL SELECT * FROM pick_untenanted
-      UNION ALL SELECT * FROM pick_replaying)`;
+    pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live
+      ${full ? sql`UNION ALL SELECT * FROM pick_untenanted` : sql``} UNION ALL SELECT * FROM pick_replaying)`;
 }

@@ -496,7 +496,7 @@ export const mutants: Mutant[] = [
       {
         file: "src/sql/consume/claimBatch.ts",
         search:
-          "sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_fair) - (SELECT count(*) FROM pick_live)\n        - (SELECT count(*) FROM pick_untenanted))`",
+          "sql`least(${replayTake}, ${afterFair} - (SELECT count(*) FROM pick_live)\n        ${full ? sql`- (SELECT count(*) FROM pick_untenanted)` : sql``})`",
         replace: "sql`0`",
       },
     ],

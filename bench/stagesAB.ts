@@ -6,6 +6,8 @@
 // consumers), e2e (20,000 events over 1,000 keys, 8 consumers) or latency (append→handler at a fixed
 // rate, the library loop). Both share the process and its JIT, so their ratio is what to read. Every
 // line has the machine's load average beside it; the last line gives each side's median [min–max].
+// consume and e2e run warm (the bench's WARMUP handled first) unless `--cold`; a checkout from
+// before the warm-up (2026-12-03) always runs them from cold, so compare it with `--cold`.
 import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
@@ -23,6 +25,7 @@ const measure = value("--measure", "consume");
 const rounds = Number(value("--rounds", "5"));
 const rate = Number(value("--rate", "1000"));
 const seconds = Number(value("--seconds", "8"));
+const warmup = !argv.includes("--cold");
 if (!["consume", "e2e", "latency"].includes(measure)) throw new Error("--measure: consume, e2e or latency");
 
 const other = (await import(`${before}/bench/systems/corq.ts`)) as typeof here;
@@ -49,8 +52,11 @@ try {
         side.figures.push(percentile(samples, 50));
         line = `p50 ${percentile(samples, 50)} ms, p99 ${percentile(samples, 99)} ms, ${samples.length} events`;
       } else {
-        const run = measure === "consume" ? side.system.consumeStage : side.system.endToEnd;
-        const eps = Math.round((await run(url, workload)).eps);
+        const run =
+          measure === "consume"
+            ? side.system.consumeStage(url, workload, undefined, { warmup })
+            : side.system.endToEnd(url, workload, { warmup });
+        const eps = Math.round((await run).eps);
         side.figures.push(eps);
         line = `${eps.toLocaleString("en")} events/s`;
       }

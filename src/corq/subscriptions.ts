@@ -5,7 +5,14 @@ import { applyAppMigrations } from "../db/appMigrations.js";
 import type { Executor } from "../db/executor.js";
 import { migrate } from "../db/migrate.js";
 import { CorqError, present } from "../errors.js";
-import { logHead, subscriptionStats, toSubscriptionStats, type StatsRow } from "../sql/inspect/subscriptionStats.js";
+import {
+  logCount,
+  logHead,
+  subscriptionStats,
+  toSubscriptionStats,
+  type LogHeadRow,
+  type StatsRow,
+} from "../sql/inspect/subscriptionStats.js";
 import {
   deleteSubscription,
   deleteSubscriptionRows,
@@ -55,11 +62,11 @@ export function createSubscriptions({
     async stats() {
       const db = await executor();
       const rows = await db.run<StatsRow>(subscriptionStats());
-      const [headRow] = await db.run<{ head: string | null; events: string }>(logHead());
+      const [headRow] = await db.run<LogHeadRow>(logHead());
       const head = present(headRow, "the log head row");
       return {
         subscriptions: rows.map(described),
-        log: { head: head.head === null ? null : Number(head.head), events: Number(head.events) },
+        log: { head: head.head === null ? null : Number(head.head), ...logCount(head) },
       };
     },
 

@@ -201,7 +201,10 @@ export const subscription = z.object({
   deliver: z.object({ url: z.string(), timeoutMs: z.number().int() }).optional(),
   paused: z.boolean(),
   watermark: z.number().int(),
-  lag: z.number().int(),
+  lag: z.number().int().describe("events in the log past the watermark: counted up to 10,000, estimated past that"),
+  lagEstimated: z
+    .boolean()
+    .describe("`lag` is an estimate (over 10,000: the positions from the watermark to the head)"),
   pending: z.number().int(),
   skipped: z.number().int(),
   skippedInvalidKeys: z.number().int(),
@@ -271,7 +274,11 @@ export const released = z.object({ released: z.number().int() });
 
 export const stats = z.object({
   subscriptions: z.array(subscription),
-  log: z.object({ head: z.number().int().nullable(), events: z.number().int() }),
+  log: z.object({
+    head: z.number().int().nullable(),
+    events: z.number().int().describe("events in the log: counted up to 10,000, estimated past that"),
+    eventsEstimated: z.boolean().describe("`events` is an estimate (Postgres' own, as the planner scales it)"),
+  }),
 });
 
 export const retention = z.object({

@@ -329,7 +329,14 @@ export interface Corq<E extends EventMap = AnyEvents> {
       abort?: AbortSignal;
     },
   ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
-  stats(): Promise<{ subscriptions: SubscriptionStats[]; log: { head: number | null; events: number } }>;
+  /**
+   * Every subscription's stats, and the log's last position and size: `events` is counted up to
+   * 10,000 and estimated past that (`eventsEstimated`), as each subscription's `lag` is.
+   */
+  stats(): Promise<{
+    subscriptions: SubscriptionStats[];
+    log: { head: number | null; events: number; eventsEstimated: boolean };
+  }>;
   subscription(name: string): Promise<SubscriptionStats>;
   keys(subscription: string, options?: { status?: KeyStatus; after?: string; limit?: number }): Promise<KeyState[]>;
   /**

@@ -52,7 +52,9 @@ export interface SubscriptionStats {
   deliver?: { url: string; timeoutMs: number };
   paused: boolean;
   watermark: number;
+  /** Events in the log past the watermark: counted up to 10,000, estimated past that (`lagEstimated`). */
   lag: number;
+  lagEstimated: boolean;
   pending: number;
   /** Matching events without a valid key (none, or one that breaks the key rule): never queued. */
   skipped: number;

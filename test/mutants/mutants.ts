@@ -1913,6 +1913,30 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/runner.int.test.ts"],
   },
+  // --- stats and pages at scale ---------------------------------------------------------
+  {
+    name: "stats: a lag past the cap reported as counted (10,001)",
+    edits: one(
+      "src/sql/inspect/subscriptionStats.ts",
+      "return { lag: Math.max(counted, span), lagEstimated: true };",
+      "return { lag: counted, lagEstimated: true };",
+    ),
+    tests: ["test/stats.int.test.ts"],
+  },
+  {
+    name: "stats: the log's size past the cap without Postgres' estimate",
+    edits: one(
+      "src/sql/inspect/subscriptionStats.ts",
+      "row.estimated !== null ? Number(row.estimated)",
+      "false ? Number(row.estimated)",
+    ),
+    tests: ["test/stats.int.test.ts"],
+  },
+  {
+    name: "keys page: dead and paused pages in primary-key order (a walk a stale estimate picks)",
+    edits: one("src/sql/inspect/listKeys.ts", 'status === "dead" || status === "paused";', 'status === "paused";'),
+    tests: ["test/stats.int.test.ts"],
+  },
   // --- fairness, rate limits, caps per tenant -------------------------------------------
   {
     name: "fairness: no fair part (oldest keys first whatever their tenant)",

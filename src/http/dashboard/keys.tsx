@@ -2,6 +2,7 @@
 import type { KeyState, KeyStatus, SubscriptionStats } from "../../index.js";
 import {
   ActionButton,
+  about,
   Badge,
   DeadKeyActions,
   Figure,
@@ -66,7 +67,7 @@ export function Keys(props: {
       </h1>
       <div id="live">
         <div class="card figures">
-          <Figure label="lag">{num(s.lag)}</Figure>
+          <Figure label="lag">{about(s.lag, s.lagEstimated)}</Figure>
           <Figure label="pending">{num(s.pending)}</Figure>
           <Figure label="ready">{num(s.keys.ready)}</Figure>
           <Figure label="leased">{num(s.keys.leased)}</Figure>

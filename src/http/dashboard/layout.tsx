@@ -204,6 +204,8 @@ export function Figure(props: { label: Child; title?: string; testid?: string; c
 
 /** 1234 → "1,234"; null → "–". */
 export const num = (value: number | null | undefined) => (value == null ? "–" : value.toLocaleString("en-US"));
+/** A count that may be an estimate (stats' `lag`, the log's `events` past 10,000): "≈" before it then. */
+export const about = (value: number, estimated: boolean) => `${estimated ? "≈ " : ""}${num(value)}`;
 
 /** A duration in ms as "850 ms", "12 s", "3 min", "2 h". */
 export function age(ms: number | null): string {

@@ -1,11 +1,11 @@
 // GET / — every subscription at a glance.
 import type { SubscriptionStats } from "../../index.js";
 import { Sparkline } from "./charts.js";
-import { ActionButton, Badge, Figure, Page, age, num, useHref } from "./layout.js";
+import { ActionButton, Badge, Figure, Page, about, age, num, useHref } from "./layout.js";
 
 export function Overview(props: {
   subscriptions: SubscriptionStats[];
-  log: { head: number | null; events: number };
+  log: { head: number | null; events: number; eventsEstimated: boolean };
   throughput: Record<string, number[]>;
   notice?: string;
 }) {
@@ -21,7 +21,7 @@ export function Overview(props: {
           <Figure label="log head (position)" testid="log-head">
             {num(props.log.head)}
           </Figure>
-          <Figure label="events in the log">{num(props.log.events)}</Figure>
+          <Figure label="events in the log">{about(props.log.events, props.log.eventsEstimated)}</Figure>
           <Figure label="subscriptions">{num(props.subscriptions.length)}</Figure>
           <Figure label="pending events">{num(pending)}</Figure>
           <Figure label="acked, last 10 s">{num(Math.round(perSecond))}/s</Figure>
@@ -54,7 +54,7 @@ export function Overview(props: {
                   </td>
                   <td data-label="Kind">{s.kind}</td>
                   <td class="num" data-label="Lag" data-testid="lag">
-                    {num(s.lag)}
+                    {about(s.lag, s.lagEstimated)}
                   </td>
                   <td class="num" data-label="Pending" data-testid="pending">
                     {num(s.pending)}

@@ -330,6 +330,9 @@ describe("planned on empty tables, run after the load (a prepared statement of c
           handle: async (_events, ctx) => {
             seen.push(
               ...(await ctx.run<{ enable_seqscan: string }>(sql`SHOW enable_seqscan`)).map((r) => r.enable_seqscan),
+              ...(
+                await ctx.run<{ max_parallel_workers_per_gather: string }>(sql`SHOW max_parallel_workers_per_gather`)
+              ).map((r) => r.max_parallel_workers_per_gather),
             );
           },
         },
@@ -343,7 +346,7 @@ describe("planned on empty tables, run after the load (a prepared statement of c
     } finally {
       await corq.close();
     }
-    expect(seen).toEqual(["off"]);
+    expect(seen).toEqual(["off", "0"]);
   });
 });
 

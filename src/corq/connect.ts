@@ -18,8 +18,12 @@ const NODE_POSTGRES = "pg";
  * plan at any size: its index (each names its rows in an index condition; test/plans.int.test.ts
  * checks the plans cached on vacuumed empty tables too). A table with no usable index is still
  * read whole: this only takes away the choice.
+ * No parallel workers either: corq's statements read a few rows by index, and a parallel plan
+ * comes only from an estimate gone wrong (statistics of a smaller table), where starting the
+ * workers is most of the time — a page of dead keys took 12–20 ms that way, 1–2 ms without
+ * (bench/scaleOps.ts at 1M keys right after a bulk load).
  */
-export const PLANNER_SETTINGS = "SET enable_seqscan = off";
+export const PLANNER_SETTINGS = "SET enable_seqscan = off; SET max_parallel_workers_per_gather = 0";
 
 /** Lazily opens the connection (pg is imported on first use, so Workers never load it). */
 export function connect(options: CorqOptions): { executor: () => Promise<Executor>; end: () => Promise<void> } {

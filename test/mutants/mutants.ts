@@ -1165,6 +1165,11 @@ export const mutants: Mutant[] = [
     tests: ["test/plans.int.test.ts"],
   },
   {
+    name: "connections: corq's pool plans with parallel workers (started for a stale estimate's sake)",
+    edits: one("src/corq/connect.ts", "; SET max_parallel_workers_per_gather = 0", ""),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
     name: "nextDue: paused keys looked at too (the partial ready index no longer applies: every waiting key sorted)",
     edits: one(
       "src/sql/consume/nextDue.ts",

@@ -35,7 +35,7 @@ export function toPrometheus(snapshot: MetricsSnapshot): string {
   family(
     "corq_subscription_lag_events",
     "gauge",
-    "Events in the log not yet advanced into the subscription's queue.",
+    "Events in the log not yet advanced into the subscription's queue (past 10,000: estimated).",
     perSubscription((s) => s.lag, "corq_subscription_lag_events"),
   );
   family(

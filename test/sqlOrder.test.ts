@@ -262,6 +262,8 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
 const notBuilders: Record<string, string> = {
   toStoredEvent: "decodes a row",
   toSubscriptionStats: "decodes a row",
+  lagOf: "decodes a row (the lag, counted or estimated)",
+  logCount: "decodes a row (the log's size, counted or estimated)",
   toKeyState: "decodes a row",
   toAlertInfo: "decodes a row",
   toDeadLetter: "decodes a row",

@@ -18,7 +18,7 @@ export function subscriptionStats(name?: string): SQL {
       s.skipped_invalid, s.last_skip, s.skipped_dead, s.advance_error, s.advance_error_at, s.incarnation,
       s.start_horizon,
       (SELECT count(*) FROM (SELECT FROM ${events} e WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position)
-        LIMIT ${EXACT_COUNT_CAP + 1}) x)::bigint AS lag,
+        ORDER BY e.tx, e.position LIMIT ${EXACT_COUNT_CAP + 1}) x)::bigint AS lag,
       (SELECT max(e.position) FROM ${events} e) AS head,
       c.pending, c.ready, c.leased, c.backoff, c.waiting, c.waiting_until, c.dead, c.paused_keys,
       (SELECT (extract(epoch FROM now() - e.created_at) * 1000)::bigint FROM ${events} e
@@ -174,7 +174,7 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
  */
 export function logHead(): SQL {
   return sql`SELECT (SELECT max(position) FROM ${events}) AS head,
-    (SELECT count(*) FROM (SELECT FROM ${events} LIMIT ${EXACT_COUNT_CAP + 1}) e) AS events,
+    (SELECT count(*) FROM (SELECT FROM ${events} ORDER BY position LIMIT ${EXACT_COUNT_CAP + 1}) e) AS events,
     (SELECT min(position) FROM ${events}) AS first,
     (SELECT (c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::bigint))::bigint
        FROM pg_class c WHERE c.oid = to_regclass('corq.events') AND c.relpages > 0 AND c.reltuples >= 0) AS estimated`;

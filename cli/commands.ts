@@ -21,7 +21,8 @@ export const commands: Record<string, (ctx: Context) => Promise<void | number>> 
             s.name,
             s.kind,
             s.paused ? "yes" : "",
-            s.lag,
+            // past 10,000 the lag is an estimate (stats count no further)
+            s.lagEstimated ? `≈ ${s.lag}` : s.lag,
             s.pending,
             s.keys.ready,
             s.keys.leased,
@@ -30,7 +31,7 @@ export const commands: Record<string, (ctx: Context) => Promise<void | number>> 
             s.oldestPendingAgeMs === null ? "" : `${Math.round(s.oldestPendingAgeMs / 1000)} s`,
           ]),
         ),
-        `log: ${stats.log.events} events, head ${stats.log.head ?? "none"}`,
+        `log: ${stats.log.eventsEstimated ? "≈ " : ""}${stats.log.events} events, head ${stats.log.head ?? "none"}`,
       ].join("\n"),
     );
   },

@@ -109,7 +109,8 @@ export interface PushSubscriptionConfig {
 
 export interface Stats {
   subscriptions: SubscriptionStats[];
-  log: { head: number | null; events: number };
+  /** `events` is counted up to 10,000 and estimated past that (`eventsEstimated`). */
+  log: { head: number | null; events: number; eventsEstimated: boolean };
 }
 
 type Query = Record<string, string | number | undefined>;

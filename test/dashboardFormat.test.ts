@@ -4,6 +4,7 @@ import {
   ErrorText,
   JsonText,
   KeepTimes,
+  about,
   errorText,
   jsonParts,
   preview,
@@ -64,4 +65,10 @@ it("writes every time in UTC and says so", () => {
 it("keeps the ISO times of a key's reason whole (one unit each)", () => {
   const html = String(KeepTimes({ text: "paused since 2026-11-30T20:35:17.664Z; 2 events wait" }));
   expect(html).toBe('paused since <span class="nb">2026-11-30T20:35:17.664Z</span>; 2 events wait');
+});
+
+describe("a count that may be an estimate", () => {
+  it("is written with ≈ before it when it is one (stats past 10,000), as it is otherwise", () => {
+    expect([about(12_500, true), about(12_500, false), about(0, false)]).toEqual(["≈ 12,500", "12,500", "0"]);
+  });
 });

@@ -277,7 +277,11 @@ export const stats = z.object({
   log: z.object({
     head: z.number().int().nullable(),
     events: z.number().int().describe("events in the log: counted up to 10,000, estimated past that"),
-    eventsEstimated: z.boolean().describe("`events` is an estimate (Postgres' own, as the planner scales it)"),
+    eventsEstimated: z
+      .boolean()
+      .describe(
+        "`events` is an estimate: the positions from the first to the head, or Postgres' own where removals left holes",
+      ),
   }),
 });
 

@@ -188,12 +188,15 @@ export interface LogHeadRow {
 }
 
 /**
- * The log's size: the count under the cap; past it the planner's estimate (kept by autovacuum
- * and ANALYZE), or — never analyzed yet — the positions from the first to the head.
+ * The log's size: the count under the cap. Past it, the positions from the first to the head —
+ * exact for a log that is only appended to and trimmed from its start (retention by age) — unless
+ * Postgres' estimate (kept by autovacuum and ANALYZE) is under nine tenths of them: removals
+ * inside the log (an erasure, retention of some streams) left holes the positions still count.
  */
 export function logCount(row: LogHeadRow): { events: number; eventsEstimated: boolean } {
   const counted = Number(row.events);
   if (counted <= EXACT_COUNT_CAP) return { events: counted, eventsEstimated: false };
-  const estimate = row.estimated !== null ? Number(row.estimated) : Number(row.head ?? 0) - Number(row.first ?? 0) + 1;
-  return { events: Math.max(counted, estimate), eventsEstimated: true };
+  const span = Number(row.head ?? 0) - Number(row.first ?? 0) + 1;
+  const estimate = row.estimated === null ? span : Number(row.estimated);
+  return { events: Math.max(counted, estimate < span * 0.9 ? estimate : span), eventsEstimated: true };
 }

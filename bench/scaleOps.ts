@@ -51,7 +51,8 @@ type Op = {
   run: (corq: Corq, rep: number) => Promise<unknown>;
   prepare?: (corq: Corq, rep: number) => Promise<unknown>;
 };
-// 100 events to idle keys (k1 … are idle but for each stage's last ones), on a stream of their own
+// 100 events to keys of the first half (idle but for the first stage's last ones: at 1,000 keys,
+// k401–k500 are dead and take events behind their failed one), on a stream of their own
 const append100 = (keys: number) => (c: Corq, rep: number) =>
   c.append(
     `live-${keys}-${rep}-${Math.random().toString(36).slice(2, 8)}`,

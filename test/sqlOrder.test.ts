@@ -256,6 +256,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   removeChunk: (f) => [f({ sweep: 2000, recheck: 2000 }), f({ sweep: 2000, recheck: 0 })],
   rewindBelowHorizon: (f) => [f(10)],
   seqFloor: (f) => [f(1)],
+  unadvancedUpTo: (f) => [f(10_001)],
 };
 
 /** Exports of src/sql that are not SQL builders. */

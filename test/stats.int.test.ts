@@ -87,7 +87,12 @@ describe("stats", () => {
   });
 
   it("counts the lag and the log exactly up to 10,000 and estimates past that, without reading every event", async () => {
-    const { corq, raw } = await open({ subscriptions: [{ name: "s", handle: () => undefined }] });
+    const { corq, raw } = await open({
+      subscriptions: [
+        { name: "s", handle: () => undefined },
+        { name: "near", handle: () => undefined },
+      ],
+    });
     const appendMany = async (from: number, to: number) => {
       for (let i = from; i < to; i += 1000)
         await corq.append(
@@ -105,6 +110,15 @@ describe("stats", () => {
     // past it: the positions, which count a log only appended to exactly (before and after ANALYZE)
     expect(await corq.subscription("s")).toMatchObject({ lag: head, lagEstimated: true });
     expect((await corq.stats()).log).toEqual({ head, events: head - first + 1, eventsEstimated: true });
+    // each subscription's lag from its own watermark, in one stats: "near" is 100 events behind
+    await raw.query(`UPDATE corq.subscriptions SET (watermark_tx, watermark_position) =
+      (SELECT tx, position FROM corq.events ORDER BY tx DESC, position DESC OFFSET 100 LIMIT 1) WHERE name = 'near'`);
+    expect(
+      (await corq.stats()).subscriptions.map(({ name, lag, lagEstimated }) => ({ name, lag, lagEstimated })),
+    ).toEqual([
+      { name: "near", lag: 100, lagEstimated: false },
+      { name: "s", lag: head, lagEstimated: true },
+    ]);
     await raw.query("VACUUM ANALYZE corq.events");
     expect((await corq.stats()).log).toEqual({ head, events: head - first + 1, eventsEstimated: true });
     // holes inside the log (a fifth of it removed): Postgres' estimate, which sees them

@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { alertSends, events, keys, subscriptions } from "../../db/schema.js";
+import { unadvancedUpTo } from "../common/unadvanced.js";
 
 // The conditions a pass evaluates (src/corq/alerts.ts), each in one statement of index probes:
 // what it costs is what there is to report, not the size of the log or of the keys table.
@@ -72,9 +73,7 @@ export interface SubscriptionConditionRow {
 export function subscriptionConditions(lagCap: number): SQL {
   const lag =
     lagCap > 0
-      ? sql`(SELECT count(*) FROM (SELECT FROM ${events} e
-              WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position)
-              ORDER BY e.tx, e.position LIMIT ${lagCap}) x)
+      ? sql`${unadvancedUpTo(lagCap)}
           + ${sql.join(
             queuedParts.map(
               (part) => sql`(SELECT coalesce(sum(q.pending), 0) FROM (SELECT k.pending FROM ${keys} k

@@ -3,6 +3,7 @@ import { events, keys, queue, subscriptions } from "../../db/schema.js";
 import { present } from "../../errors.js";
 import type { SubscriptionStats } from "../../types.js";
 import { statusFilter } from "./listKeys.js";
+import { unadvancedUpTo } from "../common/unadvanced.js";
 
 /**
  * Settings and live figures of every subscription (or one). Key counts read only keys with
@@ -17,8 +18,7 @@ export function subscriptionStats(name?: string): SQL {
       s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.max_leased_keys, s.tenant, s.tenant_weights, s.tenant_mismatched, s.max_leased_keys_per_tenant, s.rate_limit, s.deliver, s.paused, s.watermark_position, s.skipped,
       s.skipped_invalid, s.last_skip, s.skipped_dead, s.advance_error, s.advance_error_at, s.incarnation,
       s.start_horizon,
-      (SELECT count(*) FROM (SELECT FROM ${events} e WHERE (e.tx, e.position) > (s.watermark_tx, s.watermark_position)
-        ORDER BY e.tx, e.position LIMIT ${EXACT_COUNT_CAP + 1}) x)::bigint AS lag,
+      ${unadvancedUpTo(EXACT_COUNT_CAP + 1)}::bigint AS lag,
       (SELECT max(e.position) FROM ${events} e) AS head,
       c.pending, c.ready, c.leased, c.backoff, c.waiting, c.waiting_until, c.dead, c.paused_keys,
       (SELECT (extract(epoch FROM now() - e.created_at) * 1000)::bigint FROM ${events} e

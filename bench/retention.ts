@@ -11,6 +11,7 @@ import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { createCorq } from "../src/index.js";
 import { benchPool, dropDatabase, freshDatabase } from "./database.js";
 import { percentile } from "./stats.js";
+import { loadSagaEvents } from "./sagaLog.js";
 
 const arg = (name: string, fallback: number) =>
   process.argv.includes(`--${name}`) ? Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) : fallback;
@@ -70,25 +71,7 @@ async function sizes(label: string) {
   );
 }
 
-/** Appends `n` saga-shaped events straight into the tables (what the append writes), `old` of them two days old. */
-async function load(n: number, from: number, old: boolean) {
-  const started = performance.now();
-  for (let done = 0; done < n; done += 200_000) {
-    const size = Math.min(200_000, n - done);
-    await raw.query(
-      `WITH ins AS (
-        INSERT INTO corq.events (stream, version, name, data, meta, created_at)
-        SELECT 'saga-' || (i / 4), i % 4, 'Step' || (i % 4),
-          jsonb_build_object('orderId', 'order-' || (i / 4), 'amount', i % 997, 'sku', 'sku-' || (i % 113), 'note', repeat('x', 120)),
-          jsonb_build_object('by', 'bench'), ${old ? "now() - interval '2 days'" : "now()"}
-        FROM generate_series($1::bigint, $2::bigint) i RETURNING stream, version, tx)
-      INSERT INTO corq.streams (stream, version, last_tx) SELECT stream, max(version), max(tx) FROM ins GROUP BY stream
-      ON CONFLICT (stream) DO UPDATE SET version = excluded.version, last_tx = excluded.last_tx`,
-      [from + done, from + done + size - 1],
-    );
-  }
-  return performance.now() - started;
-}
+const load = (n: number, from: number, old: boolean) => loadSagaEvents(raw, n, from, old);
 
 try {
   await corq.migrate();

@@ -1,5 +1,5 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|sustained|peers|delays|fairness|rateLimit|idempotency|alerts|cost | --skip connections]
-// [-- --replay-events n] [-- --rewind-events n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|retentionPass|sustained|peers|delays|fairness|rateLimit|idempotency|alerts|cost | --skip connections]
+// [-- --replay-events n] [-- --rewind-events n] [-- --retention-events n --rate n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
 // connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full
@@ -25,6 +25,7 @@ import { lineChart } from "./charts.js";
 import { median, percentile, spreadPercent } from "./stats.js";
 import { replayUnderLive, type PhaseResult, type ReplayPhase } from "./replay.js";
 import { rewindStall, type StallPhase } from "./rewindStall.js";
+import { retentionPass } from "./retentionPass.js";
 import { sustainedSection } from "./sustainedSection.js";
 import { delayedDelivery } from "./delays.js";
 import { costSection } from "./costSection.js";
@@ -41,6 +42,7 @@ const sections = [
   "advance",
   "replay",
   "rewindStall",
+  "retentionPass",
   "sustained",
   "peers",
   "delays",
@@ -426,6 +428,51 @@ try {
       "cost",
     );
     results.cost = await costSection({ quick, say });
+    await endOnly(start);
+  }
+
+  // issue 30: a retention pass over millions of events beside live appends and deliveries
+  // (`--only` alone: it writes the log in bulk first, 10M events in minutes)
+  if (only === "retentionPass") {
+    const arg = (flag: string, fallback: number) =>
+      process.argv.includes(flag) ? Number(process.argv[process.argv.indexOf(flag) + 1]) : fallback;
+    const o = {
+      events: arg("--retention-events", quick ? 200_000 : 10_000_000),
+      rate: arg("--rate", 100),
+      idleSeconds: quick ? 10 : 60,
+    };
+    const start = sectionOf(
+      `A retention pass removing ${fmt(o.events)} events beside ${o.rate} live appends/s`,
+      "retentionPass",
+    );
+    const r = await onFreshDatabase("retention", (url) => retentionPass(url, o));
+    const mb = (bytes: number) => fmt(bytes / 2 ** 20);
+    say(
+      `A log of ${fmt(o.events)} saga-shaped events two days old (~280 bytes each, written in bulk in ${fmt(r.loadMs / 1000)} s: ${mb(r.loaded.heapBytes)} MB of heap, ${mb(r.loaded.indexBytes)} MB of indexes), then ${o.rate} single-event appends/s that a subscription of their own takes (its own instance advances, coalesced, and drains with 2 consumers). Phases: ${o.idleSeconds} s idle; a policy of one day and passes as \`serve\` runs them (${fmt(100)} chunks of 2,000 events each, one short transaction per chunk) back to back until the old log is gone — the pace of a serve whose every tick finds more to remove; ${o.idleSeconds} s idle again (autovacuum at work on the removed rows). \`append\`: the append call alone; \`append→handler\`: to the subscription's handler. \`load\`: the 1-minute load average at the phase's end (2 cores).\n`,
+    );
+    say(
+      "| phase | append p50 ms | append p99 ms | append→handler p50 ms | append→handler p99 ms | max ms | worst 5 s p50 ms | live events | longest xid ms | load |\n|---|---|---|---|---|---|---|---|---|---|",
+    );
+    const row = (name: string, p: StallPhase) =>
+      say(
+        `| ${name} | ${fmt(p.appendP50Ms)} | ${fmt(p.appendP99Ms)} | ${fmt(p.p50Ms)} | ${fmt(p.p99Ms)} | ${fmt(p.maxMs)} | ${fmt(p.worstWindowP50Ms)} | ${fmt(p.samples)} | ${fmt(p.longestXidMs)} | ${p.load.toFixed(1)} |`,
+      );
+    row("idle, before", r.before);
+    row(`the pass: ${fmt(r.deleted)} removed in ${fmt(r.passMs / 1000)} s`, r.pass);
+    row("idle, after", r.after);
+    const ratio = (during: number, idle: number) => `${(during / idle).toFixed(2)}×`;
+    say(
+      `\np99 during the pass against idle before: appends ${ratio(r.pass.appendP99Ms, r.before.appendP99Ms)}, append→handler ${ratio(r.pass.p99Ms, r.before.p99Ms)} (the target: within 2×). ${fmt(r.passes)} passes, ${fmt(r.deleted / (r.passMs / 1000))} events removed a second; a chunk's transaction p50 ${fmt(r.chunkP50Ms)} ms, p99 ${fmt(r.chunkP99Ms)} ms, max ${fmt(r.chunkMaxMs)} ms. The events table after the pass and the idle phase: ${fmt(r.removed.rows)} rows, ${mb(r.removed.heapBytes)} MB of heap, ${mb(r.removed.indexBytes)} MB of indexes, ${fmt(r.removed.deadTuples)} dead tuples.`,
+    );
+    results.retention_pass = {
+      deleted: r.deleted,
+      pass_s: Math.round(r.passMs / 1000),
+      append_p99_idle_ms: r.before.appendP99Ms,
+      append_p99_ms: r.pass.appendP99Ms,
+      delivery_p99_idle_ms: r.before.p99Ms,
+      delivery_p99_ms: r.pass.p99Ms,
+      load: r.pass.load,
+    };
     await endOnly(start);
   }
 

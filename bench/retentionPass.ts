@@ -1,0 +1,128 @@
+// A retention pass over a large log beside live traffic (issue 30: "a retention pass deleting 10M
+// events: appends and deliveries keep their p99 within 2× of idle"). A log of N saga-shaped
+// events two days old (bench/sagaLog.ts), then live single-event appends at a fixed rate that a
+// subscription of their own takes (bench/liveProbe.ts), in three phases:
+//   before   no policy: the idle figures;
+//   pass     a policy of one day, and passes as serve runs them (CORQ_RETENTION_CHUNKS = 100
+//            chunks of 2,000 events each, one short transaction per chunk), back to back until
+//            the log's old part is gone: the pace of a serve whose every tick finds more to remove;
+//   after    no pass any more (autovacuum at work on the removed rows, as it would be).
+// Beside it, the events table's size and dead tuples before and after.
+import { createCorq } from "../src/index.js";
+import { benchPool } from "./database.js";
+import { loadSagaEvents } from "./sagaLog.js";
+import { startLiveProbe, type LivePhase } from "./liveProbe.js";
+import { percentile } from "./stats.js";
+
+export interface RetentionPassOptions {
+  events: number;
+  /** Live appends per second. */
+  rate: number;
+  /** The idle phases' length (before and after the pass). */
+  idleSeconds: number;
+}
+
+export interface EventsTable {
+  rows: number;
+  heapBytes: number;
+  indexBytes: number;
+  deadTuples: number;
+}
+
+export interface RetentionPassResult {
+  loadMs: number;
+  before: LivePhase;
+  pass: LivePhase;
+  after: LivePhase;
+  deleted: number;
+  passMs: number;
+  /** runRetention calls (each at most 100 chunks) */
+  passes: number;
+  /** the chunks' transactions, each timed from BEGIN to COMMIT's answer */
+  chunkP50Ms: number;
+  chunkP99Ms: number;
+  chunkMaxMs: number;
+  loaded: EventsTable;
+  removed: EventsTable;
+}
+
+const DAY_MS = 86_400_000;
+const PASS_CHUNKS = 100; // serve's CORQ_RETENTION_CHUNKS default
+
+export async function retentionPass(databaseUrl: string, o: RetentionPassOptions): Promise<RetentionPassResult> {
+  const admin = benchPool(databaseUrl, 2);
+  // each chunk is BEGIN … COMMIT: its span, from the statements' send times
+  const begun: number[] = [];
+  const chunkMs: number[] = [];
+  const retainer = createCorq({
+    databaseUrl,
+    poolSize: 2,
+    onStatement: (text) => {
+      if (text.startsWith("BEGIN")) begun.push(performance.now());
+    },
+  });
+  try {
+    await retainer.migrate();
+    const loadMs = await loadSagaEvents(admin, o.events, 0, true);
+    await admin.query("VACUUM ANALYZE corq.events");
+    const loaded = await eventsTable(admin);
+    const probe = await startLiveProbe(databaseUrl, { name: "live", rate: o.rate });
+    try {
+      const before = await probe.phase(o.idleSeconds, () => true);
+      await retainer.setRetention({ maxAgeMs: DAY_MS });
+      let deleted = 0;
+      let passes = 0;
+      let passMs = 0;
+      let passEnd = 0;
+      let ended = false;
+      begun.length = 0; // the migration's transaction
+      const passing = (async () => {
+        const started = performance.now();
+        for (;;) {
+          const run = await retainer.runRetention({ maxChunks: PASS_CHUNKS });
+          passes++;
+          deleted += run.deleted;
+          if (run.done) break;
+        }
+        passEnd = performance.now();
+        passMs = passEnd - started;
+      })().finally(() => {
+        ended = true;
+      });
+      const pass = await probe.phase(1, () => ended);
+      await passing;
+      // a chunk's span: from its BEGIN to the next one's (the last: to the pass's end)
+      for (const [i, at] of begun.entries()) chunkMs.push((begun[i + 1] ?? passEnd) - at);
+      const after = await probe.phase(o.idleSeconds, () => true);
+      const removed = await eventsTable(admin);
+      return {
+        loadMs,
+        before,
+        pass,
+        after,
+        deleted,
+        passMs,
+        passes,
+        chunkP50Ms: percentile(chunkMs, 50),
+        chunkP99Ms: percentile(chunkMs, 99),
+        chunkMaxMs: Math.max(...chunkMs),
+        loaded,
+        removed,
+      };
+    } finally {
+      await probe.stop();
+    }
+  } finally {
+    await retainer.close();
+    await admin.end();
+  }
+}
+
+async function eventsTable(admin: ReturnType<typeof benchPool>): Promise<EventsTable> {
+  const { rows } = await admin.query(`SELECT
+      (SELECT count(*) FROM corq.events)::bigint AS rows,
+      pg_table_size('corq.events') AS heap, pg_indexes_size('corq.events') AS indexes,
+      (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'corq.events'::regclass) AS dead`);
+  const r = rows[0] as { rows: string; heap: string; indexes: string; dead: string };
+  return { rows: Number(r.rows), heapBytes: Number(r.heap), indexBytes: Number(r.indexes), deadTuples: Number(r.dead) };
+}

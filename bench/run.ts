@@ -448,7 +448,7 @@ try {
     const r = await onFreshDatabase("retention", (url) => retentionPass(url, o));
     const mb = (bytes: number) => fmt(bytes / 2 ** 20);
     say(
-      `A log of ${fmt(o.events)} saga-shaped events two days old (~280 bytes each, written in bulk in ${fmt(r.loadMs / 1000)} s: ${mb(r.loaded.heapBytes)} MB of heap, ${mb(r.loaded.indexBytes)} MB of indexes), then ${o.rate} single-event appends/s that a subscription of their own takes (its own instance advances, coalesced, and drains with 2 consumers). Phases: ${o.idleSeconds} s idle; a policy of one day and passes as \`serve\` runs them (${fmt(100)} chunks of 2,000 events each, one short transaction per chunk) back to back until the old log is gone — the pace of a serve whose every tick finds more to remove; ${o.idleSeconds} s idle again (autovacuum at work on the removed rows). \`append\`: the append call alone; \`append→handler\`: to the subscription's handler. \`load\`: the 1-minute load average at the phase's end (2 cores).\n`,
+      `A log of ${fmt(o.events)} saga-shaped events two days old (~280 bytes each, written in bulk in ${fmt(r.loadMs / 1000)} s: ${mb(r.loaded.heapBytes)} MB of heap, ${mb(r.loaded.indexBytes)} MB of indexes), then ${o.rate} single-event appends/s that a subscription of their own takes (its own instance advances, coalesced, and drains with 2 consumers). The loaded table is vacuumed, analyzed and checkpointed first. Phases (after 5 s of warm-up): ${o.idleSeconds} s idle; a policy of one day and passes as \`serve\` runs them (${fmt(100)} chunks of 2,000 events each, one short transaction per chunk) back to back until the old log is gone — the pace of a serve whose every tick finds more to remove; ${o.idleSeconds} s idle again (autovacuum at work on the removed rows). \`append\`: the append call alone; \`append→handler\`: to the subscription's handler. \`load\`: the 1-minute load average at the phase's end (2 cores).\n`,
     );
     say(
       "| phase | append p50 ms | append p99 ms | append→handler p50 ms | append→handler p99 ms | max ms | worst 5 s p50 ms | live events | longest xid ms | load |\n|---|---|---|---|---|---|---|---|---|---|",
@@ -462,7 +462,7 @@ try {
     row("idle, after", r.after);
     const ratio = (during: number, idle: number) => `${(during / idle).toFixed(2)}×`;
     say(
-      `\np99 during the pass against idle before: appends ${ratio(r.pass.appendP99Ms, r.before.appendP99Ms)}, append→handler ${ratio(r.pass.p99Ms, r.before.p99Ms)} (the target: within 2×). ${fmt(r.passes)} passes, ${fmt(r.deleted / (r.passMs / 1000))} events removed a second; a chunk's transaction p50 ${fmt(r.chunkP50Ms)} ms, p99 ${fmt(r.chunkP99Ms)} ms, max ${fmt(r.chunkMaxMs)} ms. The events table after the pass and the idle phase: ${fmt(r.removed.rows)} rows, ${mb(r.removed.heapBytes)} MB of heap, ${mb(r.removed.indexBytes)} MB of indexes, ${fmt(r.removed.deadTuples)} dead tuples.`,
+      `\np99 during the pass against idle before: appends ${ratio(r.pass.appendP99Ms, r.before.appendP99Ms)}, append→handler ${ratio(r.pass.p99Ms, r.before.p99Ms)} (the target: within 2×). ${fmt(r.passes)} passes, ${fmt(r.deleted / (r.passMs / 1000))} events removed a second, ${fmt(r.walBytes / 2 ** 20)} MB of WAL written meanwhile (${fmt(r.walBytes / r.deleted)} bytes per event removed) and ${fmt(r.checkpoints)} checkpoints; a chunk's transaction p50 ${fmt(r.chunkP50Ms)} ms, p99 ${fmt(r.chunkP99Ms)} ms, max ${fmt(r.chunkMaxMs)} ms. The events table after the pass and the idle phase: ${fmt(r.removed.rows)} rows, ${mb(r.removed.heapBytes)} MB of heap, ${mb(r.removed.indexBytes)} MB of indexes, ${fmt(r.removed.deadTuples)} dead tuples.`,
     );
     results.retention_pass = {
       deleted: r.deleted,
@@ -471,6 +471,7 @@ try {
       append_p99_ms: r.pass.appendP99Ms,
       delivery_p99_idle_ms: r.before.p99Ms,
       delivery_p99_ms: r.pass.p99Ms,
+      wal_bytes_per_event: Math.round(r.walBytes / r.deleted),
       load: r.pass.load,
     };
     await endOnly(start);

@@ -4,8 +4,9 @@
 // subscription of their own takes (bench/liveProbe.ts), in three phases:
 //   before   no policy: the idle figures;
 //   pass     a policy of one day, and passes as serve runs them (CORQ_RETENTION_CHUNKS = 100
-//            chunks of 2,000 events each, one short transaction per chunk), back to back until
-//            the log's old part is gone: the pace of a serve whose every tick finds more to remove;
+//            chunks of 2,000 events each, one short transaction per chunk; one that left more
+//            goes on at the next safety-net tick, 5 s after the last began) until the log's old
+//            part is gone: the pace of a serve whose every tick finds more to remove;
 //   after    no pass any more (autovacuum at work on the removed rows, as it would be).
 // Beside it, the events table's size and dead tuples before and after.
 import { createCorq } from "../src/index.js";
@@ -13,6 +14,7 @@ import { benchPool } from "./database.js";
 import { loadSagaEvents } from "./sagaLog.js";
 import { startLiveProbe, type LivePhase } from "./liveProbe.js";
 import { percentile } from "./stats.js";
+import { sleep } from "./workload.js";
 
 export interface RetentionPassOptions {
   events: number;
@@ -42,7 +44,7 @@ export interface RetentionPassResult {
   walBytes: number;
   /** checkpoints during the pass (timed or requested by the WAL's size) */
   checkpoints: number;
-  /** the chunks' transactions, each timed from BEGIN to COMMIT's answer */
+  /** the chunks' transactions, each timed from BEGIN's send to COMMIT's */
   chunkP50Ms: number;
   chunkP99Ms: number;
   chunkMaxMs: number;
@@ -52,17 +54,19 @@ export interface RetentionPassResult {
 
 const DAY_MS = 86_400_000;
 const PASS_CHUNKS = 100; // serve's CORQ_RETENTION_CHUNKS default
+const SAFETY_NET_MS = 5000; // serve's CORQ_SAFETY_NET_MS default
 
 export async function retentionPass(databaseUrl: string, o: RetentionPassOptions): Promise<RetentionPassResult> {
   const admin = benchPool(databaseUrl, 2);
-  // each chunk is BEGIN … COMMIT: its span, from the statements' send times
-  const begun: number[] = [];
+  // each chunk is BEGIN … COMMIT: its span, from BEGIN's send to COMMIT's (its commit is asynchronous)
+  let begun = 0;
   const chunkMs: number[] = [];
   const retainer = createCorq({
     databaseUrl,
     poolSize: 2,
     onStatement: (text) => {
-      if (text.startsWith("BEGIN")) begun.push(performance.now());
+      if (text.startsWith("BEGIN")) begun = performance.now();
+      else if (text.startsWith("COMMIT") || text.startsWith("ROLLBACK")) chunkMs.push(performance.now() - begun);
     },
   });
   try {
@@ -81,28 +85,27 @@ export async function retentionPass(databaseUrl: string, o: RetentionPassOptions
       let deleted = 0;
       let passes = 0;
       let passMs = 0;
-      let passEnd = 0;
       let ended = false;
-      begun.length = 0; // the migration's transaction
+      chunkMs.length = 0; // the migration's transaction
       const walBefore = await walPosition(admin);
       const passing = (async () => {
         const started = performance.now();
-        for (;;) {
+        // serve starts a pass that left more at its next safety-net tick (SAFETY_NET_MS apart)
+        for (let tick = started; ; ) {
           const run = await retainer.runRetention({ maxChunks: PASS_CHUNKS });
           passes++;
           deleted += run.deleted;
           if (run.done) break;
+          while (tick <= performance.now()) tick += SAFETY_NET_MS;
+          await sleep(tick - performance.now());
         }
-        passEnd = performance.now();
-        passMs = passEnd - started;
+        passMs = performance.now() - started;
       })().finally(() => {
         ended = true;
       });
       const pass = await probe.phase(1, () => ended);
       await passing;
       const walAfter = await walPosition(admin);
-      // a chunk's span: from its BEGIN to the next one's (the last: to the pass's end)
-      for (const [i, at] of begun.entries()) chunkMs.push((begun[i + 1] ?? passEnd) - at);
       const after = await probe.phase(o.idleSeconds, () => true);
       const removed = await eventsTable(admin);
       return {

@@ -1,9 +1,9 @@
 // Live traffic beside a long operation (a rewind, a retention pass): single-event appends at a
 // fixed rate that one subscription of their own takes — its own instance advances (coalesced)
 // and drains it with 2 consumers, as a process of its own would. A phase measures each append's
-// call and its append→handler latency, and, every 250 ms, the oldest transaction of the database
-// that holds a transaction id (pg_stat_activity.backend_xid: what holds the xmin horizon back,
-// and with it every subscription's advance) and the oldest transaction of any kind.
+// call and its append→handler latency, and, every 250 ms, the oldest client transaction of the
+// database that holds a transaction id (pg_stat_activity.backend_xid: what holds the xmin horizon
+// back, and with it every subscription's advance) and the oldest client transaction of any kind.
 import { loadavg } from "node:os";
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
 import { benchClient } from "./database.js";
@@ -88,7 +88,9 @@ export async function startLiveProbe(databaseUrl: string, o: { name: string; rat
           state || coalesce(' ' || wait_event_type || '/' || wait_event, '') || ': ' ||
             regexp_replace(left(query, 200), '\\s+', ' ', 'g') AS query
         FROM pg_stat_activity
-        WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL`);
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+          -- not autovacuum: its xid (taken to truncate a table) holds back no snapshot's xmin
+          AND backend_type = 'client backend'`);
       for (const row of rows as { ms: number; xid: boolean; query: string }[]) {
         longestTransactionMs = Math.max(longestTransactionMs, Number(row.ms));
         if (row.xid && Number(row.ms) > longestXidMs) {

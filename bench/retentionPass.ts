@@ -22,6 +22,8 @@ export interface RetentionPassOptions {
   rate: number;
   /** The idle phases' length (before and after the pass). */
   idleSeconds: number;
+  /** Chunks per pass (serve's CORQ_RETENTION_CHUNKS; default 100, its default): fewer is a slower pass. */
+  chunks?: number;
 }
 
 export interface EventsTable {
@@ -92,7 +94,7 @@ export async function retentionPass(databaseUrl: string, o: RetentionPassOptions
         const started = performance.now();
         // serve starts a pass that left more at its next safety-net tick (SAFETY_NET_MS apart)
         for (let tick = started; ; ) {
-          const run = await retainer.runRetention({ maxChunks: PASS_CHUNKS });
+          const run = await retainer.runRetention({ maxChunks: o.chunks ?? PASS_CHUNKS });
           passes++;
           deleted += run.deleted;
           if (run.done) break;

@@ -1,5 +1,5 @@
 // `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|retentionPass|sustained|peers|delays|fairness|rateLimit|idempotency|alerts|cost | --skip connections]
-// [-- --replay-events n] [-- --rewind-events n] [-- --retention-events n --rate n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
+// [-- --replay-events n] [-- --rewind-events n] [-- --retention-events n --retention-chunks n --rate n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
 // connections before/after issue 12 last). Writes bench/RESULTS.md and bench/*.svg (a full
@@ -440,15 +440,16 @@ try {
       events: arg("--retention-events", quick ? 200_000 : 10_000_000),
       rate: arg("--rate", 100),
       idleSeconds: quick ? 10 : 60,
+      chunks: arg("--retention-chunks", 100),
     };
     const start = sectionOf(
-      `A retention pass removing ${fmt(o.events)} events beside ${o.rate} live appends/s`,
+      `A retention pass removing ${fmt(o.events)} events beside ${o.rate} live appends/s${o.chunks === 100 ? "" : `, ${o.chunks} chunks per pass`}`,
       "retentionPass",
     );
     const r = await onFreshDatabase("retention", (url) => retentionPass(url, o));
     const mb = (bytes: number) => fmt(bytes / 2 ** 20);
     say(
-      `A log of ${fmt(o.events)} saga-shaped events two days old (~280 bytes each, written in bulk in ${fmt(r.loadMs / 1000)} s: ${mb(r.loaded.heapBytes)} MB of heap, ${mb(r.loaded.indexBytes)} MB of indexes), then ${o.rate} single-event appends/s that a subscription of their own takes (its own instance advances, coalesced, and drains with 2 consumers). The loaded table is vacuumed, analyzed and checkpointed first. Phases (after 5 s of warm-up): ${o.idleSeconds} s idle; a policy of one day and passes as \`serve\` runs them (${fmt(100)} chunks of 2,000 events each, one short transaction per chunk; one that left more goes on at the next safety-net tick, \`CORQ_SAFETY_NET_MS\` = 5 s after the last one began) until the old log is gone — the pace of a serve whose every tick finds more to remove; ${o.idleSeconds} s idle again (autovacuum at work on the removed rows). \`append\`: the append call alone; \`append→handler\`: to the subscription's handler. \`load\`: the 1-minute load average at the phase's end (2 cores).\n`,
+      `A log of ${fmt(o.events)} saga-shaped events two days old (~280 bytes each, written in bulk in ${fmt(r.loadMs / 1000)} s: ${mb(r.loaded.heapBytes)} MB of heap, ${mb(r.loaded.indexBytes)} MB of indexes), then ${o.rate} single-event appends/s that a subscription of their own takes (its own instance advances, coalesced, and drains with 2 consumers). The loaded table is vacuumed, analyzed and checkpointed first. Phases (after 5 s of warm-up): ${o.idleSeconds} s idle; a policy of one day and passes as \`serve\` runs them (${fmt(o.chunks)} chunks of 2,000 events each${o.chunks === 100 ? "" : `: \`CORQ_RETENTION_CHUNKS=${o.chunks}\``}, one short transaction per chunk; one that left more goes on at the next safety-net tick, \`CORQ_SAFETY_NET_MS\` = 5 s after the last one began) until the old log is gone — the pace of a serve whose every tick finds more to remove; ${o.idleSeconds} s idle again (autovacuum at work on the removed rows). \`append\`: the append call alone; \`append→handler\`: to the subscription's handler. \`load\`: the 1-minute load average at the phase's end (2 cores).\n`,
     );
     say(
       "| phase | append p50 ms | append p99 ms | append→handler p50 ms | append→handler p99 ms | max ms | worst 5 s p50 ms | live events | longest xid ms | load |\n|---|---|---|---|---|---|---|---|---|---|",

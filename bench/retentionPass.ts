@@ -40,7 +40,7 @@ export interface RetentionPassResult {
   after: LivePhase;
   deleted: number;
   passMs: number;
-  /** runRetention calls (each at most 100 chunks) */
+  /** runRetention calls (each at most `chunks` chunks) */
   passes: number;
   /** WAL written during the pass (the whole cluster's: the live traffic's is a small part) */
   walBytes: number;

@@ -26,6 +26,7 @@ import { median, percentile, spreadPercent } from "./stats.js";
 import { replayUnderLive, type PhaseResult, type ReplayPhase } from "./replay.js";
 import { rewindStall, type StallPhase } from "./rewindStall.js";
 import { retentionPass } from "./retentionPass.js";
+import type { LivePhase } from "./liveProbe.js";
 import { sustainedSection } from "./sustainedSection.js";
 import { delayedDelivery } from "./delays.js";
 import { costSection } from "./costSection.js";
@@ -442,9 +443,14 @@ try {
       idleSeconds: quick ? 10 : 60,
       chunks: arg("--retention-chunks", 100),
     };
+    // the heading's command says the flags that were given
+    const flags = ["--retention-events", "--retention-chunks", "--rate"]
+      .filter((flag) => process.argv.includes(flag))
+      .map((flag) => ` ${flag} ${process.argv[process.argv.indexOf(flag) + 1]}`)
+      .join("");
     const start = sectionOf(
       `A retention pass removing ${fmt(o.events)} events beside ${o.rate} live appends/s${o.chunks === 100 ? "" : `, ${o.chunks} chunks per pass`}`,
-      "retentionPass",
+      `retentionPass${flags}`,
     );
     const r = await onFreshDatabase("retention", (url) => retentionPass(url, o));
     const mb = (bytes: number) => fmt(bytes / 2 ** 20);
@@ -454,7 +460,7 @@ try {
     say(
       "| phase | append p50 ms | append p99 ms | append→handler p50 ms | append→handler p99 ms | max ms | worst 5 s p50 ms | live events | longest xid ms | load |\n|---|---|---|---|---|---|---|---|---|---|",
     );
-    const row = (name: string, p: StallPhase) =>
+    const row = (name: string, p: LivePhase) =>
       say(
         `| ${name} | ${fmt(p.appendP50Ms)} | ${fmt(p.appendP99Ms)} | ${fmt(p.p50Ms)} | ${fmt(p.p99Ms)} | ${fmt(p.maxMs)} | ${fmt(p.worstWindowP50Ms)} | ${fmt(p.samples)} | ${fmt(p.longestXidMs)} | ${p.load.toFixed(1)} |`,
       );

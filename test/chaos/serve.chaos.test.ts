@@ -64,7 +64,7 @@ describe("serve under failure", () => {
         void serve.exited.then((code) => {
           running.delete(serve);
           if (!stopping && !killed.has(pid))
-            watch.fail(`serve process ${pid} exited unexpectedly (${code}): ${serve.output().slice(-300)}`);
+            watch.fail(`serve process ${pid} exited unexpectedly (${code}): ${serve.output().slice(-4000)}`);
         });
       };
       await Promise.all(Array.from({ length: PROCESSES }, start));
@@ -182,7 +182,7 @@ describe("serve under failure", () => {
         stopping = true;
       });
       void serve.exited.then((code) => {
-        if (!stopping) watch.fail(`serve process ${pid} exited unexpectedly (${code}): ${serve.output().slice(-300)}`);
+        if (!stopping) watch.fail(`serve process ${pid} exited unexpectedly (${code}): ${serve.output().slice(-4000)}`);
       });
       const handledOnce = (stream: string, timeoutMs = 15_000) =>
         watch.waitFor(`the event of "${stream}" handled`, async () => expect(await handled(stream)).toBe(1), {

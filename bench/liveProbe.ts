@@ -7,7 +7,7 @@
 import { loadavg } from "node:os";
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
 import { benchClient } from "./database.js";
-import { sleep, Wakeup } from "./workload.js";
+import { advancerLoop, sleep, Wakeup } from "./workload.js";
 import { percentile } from "./stats.js";
 import { present } from "../test/helpers/present.js";
 
@@ -67,13 +67,11 @@ export async function startLiveProbe(databaseUrl: string, o: { name: string; rat
   let stop = false;
   // the runtimes' shape: a woken advancer that returns where another is at work (coalesce)
   const loops = Promise.all([
-    (async () => {
-      while (!stop) {
-        const advanced = await app.advance({ coalesce: true });
-        if (Object.values(advanced).some((n) => n > 0)) enqueued.notify();
-        else await appended.wait(50);
-      }
-    })(),
+    advancerLoop(
+      () => app.advance({ coalesce: true }),
+      { appended, enqueued },
+      () => stop,
+    ),
     ...consumers.map(async (c) => {
       while (!stop) if ((await c.drain(o.name, { budgetMs: 1000 })).batches === 0) await enqueued.wait(50);
     }),

@@ -16,7 +16,7 @@ import { loadavg } from "node:os";
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
 import { benchClient } from "./database.js";
 import { loadLogWithoutSubscriptions } from "./systems/corq.js";
-import { sleep, Wakeup } from "./workload.js";
+import { advancerLoop, sleep, Wakeup } from "./workload.js";
 import { percentile } from "./stats.js";
 import { present } from "../test/helpers/present.js";
 
@@ -104,13 +104,11 @@ export async function replayUnderLive(databaseUrl: string, o: ReplayOptions) {
   const enqueued = new Wakeup();
   let stop = false;
   const loops = Promise.all([
-    (async () => {
-      while (!stop) {
-        const advanced = await corq.advance();
-        if (Object.values(advanced).some((n) => n > 0)) enqueued.notify();
-        else await appended.wait(50);
-      }
-    })(),
+    advancerLoop(
+      () => corq.advance(),
+      { appended, enqueued },
+      () => stop,
+    ),
     ...consumers.map(async (c) => {
       while (!stop) {
         const drained = await c.drain("bench", { budgetMs: 1000, keysPerClaim, replayKeys });

@@ -9,6 +9,7 @@
 //            part is gone: the pace of a serve whose every tick finds more to remove;
 //   after    no pass any more (autovacuum at work on the removed rows, as it would be).
 // Beside it, the events table's size and dead tuples before and after.
+import type pg from "pg";
 import { createCorq } from "../src/index.js";
 import { benchPool } from "./database.js";
 import { loadSagaEvents } from "./sagaLog.js";
@@ -135,7 +136,7 @@ export async function retentionPass(databaseUrl: string, o: RetentionPassOptions
   }
 }
 
-async function eventsTable(admin: ReturnType<typeof benchPool>): Promise<EventsTable> {
+async function eventsTable(admin: pg.Pool): Promise<EventsTable> {
   const { rows } = await admin.query(`SELECT
       (SELECT count(*) FROM corq.events)::bigint AS rows,
       pg_table_size('corq.events') AS heap, pg_indexes_size('corq.events') AS indexes,
@@ -145,7 +146,7 @@ async function eventsTable(admin: ReturnType<typeof benchPool>): Promise<EventsT
 }
 
 /** The cluster's WAL position (bytes) and its checkpoints so far (pg_stat_checkpointer from PG 17, pg_stat_bgwriter before). */
-async function walPosition(admin: ReturnType<typeof benchPool>): Promise<{ lsn: number; checkpoints: number }> {
+async function walPosition(admin: pg.Pool): Promise<{ lsn: number; checkpoints: number }> {
   const version = Number((await admin.query("SHOW server_version_num")).rows[0].server_version_num);
   const checkpoints =
     version >= 170000

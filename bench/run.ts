@@ -37,6 +37,9 @@ import { rateLimitRun } from "./rateLimit.js";
 import { present } from "../test/helpers/present.js";
 
 const quick = process.argv.includes("--quick");
+/** The value after `--name` on the command line, if it was given. */
+const flag = (name: string): string | undefined =>
+  process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined;
 const sections = [
   "connections",
   "serve",
@@ -53,13 +56,13 @@ const sections = [
   "alerts",
   "cost",
 ];
-const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
+const only = flag("--only");
 if (only !== undefined && !sections.includes(only)) {
   console.error(`--only: one of ${sections.join(", ")}`);
   process.exit(2);
 }
 // `--skip connections`: everything but that section (it starts its own stack; corq's engine figures do not need it)
-const skip = process.argv.includes("--skip") ? process.argv[process.argv.indexOf("--skip") + 1] : undefined;
+const skip = flag("--skip");
 if (skip !== undefined && !sections.includes(skip)) {
   console.error(`--skip: one of ${sections.join(", ")}`);
   process.exit(2);
@@ -398,9 +401,7 @@ try {
   // issue 34: the newer peers' rows alone, at the end-to-end workload or a given one
   if (only === "peers") {
     sectionOf("Peers alone (not results: no corq in the same run)", "peers");
-    const arg = (flag: string) =>
-      process.argv.includes(flag) ? process.argv[process.argv.indexOf(flag) + 1] : undefined;
-    const chosen = (arg("--peers")?.split(",") ?? [...peerNames]) as PeerName[];
+    const chosen = (flag("--peers")?.split(",") ?? [...peerNames]) as PeerName[];
     const unknown = chosen.filter((name) => !peerNames.includes(name));
     if (unknown.length > 0) throw new Error(`--peers: ${unknown.join(", ")} (one of ${peerNames.join(", ")})`);
     const load = () =>
@@ -411,7 +412,10 @@ try {
     say("| system | events/s | out of order | notes |\n|---|---|---|---|");
     for (const name of chosen) {
       const w = peerWorkload(name, quick);
-      const workload = { events: Number(arg("--peer-events") ?? w.events), keys: Number(arg("--peer-keys") ?? w.keys) };
+      const workload = {
+        events: Number(flag("--peer-events") ?? w.events),
+        keys: Number(flag("--peer-keys") ?? w.keys),
+      };
       const run = await onFreshDatabase("peer", (url) => runPeer(name, url, workload));
       say(peerRow(run));
       results[name] = { ...peerJson(run), handled: run.result?.handled ?? null, error: run.error ?? null };
@@ -435,8 +439,7 @@ try {
   // issue 30: a retention pass over millions of events beside live appends and deliveries
   // (`--only` alone: it writes the log in bulk first, 10M events in minutes)
   if (only === "retentionPass") {
-    const arg = (flag: string, fallback: number) =>
-      process.argv.includes(flag) ? Number(process.argv[process.argv.indexOf(flag) + 1]) : fallback;
+    const arg = (name: string, fallback: number) => Number(flag(name) ?? fallback);
     const o = {
       events: arg("--retention-events", quick ? 200_000 : 10_000_000),
       rate: arg("--rate", 100),
@@ -445,8 +448,7 @@ try {
     };
     // the heading's command says the flags that were given
     const flags = ["--retention-events", "--retention-chunks", "--rate"]
-      .filter((flag) => process.argv.includes(flag))
-      .map((flag) => ` ${flag} ${process.argv[process.argv.indexOf(flag) + 1]}`)
+      .flatMap((name) => (flag(name) === undefined ? [] : [` ${name} ${flag(name)}`]))
       .join("");
     const start = sectionOf(
       `A retention pass removing ${fmt(o.events)} events beside ${o.rate} live appends/s${o.chunks === 100 ? "" : `, ${o.chunks} chunks per pass`}`,
@@ -608,11 +610,7 @@ try {
   // issue 15: live append→handler latency while a rewind of the whole subscription catches up,
   // with the replay's share of each consumer (replayKeys) and without it, alternated in one run
   if (!only || only === "replay") {
-    const events = process.argv.includes("--replay-events")
-      ? Number(process.argv[process.argv.indexOf("--replay-events") + 1])
-      : quick
-        ? 50_000
-        : 200_000;
+    const events = Number(flag("--replay-events") ?? (quick ? 50_000 : 200_000));
     const replay = { events, keys: 1000, consumers: 8, rate: 100 };
     const start = sectionOf(
       `Live traffic during a replay: ${fmt(replay.events)} events over ${fmt(replay.keys)} keys rewound to the beginning, ${replay.rate} live appends/s on other keys, ${replay.consumers} consumers`,
@@ -669,11 +667,7 @@ try {
   // issue 30: another subscription's delivery while one subscription is rewound (the xmin
   // horizon is the cluster's: a rewind that held a transaction stalled every advance)
   if (!only || only === "rewindStall") {
-    const events = process.argv.includes("--rewind-events")
-      ? Number(process.argv[process.argv.indexOf("--rewind-events") + 1])
-      : quick
-        ? 100_000
-        : 1_000_000;
+    const events = Number(flag("--rewind-events") ?? (quick ? 100_000 : 1_000_000));
     const stall = { events, keys: 10_000, rate: 50, baselineSeconds: quick ? 5 : 10 };
     const start = sectionOf(
       `Another subscription during a rewind: ${fmt(stall.events)} events over ${fmt(stall.keys)} keys of one subscription rewound to the beginning, ${stall.rate} live appends/s that only another subscription takes`,

@@ -73,3 +73,21 @@ export class Wakeup {
     });
   }
 }
+
+/**
+ * The runtimes' advancer: advance; when that queued something, wake consumers (`wake(n)`: how
+ * many of them for n queued events; all by default), else wait for an append's notify or 50 ms.
+ * Until `done()`.
+ */
+export async function advancerLoop(
+  advance: () => Promise<Record<string, number>>,
+  signals: { appended: Wakeup; enqueued: Wakeup },
+  done: () => boolean,
+  wake: (enqueued: number) => number = () => Number.POSITIVE_INFINITY,
+): Promise<void> {
+  while (!done()) {
+    const enqueued = Object.values(await advance()).reduce((sum, n) => sum + n, 0);
+    if (enqueued > 0) signals.enqueued.notify(wake(enqueued));
+    else await signals.appended.wait(50);
+  }
+}

@@ -3,7 +3,7 @@ import { createCorq, type Corq, type StoredEvent, type SubscriptionDefinition } 
 import { DEFAULT_KEYS_PER_CLAIM } from "../../src/corq/consuming.js";
 import { benchClient } from "../database.js";
 import { present } from "../../test/helpers/present.js";
-import { chunks, OrderCheck, producerItems, sleep, Wakeup, type Item } from "../workload.js";
+import { advancerLoop, chunks, OrderCheck, producerItems, sleep, Wakeup, type Item } from "../workload.js";
 
 export interface Workload {
   events: number;
@@ -63,12 +63,13 @@ interface Signals {
 
 const newSignals = (): Signals => ({ appended: new Wakeup(), enqueued: new Wakeup() });
 
-async function advancer(corq: Corq, done: () => boolean, signals: Signals, keysPerClaim = DEFAULT_KEYS_PER_CLAIM) {
-  while (!done()) {
-    const enqueued = Object.values(await corq.advance()).reduce((sum, n) => sum + n, 0);
-    if (enqueued > 0) signals.enqueued.notify(Math.ceil(enqueued / keysPerClaim));
-    else await signals.appended.wait(50);
-  }
+function advancer(corq: Corq, done: () => boolean, signals: Signals, keysPerClaim = DEFAULT_KEYS_PER_CLAIM) {
+  return advancerLoop(
+    () => corq.advance(),
+    signals,
+    done,
+    (enqueued) => Math.ceil(enqueued / keysPerClaim),
+  );
 }
 
 /** A consumer invocation: drain (one statement per claim of up to keysPerClaim keys), then wait to be woken. */

@@ -132,4 +132,28 @@ describe("README and docs/", () => {
     );
     expect(results).toContain(`append-to-handler latency at 2 appends/s: p50 ${median} ms`);
   });
+
+  it("docs quote a retention pass's p99s, at serve's defaults and at 25 chunks a pass, from bench/RESULTS.md", () => {
+    const runs = [
+      "A retention pass removing 10,000,000 events beside 100 live appends/s — 2026-12-03, `npm run bench -- --only retentionPass` on 60295cb",
+      "A retention pass removing 10,000,000 events beside 100 live appends/s, 25 chunks per pass",
+    ];
+    const quoting = ["docs/operations.md", "docs/benchmarks.md"].map((path) => read(path).replace(/\s+/g, " "));
+    for (const run of runs) {
+      const text = section(run);
+      const row = (phase: string) =>
+        present(
+          text
+            .split("\n")
+            .find((line) => line.startsWith(`| ${phase}`))
+            ?.split("|")
+            .map((cell) => cell.trim()),
+          `the "${phase}" row of "${run}"`,
+        );
+      // cells: "", phase, append p50, append p99, append→handler p50, append→handler p99, …
+      const [idle, pass] = [row("idle, before"), row("the pass")];
+      const quoted = `appends ${idle[3]} → ${pass[3]} ms, append→handler ${idle[5]} → ${pass[5]} ms`;
+      for (const doc of quoting) expect(doc, run).toContain(quoted);
+    }
+  });
 });

@@ -14,7 +14,7 @@ import {
   type Consumer,
   type Handled,
 } from "./consume/claimed.js";
-import { replayKeysFor, type DrainLimits } from "./consume/drainLimits.js";
+import { replayKeysFor, type ClaimParts, type DrainLimits } from "./consume/drainLimits.js";
 import { handle, record } from "./consume/handle.js";
 
 /**
@@ -32,15 +32,24 @@ import { handle, record } from "./consume/handle.js";
  * `stop`; after `abort`, a handler that gives up has its lease released (1 statement) instead
  * of failed — the one outcome recorded while the handler no longer runs.
  */
-export async function consumeOne(consumer: Consumer): Promise<ConsumeResult | null> {
+export async function consumeOne(consumer: Consumer, parts: ClaimParts): Promise<ConsumeResult | null> {
   const { executor, target } = consumer;
-  let claim = await claimOnce(consumer, claimBatch(target.name, claimBy(target)));
+  // the claim a drain's one-key claim is: only the parts the subscription needs (ClaimParts)
+  const claimWith = async () => {
+    const by = { ...claimBy(target), plain: parts.plain, fairOnly: parts.fairOnly };
+    const claim = await claimOnce(consumer, claimBatch(target.name, by));
+    const wrongParts = (by.plain && !claim.plain) || (by.fairOnly && !claim.fairOnly);
+    Object.assign(parts, { plain: claim.plain, fairOnly: claim.fairOnly });
+    return { claim, wrongParts };
+  };
+  let { claim, wrongParts } = await claimWith();
   const expired = [...claim.expired];
   // Claimed, but every row the statement's snapshot saw had been acked by another consumer
   // while it waited (see claimBatch): the key was given back; or the key picked was over its
-  // rate limit and now waits: claim afresh, a few times at most.
-  for (let again = 0; (claim.empty > 0 || claim.limited > 0) && again < 3; again++) {
-    claim = await claimOnce(consumer, claimBatch(target.name, claimBy(target)));
+  // rate limit and now waits; or the claim had the wrong parts for the subscription and took
+  // nothing: claim afresh, a few times at most.
+  for (let again = 0; (claim.empty > 0 || claim.limited > 0 || wrongParts) && again < 3; again++) {
+    ({ claim, wrongParts } = await claimWith());
     expired.push(...claim.expired);
   }
   // rare: the claim took over an expired lease (1 more statement, for the dashboard's timeline)

@@ -55,8 +55,8 @@ export interface CorqRuntime extends Corq {
     stream: string,
     options?: { from?: number; limit?: number },
   ): Promise<{ stream: string; events: StoredEvent[]; erased?: true; version?: number }>;
-  /** Ready and leased keys per unpaused subscription, each counted up to `cap` (for dispatchers). */
-  readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number; leased: number }>>;
+  /** Ready keys per unpaused subscription, counted up to `cap` (for dispatchers). */
+  readyKeys(cap: number): Promise<Record<string, { kind: "code" | "push"; ready: number }>>;
   /**
    * One housekeeping pass (the cron, `serve` once a minute): idle key rows compacted — nothing
    * queued, no live lease, not dead, not paused, no activity for `keyIdleMs` — at most

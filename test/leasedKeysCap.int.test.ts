@@ -116,8 +116,8 @@ describe("maxLeasedKeys", () => {
       });
       await load(corq);
       await corq.advance();
-      // the first drain claims in full once, finds the subscription plain (or with a tenant and
-      // no cap or rate limit: fair only), and stops after 4 batches
+      // the first drain claims as the definition says (plain, or with a tenant and no cap or rate
+      // limit: fair only), finds the subscription so, and stops after 4 batches
       await corq.drain("s", { keysPerClaim: 4, maxBatches: 4 });
       expect(state.most).toBeGreaterThan(1);
       await raw.query("UPDATE corq.subscriptions SET max_leased_keys = 1 WHERE name = 's'");

@@ -1,7 +1,22 @@
+import type { Subscription } from "../config.js";
+
 /** Which parts a subscription's claims need: none of the tenant, cap and rate-limit parts (plain), the fair pick alone, or all. */
 export interface ClaimParts {
   plain: boolean;
   fairOnly: boolean;
+}
+
+/**
+ * The parts a subscription's first claim sends, before any claim said: a code subscription's
+ * from its definition (what the advance registers); a push one's are not known here, and most
+ * have none of them, so it starts plain. Either way the claim checks against the subscription's
+ * row and takes nothing if it is wrong, saying which parts it needs (claimBatch.ts, ClaimBy.plain):
+ * one statement more, once per Corq, for a push subscription with a tenant, a cap or a rate limit.
+ */
+export function claimPartsOf(code: Subscription | undefined): ClaimParts {
+  if (!code) return { plain: true, fairOnly: false };
+  const bounded = code.rateLimit !== null || code.maxLeasedKeys !== null || code.maxLeasedKeysPerTenant !== null;
+  return { plain: code.tenant === null && !bounded, fairOnly: code.tenant !== null && !bounded };
 }
 
 export interface DrainLimits {
@@ -20,11 +35,11 @@ export interface DrainLimits {
   /** Aborts the running handlers' signal; a handler that then throws has its lease released. */
   abort?: AbortSignal;
   /**
-   * What the last claim of this subscription found (the Corq keeps one per subscription, across
-   * drains): whether it had no tenant, rate limit or cap (`plain`), or a tenant and neither
-   * (`fairOnly`). A drain that starts with one of them claims that way from its first statement —
-   * safe, since such a claim checks it itself and takes nothing from a subscription that is not so
-   * any more, and the drain then claims in full.
+   * Which parts the subscription's claims need, as last known (the Corq keeps one per
+   * subscription, across drains and consumes; claimPartsOf before any claim): no tenant, rate
+   * limit or cap (`plain`), or a tenant and neither (`fairOnly`). The drain claims that way from
+   * its first statement — safe, since such a claim checks it itself and takes nothing from a
+   * subscription that is not so (any more), and the drain then claims as its rows say.
    */
   plainHint?: ClaimParts;
 }

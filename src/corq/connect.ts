@@ -8,23 +8,18 @@ import type { CorqOptions } from "../types.js";
 const NODE_POSTGRES = "pg";
 
 /**
- * The session settings of corq's own pool, whose statements are named prepared statements: after
- * five runs Postgres plans one for any parameters (a generic plan) with the table sizes of that
- * moment, and keeps it until the table is next vacuumed or analyzed. A plan cached while the queue
- * (or the keys table) was empty after a vacuum reads it with a Seq Scan, which costs nothing on an
- * empty table — and keeps reading it that way once a rewind or a burst has filled it: 0.9–1.4 s per
- * settle+claim over 200,000 requeued rows instead of ~3 ms, until autovacuum came round (the replay
- * bench's live p50 went from ~70 ms to seconds). Without Seq Scans every hot statement has one
- * plan at any size: its index (each names its rows in an index condition; test/plans.int.test.ts
- * checks the plans cached on vacuumed empty tables too). A table with no usable index is still
- * read whole: this only takes away the choice.
- * No parallel workers either: corq's statements read a few rows by index, and a parallel plan
- * comes only from an estimate gone wrong (statistics of a smaller table), where starting the
- * workers is most of the time — a page of dead keys took 12–20 ms that way, 1–2 ms without
- * (bench/scaleOps.ts at 1M keys right after a bulk load).
+ * corq's own pool sends unnamed statements, each planned for its parameters and the tables as
+ * they are: it sets nothing on its sessions (DESIGN invariants 12 and 13). Named prepared
+ * statements kept a generic plan made with the table sizes of the moment until the table was next
+ * vacuumed or analyzed: one cached while the queue or the keys were empty read them with a Seq
+ * Scan once a rewind or a burst had filled them (0.9–1.4 s per settle+claim over 200,000
+ * requeued rows instead of ~3 ms). The session `SET enable_seqscan = off` that hid that made
+ * every unavoidable seq scan cost 1e10 on PostgreSQL ≤ 17, so statements passed
+ * `jit_above_cost` and were JIT-compiled (~1 s per advance() on PostgreSQL 15 with JIT on);
+ * through a transaction-mode pooler a session SET leaks to other clients or is lost, and
+ * PgBouncer < 1.21 has no named statements at all. Parallel scans are off per table instead
+ * (drizzle/0025). What planning every statement costs: docs/architecture.md, "Statements".
  */
-export const PLANNER_SETTINGS = "SET enable_seqscan = off; SET max_parallel_workers_per_gather = 0";
-
 /** Lazily opens the connection (pg is imported on first use, so Workers never load it). */
 export function connect(options: CorqOptions): { executor: () => Promise<Executor>; end: () => Promise<void> } {
   const statementOptions = { onStatement: options.onStatement };
@@ -49,8 +44,6 @@ export function connect(options: CorqOptions): { executor: () => Promise<Executo
       const created = new pg.Pool({ connectionString: databaseUrl, max });
       // An idle client that loses its connection emits 'error'; the pool replaces it.
       created.on("error", () => undefined);
-      // Sent before the client's first statement (a client runs its queries in order).
-      created.on("connect", (client) => void client.query(PLANNER_SETTINGS).catch(() => undefined));
       return created as unknown as PoolLike;
     });
   return {
@@ -68,7 +61,7 @@ export function connect(options: CorqOptions): { executor: () => Promise<Executo
             )
           : nodePostgres(options.poolSize ?? 10).then((created) => {
               pool = created;
-              return createExecutor(created, { ...statementOptions, prepare: true });
+              return createExecutor(created, statementOptions);
             })),
     end: async () => {
       await pool?.end?.();

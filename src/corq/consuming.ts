@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { BatchRecorder } from "../batchRecorder.js";
 import { parseOrThrow, subscriptionName } from "../config.js";
 import { consumeOne, drainKeys } from "../consume.js";
-import type { ClaimParts } from "../consume/drainLimits.js";
+import { claimPartsOf, type ClaimParts } from "../consume/drainLimits.js";
 import type { Corq } from "../types.js";
 import type { PartDeps } from "./options.js";
 
@@ -30,13 +30,19 @@ export function createConsuming({
   corq: () => Corq;
 }): Pick<Corq, "consume" | "drain"> {
   const { code, holder } = settings;
-  // per subscription: whether its last claim found it plain or fair only (DrainLimits.plainHint); kept once
-  // a drain of it succeeded, so names that match no subscription leave nothing behind
+  // per subscription: the parts its claims need (DrainLimits.plainHint), from its definition and
+  // then as its last claim found; kept once a consume or drain of it succeeded, so names that match
+  // no subscription leave nothing behind
   const plainHints = new Map<string, ClaimParts>();
+  const partsOf = (name: string) => plainHints.get(name) ?? claimPartsOf(code.get(name));
   return {
     async consume(name) {
       parseOrThrow(subscriptionName, name, "invalid_input", "subscription");
-      return consumeOne({ executor: await executor(), target: { name, code: code.get(name), holder }, corq: corq() });
+      const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq: corq() };
+      const parts = partsOf(name);
+      const result = await consumeOne(consumer, parts);
+      plainHints.set(name, parts);
+      return result;
     },
 
     async drain(name, drainOpts = {}) {
@@ -49,7 +55,7 @@ export function createConsuming({
         "options",
       );
       const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq: corq() };
-      const plainHint: ClaimParts = plainHints.get(name) ?? { plain: false, fairOnly: false };
+      const plainHint = partsOf(name);
       const results = await drainKeys(consumer, {
         recorder,
         deadline: Date.now() + budgetMs,

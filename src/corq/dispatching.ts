@@ -87,10 +87,8 @@ export function createDispatching({
 
     async readyKeys(cap) {
       parseOrThrow(readyKeysCap, cap, "invalid_input", "cap");
-      const rows = await (await executor()).run<{ name: string; kind: "code" | "push"; ready: number; leased: number }>(
-        readyKeys(cap),
-      );
-      return Object.fromEntries(rows.map((r) => [r.name, { kind: r.kind, ready: r.ready, leased: r.leased }]));
+      const rows = await (await executor()).run<{ name: string; kind: "code" | "push"; ready: number }>(readyKeys(cap));
+      return Object.fromEntries(rows.map((r) => [r.name, { kind: r.kind, ready: r.ready }]));
     },
   };
 }

@@ -33,9 +33,7 @@ export function createHousekeeping({ executor, settings }: PartDeps): Pick<CorqR
       let busy = 0;
       // chunk after chunk while a chunk was full (more may be idle); what is left, next pass
       for (let chunk = 0; chunk < maxChunks; chunk++) {
-        const [row] = await db.run<CompactedRow>(compactIdleKeys({ idleMs: settings.keyIdleMs, limit: CHUNK }), {
-          prepare: false,
-        });
+        const [row] = await db.run<CompactedRow>(compactIdleKeys({ idleMs: settings.keyIdleMs, limit: CHUNK }));
         const compacted = present(row, "the compaction count");
         keys += compacted.deleted;
         busy = compacted.busy;

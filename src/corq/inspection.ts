@@ -260,11 +260,9 @@ export function createInspection({
     async doctor(doctorOpts = {}) {
       const { heldOverMs } = parseOrThrow(doctorOptions, doctorOpts, "invalid_input", "options");
       const db = await executor();
-      // rare statements: planned each time, never kept prepared on a connection
-      const once = { prepare: false } as const;
       const [horizons, applied, tables, [server]] = await Promise.all([
-        db.run<HeldHorizonRow>(heldHorizons(heldOverMs), once),
-        db.run<{ tag: string }>(appliedMigrations(), once).then(
+        db.run<HeldHorizonRow>(heldHorizons(heldOverMs)),
+        db.run<{ tag: string }>(appliedMigrations()).then(
           (rows) => rows.map((row) => row.tag),
           (error: unknown) => {
             // never migrated: that is the finding
@@ -272,13 +270,13 @@ export function createInspection({
             throw error;
           },
         ),
-        db.run<TableVacuumRow>(tableVacuum(), once),
-        db.run<ServerStateRow>(serverState(), once),
+        db.run<TableVacuumRow>(tableVacuum()),
+        db.run<ServerStateRow>(serverState()),
       ]);
       const known = migrations.map((m) => m.tag);
       // the subscriptions' columns are there only when every migration of this corq is
       const current = applied !== null && known.every((tag) => applied.includes(tag));
-      const subscriptions = current ? await db.run<SubscriptionHealthRow>(subscriptionHealth(), once) : null;
+      const subscriptions = current ? await db.run<SubscriptionHealthRow>(subscriptionHealth()) : null;
       return diagnose({
         horizons,
         applied,

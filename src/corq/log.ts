@@ -209,7 +209,7 @@ export function createLog({
       for (;;) {
         const { round, held } = await db.transaction(async (tx) => {
           const locked = await tx.run<{ id: number }>(holdAdvancers());
-          const [row] = await tx.run<EraseRoundRow>(eraseRound(stream, ERASE_ROUND), { prepare: false });
+          const [row] = await tx.run<EraseRoundRow>(eraseRound(stream, ERASE_ROUND));
           return { round: present(row, "the erasure round's row"), held: locked.map((r) => r.id) };
         });
         erased += round.erased;

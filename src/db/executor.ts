@@ -36,13 +36,11 @@ export interface HttpQueryFunction {
 export type Connection = Queryable | DrizzleLike | HttpQueryFunction;
 
 export interface Executor {
-  /** Runs one statement and returns its rows. */
   /**
-   * `prepare: false` sends an unnamed statement even where the executor names them: planned for
-   * its parameters and the tables' sizes every time. For rare statements (housekeeping, erasure
-   * rounds) whose generic plan, cached while the tables were small, would read a large one whole.
+   * Runs one statement and returns its rows: an unnamed statement, planned for its parameters and
+   * the tables as they are (src/corq/connect.ts: why nothing is prepared).
    */
-  run<T = Record<string, unknown>>(query: SQL, options?: { prepare?: false }): Promise<T[]>;
+  run<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
   /**
    * Runs one statement given as text (drizzle's query builders, through a transactional
    * handler's `ctx.tx`): rows as objects, or as arrays (`arrayMode`) with dates left as text,
@@ -61,8 +59,6 @@ export interface Executor {
 const dialect = new PgDialect();
 
 export interface ExecutorOptions {
-  /** Use named prepared statements (node-postgres): Postgres parses and plans each text once per connection. */
-  prepare?: boolean;
   /** Called once per statement sent; used to pin the round-trip budget. */
   onStatement?: (text: string) => void;
   /**
@@ -76,16 +72,16 @@ export type Session = <T>(use: (pool: PoolLike) => Promise<T>) => Promise<T>;
 
 export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
   // a lost or refused connection surfaces as CorqError("database_unavailable"), from every driver
-  const run = <T>(query: SQL, runOptions?: { prepare?: false }): Promise<T[]> =>
-    send<T>(query, runOptions?.prepare ?? options.prepare).catch((error: unknown) => {
+  const run = <T>(query: SQL): Promise<T[]> =>
+    send<T>(query).catch((error: unknown) => {
       throw fromDriverError(error);
     });
-  const send = async <T>(query: SQL, prepare: boolean | undefined): Promise<T[]> => {
+  const send = async <T>(query: SQL): Promise<T[]> => {
     const { sql: text, params } = dialect.sqlToQuery(query);
     options.onStatement?.(text);
     if (isHttp(connection)) return (await connection.query(text, params)) as T[];
     if (isQueryable(connection)) {
-      const config = { text, values: params, name: prepare ? statementName(text) : undefined };
+      const config = { text, values: params };
       if (!isPool(connection)) return (await connection.query(config)).rows as T[];
       // what pool.query does, with the connect step retried
       const client = await connectWithRetry(connection);
@@ -240,17 +236,4 @@ function isPool(connection: Connection): connection is PoolLike {
   return (
     isQueryable(connection) && typeof (connection as PoolLike).connect === "function" && "totalCount" in connection
   );
-}
-
-// Prepared statement names must be unique per text on a connection; a hash of the text is.
-const names = new Map<string, string>();
-function statementName(text: string): string {
-  let name = names.get(text);
-  if (!name) {
-    let h = 0x811c9dc5;
-    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-    name = `corq_${(h >>> 0).toString(36)}_${text.length}`;
-    names.set(text, name);
-  }
-  return name;
 }

@@ -240,5 +240,17 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"max_leased_keys_per_tenant\" integer;",
       "-- maxLeasedKeysPerTenant: how many more keys of tenant `t` a claim of subscription `sub_id` may\n-- lease now, under `cap`. A claim of the tenant takes its turn by a transaction-scoped advisory\n-- lock (held to the end of the claim's statement) and counts the tenant's live leases AFTER\n-- the turn came (a VOLATILE function's query takes a fresh snapshot: see corq.lease_room,\n-- 0018). The lock is only TRIED: a claim finds a tenant whose turn another claim holds as\n-- having no room this time (it is being served) and goes on to the next tenant — claims\n-- visit tenants in orders of their own, and waiting for each other's locks could deadlock.\n-- Leases are counted up to `cap` by the tenant's range of keys_tenant_ready_idx (a leased\n-- key's available_at is its lease's end), then among the paused keys.\nCREATE FUNCTION \"corq\".\"tenant_room\"(\"sub_id\" integer, \"t\" text, \"cap\" integer) RETURNS integer LANGUAGE plpgsql VOLATILE AS $$\nDECLARE\n  leased integer;\nBEGIN\n  IF NOT pg_try_advisory_xact_lock(hashtext(\"sub_id\" || ':' || \"t\"), 736420202) THEN\n    RETURN 0;\n  END IF;\n  SELECT count(*) INTO leased FROM (\n    (SELECT 1 FROM \"corq\".\"keys\" k WHERE k.subscription_id = \"sub_id\" AND k.tenant = \"t\"\n       AND k.available_at > clock_timestamp() AND k.paused_at IS NULL AND k.lease_until > clock_timestamp()\n     ORDER BY k.available_at LIMIT \"cap\")\n    UNION ALL\n    (SELECT 1 FROM \"corq\".\"keys\" k WHERE k.subscription_id = \"sub_id\" AND k.paused_at IS NOT NULL\n       AND k.tenant = \"t\" AND k.lease_until > clock_timestamp() LIMIT \"cap\")\n  ) c;\n  RETURN greatest(0, \"cap\" - leased);\nEND $$;"
     ]
+  },
+  {
+    "tag": "0025_plans_without_session_settings",
+    "statements": [
+      "-- Plans that hold without session settings (DESIGN invariants 12 and 13): corq's pool no longer\n-- runs SET enable_seqscan = off / max_parallel_workers_per_gather = 0 on its connections (through a\n-- transaction-mode pooler a session SET leaks to other clients or is lost; over Neon's HTTP path\n-- nothing can be set).\n-- corq.rate_take returns one row per call; as a set-returning PL/pgSQL function without ROWS the\n-- planner assumed 1,000, multiplied through the claim's rate-limit joins (an estimated cost of\n-- 1.8e9 at 1M keys: JIT-compiled for seconds on PostgreSQL 15 with JIT on).\nALTER FUNCTION \"corq\".\"rate_take\"(integer, text, integer, integer, integer) ROWS 1;",
+      "-- No parallel scans of corq's tables: its statements read a few rows by index, and a parallel plan\n-- only ever came from an estimate gone wrong (statistics of a smaller table), where starting the\n-- workers was most of the time (a page of dead keys 12–20 ms that way, 1–2 ms without, at 1M keys\n-- right after a bulk load). A table's own setting, so the user's tables keep theirs.\nALTER TABLE \"corq\".\"events\" SET (parallel_workers = 0);",
+      "ALTER TABLE \"corq\".\"keys\" SET (parallel_workers = 0);",
+      "ALTER TABLE \"corq\".\"queue\" SET (parallel_workers = 0);",
+      "ALTER TABLE \"corq\".\"activity\" SET (parallel_workers = 0);",
+      "ALTER TABLE \"corq\".\"idempotency_keys\" SET (parallel_workers = 0);",
+      "ALTER TABLE \"corq\".\"tenants\" SET (parallel_workers = 0);"
+    ]
   }
 ];

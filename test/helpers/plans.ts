@@ -1,4 +1,4 @@
-// Reading a statement's plan (EXPLAIN without ANALYZE: nothing runs) and judging it against the
+// Reading a statement's plan (EXPLAIN; with ANALYZE only where asked) and judging it against the
 // index order it is meant to have (docs/architecture.md, "The fast plan is the only plan").
 import type { SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
@@ -16,69 +16,54 @@ export interface PlanNode {
   "Recheck Cond"?: string;
   Filter?: string;
   "Sort Key"?: string[];
+  "Total Cost": number;
   Plans?: PlanNode[];
 }
-
-/** The two plans a statement can run with: planned for its parameters, or for any (a prepared statement's). */
-export type PlanMode = "custom" | "generic";
 
 const dialect = new PgDialect();
 
 /**
- * The plan of `query` — the SQL text and parameters corq sends — in each mode. The statement is
- * PREPAREd and EXPLAINed with EXECUTE: `custom` is planned for these parameters (what an
- * unnamed statement gets, e.g. over Neon's HTTP path), `generic` for none (what a named
- * prepared statement settles on after five runs: corq prepares its statements on Node).
+ * The plan of `query` — the SQL text and parameters corq sends — planned for its parameters, as
+ * corq's unnamed statements are every time (nothing is prepared: src/corq/connect.ts). The
+ * statement is PREPAREd and EXPLAINed with EXECUTE under `force_custom_plan`, so the parameters
+ * keep the types the statement gives them. `analyze`: run it too (EXPLAIN ANALYZE, in a
+ * transaction rolled back) — the plan then says whether it was JIT-compiled.
  */
-export async function explain(client: pg.ClientBase, query: SQL): Promise<Record<PlanMode, PlanNode>> {
+export async function explain(
+  client: pg.ClientBase,
+  query: SQL,
+  options: { analyze?: boolean } = {},
+): Promise<PlanNode & { jit?: unknown }> {
   const { sql: text, params } = dialect.sqlToQuery(query);
-  await client.query(`PREPARE plan_check AS ${text}`);
+  // in a savepoint: a statement that fails when run (ANALYZE) takes its settings with it, and
+  // leaves the caller's transaction usable
+  await client.query("BEGIN");
   try {
-    const plans: Partial<Record<PlanMode, PlanNode>> = {};
-    for (const mode of ["custom", "generic"] as const) {
-      await client.query(`SET plan_cache_mode = force_${mode}_plan`);
-      const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE plan_check${args(client, params)}`);
-      plans[mode] = rows[0]["QUERY PLAN"][0].Plan as PlanNode;
-    }
-    return plans as Record<PlanMode, PlanNode>;
+    await client.query(`PREPARE plan_check AS ${text}`);
+    await client.query("SET LOCAL plan_cache_mode = force_custom_plan");
+    const { rows } = await client.query(
+      `EXPLAIN (FORMAT JSON${options.analyze ? ", ANALYZE" : ""}) EXECUTE plan_check${args(client, params)}`,
+    );
+    const [explained] = rows[0]["QUERY PLAN"];
+    return Object.assign(explained.Plan as PlanNode, { jit: explained.JIT });
   } finally {
-    await client.query("RESET plan_cache_mode");
-    await client.query("DEALLOCATE plan_check");
+    // what it changed, rolled back: the plan check changes nothing (and a prepared statement is
+    // not transactional: deallocated after)
+    await client.query("ROLLBACK");
+    await client.query("DEALLOCATE plan_check").catch(() => undefined);
   }
 }
 
 /**
- * A session's cached plan of `query`, as corq's own pool gets one (src/corq/connect.ts): the
- * statement is PREPAREd as `name` and its generic plan made NOW, with the tables as they are, and
- * kept (a generic plan is made once and reused until a table it reads is vacuumed, analyzed or
- * altered). `explainCached` then shows that plan for the parameters of the same statement text.
+ * Postgres JIT-compiles a statement whose estimated total cost passes `jit_above_cost` (100,000 by
+ * default; wherever LLVM is built — Debian/Ubuntu packages, RDS, Cloud SQL — that costs 0.5–20 s
+ * for a big CTE: DESIGN invariant 12). A hot statement stays far below it, at any table size.
  */
-export async function cacheGenericPlan(client: pg.ClientBase, name: string, query: SQL): Promise<void> {
-  const { sql: text, params } = dialect.sqlToQuery(query);
-  await client.query(`PREPARE ${name} AS ${text}`);
-  await client.query("SET plan_cache_mode = force_generic_plan");
-  try {
-    await client.query(`EXPLAIN EXECUTE ${name}${args(client, params)}`);
-  } finally {
-    await client.query("RESET plan_cache_mode");
-  }
-  cachedTexts.set(`${name}`, text);
-}
+export const MAX_COST = 10_000;
 
-const cachedTexts = new Map<string, string>();
-
-/** The plan `cacheGenericPlan` cached as `name`, EXPLAINed with the parameters of `query` (the same text). */
-export async function explainCached(client: pg.ClientBase, name: string, query: SQL): Promise<PlanNode> {
-  const { sql: text, params } = dialect.sqlToQuery(query);
-  if (cachedTexts.get(name) !== text) throw new Error(`${name}: not the statement text that was prepared`);
-  await client.query("SET plan_cache_mode = force_generic_plan");
-  try {
-    const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE ${name}${args(client, params)}`);
-    return rows[0]["QUERY PLAN"][0].Plan as PlanNode;
-  } finally {
-    await client.query("RESET plan_cache_mode");
-  }
-}
+/** The offense of a plan whose estimated cost passes `max` (none: an empty list). */
+export const costOffenses = (plan: PlanNode, max = MAX_COST): string[] =>
+  plan["Total Cost"] > max ? [`estimated at cost ${plan["Total Cost"]}, over ${max}`] : [];
 
 const args = (client: pg.ClientBase, params: unknown[]) =>
   params.length > 0 ? `(${params.map((p) => literal(client, p)).join(", ")})` : "";
@@ -175,8 +160,11 @@ export function planOffenses(plan: PlanNode, intent: Intent): string[] {
 const conditions = (node: PlanNode) =>
   [node["Index Cond"], node["Recheck Cond"]].filter((c) => c !== undefined).join(" AND ");
 
-/** The index condition fixes the key (or the event's position): at most as many rows as named. */
-const pinned = (node: PlanNode) => /\("?(key|position)"? = /.test(conditions(node));
+/**
+ * The index condition fixes the key (or the event's position): at most as many rows as named.
+ * Either side of the `=` (a join's lookup reads `(i.key = key)`).
+ */
+const pinned = (node: PlanNode) => /\("?(key|position)"? = |= "?(key|position)"?\)/.test(conditions(node));
 
 /** Why `node` (an unpinned scan of a churn table) is not an index walk read in order under a LIMIT. */
 function orderedWalkProblem(node: PlanNode, ancestors: PlanNode[]): string | undefined {

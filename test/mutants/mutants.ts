@@ -36,8 +36,8 @@ export const mutants: Mutant[] = [
     name: "advance by function: ignores xmin horizon",
     edits: one(
       "src/sql/advance/advanceByFunction.ts",
-      "AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)\n      AND e.tx < pg_snapshot_xmin(pg_current_snapshot())",
-      "AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)",
+      "\n      AND e.tx < pg_snapshot_xmin(pg_current_snapshot())\n    ORDER BY e.tx, e.position",
+      "\n    ORDER BY e.tx, e.position",
     ),
     tests: ["test/pipeline.int.test.ts"],
   },
@@ -1156,17 +1156,30 @@ export const mutants: Mutant[] = [
     tests: ["test/plans.int.test.ts"],
   },
   {
-    name: "connections: corq's pool without its planner settings (plans made on empty tables read them whole)",
+    name: "claim: the replaying part's unknown LIMIT without its constant bound (10 % of the ready keys assumed: JIT)",
     edits: one(
-      "src/corq/connect.ts",
-      '\n      created.on("connect", (client) => void client.query(PLANNER_SETTINGS).catch(() => undefined));',
-      "",
+      "src/sql/common/literalLimit.ts",
+      "sql`SELECT * FROM (${walk}) bounded LIMIT ${literalLimit(max)}`",
+      "sql`SELECT * FROM (${walk}) bounded`",
     ),
     tests: ["test/plans.int.test.ts"],
   },
   {
-    name: "connections: corq's pool plans with parallel workers (started for a stale estimate's sake)",
-    edits: one("src/corq/connect.ts", "; SET max_parallel_workers_per_gather = 0", ""),
+    name: "advance by function: the watermark as a join filter (a walk of the log from its start)",
+    edits: one(
+      "src/sql/advance/advanceByFunction.ts",
+      "AND (e.tx, e.position) > ((SELECT watermark_tx FROM ${subscriptions} WHERE id = ${subscriptionId}),\n                                (SELECT watermark_position FROM ${subscriptions} WHERE id = ${subscriptionId}))",
+      "AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position)",
+    ),
+    tests: ["test/plans.int.test.ts"],
+  },
+  {
+    name: "retention: the queue probed as a semi-join (a read of the whole queue every chunk)",
+    edits: one(
+      "src/sql/lifecycle/retention.ts",
+      "SELECT c.position FROM (SELECT DISTINCT position FROM candidates) c\n      CROSS JOIN LATERAL (SELECT 1 FROM ${queue} q WHERE q.position = c.position LIMIT 1) referenced",
+      "SELECT DISTINCT q.position FROM ${queue} q WHERE q.position IN (SELECT position FROM candidates)",
+    ),
     tests: ["test/plans.int.test.ts"],
   },
   {
@@ -2002,8 +2015,8 @@ export const mutants: Mutant[] = [
     name: "tenant cap: keys without a tenant never taken under a cap",
     edits: one(
       "src/sql/consume/fairPick.ts",
-      'WHERE ${ready("k")} AND k.tenant IS NULL',
-      'WHERE false AND ${ready("k")} AND k.tenant IS NULL',
+      'WHERE k.key = oldest.key AND ${ready("k")} AND k.tenant IS NULL',
+      'WHERE false AND k.key = oldest.key AND ${ready("k")} AND k.tenant IS NULL',
     ),
     tests: ["test/tenantCap.int.test.ts"],
   },

@@ -5,7 +5,7 @@ import { settleCtes, type Settlement, type SettledRow } from "./settleKeys.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
 import { firstHeldSeq } from "../common/delays.js";
-import { literalLimit } from "../common/literalLimit.js";
+import { atMost, literalLimit } from "../common/literalLimit.js";
 import { pickFair, pickUntenanted } from "./fairPick.js";
 import { rateLimited } from "./rateLimits.js";
 
@@ -307,7 +307,7 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean, par
   if (parts === "plain")
     return sql`
     pick_live AS (${part(false, literalLimit(limit))}),
-    pick_replaying AS (${part(true, sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`)}),
+    pick_replaying AS (${atMost(replayTake, part(true, sql`least(${replayTake}, ${limit} - (SELECT count(*) FROM pick_live))`))}),
     pick AS (SELECT * FROM pick_live UNION ALL SELECT * FROM pick_replaying)`;
   // a fair-only claim has no cap per tenant: no CASE for it, and no walk of untenanted keys
   const full = parts === "full";
@@ -315,18 +315,24 @@ function pickKeys(limit: number, replayLimit: number, afterSettled: boolean, par
   const afterFair = sql`${limit} - (SELECT count(*) FROM pick_fair)`;
   return sql`
     ${pickFair(limit, columns, sql`${settledFirst} ${stillAsAssumed}`)},
-    pick_live AS (${part(
-      false,
-      // with a cap per tenant, only the fair part takes tenants' keys (it honours the caps)
-      full ? sql`CASE WHEN ${capped} THEN 0 ELSE ${afterFair} END` : afterFair,
-      // a claim's own locks do not make SKIP LOCKED skip: the keys the fair part took are named
-      sql`AND k.key <> ALL(ARRAY(SELECT key FROM pick_fair ORDER BY key))`,
+    pick_live AS (${atMost(
+      limit,
+      part(
+        false,
+        // with a cap per tenant, only the fair part takes tenants' keys (it honours the caps)
+        full ? sql`CASE WHEN ${capped} THEN 0 ELSE ${afterFair} END` : afterFair,
+        // a claim's own locks do not make SKIP LOCKED skip: the keys the fair part took are named
+        sql`AND k.key <> ALL(ARRAY(SELECT key FROM pick_fair ORDER BY key))`,
+      ),
     )}),
     ${full ? sql`${pickUntenanted(limit, columns, settledFirst)},` : sql``}
-    pick_replaying AS (${part(
-      true,
-      sql`least(${replayTake}, ${afterFair} - (SELECT count(*) FROM pick_live)
+    pick_replaying AS (${atMost(
+      replayTake,
+      part(
+        true,
+        sql`least(${replayTake}, ${afterFair} - (SELECT count(*) FROM pick_live)
         ${full ? sql`- (SELECT count(*) FROM pick_untenanted)` : sql``})`,
+      ),
     )}),
     pick AS (SELECT * FROM pick_fair UNION ALL SELECT * FROM pick_live
       ${full ? sql`UNION ALL SELECT * FROM pick_untenanted` : sql``} UNION ALL SELECT * FROM pick_replaying)`;

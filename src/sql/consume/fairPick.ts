@@ -3,32 +3,36 @@
 // the pick's columns.
 import { sql, type SQL } from "drizzle-orm";
 import { keys, tenants } from "../../db/schema.js";
-import { literalLimit } from "../common/literalLimit.js";
+import { atMost, literalLimit } from "../common/literalLimit.js";
 
 /**
  * With maxLeasedKeysPerTenant the live part takes nothing (it would pass the caps), so keys
  * without a tenant (made before the subscription had one, or by a rewind, until their next
  * event names one) are taken here: those among the 64 longest-waiting ready keys, read without
- * a lock and then locked by primary key. Keys left waiting age to the head of the ready index,
- * so none waits forever, and the read stays 64 index entries however many keys are ready.
+ * a lock, then each locked by its primary key, in that order (the lateral lookups follow the
+ * array; the LIMIT stops them, so no more are locked than taken). Keys left waiting age to the
+ * head of the ready index, so none waits forever, and the read stays 64 index entries however
+ * many keys are ready. (As `key = ANY(…)` under an ORDER BY, PostgreSQL 15 without statistics
+ * walked the ready index for them instead: a walk that reads every ready key when fewer than
+ * the LIMIT are free.)
  */
 export function pickUntenanted(limit: number, columns: SQL, settledFirst: SQL): SQL {
   const ready = (k: string) =>
     sql.raw(`${k}.subscription_id = (SELECT id FROM sub) AND ${k}.available_at <= now() AND ${k}.paused_at IS NULL
         AND (${k}.last_seq < ${k}.replay_seq) IS FALSE`);
   return sql`
-    pick_untenanted AS (
-      SELECT ${columns}, false AS replaying
-      FROM ${keys} k, sub
-      WHERE ${ready("k")} AND k.tenant IS NULL AND NOT (SELECT paused FROM sub) ${settledFirst}
-        AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
-        AND k.key = ANY(ARRAY(
+    pick_untenanted AS (${atMost(
+      limit,
+      sql`SELECT taken.* FROM unnest(ARRAY(
           SELECT c.key FROM ${keys} c WHERE ${ready("c")} AND (SELECT max_leased_keys_per_tenant FROM sub) IS NOT NULL
-          ORDER BY c.available_at, c.key LIMIT 64))
-      ORDER BY k.available_at, k.key
-      LIMIT ${literalLimit(limit)} - (SELECT count(*) FROM pick_fair)
-      FOR UPDATE OF k SKIP LOCKED
-    )`;
+          ORDER BY c.available_at, c.key LIMIT 64)) AS oldest(key)
+      CROSS JOIN LATERAL (
+        SELECT ${columns}, false AS replaying
+        FROM ${keys} k, sub
+        WHERE k.key = oldest.key AND ${ready("k")} AND k.tenant IS NULL AND NOT (SELECT paused FROM sub) ${settledFirst}
+        FOR UPDATE OF k SKIP LOCKED) taken
+      LIMIT ${literalLimit(limit)} - (SELECT count(*) FROM pick_fair)`,
+    )})`;
 }
 
 /**

@@ -108,6 +108,8 @@ export function eraseRound(stream: string, limit: number): SQL {
       FROM hit h, LATERAL (
         SELECT subscription_id, key, pending, lease_until, failed_position FROM ${keys}
         WHERE subscription_id = h.subscription_id AND key = h.key
+        -- one row (the primary key): said, so the estimate does not multiply without statistics
+        LIMIT 1
         FOR UPDATE) k
     ),
     -- read over the locked rows (see clock.ts): whether a live lease holds the key

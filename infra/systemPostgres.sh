@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A throwaway cluster of Debian's PostgreSQL (JIT on, every other setting its default) on a free
+# port and a data directory of its own: what users run (Debian/Ubuntu packages, RDS, Cloud SQL
+# and Aiven all ship JIT on), where the embedded PostgreSQL from npm has no JIT provider.
+#   infra/systemPostgres.sh start [major]   installs postgresql-<major> (default 15) where missing,
+#                                           starts the cluster, prints its DATABASE_URL
+#   infra/systemPostgres.sh stop <url>      stops it and deletes its data directory
+# Used by .ci/run (the suite on both servers) and by hand for the bench:
+#   export DATABASE_URL=$(infra/systemPostgres.sh start) && npm run bench -- --quick
+set -euo pipefail
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+# Postgres refuses to run as root: the cluster belongs to the postgres user where we are root.
+as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+case "${1:-}" in
+  start)
+    major="${2:-15}"
+    bin="/usr/lib/postgresql/$major/bin"
+    if [ ! -x "$bin/postgres" ]; then
+      as_root apt-get update -qq >&2
+      DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "postgresql-$major" >&2
+    fi
+    dir="$(mktemp -d /tmp/corq-pg$major.XXXXXX)"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    # a free port: the kernel's choice for a socket bound to port 0
+    port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
+    as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync >/dev/null
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
+      -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir" start >/dev/null
+    echo "postgres://postgres@127.0.0.1:$port/postgres"
+    ;;
+  stop)
+    port="$(node -e 'console.log(new URL(process.argv[1]).port)' "${2:?the url start printed}")"
+    for data in /tmp/corq-pg*/data; do
+      [ -f "$data/postmaster.pid" ] || continue
+      if [ "$(sed -n 4p "$data/postmaster.pid")" = "$port" ]; then
+        bin="/usr/lib/postgresql/$(cat "$data/PG_VERSION")/bin"
+        as_owner "$bin/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+        rm -rf "$(dirname "$data")"
+      fi
+    done
+    ;;
+  *)
+    echo "usage: $0 start [major] | stop <url>" >&2
+    exit 2
+    ;;
+esac

@@ -12,4 +12,8 @@ export type * from "./types/tokens.js";
 export type * from "./types/retention.js";
 export type * from "./types/doctor.js";
 export type * from "./types/alerts.js";
+export type * from "./types/traceHeaders.js";
+export type * from "./types/handler.js";
+export type * from "./types/subscriptionDefinition.js";
+export type * from "./types/corqOptions.js";
 export type * from "./types/corq.js";

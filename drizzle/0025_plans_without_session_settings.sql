@@ -11,6 +11,8 @@ ALTER FUNCTION "corq"."rate_take"(integer, text, integer, integer, integer) ROWS
 -- workers was most of the time (a page of dead keys 12–20 ms that way, 1–2 ms without, at 1M keys
 -- right after a bulk load). A table's own setting, so the user's tables keep theirs.
 ALTER TABLE "corq"."events" SET (parallel_workers = 0);--> statement-breakpoint
+ALTER TABLE "corq"."streams" SET (parallel_workers = 0);--> statement-breakpoint
+ALTER TABLE "corq"."rewind_staged" SET (parallel_workers = 0);--> statement-breakpoint
 ALTER TABLE "corq"."keys" SET (parallel_workers = 0);--> statement-breakpoint
 ALTER TABLE "corq"."queue" SET (parallel_workers = 0);--> statement-breakpoint
 ALTER TABLE "corq"."activity" SET (parallel_workers = 0);--> statement-breakpoint

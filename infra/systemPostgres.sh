@@ -4,6 +4,8 @@
 # and Aiven all ship JIT on), where the embedded PostgreSQL from npm has no JIT provider.
 #   infra/systemPostgres.sh start [major]   installs postgresql-<major> (default 15) where missing,
 #                                           starts the cluster, prints its DATABASE_URL
+#   infra/systemPostgres.sh start <bin-dir> the same with the binaries there (the embedded
+#                                           PostgreSQL of another major: infra/planTestsOnMajors.sh)
 #   infra/systemPostgres.sh stop <url>      stops it and deletes its data directory
 # Used by .ci/run (the suite on both servers) and by hand for the bench:
 #   export DATABASE_URL=$(infra/systemPostgres.sh start) && npm run bench -- --quick
@@ -16,15 +18,29 @@ as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@";
 case "${1:-}" in
   start)
     major="${2:-15}"
-    bin="/usr/lib/postgresql/$major/bin"
+    case "$major" in
+      /*)
+        bin="$major"
+        major="$(basename "$(dirname "$(dirname "$bin")")")"
+        [ -x "$bin/postgres" ] || { echo "$0: no PostgreSQL binaries in $bin (npm ci installs them)" >&2; exit 1; }
+        ;;
+      *) bin="/usr/lib/postgresql/$major/bin" ;;
+    esac
     if [ ! -x "$bin/postgres" ]; then
       as_root apt-get update -qq >&2
-      DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "postgresql-$major" >&2
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$major" >&2
+      # the package makes and starts a cluster of its own on 5432: not ours, not wanted
+      as_root pg_ctlcluster "$major" main stop >/dev/null 2>&1 || true
     fi
-    dir="$(mktemp -d /tmp/corq-pg$major.XXXXXX)"
-    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    # (as root, initdb runs as the postgres user, which the embedded-postgres package and Debian's
+    # postgresql package both create; it must be able to read the binaries)
+    id postgres >/dev/null 2>&1 || [ "$(id -u)" != 0 ] || as_root useradd --system --no-create-home postgres
+    dir="$(mktemp -d "/tmp/corq-pg-$major.XXXXXX")"
+    trap 'rm -rf "$dir"' ERR
+    [ "$(id -u)" != 0 ] || chown postgres: "$dir"
     # a free port: the kernel's choice for a socket bound to port 0
     port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
+    echo "$bin" >"$dir/bin"
     as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync >/dev/null
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
       -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir" start >/dev/null
@@ -35,8 +51,7 @@ case "${1:-}" in
     for data in /tmp/corq-pg*/data; do
       [ -f "$data/postmaster.pid" ] || continue
       if [ "$(sed -n 4p "$data/postmaster.pid")" = "$port" ]; then
-        bin="/usr/lib/postgresql/$(cat "$data/PG_VERSION")/bin"
-        as_owner "$bin/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+        as_owner "$(cat "$(dirname "$data")/bin")/pg_ctl" -D "$data" -m fast -w stop >/dev/null
         rm -rf "$(dirname "$data")"
       fi
     done

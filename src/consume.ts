@@ -38,9 +38,10 @@ export async function consumeOne(consumer: Consumer, parts: ClaimParts): Promise
   const claimWith = async () => {
     const by = { ...claimBy(target), plain: parts.plain, fairOnly: parts.fairOnly };
     const claim = await claimOnce(consumer, claimBatch(target.name, by));
-    const wrongParts = (by.plain && !claim.plain) || (by.fairOnly && !claim.fairOnly);
-    Object.assign(parts, { plain: claim.plain, fairOnly: claim.fairOnly });
-    return { claim, wrongParts };
+    const found = claim.parts;
+    if (found === undefined) return { claim, wrongParts: false }; // no such subscription (yet)
+    Object.assign(parts, found);
+    return { claim, wrongParts: (by.plain && !found.plain) || (by.fairOnly && !found.fairOnly) };
   };
   let { claim, wrongParts } = await claimWith();
   const expired = [...claim.expired];
@@ -175,11 +176,12 @@ async function drainLoop(
       // a full pick: more may be ready (keys over their rate limit now wait, and are not picked again)
       lookAgain = claim.claimed.length + claim.dead.length + claim.empty + claim.limited >= want && want > 0;
       // a plain (fair-only) claim of a subscription that is not plain (fair only) by now took
-      // nothing: the next claim is in full
-      if (((by.plain && !claim.plain) || (by.fairOnly && !claim.fairOnly)) && want > 0) lookAgain = true;
-      plain = claim.plain;
-      fairOnly = claim.fairOnly;
-      if (limits.plainHint) Object.assign(limits.plainHint, { plain, fairOnly });
+      // nothing: the next claim has the parts its row said (none said: no such subscription yet)
+      if (claim.parts !== undefined) {
+        if (((by.plain && !claim.parts.plain) || (by.fairOnly && !claim.parts.fairOnly)) && want > 0) lookAgain = true;
+        ({ plain, fairOnly } = claim.parts);
+        if (limits.plainHint) Object.assign(limits.plainHint, claim.parts);
+      }
       for (const { claimed, verdict } of settling) {
         const row = settled.get(claimed.lease.key);
         results.push(finish({ claimed, verdict }, row?.outcome ?? "expired"));

@@ -1,5 +1,6 @@
 // Rewind: queue a subscription's events again from a position (or the beginning), the whole
-// subscription or one key — see src/sql/operate/rewind.ts for what happens to each key.
+// subscription or one key — see src/sql/operate/rewind.ts (and its stage and requeue statements
+// beside it) for what happens to each key.
 //
 // Never one transaction. A transaction that holds an xid holds the cluster's xmin horizon, and
 // every subscription's advance reads only below it (docs/architecture.md, invariants 1 and 11):
@@ -8,9 +9,11 @@
 //
 //   begin    the subscription is marked as rewinding, with a lease: its own advance waits
 //            from then on (an advance in progress ends first: the mark waits for its row lock);
-//   stage    the range read in log order, `chunk` events per statement (the advance's batch
-//            size): the events the subscription takes, with their keys, into rewind_staged;
-//   requeue  the staged events, `chunk` per statement in (key, log) order, queued again;
+//   stage    the range read in log order, up to `chunk` events per statement (the advance's
+//            batch size), each statement sized to take about 100 ms (chunkSizer.ts: the horizon
+//            is free again that often): the events the subscription takes, with their keys,
+//            into rewind_staged;
+//   requeue  the staged events, sized the same way, in (key, log) order, queued again;
 //   finish   the mark cleared; the caller advances once (the kicks left meanwhile).
 //
 // Per key, the replayed events get seqs in log order; no advance numbers a live event between
@@ -23,25 +26,21 @@
 // is gone (its lease ran out: a crash, a Worker stopped) is taken over by the next advance of
 // the subscription or the next rewind, and finished from its cursor: stopping half way would
 // leave a key's replay short of where its later events begin.
+import { chunkSizer } from "./chunkSizer.js";
 import type { Executor } from "./db/executor.js";
 import { CorqError, present } from "./errors.js";
 import type { KeyStrategy } from "./config.js";
 import { keyOf } from "./keyOf.js";
 import type { EventRow } from "./sql/common/eventColumns.js";
 import {
-  analyzeStaged,
   beginRewind,
   finishRewind,
-  readStageChunk,
-  requeueChunk,
-  stageChunk,
   takeOverRewind,
-  writeStageChunk,
   type BeginRewindRow,
-  type ChunkRow,
-  type RequeueChunkRow,
   type TakeOverRow,
 } from "./sql/operate/rewind.js";
+import { readStageChunk, stageChunk, writeStageChunk, type ChunkRow } from "./sql/operate/rewindStage.js";
+import { analyzeStaged, requeueChunk, type RequeueChunkRow } from "./sql/operate/rewindRequeue.js";
 
 type FunctionKey = Extract<KeyStrategy, { kind: "function" }>;
 
@@ -50,6 +49,9 @@ type FunctionKey = Extract<KeyStrategy, { kind: "function" }>;
  * next advance of the subscription (or the next rewind) takes it over and finishes it.
  */
 export const REWIND_LEASE_MS = 30_000;
+
+/** A rewind's first chunk of each phase, before any has been timed (chunkSizer.ts). */
+const FIRST_CHUNK = 500;
 
 export interface RewindRequest {
   subscription: string;
@@ -60,7 +62,7 @@ export interface RewindRequest {
 export interface RewindOptions {
   /** The subscription's key function in this instance: a subscription keyed by a function needs it. */
   keyFunction?: FunctionKey;
-  /** Events read per statement (the advance's batch size). */
+  /** Events read per statement at most (the advance's batch size); each is sized to take about 100 ms. */
   chunk: number;
   leaseMs?: number;
   /**
@@ -141,11 +143,13 @@ export async function resumeRewind(
 async function runChunks(executor: Executor, held: Held, options: RewindOptions): Promise<number> {
   const leaseMs = options.leaseMs ?? REWIND_LEASE_MS;
   const { subscriptionId, token } = held;
-  const limit = options.chunk;
+  const sized = () => chunkSizer({ first: Math.min(options.chunk, FIRST_CHUNK), max: options.chunk });
+  const staging = sized();
   for (let n = 1; held.staging; ) {
+    const limit = staging.size;
     const chunk =
       held.key === "function"
-        ? await stageByFunction(executor, held, options)
+        ? await stageByFunction(executor, held, { ...options, chunk: limit })
         : present(
             (
               await executor.run<ChunkRow>(
@@ -160,6 +164,7 @@ async function runChunks(executor: Executor, held: Held, options: RewindOptions)
             )[0],
             "the stage chunk's row",
           );
+    staging.took(chunk.elapsed_ms);
     if (chunk.stale) continue; // an erasure round committed after the chunk's read: read it again
     if (chunk.held === 0) throw lostLease(leaseMs);
     await options.afterChunk?.({ phase: "stage", n: n++ });
@@ -168,11 +173,14 @@ async function runChunks(executor: Executor, held: Held, options: RewindOptions)
   await executor.run(analyzeStaged());
   let requeued = 0;
   let after: { key: string; tx: string; position: number } | null = null;
+  const requeueing = sized();
   for (let n = 1; ; n++) {
+    const limit = requeueing.size;
     const rows: RequeueChunkRow[] = await executor.run<RequeueChunkRow>(
       requeueChunk({ subscriptionId, token, limit, leaseMs, after }),
     );
     const chunk: RequeueChunkRow = present(rows[0], "the requeue chunk's row");
+    requeueing.took(chunk.elapsed_ms);
     if (chunk.held === 0) throw lostLease(leaseMs);
     requeued += chunk.requeued;
     if (chunk.scanned < limit || chunk.last_key === null || chunk.last_tx === null) break;
@@ -194,6 +202,8 @@ async function stageByFunction(executor: Executor, held: Held, options: RewindOp
   const strategy = options.keyFunction;
   if (strategy === undefined)
     throw new CorqError("conflict", "a rewind of a function-keyed subscription needs its key function");
+  // read, keys computed here, written: timed whole, by this clock (the write alone holds an xid)
+  const started = Date.now();
   const rows = await executor.run<EventRow & { matches: boolean; erase_epoch: string | number }>(
     readStageChunk({ subscriptionId: held.subscriptionId, token: held.token, limit: options.chunk }),
   );
@@ -216,5 +226,5 @@ async function stageByFunction(executor: Executor, held: Held, options: RewindOp
     }),
   );
   const { held: stillHeld, stale } = present(written, "the stage chunk's write");
-  return { scanned: rows.length, held: stillHeld, stale };
+  return { scanned: rows.length, held: stillHeld, stale, elapsed_ms: Date.now() - started };
 }

@@ -82,3 +82,19 @@ describe("a claim whose parts are out of date", () => {
       expect(claims.length).toBeGreaterThan(1);
     });
 });
+
+describe("a code subscription not registered yet (no advance has run)", () => {
+  it("consume() and drain() send one claim each and learn nothing from it", async () => {
+    const { another } = await open();
+    const sent: string[] = [];
+    const tenanted = { name: "t", tenant: "data.t", handle: () => undefined };
+    const corq = another({ subscriptions: [tenanted], onStatement: (text) => void sent.push(text) });
+    expect(await corq.consume("t")).toBeNull();
+    expect(await corq.drain("t", { keysPerClaim: 4, budgetMs: 1000 })).toMatchObject({ batches: 0 });
+    // both fair only, as the definition says: an absent row is not a reason to claim in full
+    expect(claimsIn(sent)).toEqual([
+      { fair: true, rate: false },
+      { fair: true, rate: false },
+    ]);
+  });
+});

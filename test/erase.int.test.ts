@@ -277,7 +277,7 @@ describe("erasure and concurrent work", () => {
       expect(await run(client, beginErasure("alice"))).toEqual([{ version: 4 }]);
       await client.query("BEGIN");
       await run(client, holdAdvancers());
-      expect(await run(client, eraseRound("alice", 2))).toEqual([{ erased: 2, dequeued: 2, keys: 1 }]);
+      expect(await run(client, eraseRound("alice", 2))).toMatchObject([{ erased: 2, dequeued: 2, keys: 1 }]);
       await client.query("COMMIT");
     } finally {
       client.release();
@@ -415,7 +415,7 @@ describe("erasure and concurrent work", () => {
         { scanned: 3, enqueued: 3, held: 1, rewinding: null },
       ]);
       // …the round erases them, not seeing those queue rows; the advance commits after it
-      expect(await run(eraser, eraseRound("alice", 2000))).toEqual([{ erased: 2, dequeued: 0, keys: 0 }]);
+      expect(await run(eraser, eraseRound("alice", 2000))).toMatchObject([{ erased: 2, dequeued: 0, keys: 0 }]);
       await eraser.query("COMMIT");
       await advancer.query("COMMIT");
     } finally {

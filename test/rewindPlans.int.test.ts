@@ -7,7 +7,8 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import pg from "pg";
 import { createCorq } from "../src/index.js";
-import { requeueChunk, stageChunk } from "../src/sql/operate/rewind.js";
+import { requeueChunk } from "../src/sql/operate/rewindRequeue.js";
+import { stageChunk } from "../src/sql/operate/rewindStage.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { costOffenses, explain, planOffenses, type PlanNode } from "./helpers/plans.js";
 

@@ -9,6 +9,7 @@ import { toStoredEvent, type EventRow } from "../sql/common/eventColumns.js";
 import { pushHandler } from "../pushDelivery.js";
 import type { ConsumeResult } from "../types.js";
 import type { Claimed, Consumer, ConsumeTarget } from "./claimed.js";
+import type { ClaimParts } from "./drainLimits.js";
 
 export const claimBy = (target: ConsumeTarget, limit = 1): ClaimBy => ({
   kind: target.code ? undefined : "push",
@@ -25,10 +26,12 @@ export interface ClaimOutcome {
   empty: number;
   /** keys picked but over their rate limit: not leased, they wait for its room */
   limited: number;
-  /** the subscription has no tenant, rate limit or cap: the next claim may be plain (ClaimBy.plain) */
-  plain: boolean;
-  /** the subscription has a tenant and no rate limit or cap: the next claim may be fair only (ClaimBy.fairOnly) */
-  fairOnly: boolean;
+  /**
+   * The parts the subscription's claims need, as its row says: none of the tenant, rate limit and
+   * caps (`plain`: ClaimBy.plain), or the tenant alone (`fairOnly`); undefined when there is no
+   * such subscription (a code subscription not registered yet): nothing to learn.
+   */
+  parts?: ClaimParts;
   /** with settleAndClaim: the settlements whose lease held */
   settled?: SettledRow[];
   expired: BatchRecordRow[];
@@ -40,7 +43,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
   const [first] = rows;
   if (first === undefined) {
     // defined in code, not registered yet: nothing to do
-    if (target.code) return { claimed: [], dead: [], empty: 0, limited: 0, plain: false, fairOnly: false, expired: [] };
+    if (target.code) return { claimed: [], dead: [], empty: 0, limited: 0, expired: [] };
     throw new CorqError("unknown_subscription", `no subscription named "${target.name}"`);
   }
   const outcome: ClaimOutcome = {
@@ -48,8 +51,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
     dead: [],
     empty: 0,
     limited: first.limited,
-    plain: first.plain === true,
-    fairOnly: first.fair_only === true,
+    parts: { plain: first.plain === true, fairOnly: first.fair_only === true },
     settled: rows.find((row) => row.settled !== null)?.settled ?? undefined,
     expired: [],
   };

@@ -1,4 +1,5 @@
 // The log: append (with its one retry), the reads, and the erasure of a stream.
+import { chunkSizer } from "../chunkSizer.js";
 import { z } from "zod";
 import {
   expectedVersion as expectedVersionSchema,
@@ -23,6 +24,7 @@ import {
   afterRound,
   beginErasure,
   eraseRound,
+  withoutJit,
   holdAdvancers,
   type AfterRoundRow,
   type BeginErasureRow,
@@ -55,12 +57,14 @@ const readLogOptions = z.object({
 });
 
 /**
- * Events an erasure round takes: each round is one transaction that holds every subscription's
- * advancer lock, so it must stay short (API.md guarantee 7): 2,000 events with their 4,000 queue
- * rows in two subscriptions (beside 440,000 other queued rows) took 160–320 ms a round on this
- * 2-core machine at load 9–10, BEGIN and COMMIT included.
+ * Events an erasure round takes at most: each round is one transaction that holds every
+ * subscription's advancer lock, so it must stay short (API.md guarantee 7): 2,000 events with
+ * their 4,000 queue rows in two subscriptions (beside 440,000 other queued rows) took 160–320 ms
+ * a round on this 2-core machine at load 9–10, BEGIN and COMMIT included. So rounds start at
+ * FIRST_ERASE_ROUND and are sized to take about 100 ms each (chunkSizer.ts).
  */
 const ERASE_ROUND = 2000;
+const FIRST_ERASE_ROUND = 500;
 
 type LogPart = Pick<CorqRuntime, "append" | "readStream" | "readLog" | "streamPage" | "eraseStream">;
 type Append = LogPart["append"];
@@ -206,18 +210,23 @@ export function createLog({
       // Rounds until one erases less than a full round (src/sql/log/eraseStream.ts), and once
       // more when a subscription was created meanwhile (the round after sweeps what it queued).
       let erased = 0;
+      // each round sized to take about 100 ms: it holds every advancer lock and an xid while it runs
+      const sizes = chunkSizer({ first: FIRST_ERASE_ROUND, max: ERASE_ROUND });
       for (;;) {
+        const size = sizes.size;
         const { round, held } = await db.transaction(async (tx) => {
+          await tx.run(withoutJit());
           const locked = await tx.run<{ id: number }>(holdAdvancers());
-          const [row] = await tx.run<EraseRoundRow>(eraseRound(stream, ERASE_ROUND));
+          const [row] = await tx.run<EraseRoundRow>(eraseRound(stream, size));
           return { round: present(row, "the erasure round's row"), held: locked.map((r) => r.id) };
         });
+        sizes.took(round.elapsed_ms);
         erased += round.erased;
         const [after] = await db.run<AfterRoundRow>(afterRound(held));
         const { kicked, created } = present(after, "the erasure's check row");
         // advances that came while the round held the advancer locks left a kick and returned
         if (kicked) await advance({ coalesce: true });
-        if (round.erased < ERASE_ROUND && !created) return { erased };
+        if (round.erased < size && !created) return { erased };
       }
     },
 

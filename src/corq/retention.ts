@@ -1,5 +1,6 @@
 // Retention of the log: the policy (read, set, seeded by createCorq's `retention` option) and
 // the passes that remove what it allows, chunk by chunk (src/sql/lifecycle/retention.ts).
+import { chunkSizer } from "../chunkSizer.js";
 import { z } from "zod";
 import { parseOrThrow } from "../config.js";
 import { CorqError, present } from "../errors.js";
@@ -28,6 +29,8 @@ import type { PartDeps } from "./options.js";
  * second a corq transaction may last (guarantee 7), whatever else runs.
  */
 export const RETENTION_CHUNK = 2000;
+/** A pass's first chunk, before any has been timed. */
+const FIRST_CHUNK = 500;
 /**
  * How long a chunk waits for a lock (a subscription row an advance or a rewind holds) before it
  * gives up: longer than an advance's statement, far shorter than a long rewind.
@@ -62,7 +65,7 @@ const runOptions = z.object({
   maxChunks: z.number().int().min(1).max(1_000_000).default(1000),
   /** Start no chunk after this many ms (the chunk under way finishes). */
   budgetMs: z.number().int().min(0).max(3_600_000).default(10_000),
-  /** Events per chunk. */
+  /** Events per chunk at most (each sized to take about 100 ms: chunkSizer.ts). */
   chunkSize: z.number().int().min(1).max(100_000).default(RETENTION_CHUNK),
 });
 
@@ -106,11 +109,15 @@ export function createRetention({
       let sweeping = true;
       let recheckDue = true;
       let races = 0;
+      // each chunk sized to take about 100 ms (the horizon is free again that often), up to chunkSize
+      const sizes = chunkSizer({ first: Math.min(chunkSize, FIRST_CHUNK), max: chunkSize });
       for (let chunk = 0; more(chunk); chunk++) {
         const recheck = recheckDue && (chunk === 0 || !sweeping);
+        const size = sizes.size;
         let row: ChunkRow;
         try {
-          row = await chunkOnce(db, { sweep: sweeping ? chunkSize : 0, recheck: recheck ? chunkSize : 0 });
+          row = await chunkOnce(db, { sweep: sweeping ? size : 0, recheck: recheck ? size : 0 });
+          sizes.took(row.elapsed_ms);
         } catch (error) {
           // rolled back: done again (its removal now sees the rewind's queue rows), a few times at most
           if (error instanceof Requeued && ++races < RACES_PER_PASS) continue;

@@ -35,8 +35,8 @@ export async function explain(
   options: { analyze?: boolean } = {},
 ): Promise<PlanNode & { jit?: unknown }> {
   const { sql: text, params } = dialect.sqlToQuery(query);
-  // in a savepoint: a statement that fails when run (ANALYZE) takes its settings with it, and
-  // leaves the caller's transaction usable
+  // in a transaction of its own, rolled back: what a run (ANALYZE) changed goes, and so does the
+  // setting, also when the statement fails
   await client.query("BEGIN");
   try {
     await client.query(`PREPARE plan_check AS ${text}`);

@@ -526,7 +526,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: one key's rewind requeues every key (JSON-path key)",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindStage.ts",
       "\n        AND ((SELECT rewind_key FROM sub) IS NULL OR key = (SELECT rewind_key FROM sub))",
       "",
     ),
@@ -536,7 +536,7 @@ export const mutants: Mutant[] = [
     name: "rewind: one key's rewind requeues every key (stream key)",
     edits: [
       {
-        file: "src/sql/operate/rewind.ts",
+        file: "src/sql/operate/rewindStage.ts",
         search: "\n        AND ((SELECT rewind_key FROM sub) IS NULL OR key = (SELECT rewind_key FROM sub))",
         replace: "",
       },
@@ -562,7 +562,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: requeued events numbered against log order (a rewind that reorders)",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindRequeue.ts",
       "row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),\n        m.tx, m.position, true",
       "row_number() OVER (PARTITION BY m.key ORDER BY m.tx DESC, m.position DESC),\n        m.tx, m.position, true",
     ),
@@ -571,7 +571,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: a leased key's queue replaced under its holder",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindRequeue.ts",
       "WHEN l.lease_until > ${lockedNow} THEN 'append'",
       "WHEN false THEN 'append'",
     ),
@@ -580,7 +580,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: a key whose queue reaches back before the position is replaced (its earlier events lost)",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindRequeue.ts",
       "WHEN head.position IS NOT NULL AND (head.tx, head.position) < (l.first_tx, l.first_position) THEN 'covered'",
       "WHEN false THEN 'covered'",
     ),
@@ -589,7 +589,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: replaced rows not passed by the ack cursor (a stale claim hands them out)",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindRequeue.ts",
       "last_seq = CASE WHEN d.mode = 'replace' THEN d.seq ELSE k.last_seq END,",
       "last_seq = k.last_seq,",
     ),
@@ -629,7 +629,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: a key requeued by an earlier chunk taken for covered (the rest of its replay never queued)",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindRequeue.ts",
       "CASE WHEN l.rewound_by = (SELECT mark FROM moved) THEN 'append'",
       "CASE WHEN false THEN 'append'",
     ),
@@ -647,7 +647,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: staged events requeued against log order where a key's events span two chunks",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindRequeue.ts",
       "ORDER BY subscription_id, key, tx, position LIMIT ${limit}))",
       "ORDER BY subscription_id, key, tx DESC, position DESC LIMIT ${limit}))",
     ),
@@ -657,7 +657,7 @@ export const mutants: Mutant[] = [
     // (a version bound that lets the cursor's own event in again changes nothing: the (tx,
     // position) bound keeps it out; the version bound is there for the index)
     name: "rewind: one stream's chunks skip the event after the cursor",
-    edits: one("src/sql/operate/rewind.ts", "AND e.version > coalesce(", "AND e.version > 1 + coalesce("),
+    edits: one("src/sql/operate/rewindStage.ts", "AND e.version > coalesce(", "AND e.version > 1 + coalesce("),
     tests: ["test/rewindChunks.int.test.ts"],
   },
   {
@@ -704,7 +704,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: a requeue chunk walks the staged events from the start (not from its cursor)",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindRequeue.ts",
       "WHERE subscription_id = ${subscriptionId} ${past}",
       "WHERE subscription_id = ${subscriptionId}",
     ),
@@ -1113,7 +1113,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: the stream filter ignored",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindStage.ts",
       "AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} AS matches,\n        ${keyExpression} AS key`;",
       "AS matches,\n        ${keyExpression} AS key`;",
     ),
@@ -1309,7 +1309,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "idle keys: a rewind numbers a compacted key from 1",
-    edits: one("src/sql/operate/rewind.ts", "f.n, m.floor + f.n, m.floor + f.n, now()", "f.n, f.n, f.n, now()"),
+    edits: one("src/sql/operate/rewindRequeue.ts", "f.n, m.floor + f.n, m.floor + f.n, now()", "f.n, f.n, f.n, now()"),
     tests: ["test/idleKeys.int.test.ts"],
   },
   {
@@ -1374,7 +1374,7 @@ export const mutants: Mutant[] = [
   {
     name: "rewind: a stage chunk of a rewind taken over counts as stale (its old holder reads again forever)",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindStage.ts",
       "SELECT coalesce((SELECT erase_epoch FROM sub) <>\n        (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId}), false) AS stale",
       "SELECT (SELECT erase_epoch FROM sub) IS DISTINCT FROM\n        (SELECT erase_epoch FROM ${subscriptions} WHERE id = ${subscriptionId}) AS stale",
     ),
@@ -1383,7 +1383,7 @@ export const mutants: Mutant[] = [
   {
     name: "erasure: a rewind's stage chunk that read before a round committed stages what the round erased",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindStage.ts",
       "SELECT coalesce((SELECT erase_epoch FROM sub) <>",
       "SELECT coalesce(false AND (SELECT erase_epoch FROM sub) <>",
     ),
@@ -1828,7 +1828,7 @@ export const mutants: Mutant[] = [
   {
     name: "delays: a rewind requeues a delayed event without its time",
     edits: one(
-      "src/sql/operate/rewind.ts",
+      "src/sql/operate/rewindRequeue.ts",
       "(SELECT e.deliver_at FROM ${events} e WHERE e.position = m.position)",
       "NULL::timestamptz",
     ),

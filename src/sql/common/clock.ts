@@ -11,3 +11,10 @@ import { sql } from "drizzle-orm";
  * for a row that another session only locked, and are not evaluated again afterwards.
  */
 export const lockedNow = sql`clock_timestamp()`;
+
+/**
+ * How long this statement has run so far, in ms, on the server: last in a chunk's row, what the
+ * chunk held the horizon for (src/chunkSizer.ts sizes the next one from it; a time taken by the
+ * client would count the network too, and shrink chunks over a far database for nothing).
+ */
+export const elapsedMs = sql`(extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::float8`;

@@ -1,3 +1,4 @@
+import { elapsedMs } from "../common/clock.js";
 import { sql, type SQL } from "drizzle-orm";
 import { events, queue, retention, retentionHeld, subscriptions } from "../../db/schema.js";
 import type { StoredPolicy } from "../../retentionPolicy.js";
@@ -150,6 +151,8 @@ export interface ChunkRow {
   recheck_more: boolean;
   /** false: retention is off (no max age); nothing was looked at. */
   active: boolean;
+  /** How long the chunk's statement ran on the server (ms): what sizes the next one. */
+  elapsed_ms: number;
 }
 
 const LAST_POSITION = sql.raw("9223372036854775807");
@@ -253,7 +256,7 @@ export function removeChunk({ sweep, recheck }: { sweep: number; recheck: number
       coalesce((SELECT horizon FROM moved), (SELECT horizon FROM ${retention} WHERE id = 1)) AS horizon,
       ${sweep} > 0 AND (SELECT count(*) FROM swept) = ${sweep} AND (SELECT position FROM stop) IS NULL AS sweep_more,
       ${recheck} > 0 AND (SELECT count(*) FROM rechecked) = ${recheck} AS recheck_more,
-      EXISTS (SELECT 1 FROM policy) AS active`;
+      EXISTS (SELECT 1 FROM policy) AS active, ${elapsedMs} AS elapsed_ms`;
 }
 
 /**

@@ -63,7 +63,11 @@ const MONITOR_ROLE = "cost_monitor";
 const WORKER = fileURLToPath(new URL("./costWorker.ts", import.meta.url));
 
 /** The section's cluster: embedded Postgres with pg_stat_statements loaded. */
-export function startCostCluster(): Promise<RunningPostgres> {
+export async function startCostCluster(): Promise<RunningPostgres> {
+  // another server (Debian's PostgreSQL 15, say): local, with pg_stat_statements preloaded —
+  // CORQ_PG_SETTINGS="shared_preload_libraries=pg_stat_statements" infra/systemPostgres.sh start
+  const url = process.env.DATABASE_URL;
+  if (url) return { url, stop: async () => undefined, restart: () => Promise.reject(new Error("not ours to restart")) };
   return startEmbeddedPostgres({
     settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "top" },
   });

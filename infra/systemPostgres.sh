@@ -7,6 +7,7 @@
 #   infra/systemPostgres.sh start <bin-dir> the same with the binaries there (the embedded
 #                                           PostgreSQL of another major: infra/planTestsOnMajors.sh)
 #   infra/systemPostgres.sh stop <url>      stops it and deletes its data directory
+# CORQ_PG_SETTINGS="name=value …" adds server settings (the cost bench: shared_preload_libraries=pg_stat_statements).
 # Used by .ci/run (the suite on both servers) and by hand for the bench:
 #   export DATABASE_URL=$(infra/systemPostgres.sh start) && npm run bench -- --quick
 set -euo pipefail
@@ -41,10 +42,17 @@ case "${1:-}" in
     # a free port: the kernel's choice for a socket bound to port 0
     port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
     echo "$bin" >"$dir/bin"
-    as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync >/dev/null
+    # a password of its own (as Neon and the embedded clusters have): a wrong one is refused (28P01)
+    password="$(node -e 'console.log(require("crypto").randomBytes(18).toString("base64url"))')"
+    echo "$password" >"$dir/password"
+    [ "$(id -u)" != 0 ] || chown postgres: "$dir/password"
+    as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth-host=scram-sha-256 --auth-local=trust \
+      --pwfile="$dir/password" --no-sync >/dev/null
+    settings=""
+    for setting in ${CORQ_PG_SETTINGS:-}; do settings="$settings -c $setting"; done
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
-      -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir" start >/dev/null
-    echo "postgres://postgres@127.0.0.1:$port/postgres"
+      -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir$settings" start >/dev/null
+    echo "postgres://postgres:$password@127.0.0.1:$port/postgres"
     ;;
   stop)
     port="$(node -e 'console.log(new URL(process.argv[1]).port)' "${2:?the url start printed}")"

@@ -175,7 +175,7 @@ describe("a rewind between two of its chunks", () => {
         // its snapshot, waits for that row, and the round commits under it
         await eraser.query("BEGIN");
         await run(eraser, holdAdvancers());
-        expect(await run(eraser, eraseRound("b", 100))).toEqual([{ erased: 3, dequeued: 0, keys: 0 }]);
+        expect(await run(eraser, eraseRound("b", 100))).toMatchObject([{ erased: 3, dequeued: 0, keys: 0 }]);
         committed = waitingOnLock(raw, "WITH sub AS (").then(() => eraser.query("COMMIT"));
       });
       await committed;

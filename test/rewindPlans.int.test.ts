@@ -1,8 +1,9 @@
 // A rewind's chunks keep their plans (docs/architecture.md, "The fast plan is the only plan"):
 // each is one bounded statement only if it reads what its chunk names — never every key row,
-// every queue row or every staged event. Planned on keys and queue as they were when last
-// analyzed — empty — (the rewind does not ANALYZE them) and, for the requeue, on
-// rewind_staged as the rewind leaves it (ANALYZEd between staging and requeueing), for the
+// every queue row or every staged event. At 1M keys (2M events), planned on keys and queue as
+// they were when last analyzed — empty — (the rewind does not ANALYZE them), and again after
+// ANALYZE of every table; for the requeue, on rewind_staged as the rewind leaves it (ANALYZEd
+// between staging and requeueing), for the
 // parameters as corq sends them, each estimated far below `jit_above_cost`. EXPLAIN only: nothing runs.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import pg from "pg";
@@ -12,7 +13,7 @@ import { stageChunk } from "../src/sql/operate/rewindStage.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { costOffenses, explain, planOffenses, type PlanNode } from "./helpers/plans.js";
 
-const KEYS = 100_000;
+const KEYS = 1_000_000;
 const TOKEN = "00000000-0000-0000-0000-00000000000a";
 
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -52,7 +53,7 @@ beforeAll(async () => {
       (watermark_tx, watermark_position) = (SELECT tx, position FROM corq.events ORDER BY tx DESC, position DESC LIMIT 1)
     WHERE id = ${id};`);
   await client.query("ANALYZE corq.rewind_staged"); // as the rewind does before its requeue
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   await client?.end();
@@ -78,6 +79,18 @@ describe("a rewind's chunks, on keys and queue analyzed while empty", () => {
     expect(rows).toEqual([{ tablename: "rewind_staged" }]);
   });
 
+  chunkChecks();
+});
+
+describe("after ANALYZE of every table", () => {
+  beforeAll(async () => {
+    await client.query("ANALYZE corq.keys, corq.queue, corq.events, corq.rewind_staged, corq.subscriptions");
+  });
+  chunkChecks();
+});
+
+/** The requeue and the stage chunk: their plans and their estimated costs. */
+function chunkChecks() {
   it("a requeue chunk reads key rows and queue rows by key, and walks the staged events in order from its cursor", async () => {
     const plan = await explain(
       client,
@@ -122,4 +135,4 @@ describe("a rewind's chunks, on keys and queue analyzed while empty", () => {
     ];
     expect(offenses).toEqual([]);
   });
-});
+}

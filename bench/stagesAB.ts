@@ -1,5 +1,7 @@
 // Before / after for the library's stages, in one process: `npx tsx bench/stagesAB.ts --before <checkout>
-// [--measure consume|e2e|latency] [--rounds 5] [--rate 1000] [--seconds 8]`.
+// [--measure consume|e2e|latency] [--rounds 5] [--rate 1000] [--seconds 8]`; or this checkout on two
+// servers, in turns: `--server <url>` (e.g. Debian's PostgreSQL 15 from infra/systemPostgres.sh)
+// against the embedded 18, instead of `--before`.
 // Loads this checkout's bench/systems/corq.ts and the other checkout's (a `git worktree` of the code to
 // compare with, its node_modules linked), then runs the same stage with each in turn, round after
 // round, each run on a fresh database of one embedded Postgres: consume (1k keys × 20 events, 8
@@ -20,7 +22,8 @@ const value = (name: string, fallback?: string) => {
   const at = argv.indexOf(name);
   return at >= 0 ? present(argv[at + 1], `a value after ${name}`) : present(fallback, `${name} <value>`);
 };
-const before = resolve(value("--before"));
+const server = argv.includes("--server") ? value("--server") : undefined;
+const before = server === undefined ? resolve(value("--before")) : undefined;
 const measure = value("--measure", "consume");
 const rounds = Number(value("--rounds", "5"));
 const rate = Number(value("--rate", "1000"));
@@ -28,11 +31,17 @@ const seconds = Number(value("--seconds", "8"));
 const warmup = !argv.includes("--cold");
 if (!["consume", "e2e", "latency"].includes(measure)) throw new Error("--measure: consume, e2e or latency");
 
-const other = (await import(`${before}/bench/systems/corq.ts`)) as typeof here;
-const sides = [
-  { label: `before (${before})`, system: other, figures: [] as number[] },
-  { label: "after (this checkout)", system: here, figures: [] as number[] },
-];
+const other = before === undefined ? here : ((await import(`${before}/bench/systems/corq.ts`)) as typeof here);
+const sides: { label: string; system: typeof here; server?: string; figures: number[] }[] =
+  server === undefined
+    ? [
+        { label: `before (${before})`, system: other, figures: [] },
+        { label: "after (this checkout)", system: here, figures: [] },
+      ]
+    : [
+        { label: "embedded PostgreSQL 18", system: here, figures: [] },
+        { label: `${server.replace(/:[^:@/]*@/, ":…@")}`, system: here, server, figures: [] },
+      ];
 const workload = { events: 20_000, keys: 1000, consumers: 8, batchSize: 100 };
 const load = () => present(loadavg()[0], "the 1-minute load average").toFixed(2);
 const percentile = (sorted: number[], p: number) =>
@@ -42,7 +51,7 @@ const pg = await startEmbeddedPostgres();
 try {
   for (let round = 1; round <= rounds; round++)
     for (const side of sides) {
-      const url = await freshDatabase(pg.url, "ab");
+      const url = await freshDatabase(side.server ?? pg.url, "ab");
       const loadBefore = load();
       let line: string;
       if (measure === "latency") {
@@ -61,7 +70,7 @@ try {
         line = `${eps.toLocaleString("en")} events/s`;
       }
       console.log(`round ${round} ${side.label}: ${line} (load ${loadBefore} → ${load()})`);
-      await dropDatabase(pg.url, url);
+      await dropDatabase(side.server ?? pg.url, url);
     }
 } finally {
   await pg.stop();

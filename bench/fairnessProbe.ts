@@ -8,17 +8,12 @@ import { loadavg } from "node:os";
 import type pg from "pg";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { benchClient, dropDatabase, freshDatabase } from "./database.js";
+import { positiveFlag } from "./flags.js";
 import { fairnessRun } from "./fairness.js";
 import { descendantsCpuMs } from "./processCpu.js";
 
-const arg = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(`--${name}`);
-  const value = at >= 0 ? Number(process.argv[at + 1]) : fallback;
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`--${name}: a positive integer`);
-  return value;
-};
-const events = arg("events", 100_000);
-const pairs = arg("pairs", 2);
+const events = positiveFlag("events", 100_000);
+const pairs = positiveFlag("pairs", 2);
 // `--plan-cache-mode force_custom_plan|force_generic_plan`: the consumers' sessions plan every
 // statement afresh, or always use the cached generic plan (default: Postgres chooses)
 const planCacheMode = process.argv.includes("--plan-cache-mode")

@@ -8,26 +8,16 @@
 // (autovacuum may ANALYZE on its own during a box: it is reported, not prevented), and this
 // process's CPU per event (the consumers' share of the machine). The last line printed is one
 // JSON object. Postgres: embedded (default settings) unless DATABASE_URL.
-import { loadavg } from "node:os";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
 import { createCorq } from "../src/index.js";
 import { benchClient, dropDatabase, freshDatabase } from "./database.js";
+import { loadAverages, positiveFlag } from "./flags.js";
 
-const arg = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(`--${name}`);
-  const value = at >= 0 ? Number(process.argv[at + 1]) : fallback;
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`--${name}: a positive integer`);
-  return value;
-};
-const keys = arg("keys", 1_000_000);
-const seconds = arg("seconds", 10);
-const consumers = arg("consumers", 8);
-const keysPerClaim = arg("keys-per-claim", 16);
+const keys = positiveFlag("keys", 1_000_000);
+const seconds = positiveFlag("seconds", 10);
+const consumers = positiveFlag("consumers", 8);
+const keysPerClaim = positiveFlag("keys-per-claim", 16);
 
-const load = () =>
-  loadavg()
-    .map((n) => n.toFixed(2))
-    .join(" ");
 const fmt = (n: number) => Math.round(n).toLocaleString("en");
 
 const embedded = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres();
@@ -58,7 +48,7 @@ try {
       (await db.query("SELECT count(*) AS n FROM pg_stats WHERE schemaname = 'corq' AND tablename = 'keys'")).rows[0].n,
     ) > 0;
   const box = async (label: string) => {
-    const before = { statistics: await hasStatistics(), load: load() };
+    const before = { statistics: await hasStatistics(), load: loadAverages() };
     const drains = Array.from({ length: consumers }, () =>
       createCorq({ databaseUrl: url, subscriptions: [subscription], poolSize: 1 }),
     );
@@ -80,7 +70,7 @@ try {
       statisticsAtStart: before.statistics,
       statisticsAtEnd: await hasStatistics(),
       loadAtStart: before.load,
-      loadAtEnd: load(),
+      loadAtEnd: loadAverages(),
     };
     console.log(
       `${label}: ${fmt(result.eps)} events/s (${fmt(events)} in ${result.seconds} s; this process's CPU ${result.nodeCpuMsPerEvent} ms per event; statistics of keys at start/end: ` +

@@ -9,7 +9,6 @@
 //              drains of keysPerClaim 1, in the same run: the one-key consumer against the drain.
 // The server's version, JIT setting and the machine's load are printed beside the figures. The
 // last line printed is one JSON object.
-import { loadavg } from "node:os";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type { SQL } from "drizzle-orm";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
@@ -24,22 +23,13 @@ import { appendEvents } from "../src/sql/log/appendEvents.js";
 import { subscriptionStats } from "../src/sql/inspect/subscriptionStats.js";
 import { listKeys } from "../src/sql/inspect/listKeys.js";
 import { benchClient, dropDatabase, freshDatabase } from "./database.js";
+import { loadAverages, positiveFlag } from "./flags.js";
 import { median, percentile } from "./stats.js";
 
-const arg = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(`--${name}`);
-  const value = at >= 0 ? Number(process.argv[at + 1]) : fallback;
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`--${name}: a positive integer`);
-  return value;
-};
-const keys = arg("keys", 100_000);
-const runs = arg("runs", 15);
-const events = arg("events", 20_000);
-const eventKeys = arg("event-keys", 1000);
-const load = () =>
-  loadavg()
-    .map((n) => n.toFixed(2))
-    .join(" ");
+const keys = positiveFlag("keys", 100_000);
+const runs = positiveFlag("runs", 15);
+const events = positiveFlag("events", 20_000);
+const eventKeys = positiveFlag("event-keys", 1000);
 const ms = (n: number) => n.toFixed(2);
 
 const embedded = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres();
@@ -55,7 +45,7 @@ try {
   await server.end();
   const { version, jit, setting } = rows[0];
   out.server = { version, jit: jit && setting === "on" };
-  console.log(`PostgreSQL ${version}, JIT ${jit ? setting : "not available"}; load ${load()}`);
+  console.log(`PostgreSQL ${version}, JIT ${jit ? setting : "not available"}; load ${loadAverages()}`);
   out.planning = await planning();
   out.advance = await advanceNothing();
   out.consume = await consumeAgainstDrain();
@@ -146,7 +136,7 @@ async function planning() {
       result[name] = { planningMs: median(planned), executionMs: median(executed), jit: compiled };
       console.log(`| ${name} | ${ms(median(planned))} | ${ms(median(executed))} | ${compiled ? "yes" : "no"} |`);
     }
-    console.log(`load ${load()}`);
+    console.log(`load ${loadAverages()}`);
     await client.end();
     return result;
   } finally {
@@ -187,7 +177,7 @@ async function advanceNothing() {
     await corq.close();
     const figures = { p50Ms: median(took), p95Ms: percentile(took, 95) };
     console.log(
-      `\nadvance() with nothing to do: p50 ${ms(figures.p50Ms)} ms, p95 ${ms(figures.p95Ms)} ms (load ${load()})`,
+      `\nadvance() with nothing to do: p50 ${ms(figures.p50Ms)} ms, p95 ${ms(figures.p95Ms)} ms (load ${loadAverages()})`,
     );
     return figures;
   } finally {
@@ -238,7 +228,7 @@ async function consumeAgainstDrain() {
     }
   const figures = { consumeEps: median(rates.consume), drainEps: median(rates.drain) };
   console.log(
-    `\n${events.toLocaleString("en")} events over ${eventKeys.toLocaleString("en")} keys, 8 at once: consume() ${Math.round(figures.consumeEps)} ev/s, drain (keysPerClaim 1) ${Math.round(figures.drainEps)} ev/s, ratio ${(figures.consumeEps / figures.drainEps).toFixed(2)} (medians of 2 runs each, in turns; load ${load()})`,
+    `\n${events.toLocaleString("en")} events over ${eventKeys.toLocaleString("en")} keys, 8 at once: consume() ${Math.round(figures.consumeEps)} ev/s, drain (keysPerClaim 1) ${Math.round(figures.drainEps)} ev/s, ratio ${(figures.consumeEps / figures.drainEps).toFixed(2)} (medians of 2 runs each, in turns; load ${loadAverages()})`,
   );
   return figures;
 }

@@ -22,10 +22,13 @@ export interface ChunkSizer {
 /** 100 ms: well under a human's notice, and a fraction of a live event's end-to-end budget. */
 export const CHUNK_TARGET_MS = 100;
 
-export function chunkSizer(options: { first: number; min?: number; max: number; targetMs?: number }): ChunkSizer {
+/** The first chunk, before any has been timed (at most `max`). */
+const FIRST_CHUNK = 500;
+
+export function chunkSizer(options: { first?: number; min?: number; max: number; targetMs?: number }): ChunkSizer {
   const { max, targetMs = CHUNK_TARGET_MS } = options;
   const min = Math.min(options.min ?? 100, max);
-  let size = Math.max(min, Math.min(options.first, max));
+  let size = Math.max(min, Math.min(options.first ?? FIRST_CHUNK, max));
   return {
     get size() {
       return size;

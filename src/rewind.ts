@@ -50,9 +50,6 @@ type FunctionKey = Extract<KeyStrategy, { kind: "function" }>;
  */
 export const REWIND_LEASE_MS = 30_000;
 
-/** A rewind's first chunk of each phase, before any has been timed (chunkSizer.ts). */
-const FIRST_CHUNK = 500;
-
 export interface RewindRequest {
   subscription: string;
   to: number | "beginning";
@@ -143,7 +140,7 @@ export async function resumeRewind(
 async function runChunks(executor: Executor, held: Held, options: RewindOptions): Promise<number> {
   const leaseMs = options.leaseMs ?? REWIND_LEASE_MS;
   const { subscriptionId, token } = held;
-  const sized = () => chunkSizer({ first: Math.min(options.chunk, FIRST_CHUNK), max: options.chunk });
+  const sized = () => chunkSizer({ max: options.chunk });
   const staging = sized();
   for (let n = 1; held.staging; ) {
     const limit = staging.size;

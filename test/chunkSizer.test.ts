@@ -32,6 +32,11 @@ describe("chunkSizer", () => {
     expect(sizes({ first: 2, max: 2 }, 1000, 2)).toEqual([2, 2]);
   });
 
+  it("starts at 500 when not told, or at max when that is less", () => {
+    expect(sizes({ max: 5000 }, 0.01, 2)).toEqual([500, 1000]);
+    expect(sizes({ max: 200 }, 0.01, 2)).toEqual([200, 200]);
+  });
+
   it("takes another target", () => {
     expect(sizes({ first: 1000, max: 10_000, targetMs: 50 }, 0.1, 2)).toEqual([1000, 500]);
   });

@@ -98,3 +98,25 @@ describe("a code subscription not registered yet (no advance has run)", () => {
     ]);
   });
 });
+
+describe("two subscriptions of one Corq", () => {
+  it("each claim has its own subscription's parts, whichever was claimed first", async () => {
+    const handle = () => undefined;
+    const plain = { name: "p", handle };
+    const tenanted = { name: "t", tenant: "data.t", handle };
+    const { corq, another } = await open({ subscriptions: [plain, tenanted] });
+    await corq.append("k1", [{ name: "Placed", data: { t: "a" } }]);
+    await corq.append("k2", [{ name: "Placed", data: { t: "b" } }]);
+    await corq.advance();
+    const sent: string[] = [];
+    const fresh = another({ subscriptions: [plain, tenanted], onStatement: (text) => void sent.push(text) });
+    // in turns, each subscription twice: what one learns must not become the other's
+    for (const name of ["t", "p", "t", "p"]) await fresh.consume(name);
+    expect(claimsIn(sent)).toEqual([
+      { fair: true, rate: false },
+      { fair: false, rate: false },
+      { fair: true, rate: false },
+      { fair: false, rate: false },
+    ]);
+  });
+});

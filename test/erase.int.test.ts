@@ -275,10 +275,16 @@ describe("erasure and concurrent work", () => {
     const client = await raw.connect();
     try {
       expect(await run(client, beginErasure("alice"))).toEqual([{ version: 4 }]);
+      const jit = async () => (await client.query("SELECT current_setting('jit') AS jit")).rows[0].jit;
+      const before = await jit();
       await client.query("BEGIN");
       await run(client, holdAdvancers());
+      // the round runs with JIT off (its estimate passes jit_above_cost without statistics), and
+      // only the round: the session's setting is back after it
+      expect(await jit()).toBe("off");
       expect(await run(client, eraseRound("alice", 2))).toMatchObject([{ erased: 2, dequeued: 2, keys: 1 }]);
       await client.query("COMMIT");
+      expect(await jit()).toBe(before);
     } finally {
       client.release();
     }

@@ -321,7 +321,7 @@ const statements: {
     maxCost: {
       cost: 250_000,
       why: "before ANALYZE only (about 550 after): with no statistics of queue.position (not unique) the planner takes each of the round's positions to match 0.5 % of the queue, 30,000 key rows where a round touches its events × subscriptions",
-      jit: "the round's transaction turns JIT off for itself (SET LOCAL: it holds every advancer lock), src/corq/log.ts",
+      jit: "the round's transaction turns JIT off for itself (holdAdvancers: it holds every advancer lock)",
     },
   },
   {

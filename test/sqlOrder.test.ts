@@ -158,7 +158,6 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   beginErasure: (f) => [f("s")],
   holdAdvancers: (f) => [f()],
   eraseRound: (f) => [f("s", 2000)],
-  withoutJit: (f) => [f()],
   afterRound: (f) => [f([1, 2])],
   readyKeys: (f) => [f(8)],
   releaseDeadKeys: (f) => [

@@ -24,7 +24,6 @@ import {
   afterRound,
   beginErasure,
   eraseRound,
-  withoutJit,
   holdAdvancers,
   type AfterRoundRow,
   type BeginErasureRow,
@@ -60,11 +59,10 @@ const readLogOptions = z.object({
  * Events an erasure round takes at most: each round is one transaction that holds every
  * subscription's advancer lock, so it must stay short (API.md guarantee 7): 2,000 events with
  * their 4,000 queue rows in two subscriptions (beside 440,000 other queued rows) took 160–320 ms
- * a round on this 2-core machine at load 9–10, BEGIN and COMMIT included. So rounds start at
- * FIRST_ERASE_ROUND and are sized to take about 100 ms each (chunkSizer.ts).
+ * a round on this 2-core machine at load 9–10, BEGIN and COMMIT included. So rounds are sized to
+ * take about 100 ms each, from a first one of 500 (chunkSizer.ts).
  */
 const ERASE_ROUND = 2000;
-const FIRST_ERASE_ROUND = 500;
 
 type LogPart = Pick<CorqRuntime, "append" | "readStream" | "readLog" | "streamPage" | "eraseStream">;
 type Append = LogPart["append"];
@@ -211,11 +209,10 @@ export function createLog({
       // more when a subscription was created meanwhile (the round after sweeps what it queued).
       let erased = 0;
       // each round sized to take about 100 ms: it holds every advancer lock and an xid while it runs
-      const sizes = chunkSizer({ first: FIRST_ERASE_ROUND, max: ERASE_ROUND });
+      const sizes = chunkSizer({ max: ERASE_ROUND });
       for (;;) {
         const size = sizes.size;
         const { round, held } = await db.transaction(async (tx) => {
-          await tx.run(withoutJit());
           const locked = await tx.run<{ id: number }>(holdAdvancers());
           const [row] = await tx.run<EraseRoundRow>(eraseRound(stream, size));
           return { round: present(row, "the erasure round's row"), held: locked.map((r) => r.id) };

@@ -29,8 +29,6 @@ import type { PartDeps } from "./options.js";
  * second a corq transaction may last (guarantee 7), whatever else runs.
  */
 export const RETENTION_CHUNK = 2000;
-/** A pass's first chunk, before any has been timed. */
-const FIRST_CHUNK = 500;
 /**
  * How long a chunk waits for a lock (a subscription row an advance or a rewind holds) before it
  * gives up: longer than an advance's statement, far shorter than a long rewind.
@@ -110,7 +108,7 @@ export function createRetention({
       let recheckDue = true;
       let races = 0;
       // each chunk sized to take about 100 ms (the horizon is free again that often), up to chunkSize
-      const sizes = chunkSizer({ first: Math.min(chunkSize, FIRST_CHUNK), max: chunkSize });
+      const sizes = chunkSizer({ max: chunkSize });
       for (let chunk = 0; more(chunk); chunk++) {
         const recheck = recheckDue && (chunk === 0 || !sweeping);
         const size = sizes.size;

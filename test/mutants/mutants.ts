@@ -1174,6 +1174,11 @@ export const mutants: Mutant[] = [
     tests: ["test/plans.int.test.ts"],
   },
   {
+    name: "erasure: a round with JIT as the server has it (compiled for seconds right after a bulk load)",
+    edits: one("src/sql/log/eraseStream.ts", "set_config('jit', 'off', true) AS jit", "'on' AS jit"),
+    tests: ["test/erase.int.test.ts"],
+  },
+  {
     name: "retention: the queue probed as a semi-join (a read of the whole queue every chunk)",
     edits: one(
       "src/sql/lifecycle/retention.ts",

@@ -11,6 +11,8 @@ import type { ConsumeResult } from "../types.js";
 import type { Claimed, Consumer, ConsumeTarget } from "./claimed.js";
 import type { ClaimParts } from "./drainLimits.js";
 
+const DEADLOCK_DETECTED = "40P01";
+
 export const claimBy = (target: ConsumeTarget, limit = 1): ClaimBy => ({
   kind: target.code ? undefined : "push",
   limit,
@@ -39,7 +41,14 @@ export interface ClaimOutcome {
 
 /** Runs a claim statement and reads its rows: the batches per key, and what it settled. */
 export async function claimOnce({ executor, target }: Consumer, statement: SQL): Promise<ClaimOutcome> {
-  const rows = await executor.run<ClaimRow>(statement);
+  // A claim, with the settlements it carries, is one statement and so one transaction: a deadlock
+  // (40P01: seen on PostgreSQL 15 with a rewind's requeue chunk locking the same key rows) rolled
+  // all of it back, so it is sent once more (every settlement is fenced by its lease) instead of
+  // ending the drain with its batches unsettled.
+  const rows = await executor.run<ClaimRow>(statement).catch((error: unknown) => {
+    if ((error as { code?: unknown }).code !== DEADLOCK_DETECTED) throw error;
+    return executor.run<ClaimRow>(statement);
+  });
   const [first] = rows;
   if (first === undefined) {
     // defined in code, not registered yet: nothing to do

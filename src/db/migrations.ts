@@ -254,5 +254,14 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "ALTER TABLE \"corq\".\"idempotency_keys\" SET (parallel_workers = 0);",
       "ALTER TABLE \"corq\".\"tenants\" SET (parallel_workers = 0);"
     ]
+  },
+  {
+    "tag": "0026_security_of_new_surfaces",
+    "statements": [
+      "ALTER TABLE \"corq\".\"idempotency_keys\" ADD COLUMN \"scope\" text DEFAULT '' NOT NULL;",
+      "ALTER TABLE \"corq\".\"subscriptions\" ADD COLUMN \"max_delay_ms\" bigint DEFAULT 86400000 NOT NULL;",
+      "ALTER TABLE \"corq\".\"idempotency_keys\" DROP CONSTRAINT \"idempotency_keys_pkey\";",
+      "ALTER TABLE \"corq\".\"idempotency_keys\" ADD CONSTRAINT \"idempotency_keys_pkey\" PRIMARY KEY(\"scope\",\"stream\",\"key\");"
+    ]
   }
 ];

@@ -4,22 +4,14 @@
 // longer found, the mutant is reported `stale`: rewrite its search text against the new code
 // (same regression), never drop it silently.
 
-export interface Edit {
-  file: string;
-  search: string;
-  replace: string;
-  /** Replace every occurrence (default: the search text must occur once, and is replaced once). */
-  all?: boolean;
-}
+import { one, type Mutant } from "./mutant.js";
+import { idempotencyMutants } from "./idempotency.js";
+import { delaysMutants } from "./delays.js";
+import { alertsMutants } from "./alerts.js";
+import { lifecycleMutants } from "./lifecycle.js";
+import { flowControlMutants } from "./flowControl.js";
 
-export interface Mutant {
-  name: string;
-  edits: Edit[];
-  /** Test files that must fail with the mutant applied. */
-  tests: string[];
-}
-
-const one = (file: string, search: string, replace: string): Edit[] => [{ file, search, replace }];
+export type { Edit, Mutant } from "./mutant.js";
 
 export const mutants: Mutant[] = [
   // --- advance ---------------------------------------------------------------------------
@@ -2025,4 +2017,9 @@ export const mutants: Mutant[] = [
     ),
     tests: ["test/tenantCap.int.test.ts"],
   },
+  ...idempotencyMutants,
+  ...delaysMutants,
+  ...alertsMutants,
+  ...lifecycleMutants,
+  ...flowControlMutants,
 ];

@@ -56,6 +56,8 @@ export const streams = corqSchema.table("streams", {
 export const idempotencyKeys = corqSchema.table(
   "idempotency_keys",
   {
+    /** Whose key it is: only appends of the same scope (the same token) replay it or are refused by it. */
+    scope: text("scope").notNull().default(""),
     stream: text("stream").notNull(),
     key: text("key").notNull(),
     /** SHA-256 (hex) of the events and expectedVersion as sent. */
@@ -66,7 +68,7 @@ export const idempotencyKeys = corqSchema.table(
     createdAt: createdAt(),
   },
   (t) => [
-    primaryKey({ name: "idempotency_keys_pkey", columns: [t.stream, t.key] }),
+    primaryKey({ name: "idempotency_keys_pkey", columns: [t.scope, t.stream, t.key] }),
     index("idempotency_keys_created_at_idx").on(t.createdAt),
   ],
 );

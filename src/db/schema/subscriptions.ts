@@ -41,6 +41,9 @@ export const subscriptions = corqSchema.table("subscriptions", {
   // { events, perMs, by: "key" | "tenant" | "subscription" }: at most `events` delivered per
   // `perMs` for each key, tenant or the whole subscription (corq.rate_take); null: no limit
   rateLimit: jsonb("rate_limit"),
+  // An event's delay (deliverAt / delayMs) is capped at this for this subscription, at advance
+  // time (never refused at append: another subscription may allow it). Default 1 day.
+  maxDelayMs: bigint("max_delay_ms", { mode: "number" }).notNull().default(86_400_000),
   // events whose tenant differed from their key's (a key's tenant is fixed when its row is made)
   tenantMismatched: bigint("tenant_mismatched", { mode: "number" }).notNull().default(0),
   deliver: jsonb("deliver"),

@@ -17,4 +17,3 @@ export interface Mutant {
 }
 
 export const one = (file: string, search: string, replace: string): Edit[] => [{ file, search, replace }];
-

@@ -2,7 +2,7 @@
 // (src/sql/alerts/alertConditions.ts, the doctor's heldHorizons): one candidate per alert,
 // condition and subject, with the payload the receiver gets. Nothing here reads the database;
 // whether a candidate is sent is the database's call (recordAlerts: the min interval).
-import { heldHorizonFindings } from "./doctor.js";
+import { formatDuration } from "./doctor.js";
 import type { DeadKeyRow, SubscriptionConditionRow } from "./sql/alerts/alertConditions.js";
 import type { AlertCandidate } from "./sql/alerts/alertSends.js";
 import type { AlertPassRow } from "./sql/alerts/startAlertPass.js";
@@ -145,31 +145,54 @@ export function subscriptionCandidates(
 
 /**
  * horizon.held: what holds the advance (a transaction with a transaction id, a prepared
- * transaction) longer than a watching alert's heldOverMs, in the doctor's words (its finding's
- * message: pid, state, application, last query, how long). A snapshot alone holds vacuum, not
+ * transaction) longer than a watching alert's heldOverMs. A snapshot alone holds vacuum, not
  * the advance, and a slot no transaction: those are the doctor's to name, not an alert's.
+ * The receiver is told the pid, state, age and database, never the session's query text (the
+ * statement leaves it out, heldHorizons { query: false }): that session may be another
+ * application's, in another database, with a secret in its SQL (issue 47). `corq doctor`
+ * (admin) names it in full.
  */
 export function horizonCandidates(
   alerts: WatchingAlert[],
   rows: HeldHorizonRow[],
   options: { now: Date },
 ): AlertCandidate[] {
-  const findings = heldHorizonFindings(rows.filter((row) => row.holder !== "hidden" && row.holds_advance));
+  const held = rows.filter((row) => row.holder !== "hidden" && row.holds_advance && row.age_ms !== null);
   const candidates: AlertCandidate[] = [];
   for (const alert of alerts) {
     if (!alert.watches.has("horizon.held") || alert.heldOverMs === null) continue;
-    for (const finding of findings) {
-      if (finding.ageMs == null || finding.ageMs <= alert.heldOverMs) continue;
-      const subject = JSON.stringify([finding.holder, finding.pid ?? finding.name]);
+    for (const row of held) {
+      const ageMs = Math.max(0, Number(row.age_ms));
+      if (ageMs <= alert.heldOverMs) continue;
+      const subject = JSON.stringify([row.holder, row.pid ?? row.name]);
       if (alert.recent.has(`horizon.held ${subject}`)) continue;
       candidates.push({
         alertId: alert.id,
         type: "horizon.held",
         subject,
         incident: null,
-        payload: { type: "horizon.held", error: finding.message, at: options.now.toISOString() },
+        payload: { type: "horizon.held", error: heldHorizonText(row, ageMs), at: options.now.toISOString() },
       });
     }
   }
   return candidates;
+}
+
+/** A held horizon in an alert's words: who (pid or a prepared transaction), its state, database, how long. */
+function heldHorizonText(row: HeldHorizonRow, ageMs: number): string {
+  const database = row.database === null ? [] : [`database ${row.database}`];
+  const doctor = "corq doctor names it in full, with what to do.";
+  if (row.holder === "prepared transaction") {
+    return (
+      `A prepared transaction${row.database === null ? "" : ` in database ${row.database}`} has waited ` +
+      `${formatDuration(ageMs)} for ` +
+      "COMMIT PREPARED or ROLLBACK PREPARED. It keeps its transaction id until then, so it holds the xmin horizon: " +
+      `no advance moves past the events committed since it was prepared. ${doctor}`
+    );
+  }
+  return (
+    `pid ${row.pid} (${[row.state ?? "state unknown", ...database].join(", ")}) has held a transaction open for ` +
+    `${formatDuration(ageMs)}. It has a transaction id, so it holds the xmin horizon: no advance moves any ` +
+    `subscription past the events committed since it began until it ends. ${doctor}`
+  );
 }

@@ -5,11 +5,12 @@
 // passes at once sending once, a slow receiver not holding up the others, and bad input refused
 // with nothing written.
 import pg from "pg";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, inject, it } from "vitest";
 import type { AlertInput, Corq } from "../src/index.js";
 import { createExecutor } from "../src/db/executor.js";
 import { recordAlerts, type AlertCandidate } from "../src/sql/alerts/alertSends.js";
 import { useCorq, sleep } from "./helpers/corq.js";
+import { createTestDatabase } from "./helpers/database.js";
 import { startReceiver, type Receiver } from "./helpers/receiver.js";
 import { eventually } from "./helpers/until.js";
 
@@ -250,7 +251,9 @@ describe("alerts", () => {
       expect(mentioning(held.pid).map((d) => d.body)).toEqual([
         {
           type: "horizon.held",
-          error: expect.stringMatching(/idle in transaction, held-by-test.*has held a transaction open for/),
+          error: expect.stringMatching(
+            /^pid \d+ \(idle in transaction, database corq_test_\w+\) has held a transaction open for/,
+          ),
           at: expect.any(String),
         },
       ]);
@@ -260,6 +263,57 @@ describe("alerts", () => {
     } finally {
       await held.client.end();
       await snapshot.client.end();
+    }
+  });
+
+  it("horizon.held from another database names pid, state, age and database, never that session's query text", async () => {
+    const { corq, raw } = await open({ pushAllowPrivate: true });
+    const hook = await receiver();
+    await corq.putAlert("horizon", { url: hook.url, secret: SECRET, on: ["horizon.held"], heldOverMs: 1 });
+    // another application's session, in another database of the cluster: it wrote (it has a
+    // transaction id: every advance here waits), then runs a statement with a secret in its text
+    const elsewhere = await createTestDatabase(inject("postgresUrl"), { migrated: false });
+    const database = new URL(elsewhere.url).pathname.slice(1);
+    const client = new pg.Client({ connectionString: elsewhere.url, application_name: "billing-app" });
+    await client.connect();
+    try {
+      const pid = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid as number;
+      await client.query("BEGIN");
+      await client.query("SELECT pg_current_xact_id()");
+      const running = client
+        .query("SELECT 'api_key=sk_live_0123456789abcdef' AS leaked, pg_sleep(30)")
+        .catch(() => undefined);
+      await eventually(async () => {
+        const { rows } = await raw.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [pid]);
+        expect(rows[0]?.state).toBe("active");
+      });
+      await sleep(20);
+      expect((await corq.checkAlerts()).sent).toBeGreaterThanOrEqual(1);
+      const about = hook.deliveries.filter((d) => String(d.body.error).includes(`pid ${pid} `));
+      expect(about.map((d) => d.body)).toEqual([
+        {
+          type: "horizon.held",
+          error: expect.stringMatching(
+            new RegExp(
+              `^pid ${pid} \\(active, database ${database}\\) has held a transaction open for \\d+ (ms|s)\\. `,
+            ),
+          ),
+          at: expect.any(String),
+        },
+      ]);
+      // not to the receiver, and not kept in corq's own tables for a later try either
+      for (const text of [
+        JSON.stringify(hook.deliveries.map((d) => d.body)),
+        JSON.stringify((await raw.query("SELECT payload FROM corq.alert_sends")).rows),
+      ]) {
+        expect(text).not.toContain("sk_live");
+        expect(text).not.toContain("pg_sleep");
+      }
+      await raw.query("SELECT pg_cancel_backend($1)", [pid]);
+      await running;
+    } finally {
+      await client.end();
+      await elsewhere.drop();
     }
   });
 

@@ -236,7 +236,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   ],
   listAlerts: (f) => [f()],
   deleteAlert: (f) => [f("a")],
-  heldHorizons: (f) => [f(60_000)],
+  heldHorizons: (f) => [f(60_000), f(60_000, { query: false })],
   appliedMigrations: (f) => [f()],
   subscriptionHealth: (f) => [f()],
   tableVacuum: (f) => [f()],

@@ -134,7 +134,7 @@ export function createAlerts({
       const horizonWatchers = watching("horizon.held");
       if (horizonWatchers.length > 0) {
         const heldOverMs = Math.min(...horizonWatchers.map((a) => a.heldOverMs ?? Number.MAX_SAFE_INTEGER));
-        const rows = await db.run<HeldHorizonRow>(heldHorizons(heldOverMs));
+        const rows = await db.run<HeldHorizonRow>(heldHorizons(heldOverMs, { query: false }));
         candidates.push(...horizonCandidates(alerts, rows, { now }));
       }
 

@@ -20,12 +20,15 @@ const msSince = (at: SQL) => sql`(extract(epoch FROM clock_timestamp() - ${at}) 
  *   Postgres 17+; read through to_jsonb so that older servers answer too, with no age).
  * And, whatever their age, the sessions of other roles this role may not see into (no
  * pg_read_all_stats): their xid shows, not since when (holder 'hidden').
+ * `query: false` (an alerts pass): a session's query text stays in the database — it may be
+ * another application's, with a secret in its SQL, and an alert goes to a receiver outside.
  */
-export function heldHorizons(heldOverMs: number): SQL {
+export function heldHorizons(heldOverMs: number, options: { query?: boolean } = {}): SQL {
   const longer = (since: SQL) => sql`clock_timestamp() - ${since} > ${heldOverMs}::float8 * interval '1 millisecond'`;
+  const query = options.query === false ? sql`NULL` : sql`left(split_part(a.query, chr(10), 1), 200)`;
   return sql`
     SELECT 'transaction' AS holder, a.pid, NULL AS name, a.datname AS database, a.usename AS "user",
-      nullif(a.application_name, '') AS application, a.state, left(split_part(a.query, chr(10), 1), 200) AS query,
+      nullif(a.application_name, '') AS application, a.state, ${query} AS query,
       ${msSince(sql`a.xact_start`)} AS age_ms, a.backend_xid IS NOT NULL AS holds_advance
     FROM pg_stat_activity a
     WHERE a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL AND ${longer(sql`a.xact_start`)}

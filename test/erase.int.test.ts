@@ -439,6 +439,51 @@ describe("erasure and concurrent work", () => {
   });
 });
 
+describe("a key the erasure starts over", () => {
+  it("whose consumer crashed and whose batch the erasure took: its next events come at attempt 1, never dead-lettered", async () => {
+    // a key starts over with no attempt counted: neither its failure (r1's failed event was
+    // erased) nor the lease its crashed consumer left (r1's and r2's ran out before the erasure)
+    const attempts: string[] = [];
+    const { corq, raw } = await open({
+      subscriptions: [
+        {
+          name: "byRoom",
+          key: "data.room",
+          maxAttempts: 2,
+          leaseMs: 200,
+          backoff: { initialMs: 1, maxMs: 1, factor: 1 },
+          handle: (events, ctx) => {
+            const data = events.map((e) => e.data as unknown as Data);
+            if (data.some((d) => d.fail)) throw new Error("fails on purpose");
+            attempts.push(...data.map((d) => `${ctx.key}:${d.n}@${ctx.attempt}`));
+          },
+        },
+      ],
+    });
+    await corq.append("alice", [ev({ n: "a0", room: "r1", fail: true })]);
+    await corq.append("bob", [ev({ n: "b1", room: "r1" })]);
+    await corq.append("alice", [ev({ n: "a2", room: "r2" })]);
+    await corq.advance();
+    expect(await corq.consume("byRoom")).toMatchObject({ key: "r1", outcome: "retry" }); // attempt 1 of 2 failed
+    await sleep(20);
+    // both keys claimed by a consumer that then crashes; their leases run out
+    const crashed = await run<ClaimRow & pg.QueryResultRow>(raw, claimBatch("byRoom", { limit: 2 }));
+    expect(crashed.filter((row) => row.seq === null).map((row) => row.key)).toEqual(["r1", "r2"]);
+    await sleep(300);
+    expect(await corq.eraseStream("alice")).toEqual({ erased: 2 });
+    expect(await keysOf(raw, "byRoom")).toMatchObject({
+      r1: { pending: 1, attempts: 0, dead: false, idle_or_dead: false },
+      r2: { pending: 0, attempts: 0, dead: false, idle_or_dead: true },
+    });
+    // the stream goes on after its erasure: r2's next event is unrelated to what was erased
+    await corq.append("alice", [ev({ n: "a3", room: "r2" })]);
+    await drain(corq, "byRoom");
+    expect(attempts.sort()).toEqual(["r1:b1@1", "r2:a3@1"]);
+    expect(await corq.deadLetters({ subscription: "byRoom" })).toEqual([]);
+    await consistent(raw);
+  });
+});
+
 describe("a batch in flight whose events were all erased", () => {
   it("fails without an attempt: its key is idle, never dead on a missing event", async () => {
     const s = recording("s", { leaseMs: 60_000 });

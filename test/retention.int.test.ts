@@ -16,6 +16,7 @@ import {
 } from "./helpers/earlierRelease.js";
 import { drain, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
+import { present } from "./helpers/present.js";
 
 const open = useCorq();
 const DAY = 86_400_000;
@@ -227,6 +228,41 @@ describe("retention", () => {
     // at the horizon's event and from the beginning (what the log still holds): delivered again
     expect(await corq.rewind("a", { to: kept[0] as number })).toEqual({ requeued: 1 });
     expect(await corq.rewind("a", { to: "beginning" })).toEqual({ requeued: 1 });
+  });
+
+  it("refuses a rewind above the horizon whose range in log order holds a removed event (an outbox transaction's event)", async () => {
+    const a = recording("a");
+    const { corq, raw } = await open({ subscriptions: [a.definition] });
+    // an outbox transaction takes its id, another append commits, then the outbox appends: its
+    // event has the higher position and comes first in log order (tx, position)
+    const outbox = await raw.connect();
+    let other: number;
+    let outboxed: number;
+    try {
+      await outbox.query("BEGIN");
+      await outbox.query("SELECT pg_current_xact_id()");
+      other = present((await corq.append("x", [e(1)])).positions[0], "the other append's position");
+      outboxed = present((await corq.append("y", [e(2)], { tx: outbox })).positions[0], "the outbox's position");
+      await outbox.query("COMMIT");
+    } finally {
+      await outbox.query("ROLLBACK").catch(() => undefined);
+      outbox.release();
+    }
+    expect(outboxed).toBeGreaterThan(other);
+    await age(raw, [other]); // the outbox's event is young: it stays
+    await drain(corq, "a");
+    await corq.setRetention({ maxAgeMs: DAY });
+    expect(await corq.runRetention()).toEqual({ deleted: 1, horizon: other + 1, done: true });
+    expect(await positions(raw)).toEqual([outboxed]);
+    const queue = await queueOf(raw);
+    // from the outbox's event on, in log order, comes the removed one: refused, nothing changed
+    const refused = await corq.rewind("a", { to: outboxed }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: "retained_away", status: 409, extra: { horizon: other + 1 } });
+    expect(await queueOf(raw)).toEqual(queue);
+    // from an event after the removed one in log order: every event of the range is there
+    const [later] = (await corq.append("x", [e(3)])).positions;
+    await drain(corq, "a");
+    expect(await corq.rewind("a", { to: later as number })).toEqual({ requeued: 1 });
   });
 
   it("a subscription created from the beginning after events were removed starts at the horizon and says so", async () => {

@@ -111,6 +111,66 @@ describe.each(Object.entries(paths))("delayed events (%s)", (_path, run) => {
     expect(seen.filter((s) => s.key === "r1").map((s) => s.n)).toEqual([1, 2]);
     expect(seen.find((s) => s.key === "r1")?.at).toBeGreaterThanOrEqual(at.getTime());
   });
+
+  // [e1, e2 +1.6 s, e3 +0.4 s]: e3's time comes first, but it is behind e2 in the key's order,
+  // so both wait for e2's time — a batch that stopped at the first event due soonest (rather
+  // than the first not yet due) would hand out e2 at once. Key b flows beside it throughout.
+  it("a later event due sooner waits behind an earlier delayed one (two keys, a retry after each step)", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({ subscriptions: [recording(seen)] });
+    const { corq } = opened;
+    await corq.append("a", [event(1), event(2, { delayMs: 1600 }), event(3, { delayMs: 400 })]);
+    await corq.append("b", [event(1)]);
+    await run(opened);
+    const of = (key: string) => seen.filter((s) => s.key === key).map((s) => s.n);
+    expect(of("a")).toEqual([1]);
+    expect(of("b")).toEqual([1]);
+    const waiting = await corq.key("s", "a");
+    expect(waiting).toMatchObject({ status: "backoff", pending: 2, attempts: 0 });
+    const e2At = Date.parse(waiting?.availableAt ?? "");
+    await run(opened); // a retry at once: nothing
+    expect(of("a")).toEqual([1]);
+    await sleep(600); // e3's time has passed, e2's has not
+    await corq.append("b", [event(2)]);
+    await run(opened);
+    expect(of("a")).toEqual([1]);
+    expect(of("b")).toEqual([1, 2]);
+    expect(await corq.key("s", "a")).toMatchObject({ status: "backoff", availableAt: waiting?.availableAt });
+    await sleep(e2At - Date.now() + 50);
+    await run(opened);
+    expect(of("a")).toEqual([1, 2, 3]);
+    const e2 = seen.find((s) => s.key === "a" && s.n === 2);
+    expect(e2?.at).toBeGreaterThanOrEqual(Date.parse(e2?.deliverAt ?? ""));
+    await run(opened); // and once more: nothing left
+    expect(of("a")).toEqual([1, 2, 3]);
+    expect(await corq.key("s", "a")).toMatchObject({ status: "idle", pending: 0 });
+  });
+
+  // batches of one: after e1's ack the key's head is e2, not delayed — the key is ready at once;
+  // only e3 (a minute ahead) waits. A key that waited for its next DELAYED event instead of its
+  // head would hold e2 for the whole minute whenever a batch stops before the delayed event.
+  it("after an ack, a key whose head is not delayed is ready at once, its delayed event later still waits", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({ subscriptions: [{ ...recording(seen), batchSize: 1 }] });
+    const { corq } = opened;
+    await corq.append("a", [event(1), event(2), event(3, { delayMs: 60_000 }), event(4)]);
+    await corq.append("b", [event(1), event(2)]);
+    await run(opened);
+    const of = (key: string) => seen.filter((s) => s.key === key).map((s) => s.n);
+    expect(of("a")).toEqual([1, 2]);
+    expect(of("b")).toEqual([1, 2]);
+    const waiting = await corq.key("s", "a");
+    expect(waiting).toMatchObject({ status: "backoff", pending: 2, attempts: 0 });
+    expect(Date.parse(waiting?.availableAt ?? "")).toBeGreaterThan(Date.now() + 50_000);
+    await run(opened); // a retry: e3 still waits, and e4 behind it
+    expect(of("a")).toEqual([1, 2]);
+    // more undelayed events behind the delayed one change nothing; a new key flows
+    await corq.append("a", [event(5)]);
+    await corq.append("c", [event(1)]);
+    await run(opened);
+    expect(of("a")).toEqual([1, 2]);
+    expect(of("c")).toEqual([1]);
+  });
 });
 
 describe("delayed events", () => {

@@ -273,7 +273,7 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
       await c.var.corq()[action](name);
       // what waited while it was paused, without waiting for the cron
       if (action === "resume") dispatchInBackground(c, subscriptions, "a resume");
-      return c.json(await c.var.corq().subscription(name));
+      return c.json(asSeenBy(c, await c.var.corq().subscription(name)));
     });
     // the key percent-encoded in the path (a key may hold "/", "?", "#", spaces …)
     app.post(`/subscriptions/:name/keys/:key/${action}`, requireScope("operate"), async (c) => {
@@ -404,7 +404,7 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
   return app;
 }
 
-/** A subscription as the request's principal may see it: the push URL redacted below the admin scope. */
+/** A subscription as the request's principal may see it: the push URL as scheme and host below the admin scope. */
 function asSeenBy(c: Context<AppEnv>, subscription: SubscriptionStats): SubscriptionStats {
   const { principal } = c.var;
   if (!subscription.deliver || (principal && scopesAllow(principal.scopes, "admin"))) return subscription;

@@ -1,18 +1,14 @@
-// A push subscription's URL as a token without the admin scope sees it (GET /subscriptions,
-// /stats): receivers often take their secret in the URL (?token=…, user:password@), and a read
-// token is handed to dashboards and scripts that have no business calling the receiver.
-// Scheme, host and path stay: enough to tell which receiver it is.
+// A receiver's URL — a push subscription's (GET /subscriptions, /stats, what pause and resume
+// answer) or an alert's (the dashboard's /ui/alerts) — as a principal without the admin scope
+// sees it: scheme and host (with its port) only. Receivers take their secret in the URL: in
+// the query (?token=…), the userinfo, and — relays such as Zapier, Pipedream or n8n — the path
+// (/hooks/catch/4711/<capability>/); a read token is handed to dashboards and scripts that have
+// no business calling the receiver (issue 47). The host is enough to tell which receiver it is.
 export function redactedUrl(text: string): string {
-  let url: URL;
   try {
-    url = new URL(text);
+    const url = new URL(text);
+    return `${url.protocol}//${url.host}`;
   } catch {
     return "(redacted)";
   }
-  if (url.username !== "") url.username = "redacted";
-  if (url.password !== "") url.password = "redacted";
-  const names = [...url.searchParams.keys()];
-  if (names.length > 0) url.search = new URLSearchParams(names.map((name) => [name, "redacted"])).toString();
-  if (url.hash !== "") url.hash = "redacted";
-  return url.toString();
 }

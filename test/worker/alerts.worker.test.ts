@@ -219,20 +219,29 @@ describe("alerts over HTTP", () => {
     expect((await corq(["alerts", "delete", "cli-made"])).code).toBe(5);
   });
 
-  it("the dashboard lists each alert with its last send; below admin, receivers' URLs are redacted", async () => {
-    await api("PUT", "/alerts/with-token", { body: { url: `${hook.receiver.url}?token=abc`, on: ["key.dead"] } });
+  it("the dashboard lists each alert with its last send; below admin (read and operate), receivers are scheme and host only", async () => {
+    // a relay's URL (Zapier, Pipedream, n8n) carries its capability in the path
+    const origin = new URL(hook.receiver.url).origin;
+    const relay = `${origin}/hooks/catch/4711/capability-s3cret/?token=abc`;
+    await api("PUT", "/alerts/with-token", { body: { url: relay, on: ["key.dead"] } });
+    const receivers = (body: string) =>
+      [...body.matchAll(/data-label="Receiver">([^<]*)</g)].map((m) => (m[1] ?? "").replaceAll("&amp;", "&"));
+
     const admin = await html("/ui/alerts", await logIn(state.stack.url, state.stack.adminToken));
     expect(admin.status).toBe(200);
     expect(admin.body).toContain('data-alert="ops"');
     expect(admin.body).toContain("key.dead, subscription.lag over 50 events");
     expect(admin.body).toMatch(/<b>key\.dead<\/b> doomed \/ doomed-1<br\/?>.*sent.*<time datetime="[^"]+Z">/s);
-    expect(admin.body).toContain("token=abc");
-    const reader = (await api("POST", "/tokens", { body: { name: "alerts reader", scopes: ["read"] } })).json.token;
-    const read = await html("/ui/alerts", await logIn(state.stack.url, reader));
-    expect(read.status).toBe(200);
-    expect(read.body).toContain('data-alert="with-token"');
-    expect(read.body).not.toContain("token=abc");
-    expect(read.body).toContain("token=redacted");
+    expect(receivers(admin.body)).toEqual([hook.receiver.url, relay]);
+
+    for (const scope of ["read", "operate"]) {
+      const token = (await api("POST", "/tokens", { body: { name: `alerts ${scope}`, scopes: [scope] } })).json.token;
+      const page = await html("/ui/alerts", await logIn(state.stack.url, token));
+      expect(page.status).toBe(200);
+      expect(page.body).toContain('data-alert="with-token"');
+      expect({ scope, receivers: receivers(page.body) }).toEqual({ scope, receivers: [origin, origin] });
+      for (const secret of ["capability-s3cret", "token=abc", "/hooks/catch"]) expect(page.body).not.toContain(secret);
+    }
     await api("DELETE", "/alerts/with-token");
   });
 });

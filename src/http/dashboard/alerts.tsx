@@ -1,6 +1,7 @@
 // GET /ui/alerts — the alerts, what each watches, and what it sent last (docs/operations.md, "Alerts").
 // Read-only: alerts are put and deleted over the API (admin). A session without the admin scope
-// sees receivers' URLs redacted, as GET /subscriptions shows push URLs to a read token.
+// sees each receiver as scheme and host only (src/http/redactedUrl.ts: relays keep their
+// capability in the path), as GET /subscriptions shows push URLs to a read token.
 import type { AlertInfo, AlertSend } from "../../index.js";
 import { Badge, ErrorText, Page, When, num } from "./layout.js";
 
@@ -36,7 +37,8 @@ function LastSend(props: { send: AlertSend | null }) {
   );
 }
 
-export function Alerts(props: { alerts: AlertInfo[] }) {
+/** `redacted`: the receivers' URLs are scheme and host only (a session below admin). */
+export function Alerts(props: { alerts: AlertInfo[]; redacted: boolean }) {
   return (
     <Page title="Alerts" section="alerts">
       <h1>Alerts</h1>
@@ -79,6 +81,9 @@ export function Alerts(props: { alerts: AlertInfo[] }) {
             </tbody>
           </table>
         </div>
+        {props.redacted && props.alerts.length > 0 && (
+          <p class="muted">Receivers are shown as scheme and host: the rest of their URLs is for admin sessions.</p>
+        )}
         {props.alerts.length === 0 && (
           <p class="muted" role="status">
             No alerts. PUT /alerts/:name (or corq alerts put) makes one.

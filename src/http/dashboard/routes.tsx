@@ -306,7 +306,7 @@ export function dashboard(options: {
       const principal = c.var.principal;
       const admin = principal !== undefined && scopesAllow(principal.scopes, "admin");
       const alerts = (await corq.alerts()).map((a) => (admin ? a : { ...a, url: redactedUrl(a.url) }));
-      return <Alerts alerts={alerts} />;
+      return <Alerts alerts={alerts} redacted={!admin} />;
     }),
   );
 

@@ -14,7 +14,7 @@ const open = useCorq();
 function startRunner(
   corq: Parameters<typeof createRunner>[0]["corq"],
   url: string,
-  options: { subscription: string; concurrency: number; keysPerClaim: number },
+  options: { subscription: string; concurrency: number; keysPerClaim: number; log?: (line: string) => void },
 ) {
   const pool = new pg.Pool({ connectionString: url, max: 2 });
   const runner = createRunner({
@@ -26,7 +26,7 @@ function startRunner(
     replayKeys: 1,
     budgetMs: 10_000,
     safetyNetMs: 3_600_000,
-    log: () => undefined,
+    log: options.log ?? (() => undefined),
   });
   return { pool, runner };
 }
@@ -77,6 +77,39 @@ describe("serve's runner", () => {
     expect(await dueIn(250)).toBeNull(); // a consumer looked then: no wake-up over and over
     await raw.query("UPDATE corq.keys SET available_at = now() + interval '10 seconds'");
     expect(await dueIn(250)).toBeGreaterThan(9000);
+  });
+
+  // a due time in ms past 2^31 (24.8 days) overflowed an int: every idle pass of serve's runner
+  // logged "reading the next due time failed: integer out of range" after a long delay
+  it("the next due time a year away is read (no integer overflow), and the runner logs nothing", async () => {
+    const year = 366 * 24 * 3600 * 1000;
+    const { corq, url, raw } = await open({
+      subscriptions: [{ name: "s", maxDelayMs: year, handle: () => undefined } as never],
+    });
+    const lines: string[] = [];
+    const { pool, runner } = startRunner(corq, url, {
+      subscription: "s",
+      concurrency: 1,
+      keysPerClaim: 1,
+      log: (line) => lines.push(line),
+    });
+    try {
+      await corq.append("a", [{ name: "E", data: {}, delayMs: year }]);
+      runner.wake("append");
+      await eventually(async () => expect(await corq.key("s", "a")).toMatchObject({ status: "backoff", pending: 1 }), {
+        timeoutMs: 10_000,
+      });
+      await raw.query("UPDATE corq.keys SET available_at = now() + interval '366 days'");
+      const [row] = await createExecutor(raw).run<{ due_in_ms: number | null }>(nextDue(["s"]));
+      expect(row?.due_in_ms).toBeGreaterThan(year - 60_000);
+      expect(row?.due_in_ms).toBeLessThanOrEqual(year + 1000);
+      runner.recheck(); // an idle pass reads the next due time
+      await sleep(500);
+      expect(lines).toEqual([]);
+    } finally {
+      await runner.stop({ boundMs: 1000, graceMs: 100 });
+      await pool.end();
+    }
   });
 
   it("a 'ready' wake-up starts one drain per keysPerClaim ready keys: 10 keys, 4 per claim, 3 drains of 8 slots", async () => {

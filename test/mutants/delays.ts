@@ -24,4 +24,10 @@ export const delaysMutants: Mutant[] = [
     ),
     tests: ["test/delays.int.test.ts"],
   },
+  // --- the next due time ------------------------------------------------------------------
+  {
+    name: "delays: the next due time as an int (overflows past 24.8 days: serve's runner logs an error every idle pass)",
+    edits: one("src/sql/consume/nextDue.ts", "* 1000)::float8 AS due_in_ms", "* 1000)::int AS due_in_ms"),
+    tests: ["test/runner.int.test.ts"],
+  },
 ];

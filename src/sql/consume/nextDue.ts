@@ -12,6 +12,8 @@ import { keys, subscriptions } from "../../db/schema.js";
  * first live and first replaying row past now() (its second column named as it is indexed, as
  * in claimBatch.ts: one probe over both would sort every waiting key). A paused key is never
  * claimed, so it wakes no one (and only with paused_at IS NULL does the partial index apply).
+ * A float8 (a number in the drivers; whole milliseconds, exact far past any due time): an int
+ * overflowed past 2^31 ms, 24.8 days, and a delay may be a year (maxDelayMs).
  */
 export function nextDue(codeSubscriptions: string[], { recentMs = 0 }: { recentMs?: number } = {}): SQL {
   const first = (replaying: boolean) => sql`(SELECT k.available_at FROM ${keys} k
@@ -19,7 +21,7 @@ export function nextDue(codeSubscriptions: string[], { recentMs = 0 }: { recentM
           AND k.available_at > now() - ${recentMs} * interval '1 millisecond' AND k.paused_at IS NULL
         ORDER BY k.available_at LIMIT 1)`;
   return sql`
-    SELECT ceil(extract(epoch FROM min(least(${first(false)}, ${first(true)})) - now()) * 1000)::int AS due_in_ms
+    SELECT ceil(extract(epoch FROM min(least(${first(false)}, ${first(true)})) - now()) * 1000)::float8 AS due_in_ms
     FROM ${subscriptions} s
     WHERE NOT s.paused AND (s.kind = 'push' OR s.name = ANY(${sql.param(codeSubscriptions)}::text[]))`;
 }

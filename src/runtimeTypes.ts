@@ -2,9 +2,19 @@
 // slots, kicks, the horizon probe, ready-key counts. Not exported from the package's main entry
 // (src/index.ts) and not in the user docs: they can change in any release. functions/ and
 // src/node/ get them from src/internal.ts.
-import type { Corq, StoredEvent } from "./types.js";
+import type { AnyEvents, AppendResult, Corq, EventInput, EventName, StoredEvent } from "./types.js";
 
 export interface CorqRuntime extends Corq {
+  /**
+   * Corq's append, and for the HTTP API whose idempotency key it is: `idempotencyScope`
+   * (src/http/idempotencyScope.ts; the library's own appends: ''). A key answers, refuses and
+   * is in flight only within its scope.
+   */
+  append<N extends EventName<AnyEvents>>(
+    stream: string,
+    events: EventInput<AnyEvents, N>[],
+    options?: Parameters<Corq["append"]>[2] & { idempotencyScope?: string },
+  ): Promise<AppendResult>;
   /**
    * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
    * ones named in `codeSubscriptions`) and their count, up to `max` × `keysPerClaim`; the

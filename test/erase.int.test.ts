@@ -557,3 +557,83 @@ describe("a batch in flight whose events were all erased", () => {
     expect(s.seen).toEqual([]);
   });
 });
+
+describe("the stream's idempotency keys", () => {
+  const keysOfStream = async (raw: pg.Pool, stream: string) =>
+    (await raw.query("SELECT key FROM corq.idempotency_keys WHERE stream = $1 ORDER BY key", [stream])).rows.map(
+      (row) => row.key as string,
+    );
+
+  it("go in the round that erases their append's last event; the last round takes those whose events went before", async () => {
+    const { corq, raw } = await open();
+    await corq.append("alice", [ev({ n: "a0" }), ev({ n: "a1" })], { idempotencyKey: "k1" });
+    await corq.append("alice", [ev({ n: "a2" }), ev({ n: "a3" })], { idempotencyKey: "k2" });
+    await corq.append("alice", [ev({ n: "a4" })], { idempotencyKey: "k3" });
+    await corq.append("bob", [ev({ n: "b0" })], { idempotencyKey: "k1" });
+    const client = await raw.connect();
+    const round = async (limit: number) => {
+      await client.query("BEGIN");
+      await run(client, holdAdvancers());
+      const [row] = await run<{ erased: number }>(client, eraseRound("alice", limit));
+      await client.query("COMMIT");
+      return row?.erased;
+    };
+    try {
+      expect(await run(client, beginErasure("alice"))).toEqual([{ version: 4 }]);
+      // rounds of 3 events: k1's append (versions 0–1) is gone with the first; k2's (2–3) is half erased
+      expect(await round(3)).toBe(3);
+      expect(await keysOfStream(raw, "alice")).toEqual(["k2", "k3"]);
+      // a retry of k2's append meanwhile still answers it (its events are on their way out)
+      expect(await corq.append("alice", [ev({ n: "a2" }), ev({ n: "a3" })], { idempotencyKey: "k2" })).toMatchObject({
+        replayed: true,
+      });
+      expect(await round(3)).toBe(2);
+      expect(await keysOfStream(raw, "alice")).toEqual([]);
+    } finally {
+      client.release();
+    }
+    expect(await keysOfStream(raw, "bob")).toEqual(["k1"]);
+    // a key whose events were removed before the erasure (as retention removes them) goes with the last round
+    await corq.append("carol", [ev({ n: "c0" })], { idempotencyKey: "k1" });
+    await raw.query("DELETE FROM corq.events WHERE stream = 'carol'");
+    expect(await corq.eraseStream("carol")).toEqual({ erased: 0 });
+    expect(await keysOfStream(raw, "carol")).toEqual([]);
+    // the same appends again write: nothing answers for the erased ones
+    const again = await corq.append("alice", [ev({ n: "a0" }), ev({ n: "a1" })], { idempotencyKey: "k1" });
+    expect(again).toMatchObject({ version: 6 });
+    expect(again.replayed).toBeUndefined();
+    expect(await corq.append("carol", [ev({ n: "c0" })], { idempotencyKey: "k1" })).not.toHaveProperty("replayed");
+    expect(await corq.append("bob", [ev({ n: "b0" })], { idempotencyKey: "k1" })).toMatchObject({ replayed: true });
+  });
+
+  it("a key used while the erasure runs stays with its events: a retry replays it; the erased append's retry writes", async () => {
+    const s = recording("s", {}, false);
+    const { corq, raw } = await open({ subscriptions: [s.definition] });
+    await corq.append("alice", [ev({ n: "a0" })], { idempotencyKey: "before" });
+    await corq.advance();
+    // the test holds the subscription's advancer lock: the erasure's round waits for it
+    const holder = await raw.connect();
+    let during: Awaited<ReturnType<typeof corq.append>>;
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock($1::int4, $2::int4)", [ADVANCING, await idOf(raw, "s")]);
+      const erasing = corq.eraseStream("alice");
+      await until(
+        async () => (await raw.query("SELECT erased_through FROM corq.streams")).rows[0]?.erased_through === 0,
+        { message: "the erasure never began" },
+      );
+      during = await corq.append("alice", [ev({ n: "a1" })], { idempotencyKey: "during" });
+      await holder.query("COMMIT");
+      expect(await erasing).toEqual({ erased: 1 });
+    } finally {
+      holder.release();
+    }
+    expect(await keysOfStream(raw, "alice")).toEqual(["during"]);
+    expect(await corq.append("alice", [ev({ n: "a1" })], { idempotencyKey: "during" })).toEqual({
+      ...during,
+      replayed: true,
+    });
+    expect(await corq.append("alice", [ev({ n: "a0" })], { idempotencyKey: "before" })).toMatchObject({ version: 2 });
+    expect((await corq.readStream("alice")).map((e) => (e.data as Data).n)).toEqual(["a1", "a0"]);
+  });
+});

@@ -105,6 +105,33 @@ describe("idempotent append", () => {
     }
   });
 
+  it("an append in flight holds back its key on its own stream only: the key on another stream writes at once", async () => {
+    const { corq, raw } = await open();
+    const client = await raw.connect();
+    try {
+      await client.query("BEGIN");
+      const inTx = await corq.append("order-1", [placed("1")], { idempotencyKey: "req-1", tx: client });
+      // the same key on order-2 is another key: no 409, no wait for order-1's transaction
+      const other = await corq.append("order-2", [placed("1")], { idempotencyKey: "req-1" });
+      expect(other.replayed).toBeUndefined();
+      expect(await corq.append("order-2", [placed("1")], { idempotencyKey: "req-1" })).toEqual({
+        ...other,
+        replayed: true,
+      });
+      expect(await codeOf(corq.append("order-1", [placed("1")], { idempotencyKey: "req-1" }))).toBe(
+        "idempotency_in_flight",
+      );
+      await client.query("COMMIT");
+      expect(await corq.append("order-1", [placed("1")], { idempotencyKey: "req-1" })).toEqual({
+        ...inTx,
+        replayed: true,
+      });
+    } finally {
+      client.release();
+    }
+    expect([await eventsOf(raw, "order-1"), await eventsOf(raw, "order-2")]).toEqual([1, 1]);
+  });
+
   it("writes once when 30 retries of one append race each other", async () => {
     const { corq, raw, another } = await open();
     const others = [another(), another(), another()];

@@ -41,6 +41,11 @@ const appendOptions = z.object({
     .string()
     .regex(/^[\x21-\x7e]{1,200}$/, "1–200 visible ASCII characters")
     .optional(),
+  // whose key it is (the HTTP API's caller: src/http/idempotencyScope.ts); the library's own: ''
+  idempotencyScope: z
+    .string()
+    .regex(/^[\x21-\x7e]{0,100}$/, "0–100 visible ASCII characters")
+    .default(""),
 });
 
 /** Postgres' serialization_failure: corq.idempotency_race(), an append with the same key committed meanwhile. */
@@ -98,9 +103,13 @@ export function createLog({
     async append(stream, events, appendOpts = {}, traceContext = null) {
       parseOrThrow(streamName, stream, "invalid_input", "stream");
       const input = parseEvents(events);
-      const { expectedVersion, idempotencyKey } = parseOrThrow(
+      const { expectedVersion, idempotencyKey, idempotencyScope } = parseOrThrow(
         appendOptions,
-        { expectedVersion: appendOpts.expectedVersion, idempotencyKey: appendOpts.idempotencyKey },
+        {
+          expectedVersion: appendOpts.expectedVersion,
+          idempotencyKey: appendOpts.idempotencyKey,
+          idempotencyScope: appendOpts.idempotencyScope,
+        },
         "invalid_input",
         "options",
       );
@@ -109,6 +118,7 @@ export function createLog({
         idempotencyKey === undefined
           ? undefined
           : {
+              scope: idempotencyScope,
               key: idempotencyKey,
               sent: JSON.stringify([events, expectedVersion ?? null]),
               ttlMs: settings.idempotencyTtlMs,

@@ -35,6 +35,7 @@ import { toPrometheus } from "../metrics.js";
 import { requestTrace } from "../tracing.js";
 import { dashboard } from "./dashboard/routes.js";
 import { scopesAllow, tokenId, tokenInput } from "../tokens.js";
+import { idempotencyScope } from "./idempotencyScope.js";
 import { redactedUrl } from "./redactedUrl.js";
 import { getPathWithin, outsideBase, parseBasePath } from "./basePath.js";
 import type { AppEnv, OpenCorq, OpenCorqFor } from "./types.js";
@@ -182,6 +183,8 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
         result = await opened.corq.append(stream, body.events as never, {
           expectedVersion: body.expectedVersion,
           idempotencyKey,
+          // the key is the caller's own: another token's use of it is another key
+          idempotencyScope: idempotencyScope(c.var.principal),
           // the request's W3C trace context, with a registered tracer (invalid: ignored, never a 4xx)
           trace: requestTrace({ traceparent: c.req.header("traceparent"), tracestate: c.req.header("tracestate") }),
         });

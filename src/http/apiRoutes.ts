@@ -64,7 +64,7 @@ export const apiRoutes: ApiRoute[] = [
     answers: {
       201: {
         description:
-          "appended; or, with an Idempotency-Key used before, the first append's answer (Idempotent-Replayed: true)",
+          "appended; or, with an Idempotency-Key this caller used before on the stream, the first append's answer (Idempotent-Replayed: true)",
         schema: s.appendResult,
       },
       409: {

@@ -85,8 +85,9 @@ export const appendHeaders = z.object({
     .regex(/^[\x21-\x7e]{1,200}$/, "1–200 visible ASCII characters")
     .optional()
     .describe(
-      "within CORQ_IDEMPOTENCY_TTL_MS (default 24 h) the same key, stream and body answers the first append again " +
-        "(Idempotent-Replayed: true) and writes nothing",
+      "within CORQ_IDEMPOTENCY_TTL_MS (default 24 h) the same key, stream and body from the same caller (token) " +
+        "answers the first append again (Idempotent-Replayed: true) and writes nothing; another token's key is " +
+        "another key, and erasing the stream forgets its keys",
     ),
 });
 

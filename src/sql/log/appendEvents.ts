@@ -20,6 +20,12 @@ export interface AppendRow {
 
 /** An append's idempotency key, with the fingerprint of what it was sent. */
 export interface Idempotency {
+  /**
+   * Whose key it is: only an append of the same scope replays the key's answer, is refused by it
+   * or waits for it in flight. '' for the library's own appends (and rows from before scopes);
+   * the HTTP API's are named by src/http/idempotencyScope.ts.
+   */
+  scope: string;
   key: string;
   /** The events and expectedVersion as sent, as JSON text: its SHA-256 is the fingerprint. */
   sent: string;
@@ -27,9 +33,12 @@ export interface Idempotency {
   ttlMs: number;
 }
 
-// Seed of the advisory lock "an append with idempotency key <key> to <stream> is in flight":
-// taken with a try, so a second append with the key answers 409 at once instead of waiting
-// behind the first (for an outbox append, until the caller's transaction ends).
+// Seed of the advisory lock "an append of <scope> with idempotency key <key> to <stream> is in
+// flight": taken with a try, so a second append with the key answers 409 at once instead of
+// waiting behind the first (for an outbox append, until the caller's transaction ends). Keyed by
+// the three, as the key's row is: another token's append with the key, or the key on another
+// stream, is not held back. (Newline-separated: a scope and a key have none, so no two triples
+// make the same text.)
 export const IDEMPOTENT = 736_420_200;
 
 // The appending transaction may not be older than the one of the stream's last event: the
@@ -102,12 +111,13 @@ export function appendEvents(
   // than keep the events twice, and the caller runs it again.
   const guard = idempotency
     ? sql`free AS (
-        SELECT pg_try_advisory_xact_lock(hashtextextended(${stream} || chr(10) || ${idempotency.key}, ${IDEMPOTENT})) AS free
+        SELECT pg_try_advisory_xact_lock(hashtextextended(${idempotency.scope} || chr(10) || ${stream} || chr(10) || ${idempotency.key}, ${IDEMPOTENT})) AS free
       ),
       prior AS (
         SELECT version, positions, fingerprint = ${fingerprint(idempotency.sent)} AS same
         FROM ${idempotencyKeys}
-        WHERE stream = ${stream} AND key = ${idempotency.key} AND created_at > ${window(idempotency.ttlMs)}
+        WHERE scope = ${idempotency.scope} AND stream = ${stream} AND key = ${idempotency.key}
+          AND created_at > ${window(idempotency.ttlMs)}
       ),
       locked AS (
         SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING})) FROM free
@@ -117,12 +127,12 @@ export function appendEvents(
   const record = idempotency
     ? sql`,
       recorded AS (
-        INSERT INTO ${idempotencyKeys} AS k (stream, key, fingerprint, version, positions)
-        SELECT ${stream}, ${idempotency.key}, ${fingerprint(idempotency.sent)}, claim.version,
+        INSERT INTO ${idempotencyKeys} AS k (scope, stream, key, fingerprint, version, positions)
+        SELECT ${idempotency.scope}, ${stream}, ${idempotency.key}, ${fingerprint(idempotency.sent)}, claim.version,
                coalesce((SELECT jsonb_agg(position ORDER BY version) FROM inserted), '[]'::jsonb)
         FROM claim
         -- a row past the window is the key's to take again
-        ON CONFLICT (stream, key) DO UPDATE SET fingerprint = excluded.fingerprint, version = excluded.version,
+        ON CONFLICT (scope, stream, key) DO UPDATE SET fingerprint = excluded.fingerprint, version = excluded.version,
           positions = excluded.positions, created_at = now()
         WHERE k.created_at <= ${window(idempotency.ttlMs)}
         RETURNING 1

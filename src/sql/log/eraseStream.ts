@@ -1,5 +1,15 @@
 import { sql, type SQL } from "drizzle-orm";
-import { advanceKicks, events, keys, queue, rewindStaged, streams, subscriptions } from "../../db/schema.js";
+import {
+  advanceKicks,
+  events,
+  idempotencyKeys,
+  keys,
+  queue,
+  rewindStaged,
+  streams,
+  subscriptions,
+} from "../../db/schema.js";
+import { tenantTurnsEarlier } from "../common/tenantTurns.js";
 import { ADVANCING } from "../advance/advanceSubscription.js";
 import { elapsedMs, lockedNow } from "../common/clock.js";
 
@@ -15,7 +25,9 @@ import { elapsedMs, lockedNow } from "../common/clock.js";
 //     eraseRound      with a snapshot taken after those waits: up to `limit` of the stream's
 //                     erased versions, their queue rows in every subscription (and the queue rows
 //                     of the positions the round before erased: erase_sweep), their key rows
-//                     locked and corrected, the events deleted.
+//                     locked and corrected, the events deleted, and the stream's idempotency keys
+//                     of the appends whose events it erased (in any scope: what a key holds —
+//                     the fingerprint of what was sent, the positions — must not outlive them).
 // Why an advance never queues an erased event after its round: an advance with a SQL key runs
 // under the advancer lock (held here) and re-checks erase_epoch on the row it locks (its
 // snapshot may predate the round's commit: it then enqueues nothing); one with a key function
@@ -73,6 +85,8 @@ export interface EraseRoundRow {
   dequeued: number;
   /** key rows corrected */
   keys: number;
+  /** idempotency keys forgotten (of appends whose events this round erased) */
+  idempotency_keys: number;
   /** How long the round's statement ran on the server (ms): what sizes the next one. */
   elapsed_ms: number;
 }
@@ -92,15 +106,21 @@ export interface EraseRoundRow {
  *            failure went with the event); a live lease keeps its batch, whose ack or failure
  *            settles the key (ackBatch counts what it deletes);
  *   gone     the events deleted; the tombstone counts them and keeps their positions for the
- *            next round's sweep.
+ *            next round's sweep;
+ *   forgotten the stream's idempotency keys, in every scope, of the appends whose last event
+ *            this round erased (a key's version is its append's last); the last round (less than
+ *            `limit` left) takes every key up to erased_through, also one whose events went
+ *            before (retention). Keys of appends made after the erasure began stay with their
+ *            events. Found by the primary key (scope, stream, key), one probe per scope (`scopes`
+ *            walks them: one descent each), as the key has no index that leads with the stream.
  * Rows are found by index (`= ANY(ARRAY(…))`, LATERAL): a join with a CTE may be planned as a
  * scan of the whole table, and the queue, the keys and the log can be large.
  */
 export function eraseRound(stream: string, limit: number): SQL {
   return sql`
-    WITH tomb AS (SELECT erased_through, coalesce(erase_sweep, '{}') AS sweep FROM ${streams} WHERE stream = ${stream}),
+    WITH RECURSIVE tomb AS (SELECT erased_through, coalesce(erase_sweep, '{}') AS sweep FROM ${streams} WHERE stream = ${stream}),
     doomed AS MATERIALIZED (
-      SELECT e.position FROM ${events} e
+      SELECT e.position, e.version FROM ${events} e
       WHERE e.stream = ${stream} AND e.version <= (SELECT erased_through FROM tomb)
       ORDER BY e.version
       LIMIT ${limit}
@@ -159,8 +179,10 @@ export function eraseRound(stream: string, limit: number): SQL {
         -- by primary key (= ANY): a join with per_key may be planned as a scan of every key row
         AND k.subscription_id = ANY(ARRAY(SELECT subscription_id FROM per_key ORDER BY subscription_id))
         AND k.key = ANY(ARRAY(SELECT key FROM per_key ORDER BY key))
-      RETURNING 1
+      RETURNING k.subscription_id, k.tenant, CASE WHEN r.fresh THEN k.available_at END AS available_at
     ),
+    -- a key that starts over: its tenant's turn in the fair pick no later than its time
+    turns AS (${tenantTurnsEarlier(sql`settled`)}),
     -- a rewind under way may have staged them (src/sql/operate/rewind.ts): they go from there too
     -- (whether one is under way is checked once: no scan of rewind_staged when none is)
     unstaged AS (
@@ -172,13 +194,30 @@ export function eraseRound(stream: string, limit: number): SQL {
       DELETE FROM ${events} e WHERE e.position = ANY(ARRAY(SELECT position FROM doomed ORDER BY position))
       RETURNING e.position
     ),
+    -- every scope that holds an idempotency key: a walk of the primary key (scope, stream, key),
+    -- one descent per scope, so that the stream's keys are found by index below
+    scopes AS (
+      (SELECT scope FROM ${idempotencyKeys} ORDER BY scope LIMIT 1)
+      UNION ALL
+      SELECT (SELECT k.scope FROM ${idempotencyKeys} k WHERE k.scope > s.scope ORDER BY k.scope LIMIT 1)
+      FROM scopes s WHERE s.scope IS NOT NULL
+    ),
+    forgotten AS (
+      DELETE FROM ${idempotencyKeys} k
+      WHERE k.scope = ANY(ARRAY(SELECT scope FROM scopes WHERE scope IS NOT NULL))
+        AND k.stream = ${stream}
+        AND k.version <= (CASE WHEN (SELECT count(*) FROM doomed) < ${limit} THEN (SELECT erased_through FROM tomb)
+                               ELSE (SELECT max(version) FROM doomed) END)
+      RETURNING 1
+    ),
     tombstone AS (
       UPDATE ${streams} SET erased_events = erased_events + (SELECT count(*) FROM gone),
         erase_sweep = ARRAY(SELECT position FROM gone ORDER BY position)
       WHERE stream = ${stream}
     )
     SELECT (SELECT count(*) FROM gone)::int AS erased, (SELECT count(*) FROM removed)::int AS dequeued,
-           (SELECT count(*) FROM settled)::int AS keys, ${elapsedMs} AS elapsed_ms`;
+           (SELECT count(*) FROM settled)::int AS keys, (SELECT count(*) FROM forgotten)::int AS idempotency_keys,
+           ${elapsedMs} AS elapsed_ms`;
 }
 
 export interface AfterRoundRow {

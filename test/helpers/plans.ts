@@ -17,6 +17,9 @@ export interface PlanNode {
   Filter?: string;
   "Sort Key"?: string[];
   "Total Cost": number;
+  /** With `buffers`: the pages the node (and what ran beneath it, functions too) read. */
+  "Shared Hit Blocks"?: number;
+  "Shared Read Blocks"?: number;
   Plans?: PlanNode[];
 }
 
@@ -27,12 +30,13 @@ const dialect = new PgDialect();
  * corq's unnamed statements are every time (nothing is prepared: src/corq/connect.ts). The
  * statement is PREPAREd and EXPLAINed with EXECUTE under `force_custom_plan`, so the parameters
  * keep the types the statement gives them. `analyze`: run it too (EXPLAIN ANALYZE, in a
- * transaction rolled back) — the plan then says whether it was JIT-compiled.
+ * transaction rolled back) — the plan then says whether it was JIT-compiled; `buffers` (with
+ * `analyze`): the pages each node read.
  */
 export async function explain(
   client: pg.ClientBase,
   query: SQL,
-  options: { analyze?: boolean } = {},
+  options: { analyze?: boolean; buffers?: boolean } = {},
 ): Promise<PlanNode & { jit?: unknown }> {
   const { sql: text, params } = dialect.sqlToQuery(query);
   // in a transaction of its own, rolled back: what a run (ANALYZE) changed goes, and so does the
@@ -42,7 +46,7 @@ export async function explain(
     await client.query(`PREPARE plan_check AS ${text}`);
     await client.query("SET LOCAL plan_cache_mode = force_custom_plan");
     const { rows } = await client.query(
-      `EXPLAIN (FORMAT JSON${options.analyze ? ", ANALYZE" : ""}) EXECUTE plan_check${args(client, params)}`,
+      `EXPLAIN (FORMAT JSON${options.analyze ? ", ANALYZE" : ""}${options.buffers ? ", BUFFERS" : ""}) EXECUTE plan_check${args(client, params)}`,
     );
     const [explained] = rows[0]["QUERY PLAN"];
     return Object.assign(explained.Plan as PlanNode, { jit: explained.JIT });

@@ -9,6 +9,7 @@ import { idempotencyMutants } from "./idempotency.js";
 import { delaysMutants } from "./delays.js";
 import { alertsMutants } from "./alerts.js";
 import { lifecycleMutants } from "./lifecycle.js";
+import { fairnessMutants } from "./fairness.js";
 import { flowControlMutants } from "./flowControl.js";
 
 export type { Edit, Mutant } from "./mutant.js";
@@ -2022,4 +2023,5 @@ export const mutants: Mutant[] = [
   ...alertsMutants,
   ...lifecycleMutants,
   ...flowControlMutants,
+  ...fairnessMutants,
 ];

@@ -101,10 +101,18 @@ export const tenants = corqSchema.table(
   {
     subscriptionId: integer("subscription_id").notNull(),
     tenant: text("tenant").notNull(),
-    // null: never served (first in line)
+    // null: never served
     servedAt: timestamp("served_at", { withTimezone: true }),
+    // When the fair pick visits the tenant next (its turn: earliest first, fairPick.ts): made
+    // earlier by whatever gives one of its keys work (the advance, a retry, a resume), set to
+    // now when it is served, and to its next key's time when a visit finds nothing ready.
+    // null: no work known (never visited).
+    dueAt: timestamp("due_at", { withTimezone: true }),
   },
-  (t) => [primaryKey({ name: "tenants_pkey", columns: [t.subscriptionId, t.tenant] })],
+  (t) => [
+    primaryKey({ name: "tenants_pkey", columns: [t.subscriptionId, t.tenant] }),
+    index("tenants_due_idx").on(t.subscriptionId, t.dueAt, t.tenant).where(sql`due_at IS NOT NULL`),
+  ],
 );
 
 /**

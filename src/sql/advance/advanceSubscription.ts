@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
-import { advanceKicks, events, keys, queue, subscriptions, tenants } from "../../db/schema.js";
+import { advanceKicks, events, keys, queue, subscriptions } from "../../db/schema.js";
+import { tenantTurnsEarlier } from "../common/tenantTurns.js";
 import { MAX_KEY_BYTES, keyReasons, tenantReasons } from "../../config.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
@@ -139,8 +140,8 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
  * clears the subscription's last advance error.
  * Tenants (fairness): a key row made here takes the tenant of its first event here (a row made
  * without one — by a pause, a rewind, before the subscription had a tenant — takes it from its
- * next enqueue), and a tenant met for the first time gets its row in corq.tenants (never served:
- * first in line). Events whose tenant differs from their key's are counted (tenant_mismatched).
+ * next enqueue), and each tenant of the keys enqueued here gets its turn in the fair pick no
+ * later than its keys' times (a tenant met for the first time gets its row: tenantTurns.ts). Events whose tenant differs from their key's are counted (tenant_mismatched).
  */
 export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: SQL }, condition: SQL): SQL {
   return sql`
@@ -175,17 +176,10 @@ export function enqueueAndMove(subscriptionId: SQL, last: { tx: SQL; position: S
           ELSE k.available_at END,
         active_at = now(),
         tenant = coalesce(k.tenant, excluded.tenant)
-      RETURNING k.key, k.seq, k.tenant
+      RETURNING k.subscription_id, k.key, k.seq, k.tenant, k.available_at
     ),
-    new_tenants AS (
-      -- read first (no lock, no conflict check): a known tenant costs one probe
-      INSERT INTO ${tenants} (subscription_id, tenant)
-      SELECT DISTINCT (SELECT id FROM moved), t.tenant FROM keyed t
-      WHERE t.tenant IS NOT NULL AND NOT EXISTS (
-        SELECT FROM ${tenants} n WHERE n.subscription_id = (SELECT id FROM moved) AND n.tenant = t.tenant)
-      ORDER BY 2
-      ON CONFLICT DO NOTHING
-    ),
+    -- the turns of their tenants in the fair pick, no later than their keys' times
+    tenant_turns AS (${tenantTurnsEarlier(sql`keyed`)}),
     -- each key's counter as the upsert left it (the latest row version, under its lock), in
     -- one jsonb object computed once: a join of two CTEs is planned on guessed row counts
     -- (a guess of 1 makes it a nested loop)

@@ -179,7 +179,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
       plain
         ? sql``
         : sql`,
-    ${served}`
+    ${served(limit)}`
     }
     -- one row per claimed key (or one with a null key: nothing claimed), then its events, one
     -- row each: a key's lease and the subscription's settings come once, not on every event
@@ -248,16 +248,29 @@ function capsAndRateLimits(limit: number, afterSettled: boolean): SQL {
     ${rateLimited()}`;
 }
 
-// fairness: the tenants of the keys leased here were served now (their turn in the next
-// claims comes after the others'). A tenant row another claim is updating is left to it:
-// claims never wait for each other here (SKIP LOCKED), and both served it at about now.
-const served = sql`served AS (
-      UPDATE ${tenants} t SET served_at = clock_timestamp()
-      FROM (SELECT n.tenant FROM ${tenants} n
-            WHERE n.subscription_id = (SELECT id FROM sub) AND (SELECT tenant FROM sub) IS NOT NULL
-              AND n.tenant = ANY(ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL ORDER BY tenant))
+// fairness: the turns of the tenants the fair pick reached (fairPick.ts). Those it took keys of
+// go to the back of the line (due now; served now if a key was leased); those it reached and
+// took nothing of are due when their next key may be ready (corq.tenant_next_turn, which reads
+// their keys afresh under the row's lock). The pick reached every tenant walked if it took
+// fewer keys than its limit, else those up to the last it took keys of. A tenant row another
+// statement is updating is left to it: claims never wait for each other here (SKIP LOCKED), and
+// any other writer makes the turn now or earlier (tenantTurns.ts).
+const served = (limit: number) => sql`served AS (
+      UPDATE ${tenants} t SET
+        due_at = CASE WHEN l.took THEN clock_timestamp()
+          ELSE corq.tenant_next_turn(t.subscription_id, t.tenant, (SELECT lease_ms FROM sub)) END,
+        served_at = CASE WHEN l.granted THEN clock_timestamp() ELSE t.served_at END
+      FROM (SELECT n.tenant, n.tenant = ANY(c.took) AS took, n.tenant = ANY(c.granted) AS granted
+            FROM (SELECT ARRAY(SELECT DISTINCT tenant FROM pick WHERE tenant IS NOT NULL) AS took,
+                         ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL) AS granted,
+                         ARRAY(SELECT o.tenant FROM fair_order o
+                               WHERE (SELECT count(*) FROM pick_fair) < ${limit}
+                                  OR o.turn <= (SELECT max(f.turn) FROM fair_order f
+                                                WHERE f.tenant = ANY(ARRAY(SELECT tenant FROM pick_fair)))) AS reached) c
+            JOIN ${tenants} n ON n.subscription_id = (SELECT id FROM sub) AND n.tenant = ANY(c.took || c.reached)
+            WHERE (SELECT tenant FROM sub) IS NOT NULL
             ORDER BY n.tenant
-            FOR UPDATE SKIP LOCKED) l
+            FOR UPDATE OF n SKIP LOCKED) l
       WHERE t.subscription_id = (SELECT id FROM sub) AND t.tenant = l.tenant
     )`;
 

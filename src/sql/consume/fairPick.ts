@@ -35,47 +35,47 @@ export function pickUntenanted(limit: number, columns: SQL, settledFirst: SQL): 
     )})`;
 }
 
+/** At most this many tenants visited per claim, whatever the number of tenants (issue 47). */
+export const TENANTS_PER_CLAIM = 32;
+
 /**
  * Fairness between tenants (docs/flow-control.md): live keys of a subscription with a tenant,
  * shared round robin between its tenants with ready keys.
- *   fair_walk   the tenants with work: a skip scan of keys_tenant_ready_idx (one probe per
- *               tenant, never a read of their keys); nothing at all without a tenant
- *   fair_order  each tenant with when it was last served (corq.tenants.served_at) and its
- *               weight (tenantWeights, default 1)
- *   pick_fair   least recently served first (never served: first; ties by tenant), each
- *               tenant's oldest ready keys, up to weight × rounds of them,
- *               rounds = limit ÷ the weights of every tenant with work (rounded up: with two
- *               tenants and 16 keys per claim, 8 each; with 100 tenants, 1 each of the first
- *               16), FOR UPDATE SKIP LOCKED within each tenant's walk; the walk of tenants
- *               stops at `limit` keys. Concurrent claims find the first tenants' keys locked
- *               and go on to the next ones.
+ *   fair_walk   the tenants whose turn has come (corq.tenants.due_at <= now, earliest first,
+ *               ties by tenant), at most TENANTS_PER_CLAIM of them: a walk of tenants_due_idx,
+ *               so tenants whose keys only wait (backoff, delays, rate limits) or have no work
+ *               are never read, and a claim costs the same at 10 tenants as at 100,000
+ *   fair_order  each with its weight (tenantWeights, default 1) and its place in the walk
+ *   pick_fair   in that order, each tenant's oldest ready keys, up to weight × rounds of them,
+ *               rounds = limit ÷ the weights of the tenants walked (rounded up: with two
+ *               tenants and 16 keys per claim, 8 each; with 32 tenants, 1 each of the first 16),
+ *               FOR UPDATE SKIP LOCKED within each tenant's walk; the walk of tenants stops at
+ *               `limit` keys. Concurrent claims find the first tenants' keys locked and go on
+ *               to the next ones.
+ * Turns (claimBatch.ts `served`, corq.tenant_next_turn): a tenant the pick took keys of goes to
+ * the back of the line (due now); one it reached and took nothing of is due when its next key
+ * may be ready — now if that is within a lease (a leased key may be acked any moment), null if
+ * none has work — and whatever gives a key of it work makes its turn earlier (tenantTurns.ts).
  * A tenant with fewer ready keys than its share leaves the rest to the live part (oldest
  * first), so nothing is left idle while a key is ready.
  */
 export function pickFair(limit: number, columns: SQL, settledFirst: SQL): SQL {
-  const withWork = sql`k.subscription_id = (SELECT id FROM sub) AND k.available_at IS NOT NULL AND k.paused_at IS NULL`;
   return sql`
     fair_walk AS MATERIALIZED (
-      SELECT tenant FROM (
-        WITH RECURSIVE walk(tenant) AS (
-          (SELECT k.tenant FROM ${keys} k
-           WHERE ${withWork} AND k.tenant IS NOT NULL AND (SELECT tenant FROM sub) IS NOT NULL
-             AND NOT (SELECT paused FROM sub)
-           ORDER BY k.tenant LIMIT 1)
-          UNION ALL
-          SELECT (SELECT k.tenant FROM ${keys} k WHERE ${withWork} AND k.tenant > w.tenant ORDER BY k.tenant LIMIT 1)
-          FROM walk w WHERE w.tenant IS NOT NULL
-        )
-        SELECT tenant FROM walk WHERE tenant IS NOT NULL) w
+      SELECT t.tenant, t.due_at FROM ${tenants} t
+      WHERE t.subscription_id = (SELECT id FROM sub) AND t.due_at <= now()
+        AND (SELECT tenant FROM sub) IS NOT NULL AND NOT (SELECT paused FROM sub)
+      ORDER BY t.due_at, t.tenant
+      LIMIT ${TENANTS_PER_CLAIM}
     ),
     fair_order AS MATERIALIZED (
-      SELECT w.tenant, coalesce((s.tenant_weights ->> w.tenant)::int, 1) AS weight, t.served_at
+      SELECT w.tenant, coalesce((s.tenant_weights ->> w.tenant)::int, 1) AS weight,
+        row_number() OVER (ORDER BY w.due_at, w.tenant) AS turn
       FROM fair_walk w CROSS JOIN sub s
-      LEFT JOIN ${tenants} t ON t.subscription_id = s.id AND t.tenant = w.tenant
     ),
     fair_rounds AS (SELECT ceil(${literalLimit(limit)}::numeric / greatest(sum(weight), 1))::int AS n FROM fair_order),
     pick_fair AS (
-      SELECT p.* FROM (SELECT * FROM fair_order ORDER BY served_at NULLS FIRST, tenant) o
+      SELECT p.* FROM (SELECT * FROM fair_order ORDER BY turn) o
       CROSS JOIN LATERAL (
         SELECT ${columns}, false AS replaying
         FROM ${keys} k, sub

@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { keys, subscriptions } from "../../db/schema.js";
+import { tenantTurnsEarlier } from "../common/tenantTurns.js";
 
 /**
  * Pauses one key of a subscription: it is never claimed (the claim's index leaves paused keys
@@ -16,11 +17,18 @@ export function pauseKey(subscription: string, key: string): SQL {
     RETURNING k.key`;
 }
 
-/** Resumes one paused key (claimable again at once, as the waiter it was); returns it when it exists. */
+/**
+ * Resumes one paused key (claimable again at once, as the waiter it was; its tenant's turn in
+ * the fair pick no later than the key's time); returns it when it exists.
+ */
 export function resumeKey(subscription: string, key: string): SQL {
   return sql`
-    UPDATE ${keys} k SET paused_at = NULL, active_at = now()
-    FROM ${subscriptions} s
-    WHERE s.name = ${subscription} AND k.subscription_id = s.id AND k.key = ${key}
-    RETURNING k.key`;
+    WITH resumed AS (
+      UPDATE ${keys} k SET paused_at = NULL, active_at = now()
+      FROM ${subscriptions} s
+      WHERE s.name = ${subscription} AND k.subscription_id = s.id AND k.key = ${key}
+      RETURNING k.subscription_id, k.key, k.tenant, k.available_at
+    ),
+    turns AS (${tenantTurnsEarlier(sql`resumed`)})
+    SELECT key FROM resumed`;
 }

@@ -2,8 +2,10 @@
 // events, a chunk at a time in (key, log) order, queued again.
 import { sql, type SQL } from "drizzle-orm";
 import { events, keys, queue, rewindStaged, subscriptions } from "../../db/schema.js";
+import { tenantTurnsEarlier } from "../common/tenantTurns.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { elapsedMs, lockedNow } from "../common/clock.js";
+import { cappedDeliverAt } from "../common/delays.js";
 import { leaseEnd } from "./rewind.js";
 import type { ChunkRow } from "./rewindStage.js";
 
@@ -50,7 +52,7 @@ export function requeueChunk(options: {
     WITH moved AS (
       UPDATE ${subscriptions} s SET rewind_until = ${leaseEnd(leaseMs)}
       WHERE s.id = ${subscriptionId} AND s.rewind_token = ${token}::uuid AND s.rewind_cursor_tx IS NULL AND ${asyncCommit}
-      RETURNING s.id, s.rewinds AS mark, s.key_seq_floor AS floor
+      RETURNING s.id, s.rewinds AS mark, s.key_seq_floor AS floor, s.max_delay_ms
     ),
     matched AS (
       DELETE FROM ${rewindStaged}
@@ -142,8 +144,11 @@ function requeue(subscriptionId: number): SQL {
       FROM decided d
       WHERE k.subscription_id = d.subscription_id AND k.key = d.key AND d.mode <> 'covered'
         AND k.subscription_id = ${subscriptionId} AND k.key = ANY(ARRAY(SELECT key FROM decided ORDER BY key))
-      RETURNING k.key, k.seq, d.mode, d.seq AS old_seq, d.last_seq AS old_last_seq
+      RETURNING k.key, k.seq, d.mode, d.seq AS old_seq, d.last_seq AS old_last_seq, k.subscription_id, k.tenant, k.available_at
     ),
+    -- their tenants' turns in the fair pick no later than their keys' times (a key made here has
+    -- no tenant until its next enqueue)
+    turns AS (${tenantTurnsEarlier(sql`updated`)}),
     fresh AS (
       INSERT INTO ${keys} AS k (subscription_id, key, pending, seq, replay_seq, available_at, rewound_by)
       SELECT ${subscriptionId}, f.key, f.n, m.floor + f.n, m.floor + f.n, now(), m.mark FROM firsts f, moved m
@@ -174,9 +179,10 @@ function requeue(subscriptionId: number): SQL {
       SELECT ${subscriptionId}, m.key,
         m.last - count(*) OVER (PARTITION BY m.key) + row_number() OVER (PARTITION BY m.key ORDER BY m.tx, m.position),
         m.tx, m.position, true,
-        -- a delay is the event's in every delivery: a replayed event whose time has passed goes
-        -- at once, one still ahead holds its key again (one primary-key probe per row)
-        (SELECT e.deliver_at FROM ${events} e WHERE e.position = m.position)
+        -- a delay is the event's in every delivery (capped at maxDelayMs, as the advance does): a
+        -- replayed event whose time has passed goes at once, one still ahead holds its key again
+        -- (one primary-key probe per row)
+        (SELECT ${cappedDeliverAt(sql`e`, sql`(SELECT max_delay_ms FROM moved)`)} FROM ${events} e WHERE e.position = m.position)
       -- the counter looked up before the sort (carrying the jsonb through it cost seconds)
       FROM (SELECT m.key, m.tx, m.position, (c.seqs ->> m.key)::bigint AS last
             FROM matched m, counters c WHERE c.seqs ? m.key OFFSET 0) m

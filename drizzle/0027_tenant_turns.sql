@@ -1,0 +1,2 @@
+ALTER TABLE "corq"."tenants" ADD COLUMN "due_at" timestamp with time zone;--> statement-breakpoint
+CREATE INDEX "tenants_due_idx" ON "corq"."tenants" USING btree ("subscription_id","due_at","tenant") WHERE due_at IS NOT NULL;

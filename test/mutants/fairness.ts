@@ -1,0 +1,78 @@
+// Mutants of the fair pick's bounded walk of tenants and their turns (gathered by mutants.ts).
+import { one, type Mutant } from "./mutant.js";
+
+export const fairnessMutants: Mutant[] = [
+  {
+    name: "fairness: the walk of tenants unbounded (every tenant whose turn came, each claim)",
+    edits: one("src/sql/consume/fairPick.ts", "      LIMIT ${TENANTS_PER_CLAIM}\n", "\n"),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: tenants whose keys only wait visited (the turn not read)",
+    edits: one(
+      "src/sql/consume/fairPick.ts",
+      "WHERE t.subscription_id = (SELECT id FROM sub) AND t.due_at <= now()",
+      "WHERE t.subscription_id = (SELECT id FROM sub)",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: a tenant reached with nothing ready keeps its turn (visited by every claim)",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "ELSE corq.tenant_next_turn(t.subscription_id, t.tenant, (SELECT lease_ms FROM sub)) END,",
+      "ELSE t.due_at END,",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: a tenant with a leased key sent to its lease's end (an early ack then waits out the lease)",
+    edits: one(
+      "src/db/migrations.ts",
+      "WHEN next <= clock_timestamp() + \\\"lease_ms\\\" * interval '1 millisecond' THEN clock_timestamp()",
+      "WHEN next <= clock_timestamp() THEN clock_timestamp()",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: a served tenant not sent to the back of the line",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "due_at = CASE WHEN l.took THEN clock_timestamp()",
+      "due_at = CASE WHEN l.took THEN t.due_at",
+    ),
+    tests: ["test/fairness.int.test.ts"],
+  },
+  {
+    name: "fairness: the advance leaves a waiting tenant's turn late (its new key never visited)",
+    edits: one(
+      "src/sql/common/tenantTurns.ts",
+      "WHERE t.due_at IS NULL OR t.due_at > excluded.due_at",
+      "WHERE t.due_at IS NULL",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: a retried dead key's tenant not given its turn",
+    edits: one(
+      "src/sql/operate/releaseDeadKeys.ts",
+      "turns AS (${tenantTurnsEarlier(sql`retried`)})",
+      "turns AS (SELECT 1)",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: a resumed key's tenant not given its turn",
+    edits: one("src/sql/operate/pauseKey.ts", "turns AS (${tenantTurnsEarlier(sql`resumed`)})", "turns AS (SELECT 1)"),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: tenants past where the pick stopped marked as visited (their turns pushed out unseen)",
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "WHERE (SELECT count(*) FROM pick_fair) < ${limit}\n                                  OR o.turn",
+      "WHERE true\n                                  OR o.turn",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+];

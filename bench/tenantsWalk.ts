@@ -299,7 +299,7 @@ export async function tenantsWalkSection({
 }) {
   const sizes = listFlag("tenants", quick ? [10, 10_000] : [10, 1_000, 100_000]);
   const [claims] = listFlag("claims", [200]);
-  const [rounds] = listFlag("rounds", [quick ? 1 : 2]);
+  const [rounds] = listFlag("rounds", [quick ? 1 : 3]);
   const [pingRate] = listFlag("ping-rate", [100]);
   const base: Omit<TenantsWalkOptions, "tenants"> = {
     readyTenants: 8,

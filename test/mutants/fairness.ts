@@ -35,15 +35,6 @@ export const fairnessMutants: Mutant[] = [
     tests: ["test/fairWalk.int.test.ts"],
   },
   {
-    name: "fairness: a served tenant not sent to the back of the line",
-    edits: one(
-      "src/sql/consume/claimBatch.ts",
-      "due_at = CASE WHEN l.took THEN clock_timestamp()",
-      "due_at = CASE WHEN l.took THEN t.due_at",
-    ),
-    tests: ["test/fairness.int.test.ts"],
-  },
-  {
     name: "fairness: the advance leaves a waiting tenant's turn late (its new key never visited)",
     edits: one(
       "src/sql/common/tenantTurns.ts",

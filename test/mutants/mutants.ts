@@ -1954,14 +1954,18 @@ export const mutants: Mutant[] = [
     name: "fairness: no fair part (oldest keys first whatever their tenant)",
     edits: one(
       "src/sql/consume/fairPick.ts",
-      "AND k.tenant IS NOT NULL AND (SELECT tenant FROM sub) IS NOT NULL",
-      "AND k.tenant IS NOT NULL AND false",
+      "AND (SELECT tenant FROM sub) IS NOT NULL AND NOT (SELECT paused FROM sub)",
+      "AND false AND NOT (SELECT paused FROM sub)",
     ),
     tests: ["test/fairness.int.test.ts"],
   },
   {
     name: "fairness: tenants never marked served (the same tenant first every time)",
-    edits: one("src/sql/consume/claimBatch.ts", "SET served_at = clock_timestamp()", "SET served_at = t.served_at"),
+    edits: one(
+      "src/sql/consume/claimBatch.ts",
+      "due_at = CASE WHEN l.took THEN clock_timestamp()",
+      "due_at = CASE WHEN l.took THEN t.due_at",
+    ),
     tests: ["test/fairness.int.test.ts"],
   },
   {

@@ -35,16 +35,17 @@ async function api(opened: Opened) {
     end: async () => undefined,
   };
   const app = createApi({ subscriptions: [], open: () => handle });
-  const request = async (path: string, init: RequestInit, secret: string) =>
+  // no secret: a caller without credentials, where CORQ_PUBLIC_APPEND lets one append
+  const request = async (path: string, init: RequestInit, secret: string | null) =>
     app.fetch(
       new Request(`http://127.0.0.1${path}`, {
         ...init,
-        headers: { ...init.headers, authorization: `Bearer ${secret}` },
+        headers: { ...init.headers, ...(secret === null ? {} : { authorization: `Bearer ${secret}` }) },
       }),
-      env,
+      secret === null ? { ...env, CORQ_PUBLIC_APPEND: "true" } : env,
       ctx,
     );
-  const caller = (secret: string) => ({
+  const caller = (secret: string | null) => ({
     append: async (stream: string, key: string, events: unknown[]): Promise<Answer> => {
       const response = await request(
         `/streams/${stream}/events`,
@@ -68,6 +69,7 @@ async function api(opened: Opened) {
     a: caller(a.token),
     b: caller(b.token),
     admin: caller(ADMIN),
+    anyone: caller(null),
     erase: async (stream: string) => (await request(`/streams/${stream}`, { method: "DELETE" }, ADMIN)).status,
   };
 }
@@ -131,6 +133,23 @@ describe("an Idempotency-Key is the token's own, on its stream", () => {
     expect(written(await b.append("s2", "K", [placed("a")]))).toEqual(REPLAYED);
     expect(await eventsOf(opened, "s1")).toEqual(["b", "a", "a", "a"]);
     expect(await eventsOf(opened, "s2")).toEqual(["a", "a"]);
+  });
+
+  it("without credentials (CORQ_PUBLIC_APPEND) appends share one scope, apart from the tokens', the admin's and the library's", async () => {
+    const opened = await open();
+    const { a, admin, anyone } = await api(opened);
+    const first = await anyone.append("s1", "K", [placed("x")]);
+    expect(written(first)).toEqual(FRESH);
+    const again = await anyone.append("s1", "K", [placed("x")]);
+    expect(written(again)).toEqual(REPLAYED);
+    expect(again.body).toEqual(first.body);
+    expect((await anyone.append("s1", "K", [placed("y")])).status).toBe(422);
+    for (const other of [a, admin]) {
+      expect(written(await other.append("s1", "K", [placed("x")]))).toEqual(FRESH);
+      expect(written(await other.append("s1", "K", [placed("x")]))).toEqual(REPLAYED);
+    }
+    expect(await opened.corq.append("s1", [placed("x")], { idempotencyKey: "K" })).not.toHaveProperty("replayed");
+    expect(await eventsOf(opened, "s1")).toEqual(["x", "x", "x", "x"]);
   });
 
   it("an append in flight holds back the same token's key on that stream only (409); other tokens and streams go on", async () => {

@@ -1,10 +1,12 @@
 // Idempotent appends (API.md "Idempotent appends"): the same key, stream and events within the
 // window answer the first append again and write nothing; other events under the key → 422;
-// while the first is in flight (its transaction open) → 409; keys are per stream; the window
-// ends and housekeeping prunes. Racing retries write once.
+// while the first is in flight (its transaction open) → 409, for that stream only; keys are per
+// stream (and per caller: test/idempotencyScopes.int.test.ts); the window ends and housekeeping
+// prunes. Racing retries write once.
 import { describe, expect, it } from "vitest";
 import { CorqError } from "../src/index.js";
 import { useCorq } from "./helpers/corq.js";
+import { within } from "./helpers/until.js";
 import { waitingOnLock } from "./helpers/waitingOnLock.js";
 
 const open = useCorq();
@@ -20,6 +22,11 @@ const codeOf = (promise: Promise<unknown>) =>
     () => "ok",
     (error: unknown) => (error instanceof CorqError ? error.code : String(error)),
   );
+
+// An append with a key in flight answers at once: one that waits for the first instead fails
+// here in 5 s (not at the test's timeout)
+const answerInFlight = (append: Promise<unknown>) =>
+  codeOf(within(append, { timeoutMs: 5000, message: "the append waited for the one in flight instead of answering" }));
 
 describe("idempotent append", () => {
   it("answers a repeat with the first append's version and positions, and writes nothing", async () => {
@@ -84,7 +91,7 @@ describe("idempotent append", () => {
     try {
       await client.query("BEGIN");
       const inTx = await corq.append("order-1", [placed("1")], { idempotencyKey: "req-1", tx: client });
-      expect(await codeOf(corq.append("order-1", [placed("1")], { idempotencyKey: "req-1" }))).toBe(
+      expect(await answerInFlight(corq.append("order-1", [placed("1")], { idempotencyKey: "req-1" }))).toBe(
         "idempotency_in_flight",
       );
       await client.query("COMMIT");
@@ -118,7 +125,7 @@ describe("idempotent append", () => {
         ...other,
         replayed: true,
       });
-      expect(await codeOf(corq.append("order-1", [placed("1")], { idempotencyKey: "req-1" }))).toBe(
+      expect(await answerInFlight(corq.append("order-1", [placed("1")], { idempotencyKey: "req-1" }))).toBe(
         "idempotency_in_flight",
       );
       await client.query("COMMIT");

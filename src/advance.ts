@@ -181,6 +181,7 @@ async function advanceByFunction(
         erase_epoch: string | number;
         rewinding: AdvanceRow["rewinding"];
         tenant_value: string | null;
+        queued_deliver_at: Date | string | null;
       }
     >(readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }));
     const [first] = rows;
@@ -205,7 +206,8 @@ async function advanceByFunction(
         return {
           tx: row.tx,
           position: Number(row.position),
-          deliver_at: row.deliver_at === null ? null : new Date(row.deliver_at).toISOString(),
+          // capped at the subscription's maxDelayMs (readAdvanceBatch), not the event's own
+          deliver_at: row.queued_deliver_at === null ? null : new Date(row.queued_deliver_at).toISOString(),
           key: invalid === null ? keyed.key : null,
           invalid,
           tenant: tenant.tenant,

@@ -105,6 +105,8 @@ export interface PushSubscriptionConfig {
   maxLeasedKeysPerTenant?: number | null;
   /** At most `events` delivered per `perMs` for each key, tenant or the subscription (null or absent: none). */
   rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
+  /** An event's delay above this many ms is capped at it for this subscription (0 to 366 days; absent: a day). */
+  maxDelayMs?: number;
 }
 
 export interface Stats {

@@ -102,6 +102,12 @@ export const MAX_RETRY_AFTER_MS = 60 * 60 * 1000;
 
 /** How far ahead an event may be delayed (deliverAt / delayMs): 366 days. */
 export const MAX_DELAY_MS = 366 * 24 * 60 * 60 * 1000;
+/**
+ * A subscription's cap on an event's delay unless it says otherwise (maxDelayMs): a day. A key
+ * reachable through several stream prefixes can be delayed by a producer of any of them; by
+ * default such a key waits a day at most (issue 47; schema default of subscriptions.max_delay_ms).
+ */
+export const DEFAULT_MAX_DELAY_MS = 24 * 60 * 60 * 1000;
 
 // ISO 8601 with a date, a time and an offset (Z or ±hh:mm): a time without its zone would be
 // read in the database session's zone
@@ -287,6 +293,14 @@ export const subscriptionSettings = z.object({
   maxLeasedKeysPerTenant: z.number().int().min(1).max(100_000).nullable().default(null),
   // at most `events` delivered per `perMs` for each key, tenant or the subscription; null: none
   rateLimit: rateLimit.nullable().default(null),
+  // an event's delay above this is capped at it for this subscription, when advanced (docs/flow-control.md)
+  maxDelayMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_DELAY_MS, "must be at most 366 days (31,622,400,000 ms)")
+    .default(DEFAULT_MAX_DELAY_MS)
+    .describe("an event's delay above this is capped at it for this subscription (default a day)"),
 });
 
 /** The settings that need a tenant have one (applied to code and push settings alike). */
@@ -373,6 +387,8 @@ export interface Subscription {
   tenantWeights: Record<string, number> | null;
   maxLeasedKeysPerTenant: number | null;
   rateLimit: RateLimit | null;
+  /** An event's delay above this is capped at it for this subscription (at advance). */
+  maxDelayMs: number;
   /** The handler's writes commit with the ack (SubscriptionDefinition.transactional). */
   transactional: boolean;
   /** Its schemas by event name (SubscriptionDefinition.schemas): null when it has none. */

@@ -304,6 +304,29 @@ export function subscriptionFindings(
       deadKeys: row.dead,
     });
   }
+  if (row.delayed_keys > 0) {
+    const delayedUntil = row.delayed_until === null ? undefined : new Date(row.delayed_until).toISOString();
+    const maxDelayMs = Number(row.max_delay_ms);
+    findings.push({
+      severity: "warning",
+      code: "delayed_keys",
+      message:
+        `Subscription ${quoted} has ${row.delayed_keys} key(s) held by a delayed event (deliverAt / delayMs) more than ` +
+        `an hour ahead${delayedUntil ? `, the furthest until ${delayedUntil}` : ""}: each key's later events wait ` +
+        "behind it, with no failure and no dead letter. A key reachable through several stream prefixes can be " +
+        "delayed by a producer of any of them, up to the subscription's maxDelayMs " +
+        `(${formatDuration(maxDelayMs)}).`,
+      fix:
+        `See which keys and until when: GET /subscriptions/${encodeURIComponent(name)}/keys?status=backoff (their ` +
+        "reason names the delayed event). If such delays are not expected, lower maxDelayMs for the subscription " +
+        "(it caps events advanced from then on) and find the producer: the delayed events' streams say whose token " +
+        "appended them.",
+      subscription: name,
+      delayedKeys: row.delayed_keys,
+      ...(delayedUntil ? { delayedUntil } : {}),
+      maxDelayMs,
+    });
+  }
   if (row.kind === "code" && !code.has(name)) {
     findings.push({
       severity: "warning",

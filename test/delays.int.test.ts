@@ -4,7 +4,9 @@
 // waits; a rewind requeues a delayed event with its time; bad input changes nothing. On both
 // consumer paths: consume (one key, one statement each way) and drain (settle-and-claim).
 import { describe, expect, it } from "vitest";
-import { CorqError, type Delay, type DeliveredEvent, type HandlerContext } from "../src/index.js";
+import { CorqError, type Delay, type DeliveredEvent, type HandlerContext, type StoredEvent } from "../src/index.js";
+import { createExecutor } from "../src/db/executor.js";
+import { createApi } from "../src/http/api.js";
 import { drain, sleep, useCorq, type Opened } from "./helpers/corq.js";
 
 const open = useCorq();
@@ -227,5 +229,172 @@ describe("delayed events", () => {
     }
     const { rows } = await raw.query("SELECT count(*)::int AS n FROM corq.events");
     expect(rows[0].n).toBe(0);
+  });
+});
+
+// Issue 47 finding 2: a key reachable through several stream prefixes can be delayed by a
+// producer of any of them. A subscription caps every event's delay at its maxDelayMs (default
+// a day, at most 366 days) when it advances it — never at the append: another subscription
+// may allow more. Stats, the doctor and the dashboard show keys waiting more than an hour.
+describe("maxDelayMs: a subscription's cap on delays", () => {
+  const DAY = 86_400_000;
+  const YEAR = 366 * DAY;
+  const byOrder = { key: "data.order", streams: ["tenA-", "tenB-"] };
+  // an event of stream `stream`, its key `order`, appended with `delayMs`
+  const order = (n: number, more: { delayMs?: number } = {}) => ({
+    name: "E",
+    data: { n, order: "order-42" },
+    ...more,
+  });
+  const waitsFor = async (corq: Opened["corq"], subscription: string) =>
+    Date.parse((await corq.key(subscription, "order-42"))?.availableAt ?? "") - Date.now();
+
+  it("a year's delay from one prefix holds the key for maxDelayMs at most (both advance paths), and for a year where allowed", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({
+      subscriptions: [
+        { ...recording(seen), name: "capped", ...byOrder },
+        {
+          ...recording(seen),
+          name: "fn",
+          streams: byOrder.streams,
+          key: (e: StoredEvent) => (e.data as { order: string }).order,
+        },
+        { ...recording(seen), name: "yearly", ...byOrder, maxDelayMs: YEAR },
+      ],
+    });
+    const { corq, raw } = opened;
+    await corq.append("tenA-1", [order(1, { delayMs: YEAR })]);
+    await corq.append("tenB-1", [order(2)]);
+    // another key in backoff for two hours after a failure: no delayed event, not counted
+    await corq.append("tenB-2", [{ name: "E", data: { n: 3, order: "order-7" } }]);
+    await corq.advance();
+    await raw.query("UPDATE corq.keys SET attempts = 1, available_at = now() + interval '2 hours' WHERE key = 'order-7'");
+    for (const name of ["capped", "fn"]) {
+      const wait = await waitsFor(corq, name);
+      expect(wait, name).toBeGreaterThan(DAY - 60_000);
+      expect(wait, name).toBeLessThanOrEqual(DAY);
+    }
+    expect(await waitsFor(corq, "yearly")).toBeGreaterThan(YEAR - 60_000);
+    // the event keeps its own time in the log (the cap is each subscription's, not the append's)
+    const { rows } = await raw.query(
+      "SELECT (extract(epoch FROM deliver_at - created_at) * 1000)::bigint AS ms FROM corq.events WHERE stream = 'tenA-1'",
+    );
+    expect(Number(rows[0].ms)).toBeGreaterThanOrEqual(YEAR); // from the append statement's start
+    expect(Number(rows[0].ms)).toBeLessThan(YEAR + 1000);
+    // stats and the doctor say so, per subscription
+    for (const name of ["capped", "fn", "yearly"]) {
+      const stats = await corq.subscription(name);
+      expect(stats.maxDelayMs, name).toBe(name === "yearly" ? YEAR : DAY);
+      expect(stats.keys, name).toMatchObject({ backoff: 2, waiting: 1, delayedOverHour: 1 });
+    }
+    const report = await corq.doctor();
+    expect(report.ok).toBe(true);
+    expect(
+      report.findings.filter((f) => f.code === "delayed_keys").map((f) => [f.severity, f.subscription, f.delayedKeys]),
+    ).toEqual([
+      ["warning", "capped", 1],
+      ["warning", "fn", 1],
+      ["warning", "yearly", 1],
+    ]);
+  });
+
+  it("a delay past a short maxDelayMs is delivered at the cap, tenant B's event behind it too; a rewind keeps the cap", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({ subscriptions: [{ ...recording(seen), name: "s", ...byOrder, maxDelayMs: 400 }] });
+    const { corq } = opened;
+    await corq.append("tenA-1", [order(1, { delayMs: YEAR })]);
+    await corq.append("tenB-1", [order(2)]);
+    await drain(corq, "s");
+    expect(seen).toEqual([]);
+    expect((await corq.subscription("s")).keys.delayedOverHour).toBe(0); // 400 ms is no long delay
+    await sleep(500);
+    await drain(corq, "s");
+    expect(seen.map((s) => s.n)).toEqual([1, 2]);
+    await corq.rewind("s", { to: "beginning" });
+    await drain(corq, "s");
+    expect(seen.map((s) => s.n)).toEqual([1, 2, 1, 2]);
+  });
+
+  it("is 0 to 366 days, a whole number of ms: in code, and for a push subscription (nothing written)", async () => {
+    for (const maxDelayMs of [-1, 1.5, YEAR + 1, "1d", null]) {
+      const refusal = await open({
+        subscriptions: [{ name: "s", handle: () => undefined, maxDelayMs: maxDelayMs as number }],
+      }).catch((error: unknown) => error);
+      expect(refusal, String(maxDelayMs)).toBeInstanceOf(CorqError);
+      expect((refusal as CorqError).code).toBe("invalid_config");
+    }
+    const { corq } = await open({ pushAllowPrivate: true });
+    const deliver = { url: "http://127.0.0.1:9/hook" };
+    for (const maxDelayMs of [-1, 1.5, YEAR + 1, "1d", null]) {
+      const put = await corq.putSubscription("p", { maxDelayMs, deliver } as never).catch((e: unknown) => e);
+      expect((put as CorqError).code, String(maxDelayMs)).toBe("invalid_config");
+    }
+    expect((await corq.stats()).subscriptions).toEqual([]);
+    expect((await corq.putSubscription("p", { deliver })).subscription.maxDelayMs).toBe(DAY);
+    expect((await corq.putSubscription("p", { maxDelayMs: YEAR, deliver })).subscription.maxDelayMs).toBe(YEAR);
+    expect((await corq.subscription("p")).maxDelayMs).toBe(YEAR);
+    expect((await corq.putSubscription("p", { maxDelayMs: 0, deliver })).subscription.maxDelayMs).toBe(0);
+  });
+
+  it("over HTTP: PUT takes it and GET shows it (a bad one: a 400 problem+json, nothing written); stats and the dashboard count a key held over an hour", async () => {
+    const { corq, raw } = await open({ pushAllowPrivate: true });
+    const db = createExecutor(raw);
+    const api = createApi({
+      subscriptions: [],
+      open: () => ({ corq, db, statements: () => 0, end: async () => undefined }),
+    });
+    const env = { CORQ_ADMIN_TOKEN: "t".repeat(32) };
+    const call = (method: string, path: string, body?: unknown) =>
+      api.request(
+        `http://127.0.0.1${path}`,
+        {
+          method,
+          headers: { authorization: `Bearer ${env.CORQ_ADMIN_TOKEN}`, "content-type": "application/json" },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        },
+        env,
+        { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} },
+      );
+    const deliver = { url: "http://127.0.0.1:9/hook" };
+    for (const maxDelayMs of [-1, 1.5, YEAR + 1, "1d", null]) {
+      const refused = await call("PUT", "/subscriptions/p", { maxDelayMs, deliver });
+      expect(refused.status, String(maxDelayMs)).toBe(400);
+      expect(refused.headers.get("content-type")).toBe("application/problem+json");
+      expect(JSON.stringify(await refused.json())).toContain("maxDelayMs");
+    }
+    expect((await call("GET", "/subscriptions")).status).toBe(200);
+    expect((await (await call("GET", "/subscriptions")).json()).subscriptions).toEqual([]);
+    const put = await call("PUT", "/subscriptions/p", { maxDelayMs: 7 * DAY, deliver });
+    expect(put.status).toBe(201);
+    expect(await put.json()).toMatchObject({ maxDelayMs: 7 * DAY, keys: { delayedOverHour: 0 } });
+    expect(await (await call("GET", "/subscriptions/p")).json()).toMatchObject({ maxDelayMs: 7 * DAY });
+
+    // a key held for a week: stats over HTTP and the dashboard count it
+    await corq.append("a", [{ name: "E", data: {}, delayMs: YEAR }]);
+    await corq.advance();
+    expect(await (await call("GET", "/subscriptions/p")).json()).toMatchObject({ keys: { delayedOverHour: 1 } });
+    const login = await api.request(
+      "http://127.0.0.1/login",
+      {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://127.0.0.1" },
+        body: new URLSearchParams({ token: env.CORQ_ADMIN_TOKEN }).toString(),
+      },
+      env,
+      { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} },
+    );
+    expect(login.status).toBe(303);
+    const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
+    const page = async (path: string) =>
+      (
+        await api.request(`http://127.0.0.1${path}`, { headers: { cookie } }, env, {
+          waitUntil: () => undefined,
+          passThroughOnException: () => undefined,
+          props: {},
+        })
+      ).text();
+    expect(await page("/ui/subscriptions/p")).toMatch(/<b>1<\/b>\s*<span>delayed &gt; 1 h<\/span>/);
+    expect(await page("/")).toMatch(/<b>1<\/b>\s*<span>keys delayed &gt; 1 h<\/span>/);
   });
 });

@@ -53,6 +53,9 @@ const subscription = (over: Partial<SubscriptionHealthRow>): SubscriptionHealthR
   unadvanced_ms: null,
   ready_waited_ms: null,
   acked_recently: "0",
+  max_delay_ms: "86400000",
+  delayed_keys: 0,
+  delayed_until: null,
   ...over,
 });
 const table = (over: Partial<TableVacuumRow>): TableVacuumRow => ({
@@ -203,6 +206,25 @@ describe("the doctor's findings", () => {
       { severity: "warning", code: "subscription_orphaned" },
     ]);
     expect(subscriptionFindings(subscription({ kind: "code" }), { ...none, code: new Set(["billing"]) })).toEqual([]);
+  });
+
+  it("delayed keys: a warning with how many, until when and the subscription's maxDelayMs", () => {
+    const none = { code: new Set<string>(), heldAdvance: false };
+    const [delayed] = subscriptionFindings(
+      subscription({ delayed_keys: 2, delayed_until: "2027-01-01T00:00:00Z", max_delay_ms: String(366 * 86_400_000) }),
+      none,
+    );
+    expect(delayed).toMatchObject({
+      severity: "warning",
+      code: "delayed_keys",
+      subscription: "billing",
+      delayedKeys: 2,
+      delayedUntil: "2027-01-01T00:00:00.000Z",
+      maxDelayMs: 366 * 86_400_000,
+    });
+    expect(delayed?.message).toContain("up to the subscription's maxDelayMs (366 d)");
+    expect(delayed?.fix).toContain("GET /subscriptions/billing/keys?status=backoff");
+    expect(diagnose({ ...clean, subscriptions: [subscription({ delayed_keys: 1 })] }).ok).toBe(true);
   });
 
   it("delivery behind: a key ready over 5 minutes; no consumer at all, or too slow ones; not while paused", () => {

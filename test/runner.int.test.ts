@@ -84,7 +84,7 @@ describe("serve's runner", () => {
   it("the next due time a year away is read (no integer overflow), and the runner logs nothing", async () => {
     const year = 366 * 24 * 3600 * 1000;
     const { corq, url, raw } = await open({
-      subscriptions: [{ name: "s", maxDelayMs: year, handle: () => undefined } as never],
+      subscriptions: [{ name: "s", maxDelayMs: year, handle: () => undefined }],
     });
     const lines: string[] = [];
     const { pool, runner } = startRunner(corq, url, {

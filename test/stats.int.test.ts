@@ -54,7 +54,16 @@ describe("stats", () => {
     await raw.query("UPDATE corq.keys SET attempts = 1, available_at = now() - interval '1 hour' WHERE key = 'c'");
     expect(await corq.consume("s")).toMatchObject({ key: "c", outcome: "dead" }); // c → dead
     stats = await corq.subscription("s");
-    expect(stats.keys).toEqual({ ready: 1, leased: 1, backoff: 1, waiting: 0, waitingUntil: null, dead: 1, paused: 0 });
+    expect(stats.keys).toEqual({
+      ready: 1,
+      leased: 1,
+      backoff: 1,
+      waiting: 0,
+      waitingUntil: null,
+      delayedOverHour: 0,
+      dead: 1,
+      paused: 0,
+    });
     expect(stats.pending).toBe(8);
 
     const byStatus = async (status: "ready" | "leased" | "backoff" | "dead") =>
@@ -188,6 +197,7 @@ describe("keys paging at scale", () => {
       backoff: 0,
       waiting: 0,
       waitingUntil: null,
+      delayedOverHour: 0,
       dead: 104,
       paused: 5,
     });

@@ -199,6 +199,10 @@ export const subscription = z.object({
     .object({ events: z.number().int(), perMs: z.number().int(), by: z.enum(["key", "tenant", "subscription"]) })
     .nullable()
     .describe("at most `events` delivered per `perMs` for each key, tenant or the subscription (null: no limit)"),
+  maxDelayMs: z
+    .number()
+    .int()
+    .describe("an event's delay above this many ms is capped at it for this subscription (default a day)"),
   deliver: z.object({ url: z.string(), timeoutMs: z.number().int() }).optional(),
   paused: z.boolean(),
   watermark: z.number().int(),
@@ -222,6 +226,10 @@ export const subscription = z.object({
       .int()
       .describe("of backoff, keys with no failed attempt: waiting for a delayed event or a postponement"),
     waitingUntil: isoTime.nullable().describe("when the first waiting key may run"),
+    delayedOverHour: z
+      .number()
+      .int()
+      .describe("of waiting, keys held by a delayed event more than an hour ahead (capped at maxDelayMs)"),
     dead: z.number().int(),
     paused: z.number().int(),
   }),
@@ -321,6 +329,7 @@ export const doctorFinding = z.looseObject({
     "advance_behind",
     "delivery_behind",
     "dead_keys",
+    "delayed_keys",
     "subscription_orphaned",
     "autovacuum_off",
     "vacuum_behind",

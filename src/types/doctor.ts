@@ -11,6 +11,7 @@ export type DoctorCode =
   | "advance_behind"
   | "delivery_behind"
   | "dead_keys"
+  | "delayed_keys"
   | "subscription_orphaned"
   | "autovacuum_off"
   | "vacuum_behind"
@@ -54,6 +55,10 @@ export interface DoctorFinding {
   failedAt?: string;
   /** dead_keys: how many. */
   deadKeys?: number;
+  /** delayed_keys: how many keys a delayed event holds more than an hour, until when the last (ISO), and the cap. */
+  delayedKeys?: number;
+  delayedUntil?: string;
+  maxDelayMs?: number;
   /** advance_behind: the oldest event not advanced; delivery_behind: the longest a ready key has waited (ms). */
   waitedMs?: number;
   /** delivery_behind: events acked over the last 5 minutes. */

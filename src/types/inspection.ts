@@ -46,6 +46,8 @@ export interface SubscriptionStats {
   maxLeasedKeysPerTenant: number | null;
   /** At most `events` delivered per `perMs` for each key, tenant or the whole subscription; null: no limit. */
   rateLimit: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
+  /** An event's delay above this is capped at it for this subscription, in ms (default a day). */
+  maxDelayMs: number;
   /** Events whose tenant differed from their key's (a key keeps the tenant its first event gave it). */
   tenantMismatched: number;
   /** Push subscriptions: where batches are POSTed (the secret is never shown again). */
@@ -77,6 +79,12 @@ export interface SubscriptionStats {
     waiting: number;
     /** When the first of those may run (null: none waits). */
     waitingUntil: string | null;
+    /**
+     * Of `waiting`, the keys held by a delayed event more than an hour ahead: a long delay holds
+     * every later event of its key (a producer of any stream prefix the key is reachable by can
+     * set one, up to maxDelayMs).
+     */
+    delayedOverHour: number;
     dead: number;
     paused: number;
   };

@@ -69,6 +69,14 @@ export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extend
    */
   rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
   /**
+   * An event's delay (deliverAt / delayMs) above this is capped at it for this subscription:
+   * its key waits no longer (0 to 366 days, in ms). Applied when the subscription advances the
+   * event, never at the append (another subscription may allow more): with a key reachable
+   * through several stream prefixes, a producer of any of them can delay the key this long.
+   * Default: a day (86,400,000).
+   */
+  maxDelayMs?: number;
+  /**
    * The handler's writes through `ctx.tx` (and `ctx.run`) commit in the same transaction as the
    * ack of its batch: effects exactly once. Each such batch holds one connection (on Workers and
    * with driver "neon-http": a session opened for it) from the handler's start to its commit.

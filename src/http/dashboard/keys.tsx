@@ -78,6 +78,12 @@ export function Keys(props: {
           >
             {num(s.keys.waiting)}
           </Figure>
+          <Figure
+            label="delayed > 1 h"
+            title={`keys held by a delayed event more than an hour ahead; this subscription caps a delay at ${num(s.maxDelayMs)} ms (maxDelayMs)`}
+          >
+            {num(s.keys.delayedOverHour)}
+          </Figure>
           {s.maxLeasedKeys !== null ? (
             <Figure
               label="in flight / cap"

@@ -10,6 +10,8 @@ export function Overview(props: {
   notice?: string;
 }) {
   const dead = props.subscriptions.reduce((sum, s) => sum + s.keys.dead, 0);
+  // shown only when some key waits so long: a long delay holds every later event of its key
+  const delayed = props.subscriptions.reduce((sum, s) => sum + s.keys.delayedOverHour, 0);
   const pending = props.subscriptions.reduce((sum, s) => sum + s.pending, 0);
   const perSecond = Object.values(props.throughput).reduce((sum, series) => sum + (series.at(-1) ?? 0), 0);
   const href = useHref();
@@ -28,6 +30,14 @@ export function Overview(props: {
           <Figure label="dead keys">
             <a href={href("/ui/dead-letters")}>{num(dead)}</a>
           </Figure>
+          {delayed > 0 ? (
+            <Figure
+              label="keys delayed > 1 h"
+              title="keys held by a delayed event more than an hour ahead (each subscription caps a delay at its maxDelayMs)"
+            >
+              {num(delayed)}
+            </Figure>
+          ) : null}
         </section>
         <div class="scroll">
           <table class="cards" aria-label="Subscriptions">

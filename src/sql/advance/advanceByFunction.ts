@@ -3,6 +3,7 @@ import { events, subscriptions } from "../../db/schema.js";
 import { eventColumns } from "../common/eventColumns.js";
 import { enqueueAndMove, rewindState, streamTaken, valueAt } from "./advanceSubscription.js";
 import { asyncCommit } from "../common/asyncCommit.js";
+import { cappedDeliverAt } from "../common/delays.js";
 
 /**
  * Read half of advancing a subscription whose key is a JS function: the next `limit` events
@@ -12,6 +13,8 @@ import { asyncCommit } from "../common/asyncCommit.js";
  * the key function never runs on them. `rewinding`: the subscription is being rewound (no
  * advance until that ends; see advanceSubscription). `tenant_value`: the value the
  * subscription's tenant path names (read here: one definition of paths, valueAt).
+ * `queued_deliver_at`: the event's time as this subscription queues it (its delay capped at
+ * maxDelayMs, delays.ts), what the write half copies to its queue row.
  */
 export function readAdvanceBatch(
   subscriptionId: number,
@@ -23,7 +26,8 @@ export function readAdvanceBatch(
     SELECT ${eventColumns}, ${named} AND ${taken} AS matches,
            s.watermark_tx::text AS watermark_tx, s.watermark_position, s.erase_epoch,
            ${rewindState(sql`s`)} AS rewinding,
-           CASE WHEN s.tenant IS NOT NULL AND s.tenant <> 'function' THEN ${valueAt(sql`s.tenant`)} END AS tenant_value
+           CASE WHEN s.tenant IS NOT NULL AND s.tenant <> 'function' THEN ${valueAt(sql`s.tenant`)} END AS tenant_value,
+           ${cappedDeliverAt(sql`e`, sql`s.max_delay_ms`)} AS queued_deliver_at
     FROM ${subscriptions} s, ${events} e
     WHERE s.id = ${subscriptionId}
       -- the watermark as values (scalar subqueries, as advanceSubscription has it): only then is it
@@ -39,7 +43,7 @@ export function readAdvanceBatch(
 export interface KeyedEvent {
   tx: string;
   position: number;
-  /** the event's deliver_at (ISO 8601), copied to its queue row */
+  /** the event's deliver_at as the subscription queues it (ISO 8601; readAdvanceBatch's queued_deliver_at) */
   deliver_at?: string | null;
   key: string | null; // null: the key function returned nothing, or an invalid key; counted as skipped
   invalid: string | null; // why the key was refused (the key rule, or the function threw)

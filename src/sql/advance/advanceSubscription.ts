@@ -4,6 +4,7 @@ import { tenantTurnsEarlier } from "../common/tenantTurns.js";
 import { MAX_KEY_BYTES, keyReasons, tenantReasons } from "../../config.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { lockedNow } from "../common/clock.js";
+import { cappedDeliverAt } from "../common/delays.js";
 
 export interface AdvanceRow {
   scanned: number;
@@ -68,7 +69,8 @@ export const storedTenant = (spec: SQL, tenant: SQL) =>
  *   lock the subscription row (a concurrent advancer waits, then sees the moved watermark:
  *   nothing is enqueued twice) and read its filters and key there → scan up to `limit` events
  *   past the watermark and below the xmin horizon in (tx, position) order → enqueue the
- *   matching ones (event name and stream prefix) with a valid key and bump their key rows → move the watermark to the last
+ *   matching ones (event name and stream prefix) with a valid key, each delay capped at the
+ *   subscription's maxDelayMs, and bump their key rows → move the watermark to the last
  *   event scanned (matching or not). A key that breaks the key rule skips its event.
  * A key row that was idle becomes ready now; ready, leased, backoff and dead keys keep their
  * available_at (fairness: the oldest waiter stays first; a dead key stays dead).
@@ -85,7 +87,7 @@ export const storedTenant = (spec: SQL, tenant: SQL) =>
 export function advanceSubscription(subscriptionId: number, limit: number): SQL {
   return sql`
     WITH sub AS (
-      SELECT id, watermark_tx, watermark_position, events, streams, key, tenant FROM ${subscriptions}
+      SELECT id, watermark_tx, watermark_position, events, streams, key, tenant, max_delay_ms FROM ${subscriptions}
       WHERE id = ${subscriptionId} AND key <> 'function' AND rewind_token IS NULL AND ${asyncCommit}
         AND pg_try_advisory_xact_lock(${ADVANCING}::int4, ${subscriptionId}::int4)
         -- an erasure round committed after this statement's snapshot (its events still visible
@@ -94,7 +96,9 @@ export function advanceSubscription(subscriptionId: number, limit: number): SQL 
       FOR UPDATE
     ),
     scan AS (
-      SELECT e.tx, e.position, e.deliver_at,
+      SELECT e.tx, e.position,
+        -- its delay as this subscription allows it (maxDelayMs: delays.ts)
+        ${cappedDeliverAt(sql`e`, sql`sub.max_delay_ms`)} AS deliver_at,
         ('*' = ANY(sub.events) OR e.name = ANY(sub.events)) AND ${streamTaken(sql`e.stream`, sql`sub.streams`)} AS matches,
         ${keyExpression} AS key,
         CASE WHEN sub.tenant IS NOT NULL THEN ${valueAt(sql`sub.tenant`)} END AS tenant

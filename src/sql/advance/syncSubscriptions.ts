@@ -20,6 +20,7 @@ export type StoredSettings = Pick<
   | "tenantWeights"
   | "rateLimit"
   | "maxLeasedKeysPerTenant"
+  | "maxDelayMs"
 >;
 
 export interface SubscriptionRow {
@@ -60,6 +61,7 @@ export function syncSubscriptions(definitions: StoredSettings[], options: { kick
       tenant_weights: d.tenantWeights,
       rate_limit: d.rateLimit,
       max_leased_keys_per_tenant: d.maxLeasedKeysPerTenant,
+      max_delay_ms: d.maxDelayMs,
     })),
   );
   return sql`
@@ -67,16 +69,19 @@ export function syncSubscriptions(definitions: StoredSettings[], options: { kick
       SELECT t.name, ARRAY(SELECT jsonb_array_elements_text(t.events)) AS events,
              CASE WHEN jsonb_typeof(t.streams) = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(t.streams)) END AS streams,
              t.key, t."from", t.batch_size, t.max_attempts, t.lease_ms, t.backoff_initial_ms, t.backoff_max_ms, t.backoff_factor,
-             t.max_leased_keys, t.tenant, t.tenant_weights, t.rate_limit, t.max_leased_keys_per_tenant
+             t.max_leased_keys, t.tenant, t.tenant_weights, t.rate_limit, t.max_leased_keys_per_tenant, t.max_delay_ms
       FROM jsonb_to_recordset(${input}::jsonb) AS t(name text, events jsonb, streams jsonb, key text, "from" text,
         batch_size int, max_attempts int, lease_ms int, backoff_initial_ms int, backoff_max_ms int,
-        backoff_factor float8, max_leased_keys int, tenant text, tenant_weights jsonb, rate_limit jsonb, max_leased_keys_per_tenant int)
+        backoff_factor float8, max_leased_keys int, tenant text, tenant_weights jsonb, rate_limit jsonb, max_leased_keys_per_tenant int,
+        max_delay_ms bigint)
     ),
     inserted AS (
       INSERT INTO ${subscriptions} (name, kind, events, streams, key, "from", batch_size, max_attempts, lease_ms,
-        backoff_initial_ms, backoff_max_ms, backoff_factor, max_leased_keys, tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant, watermark_tx, watermark_position)
+        backoff_initial_ms, backoff_max_ms, backoff_factor, max_leased_keys, tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant,
+        max_delay_ms, watermark_tx, watermark_position)
       SELECT name, 'code', events, streams, key, "from", batch_size, max_attempts, lease_ms,
         backoff_initial_ms, backoff_max_ms, backoff_factor, max_leased_keys, tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant,
+        max_delay_ms,
         CASE WHEN "from" = 'now' THEN pg_snapshot_xmin(pg_current_snapshot()) ELSE '0'::xid8 END, 0
       -- only names not there yet: the unique check of an existing name would wait for an
       -- advance that is updating that subscription's row
@@ -89,14 +94,14 @@ export function syncSubscriptions(definitions: StoredSettings[], options: { kick
         max_attempts = i.max_attempts, lease_ms = i.lease_ms, backoff_initial_ms = i.backoff_initial_ms,
         backoff_max_ms = i.backoff_max_ms, backoff_factor = i.backoff_factor, max_leased_keys = i.max_leased_keys,
         tenant = i.tenant, tenant_weights = i.tenant_weights, rate_limit = i.rate_limit,
-        max_leased_keys_per_tenant = i.max_leased_keys_per_tenant, updated_at = now()
+        max_leased_keys_per_tenant = i.max_leased_keys_per_tenant, max_delay_ms = i.max_delay_ms, updated_at = now()
       FROM input i
       WHERE s.name = i.name AND s.kind = 'code'
         AND (s.events, s.streams, s.key, s.batch_size, s.max_attempts, s.lease_ms, s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor,
-             s.max_leased_keys, s.tenant, s.tenant_weights, s.rate_limit, s.max_leased_keys_per_tenant)
+             s.max_leased_keys, s.tenant, s.tenant_weights, s.rate_limit, s.max_leased_keys_per_tenant, s.max_delay_ms)
             IS DISTINCT FROM
             (i.events, i.streams, i.key, i.batch_size, i.max_attempts, i.lease_ms, i.backoff_initial_ms, i.backoff_max_ms, i.backoff_factor,
-             i.max_leased_keys, i.tenant, i.tenant_weights, i.rate_limit, i.max_leased_keys_per_tenant)
+             i.max_leased_keys, i.tenant, i.tenant_weights, i.rate_limit, i.max_leased_keys_per_tenant, i.max_delay_ms)
       RETURNING s.id, s.name, s.kind, s.events, s.key
     )
     ${options.kick ? sql`, ${kickAdvancers(options.kick.names)}` : sql``}

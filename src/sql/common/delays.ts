@@ -9,6 +9,19 @@ import { queue } from "../../db/schema.js";
 // delays each check is one probe of an empty index range.
 
 /**
+ * Event `e`'s time (deliver_at) as a subscription with `maxDelayMs` queues it: no later than
+ * maxDelayMs after its append (created_at), and null (no delay) kept null — never least(),
+ * which ignores a null and would delay every event. Applied per subscription where an event is
+ * queued (both advance paths, a rewind's requeue), never at the append: another subscription
+ * may allow the longer delay. A key reachable through several stream prefixes (a JSON-path key)
+ * can be delayed by a producer of any of them: this bounds how long (issue 47).
+ */
+export function cappedDeliverAt(e: SQL, maxDelayMs: SQL): SQL {
+  const cap = sql`${e}.created_at + ${maxDelayMs} * interval '1 millisecond'`;
+  return sql`CASE WHEN ${e}.deliver_at > ${cap} THEN ${cap} ELSE ${e}.deliver_at END`;
+}
+
+/**
  * The time the key's next queued row (the first with seq > `after`) may be delivered, when a
  * delayed row after `after` is still ahead of `at` — else null, so `greatest(at, …)` is `at`.
  * The EXISTS reads only delayed rows; the head (a primary-key probe) is read only when one is.

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { corqSchema, events, keys, migrations, subscriptions, throughput } from "../../db/schema.js";
 import { rewindState } from "../advance/advanceSubscription.js";
+import { delayedOverHour } from "./subscriptionStats.js";
 
 // The doctor's statements (src/doctor.ts turns their rows into findings). Each reads catalog
 // views or a handful of index probes: cheap when the database is in trouble, which is when it
@@ -78,7 +79,9 @@ export function appliedMigrations(): SQL {
  * partial index), the oldest event past its watermark in log order (one probe of events (tx,
  * position)), the longest a live ready key has waited for a consumer (one probe of the ready
  * index, live part: a replay's keys wait their turn on purpose), what it acked over the last 5
- * minutes (the dashboard's 10-second buckets), and whether a rewind holds its advance.
+ * minutes (the dashboard's 10-second buckets), whether a rewind holds its advance, and its keys
+ * held by a delayed event more than an hour ahead (two range probes of the ready index, live and
+ * replaying: only those keys are read) with the furthest of their times and its maxDelayMs.
  */
 export function subscriptionHealth(): SQL {
   return sql`
@@ -93,10 +96,21 @@ export function subscriptionHealth(): SQL {
           AND (k.last_seq < k.replay_seq) IS FALSE
         ORDER BY k.available_at LIMIT 1) AS ready_waited_ms,
       (SELECT coalesce(sum(t.events), 0) FROM ${throughput} t
-        WHERE t.subscription_id = s.id AND t.bucket > now() - interval '5 minutes')::bigint AS acked_recently
+        WHERE t.subscription_id = s.id AND t.bucket > now() - interval '5 minutes')::bigint AS acked_recently,
+      s.max_delay_ms, d.delayed_keys, d.delayed_until
     FROM ${subscriptions} s
+    CROSS JOIN LATERAL (
+      SELECT count(*)::int AS delayed_keys, max(d.available_at) AS delayed_until FROM (
+        ${delayedPart(false)}
+        UNION ALL
+        ${delayedPart(true)}) d
+    ) d
     ORDER BY s.name`;
 }
+
+const delayedPart = (replaying: boolean) => sql`SELECT k.available_at FROM ${keys} k
+        WHERE k.subscription_id = s.id AND (k.last_seq < k.replay_seq) IS ${replaying ? sql`TRUE` : sql`FALSE`}
+          AND k.available_at > now() + interval '1 hour' AND k.paused_at IS NULL AND ${delayedOverHour}`;
 
 export interface SubscriptionHealthRow {
   name: string;
@@ -110,6 +124,10 @@ export interface SubscriptionHealthRow {
   /** Negative: the first ready key's time has not come yet (nothing waits). */
   ready_waited_ms: string | null;
   acked_recently: string;
+  max_delay_ms: string;
+  /** Keys held by a delayed event more than an hour ahead, and the furthest of their times. */
+  delayed_keys: number;
+  delayed_until: Date | string | null;
 }
 
 /**

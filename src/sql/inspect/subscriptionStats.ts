@@ -15,12 +15,12 @@ import { unadvancedUpTo } from "../common/unadvanced.js";
 export function subscriptionStats(name?: string): SQL {
   return sql`
     SELECT s.id, s.name, s.kind, s.events, s.streams, s.key, s."from", s.batch_size, s.max_attempts, s.lease_ms,
-      s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.max_leased_keys, s.tenant, s.tenant_weights, s.tenant_mismatched, s.max_leased_keys_per_tenant, s.rate_limit, s.deliver, s.paused, s.watermark_position, s.skipped,
+      s.backoff_initial_ms, s.backoff_max_ms, s.backoff_factor, s.max_leased_keys, s.tenant, s.tenant_weights, s.tenant_mismatched, s.max_leased_keys_per_tenant, s.rate_limit, s.max_delay_ms, s.deliver, s.paused, s.watermark_position, s.skipped,
       s.skipped_invalid, s.last_skip, s.skipped_dead, s.advance_error, s.advance_error_at, s.incarnation,
       s.start_horizon,
       ${unadvancedUpTo(EXACT_COUNT_CAP + 1)}::bigint AS lag,
       (SELECT max(e.position) FROM ${events} e) AS head,
-      c.pending, c.ready, c.leased, c.backoff, c.waiting, c.waiting_until, c.dead, c.paused_keys,
+      c.pending, c.ready, c.leased, c.backoff, c.waiting, c.waiting_until, c.delayed_over_hour, c.dead, c.paused_keys,
       (SELECT (extract(epoch FROM now() - e.created_at) * 1000)::bigint FROM ${events} e
         WHERE e.position = (
           -- the first queue row at or after (this subscription, 0) in (subscription, position)
@@ -41,6 +41,7 @@ export function subscriptionStats(name?: string): SQL {
         -- of those, the ones with no failed attempt: a delayed event or a postponement
         count(*) FILTER (WHERE ${statusFilter.backoff} AND k.attempts = 0)::int AS waiting,
         min(k.available_at) FILTER (WHERE ${statusFilter.backoff} AND k.attempts = 0) AS waiting_until,
+        count(*) FILTER (WHERE ${delayedOverHour})::int AS delayed_over_hour,
         count(*) FILTER (WHERE ${statusFilter.dead})::int AS dead,
         count(*) FILTER (WHERE ${statusFilter.paused})::int AS paused_keys
       FROM ${keys} k
@@ -51,6 +52,15 @@ export function subscriptionStats(name?: string): SQL {
     ${name === undefined ? sql`` : sql`WHERE s.name = ${name}`}
     ORDER BY s.name`;
 }
+
+/**
+ * A key row `k` held by a delayed event more than an hour ahead (stats' delayedOverHour, the
+ * doctor's delayed_keys): waiting with no failed attempt, not for a postponement (at most an
+ * hour anyway: MAX_RETRY_AFTER_MS) nor a rate limit's room — a delayed event, the only other
+ * wait of a key without a failed attempt.
+ */
+export const delayedOverHour = sql`${statusFilter.backoff} AND k.attempts = 0 AND k.postponed = 0 AND NOT k.rate_waits
+  AND k.available_at > now() + interval '1 hour'`;
 
 /**
  * Counts in stats are exact up to this many rows; past it they are estimated (lagOf, logCount).
@@ -94,6 +104,7 @@ export interface StatsRow {
   tenant_mismatched: string;
   max_leased_keys_per_tenant: number | null;
   rate_limit: SubscriptionStats["rateLimit"];
+  max_delay_ms: string;
   deliver: { url: string; timeoutMs: number } | null;
   paused: boolean;
   watermark_position: string;
@@ -113,6 +124,7 @@ export interface StatsRow {
   backoff: number;
   waiting: number;
   waiting_until: Date | string | null;
+  delayed_over_hour: number;
   dead: number;
   paused_keys: number;
   incarnation: string;
@@ -138,6 +150,7 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
     tenantMismatched: Number(row.tenant_mismatched),
     maxLeasedKeysPerTenant: row.max_leased_keys_per_tenant,
     rateLimit: row.rate_limit,
+    maxDelayMs: Number(row.max_delay_ms),
     // never the signing secret
     ...(row.deliver ? { deliver: { url: row.deliver.url, timeoutMs: row.deliver.timeoutMs } } : {}),
     paused: row.paused,
@@ -158,6 +171,7 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
       backoff: row.backoff,
       waiting: row.waiting,
       waitingUntil: row.waiting_until === null ? null : new Date(row.waiting_until).toISOString(),
+      delayedOverHour: row.delayed_over_hour,
       dead: row.dead,
       paused: row.paused_keys,
     },

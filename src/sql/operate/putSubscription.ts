@@ -32,12 +32,12 @@ export function putSubscription(
   const d = settings;
   return sql`
     INSERT INTO ${subscriptions} AS s (name, kind, events, streams, key, "from", batch_size, max_attempts, lease_ms,
-      backoff_initial_ms, backoff_max_ms, backoff_factor, max_leased_keys, tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant, deliver, watermark_tx, watermark_position)
+      backoff_initial_ms, backoff_max_ms, backoff_factor, max_leased_keys, tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant, max_delay_ms, deliver, watermark_tx, watermark_position)
     VALUES (${d.name}, 'push', ${sql.param(d.events)}::text[], ${d.streams === null ? null : sql.param(d.streams)}::text[],
       ${d.key}, ${d.from}, ${d.batchSize}, ${d.maxAttempts},
       ${d.leaseMs}, ${d.backoff.initialMs}, ${d.backoff.maxMs}, ${d.backoff.factor}, ${d.maxLeasedKeys}::int,
       ${d.tenant}::text, ${d.tenantWeights === null ? null : JSON.stringify(d.tenantWeights)}::jsonb,
-      ${d.rateLimit === null ? null : JSON.stringify(d.rateLimit)}::jsonb, ${d.maxLeasedKeysPerTenant}::int,
+      ${d.rateLimit === null ? null : JSON.stringify(d.rateLimit)}::jsonb, ${d.maxLeasedKeysPerTenant}::int, ${d.maxDelayMs}::bigint,
       ${JSON.stringify({ ...deliver, secret: secret.given ?? secret.generated })}::jsonb,
       CASE WHEN ${d.from} = 'now' THEN pg_snapshot_xmin(pg_current_snapshot()) ELSE '0'::xid8 END, 0)
     ON CONFLICT (name) DO UPDATE SET
@@ -46,7 +46,7 @@ export function putSubscription(
       backoff_initial_ms = excluded.backoff_initial_ms, backoff_max_ms = excluded.backoff_max_ms,
       backoff_factor = excluded.backoff_factor, max_leased_keys = excluded.max_leased_keys,
       tenant = excluded.tenant, tenant_weights = excluded.tenant_weights, rate_limit = excluded.rate_limit,
-      max_leased_keys_per_tenant = excluded.max_leased_keys_per_tenant,
+      max_leased_keys_per_tenant = excluded.max_leased_keys_per_tenant, max_delay_ms = excluded.max_delay_ms,
       deliver = ${JSON.stringify(deliver)}::jsonb
         || jsonb_build_object('secret', coalesce(${secret.given ?? null}::text, s.deliver->>'secret')),
       updated_at = now()

@@ -7,7 +7,8 @@ import type { Principal } from "./types.js";
 /**
  * The scope of an append made by `principal`: `token:<id>` for a scoped token (its bearer secret
  * or a dashboard session it logged in), `admin` for CORQ_ADMIN_TOKEN (and its dashboard
- * session), `public` without credentials (CORQ_PUBLIC_APPEND: every such caller is the same one).
+ * session), `public` where appends are not authenticated (CORQ_PUBLIC_APPEND: the route checks
+ * no credentials, so every append, with a token or without, is the same caller).
  */
 export function idempotencyScope(principal: Principal | undefined): string {
   if (!principal) return "public";

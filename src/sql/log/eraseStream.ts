@@ -113,6 +113,9 @@ export interface EraseRoundRow {
  *            before (retention). Keys of appends made after the erasure began stay with their
  *            events. Found by the primary key (scope, stream, key), one probe per scope (`scopes`
  *            walks them: one descent each), as the key has no index that leads with the stream.
+ *            Measured at 1M keys (PostgreSQL 15 and 18): 10 scopes add under 1 ms to a round,
+ *            1,000 scopes 13–75 ms, 10,000 scopes 120–340 ms (13–34 µs a scope); an index that
+ *            leads with the stream would make it one probe (0.06 ms at any number of scopes).
  * Rows are found by index (`= ANY(ARRAY(…))`, LATERAL): a join with a CTE may be planned as a
  * scan of the whole table, and the queue, the keys and the log can be large.
  */

@@ -439,6 +439,56 @@ describe("erasure and concurrent work", () => {
   });
 });
 
+describe("what an erasure touches", () => {
+  it("only the stream named: not a stream its name begins, nor the same key's other events in two subscriptions", async () => {
+    const one = recording("one", { key: "data.room" }, false);
+    const two = recording("two", { key: "data.room" }, false);
+    const { corq, raw } = await open({ subscriptions: [one.definition, two.definition] });
+    await corq.append("alice", [ev({ n: "a0", room: "r1" }), ev({ n: "a1", room: "r2" })]);
+    await corq.append("alice-archive", [ev({ n: "x0", room: "r1" })]);
+    await corq.append("bob", [ev({ n: "b0", room: "r1" })]);
+    await corq.advance();
+    expect(await corq.eraseStream("alice")).toEqual({ erased: 2 });
+    expect([await eventsOf(raw, "alice"), await eventsOf(raw, "alice-archive"), await eventsOf(raw, "bob")]).toEqual([
+      0, 1, 1,
+    ]);
+    await consistent(raw);
+    for (const name of ["one", "two"]) {
+      expect(await keysOf(raw, name), name).toMatchObject({
+        r1: { pending: 2, seqs: [2, 3], erased: 1 },
+        r2: { pending: 0, seqs: [], erased: 1, idle_or_dead: true },
+      });
+    }
+    await drain(corq, "one");
+    await drain(corq, "two");
+    for (const { seen } of [one, two]) {
+      expect(seen.map((x) => [x.key, x.n, x.seq])).toEqual([
+        ["r1", "x0", 2],
+        ["r1", "b0", 3],
+      ]);
+    }
+  });
+
+  it("the whole stream in one call, however many rounds it takes", async () => {
+    const s = recording("s", {}, false);
+    const { corq, raw } = await open({ subscriptions: [s.definition] });
+    // more than an erasure's first round (500 events) and than its largest (2,000)
+    for (let append = 0; append < 3; append++) {
+      await corq.append(
+        "alice",
+        Array.from({ length: 900 }, (_, i) => ev({ n: `a${append * 900 + i}` })),
+      );
+    }
+    await corq.append("bob", [ev({ n: "b0" })]);
+    await corq.advance();
+    expect(await corq.eraseStream("alice")).toEqual({ erased: 2700 });
+    expect(await eventsOf(raw, "alice")).toBe(0);
+    await consistent(raw);
+    await drain(corq, "s");
+    expect(s.seen.map((x) => x.n)).toEqual(["b0"]);
+  });
+});
+
 describe("a key the erasure starts over", () => {
   it("whose consumer crashed and whose batch the erasure took: its next events come at attempt 1, never dead-lettered", async () => {
     // a key starts over with no attempt counted: neither its failure (r1's failed event was

@@ -120,6 +120,38 @@ describe("idle key compaction", () => {
     expect(seen.at(-1)).toBe("a:7");
   });
 
+  it("… after compactions one after another: a later one never lowers the floor an earlier one raised", async () => {
+    const { seen, subscription } = recording();
+    const { corq, raw } = await open({ subscriptions: [subscription] });
+    await corq.append("a", [e(1), e(2), e(3)]);
+    await corq.append("b", [e(1), e(2), e(3), e(4), e(5)]);
+    await drain(corq, "s");
+    await age(raw, ["a"]);
+    expect(await compact(raw)).toMatchObject({ deleted: 1 }); // b: the floor is 5
+    await age(raw);
+    expect(await compact(raw)).toMatchObject({ deleted: 1 }); // a, with seqs up to 3
+    await corq.append("b", [e(6)]);
+    await corq.append("c", [e(1)]);
+    seen.length = 0;
+    await drain(corq, "s");
+    expect(seen.sort()).toEqual(["b:6", "c:6"]);
+  });
+
+  it("leaves the subscription's rate bucket (a key's own goes with it): the limit holds across a compaction", async () => {
+    const { seen, subscription } = recording({ rateLimit: { events: 2, perMs: HOUR, by: "subscription" } });
+    const { corq, raw } = await open({ subscriptions: [subscription] });
+    await corq.append("a", [e(1), e(2)]);
+    await drain(corq, "s");
+    expect(seen).toEqual(["a:1", "a:2"]); // the hour's room
+    await age(raw);
+    expect(await compact(raw)).toEqual({ deleted: 1, busy: 0 });
+    await corq.append("b", [e(1)]);
+    seen.length = 0;
+    await drain(corq, "s");
+    expect(seen).toEqual([]);
+    expect(await corq.key("s", "b")).toMatchObject({ status: "backoff", pending: 1, attempts: 0 });
+  });
+
   it("… on the function-key advance", async () => {
     const { seen, subscription } = recording({ key: (event) => (event.data as { k: string }).k });
     const { corq, raw } = await open({ subscriptions: [subscription] });

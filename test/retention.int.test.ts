@@ -104,15 +104,17 @@ describe("retention", () => {
     expect(await corq.retention()).toEqual({ maxAgeMs: DAY, streams: null, horizon: (w as number) + 1 });
   });
 
-  it("stops at a subscription that has not advanced past an event; goes on once it has", async () => {
+  it("stops at a subscription that has not advanced past an event, paused or not; goes on once it has", async () => {
     const a = recording("a");
     const { corq, raw, another } = await open({ subscriptions: [a.definition] });
     await corq.append("x", [e(1), e(2)]);
     await drain(corq, "a");
-    // another app's subscription on the same log, defined (from the beginning) but not advanced yet
+    // another app's subscription on the same log, defined (from the beginning) but not advanced
+    // yet, and paused: what it has not advanced past is still to come for it
     const late = recording("late");
     const other = another({ subscriptions: [late.definition] });
     await other.migrate();
+    await corq.pause("late");
     const [third] = (await corq.append("x", [e(3)])).positions;
     await drain(corq, "a");
     await age(raw);
@@ -128,6 +130,7 @@ describe("retention", () => {
     );
     expect(await corq.runRetention()).toMatchObject({ deleted: 2, done: true });
     expect(await positions(raw)).toEqual([third]);
+    await corq.resume("late");
     await drain(other, "late");
     expect(await corq.runRetention()).toMatchObject({ deleted: 1, done: true });
     expect(await positions(raw)).toEqual([]);
@@ -206,6 +209,34 @@ describe("retention", () => {
     expect(await raw.query("SELECT count(*)::int AS n FROM corq.retention_held")).toMatchObject({ rows: [{ n: 0 }] });
   });
 
+  it("a held event goes once no queue holds it only if it is still due: of a stream the policy takes, advanced past by every subscription", async () => {
+    const a = recording("a");
+    const { corq, raw, another } = await open({ subscriptions: [a.definition] });
+    const [x] = (await corq.append("x", [e(1)])).positions;
+    const [y] = (await corq.append("y", [e(2)])).positions;
+    await age(raw);
+    await corq.pauseKey("a", "x");
+    await corq.pauseKey("a", "y");
+    await drain(corq, "a");
+    await corq.setRetention({ maxAgeMs: DAY, streams: ["x", "y"] });
+    expect(await corq.runRetention()).toEqual({ deleted: 0, horizon: null, done: true }); // both held by a's queue
+    // the policy no longer takes y, and a subscription created since has not advanced past x
+    await corq.setRetention({ maxAgeMs: DAY, streams: ["x"] });
+    const late = recording("late");
+    const other = another({ subscriptions: [late.definition] });
+    await other.migrate();
+    await corq.resumeKey("a", "x");
+    await corq.resumeKey("a", "y");
+    await drain(corq, "a");
+    expect(await corq.runRetention()).toEqual({ deleted: 0, horizon: null, done: true });
+    expect(await positions(raw)).toEqual([x, y]);
+    // late handles x: x goes; y never does under this policy
+    await drain(other, "late");
+    expect(late.handled.map((h) => h.position)).toEqual([x, y]);
+    expect(await corq.runRetention()).toEqual({ deleted: 1, horizon: (x as number) + 1, done: true });
+    expect(await positions(raw)).toEqual([y]);
+  });
+
   it("refuses a rewind below the horizon with retained_away (409, the horizon) and changes nothing", async () => {
     const a = recording("a");
     const { corq, raw } = await open({ subscriptions: [a.definition] });
@@ -230,37 +261,49 @@ describe("retention", () => {
     expect(await corq.rewind("a", { to: "beginning" })).toEqual({ requeued: 1 });
   });
 
-  it("refuses a rewind above the horizon whose range in log order holds a removed event (an outbox transaction's event)", async () => {
+  it("refuses a rewind above the horizon whose range in log order holds a removed event (outbox transactions), pass after pass", async () => {
     const a = recording("a");
     const { corq, raw } = await open({ subscriptions: [a.definition] });
-    // an outbox transaction takes its id, another append commits, then the outbox appends: its
-    // event has the higher position and comes first in log order (tx, position)
-    const outbox = await raw.connect();
+    // two outbox transactions take their ids, another append commits, then the outboxes append:
+    // their events have the higher positions and come first in log order (tx, position)
+    const [outbox, kept] = [await raw.connect(), await raw.connect()];
     let other: number;
     let outboxed: number;
+    let young: number;
     try {
-      await outbox.query("BEGIN");
-      await outbox.query("SELECT pg_current_xact_id()");
+      for (const client of [outbox, kept]) {
+        await client.query("BEGIN");
+        await client.query("SELECT pg_current_xact_id()");
+      }
       other = present((await corq.append("x", [e(1)])).positions[0], "the other append's position");
       outboxed = present((await corq.append("y", [e(2)], { tx: outbox })).positions[0], "the outbox's position");
       await outbox.query("COMMIT");
+      young = present((await corq.append("z", [e(3)], { tx: kept })).positions[0], "the second outbox's position");
+      await kept.query("COMMIT");
     } finally {
-      await outbox.query("ROLLBACK").catch(() => undefined);
-      outbox.release();
+      for (const client of [outbox, kept]) {
+        await client.query("ROLLBACK").catch(() => undefined);
+        client.release();
+      }
     }
-    expect(outboxed).toBeGreaterThan(other);
-    await age(raw, [other]); // the outbox's event is young: it stays
+    // positions: other < outboxed < young; log order: outboxed, young, other
+    expect([other < outboxed, outboxed < young]).toEqual([true, true]);
+    await age(raw, [other, outboxed]); // the second outbox's event is young: it stays
     await drain(corq, "a");
     await corq.setRetention({ maxAgeMs: DAY });
-    expect(await corq.runRetention()).toEqual({ deleted: 1, horizon: other + 1, done: true });
-    expect(await positions(raw)).toEqual([outboxed]);
+    expect(await corq.runRetention()).toEqual({ deleted: 2, horizon: outboxed + 1, done: true });
+    expect(await positions(raw)).toEqual([young]);
     const queue = await queueOf(raw);
-    // from the outbox's event on, in log order, comes the removed one: refused, nothing changed
-    const refused = await corq.rewind("a", { to: outboxed }).catch((error: unknown) => error);
-    expect(refused).toMatchObject({ code: "retained_away", status: 409, extra: { horizon: other + 1 } });
-    expect(await queueOf(raw)).toEqual(queue);
-    // from an event after the removed one in log order: every event of the range is there
-    const [later] = (await corq.append("x", [e(3)])).positions;
+    // from the young event on, in log order, comes `other`, removed: refused — also after a pass
+    // that removed nothing — and nothing changed
+    for (let pass = 0; pass < 2; pass++) {
+      const refused = await corq.rewind("a", { to: young }).catch((error: unknown) => error);
+      expect(refused).toMatchObject({ code: "retained_away", status: 409, extra: { horizon: outboxed + 1 } });
+      expect(await queueOf(raw)).toEqual(queue);
+      expect(await corq.runRetention()).toEqual({ deleted: 0, horizon: outboxed + 1, done: true });
+    }
+    // from an event after the removed ones in log order: every event of the range is there
+    const [later] = (await corq.append("x", [e(4)])).positions;
     await drain(corq, "a");
     expect(await corq.rewind("a", { to: later as number })).toEqual({ requeued: 1 });
   });

@@ -100,6 +100,33 @@ describe("a rewind between two of its chunks", () => {
     expect(await corq.runRetention()).toMatchObject({ deleted: 6, done: true });
   });
 
+  it("from a position: retention removes what comes before its range, nothing from its first event on", async () => {
+    const s = recording("s");
+    const { corq, raw } = await open({ subscriptions: [s.definition] });
+    await sixEvents(corq, ["s"]);
+    const all = await logPositions(raw);
+    await raw.query("UPDATE corq.events SET created_at = now() - interval '2 days'");
+    await corq.setRetention({ maxAgeMs: DAY });
+    const during: unknown[] = [];
+    s.seen.length = 0;
+    // from a2: a1 and b1 are before the range
+    const from = present(all[2], "a2's position");
+    await rewindSubscription(
+      createExecutor(raw),
+      { subscription: "s", to: from },
+      {
+        chunk: 2,
+        afterChunk: async ({ phase, n }) => {
+          if (phase === "stage" && n === 1) during.push(await corq.runRetention());
+        },
+      },
+    );
+    expect(during).toEqual([{ deleted: 2, horizon: from, done: true }]);
+    expect(await logPositions(raw)).toEqual(all.slice(2));
+    await drain(corq, "s");
+    expect(s.seen.sort()).toEqual(["a:a2:4r", "a:a3:5r", "b:b2:4r", "b:b3:5r"]);
+  });
+
   it("undoes a retention chunk that removed events of a rewind marked after the chunk read the watermarks", async () => {
     const s = recording("s");
     const { corq, raw } = await open({ subscriptions: [s.definition] });

@@ -33,6 +33,7 @@ export interface TenantsWalkOptions {
 export interface ServerSide {
   calls: number;
   meanMs: number;
+  minMs: number;
   maxMs: number;
   /** Shared buffers hit + read per call. */
   blocksPerCall: number;
@@ -61,6 +62,9 @@ export interface TenantsWalkRun {
   otherP99Ms: number;
   otherMaxMs: number;
   otherSamples: number;
+  /** Autovacuum and autoanalyze runs on corq.keys and corq.tenants from the end of the load to the end of the claims. */
+  autovacuums: number;
+  autoanalyzes: number;
 }
 
 const DELAY_MS = 3_600_000;
@@ -82,7 +86,7 @@ class World {
   private empty = 0;
   private readonly other: number[] = [];
   private pinged = 0;
-  private setup = { appendMs: 0, advanceMs: 0, rows: 0, due: 0 };
+  private setup = { appendMs: 0, advanceMs: 0, rows: 0, due: 0, autovacuums: 0, autoanalyzes: 0 };
   private readonly producer: Corq;
   private readonly consumer: Corq;
   private readonly otherConsumer: Corq;
@@ -175,6 +179,16 @@ class World {
     this.setup.due = turns.rows[0]?.due ?? 0;
     // warm-up: the consumer's connection, its plans
     for (let i = 0; i < o.warmupClaims; i++) await this.consumer.consume("fair");
+    Object.assign(this.setup, await this.autovacuumRuns());
+  }
+
+  /** Autovacuum and autoanalyze runs so far on the tables the claims write (the statistics collector's counts). */
+  private async autovacuumRuns() {
+    const { rows } = await this.admin.query<{ autovacuums: number; autoanalyzes: number }>(
+      `SELECT coalesce(sum(autovacuum_count), 0)::int AS autovacuums, coalesce(sum(autoanalyze_count), 0)::int AS autoanalyzes
+       FROM pg_stat_user_tables WHERE schemaname = 'corq' AND relname IN ('keys', 'tenants')`,
+    );
+    return { autovacuums: rows[0]?.autovacuums ?? 0, autoanalyzes: rows[0]?.autoanalyzes ?? 0 };
   }
 
   /** pg_stat_statements here, if the server has it loaded. */
@@ -248,8 +262,15 @@ class World {
     if (this.notFairClaim > 0) throw new Error(`${this.notFairClaim} handler calls not after a fair claim statement`);
     let server: ServerSide | null = null;
     if (serverSide) {
-      const { rows } = await this.admin.query<{ calls: number; total: number; max: number; blocks: number }>(`
+      const { rows } = await this.admin.query<{
+        calls: number;
+        total: number;
+        min: number;
+        max: number;
+        blocks: number;
+      }>(`
         SELECT sum(calls)::float8 AS calls, sum(total_exec_time)::float8 AS total, max(max_exec_time)::float8 AS max,
+          min(min_exec_time)::float8 AS min,
           sum(shared_blks_hit + shared_blks_read)::float8 AS blocks
         FROM pg_stat_statements
         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query LIKE '%fair_walk%'`);
@@ -258,10 +279,12 @@ class World {
         server = {
           calls: row.calls,
           meanMs: row.total / row.calls,
+          minMs: row.min,
           maxMs: row.max,
           blocksPerCall: row.blocks / row.calls,
         };
     }
+    const autovacuum = await this.autovacuumRuns();
     return {
       tenants: this.tenants,
       tenantRows: this.setup.rows,
@@ -279,6 +302,8 @@ class World {
       otherP99Ms: percentile(this.other, 99),
       otherMaxMs: this.other.length > 0 ? Math.max(...this.other) : Number.NaN,
       otherSamples: this.other.length,
+      autovacuums: autovacuum.autovacuums - this.setup.autovacuums,
+      autoanalyzes: autovacuum.autoanalyzes - this.setup.autoanalyzes,
     };
   }
 
@@ -386,20 +411,20 @@ export async function tenantsWalkSection({
   });
   say(
     `On ${commit()}, ${server}. Each size N on a database of its own: a subscription "fair" (\`key: "data.k", tenant: "data.t"\`, no caps) and a plain one, "other"; N tenants whose one key waits (one event each with \`delayMs\` an hour: appended 1,000 events per append by 4 producers, then advanced until caught up — through the library, no bulk SQL), then ${base.readyTenants} tenants × ${base.readyKeysPerTenant} keys ready (one event each); the tables vacuumed and analyzed; ${base.warmupClaims} \`consume("fair")\` calls of warm-up. ` +
-      `Then ${fmt(base.claims)} \`consume("fair")\` calls on each size's database, **interleaved** (one call on each size in turn, the order turned by one each time; one connection per size, a no-op handler), so a burst of the machine's other load falls on every size alike: \`consume\` = the call (claim + handler + ack); \`claim\` = the claim statement, client-side (sent → its handler called); \`server\` = the claim statement's execution time in pg_stat_statements (mean / max over the ${fmt(base.claims)} calls) and the shared buffers it touched per call. ` +
+      `Then ${fmt(base.claims)} \`consume("fair")\` calls on each size's database, **interleaved** (one call on each size in turn, the order turned by one each time; one connection per size, a no-op handler), so a burst of the machine's other load falls on every size alike: \`consume\` = the call (claim + handler + ack); \`claim\` = the claim statement, client-side (sent → its handler called); \`server\` = the claim statement's execution time in pg_stat_statements (mean / min / max over the ${fmt(base.claims)} calls) and the shared buffers it touched per call. ` +
       `Meanwhile each size's "other" takes ${base.pingRate} single-event appends/s (10 streams), advanced and drained in the same process (one advancer, one drain loop per size): their append→handler latency. ` +
-      "`due`: tenants whose turn had come when the claims began (of the tenants' rows). `÷ N=10`: the size's consume p50 / claim p50 / server mean ÷ the smallest size's in the same round. `load`: the 1-minute load average at the claims' start → end (2 cores, shared).\n",
+      "`due`: tenants whose turn had come when the claims began (of the tenants' rows). `autovacuum / autoanalyze runs`: on corq.keys and corq.tenants while the claims ran (pg_stat_user_tables). `÷ N=10`: the size's consume p50 / claim p50 / server mean ÷ the smallest size's in the same round. `load`: the 1-minute load average at the claims' start → end (2 cores, shared).\n",
   );
   say(
-    `| round | N tenants waiting | due / rows | append + advance s | consume p50 / p99 ms | claim p50 / p99 ms | server mean / max ms | buffers per claim | ÷ N=${fmt(present(sizes[0], "a size"))}: consume / claim / server | other p50 / p99 / max ms (samples) | load |\n|---|---|---|---|---|---|---|---|---|---|---|`,
+    `| round | N tenants waiting | due / rows | append + advance s | consume p50 / p99 ms | claim p50 / p99 ms | server mean / min / max ms | buffers per claim | ÷ N=${fmt(present(sizes[0], "a size"))}: consume / claim / server | other p50 / p99 / max ms (samples) | autovacuum / autoanalyze runs | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|`,
   );
   const withDatabases = <T>(n: number, fn: (urls: string[]) => Promise<T>, urls: string[] = []): Promise<T> =>
     urls.length === n ? fn(urls) : onFreshDatabase("walk", (url) => withDatabases(n, fn, [...urls, url]));
   const x = (v: number) => (Number.isNaN(v) ? "–" : `${v.toFixed(2)}×`);
   const ratios = new Map<
     number,
-    { consume: number[]; claim: number[]; server: number[]; buffers: number[]; other: number[] }
-  >(sizes.map((n) => [n, { consume: [], claim: [], server: [], buffers: [], other: [] }]));
+    { consume: number[]; claim: number[]; server: number[]; serverMin: number[]; buffers: number[]; other: number[] }
+  >(sizes.map((n) => [n, { consume: [], claim: [], server: [], serverMin: [], buffers: [], other: [] }]));
   const all: TenantsWalkRun[] = [];
   for (let round = 1; round <= rounds; round++) {
     const { runs, loadStart, loadEnd } = await withDatabases(sizes.length, (urls) =>
@@ -413,10 +438,11 @@ export async function tenantsWalkSection({
       to.consume.push(r.consumeP50Ms / first.consumeP50Ms);
       to.claim.push(r.claimP50Ms / first.claimP50Ms);
       to.server.push((r.server?.meanMs ?? Number.NaN) / (first.server?.meanMs ?? Number.NaN));
+      to.serverMin.push((r.server?.minMs ?? Number.NaN) / (first.server?.minMs ?? Number.NaN));
       to.buffers.push((r.server?.blocksPerCall ?? Number.NaN) / (first.server?.blocksPerCall ?? Number.NaN));
       to.other.push(r.otherP50Ms / first.otherP50Ms);
       say(
-        `| ${round} | ${fmt(r.tenants)} | ${fmt(r.tenantsDue)} / ${fmt(r.tenantRows)} | ${(r.appendMs / 1000).toFixed(1)} + ${(r.advanceMs / 1000).toFixed(1)} | ${ms(r.consumeP50Ms)} / ${ms(r.consumeP99Ms)} | ${ms(r.claimP50Ms)} / ${ms(r.claimP99Ms)} | ${r.server ? `${ms(r.server.meanMs)} / ${ms(r.server.maxMs)}` : "–"} | ${r.server ? r.server.blocksPerCall.toFixed(1) : "–"} | ${r === first ? "–" : `${x(to.consume.at(-1) ?? Number.NaN)} / ${x(to.claim.at(-1) ?? Number.NaN)} / ${x(to.server.at(-1) ?? Number.NaN)}`} | ${ms(r.otherP50Ms)} / ${ms(r.otherP99Ms)} / ${ms(r.otherMaxMs)} (${r.otherSamples}) | ${loadStart.toFixed(1)} → ${loadEnd.toFixed(1)} |`,
+        `| ${round} | ${fmt(r.tenants)} | ${fmt(r.tenantsDue)} / ${fmt(r.tenantRows)} | ${(r.appendMs / 1000).toFixed(1)} + ${(r.advanceMs / 1000).toFixed(1)} | ${ms(r.consumeP50Ms)} / ${ms(r.consumeP99Ms)} | ${ms(r.claimP50Ms)} / ${ms(r.claimP99Ms)} | ${r.server ? `${ms(r.server.meanMs)} / ${ms(r.server.minMs)} / ${ms(r.server.maxMs)}` : "–"} | ${r.server ? r.server.blocksPerCall.toFixed(1) : "–"} | ${r === first ? "–" : `${x(to.consume.at(-1) ?? Number.NaN)} / ${x(to.claim.at(-1) ?? Number.NaN)} / ${x(to.server.at(-1) ?? Number.NaN)}`} | ${ms(r.otherP50Ms)} / ${ms(r.otherP99Ms)} / ${ms(r.otherMaxMs)} (${r.otherSamples}) | ${r.autovacuums} / ${r.autoanalyzes} | ${loadStart.toFixed(1)} → ${loadEnd.toFixed(1)} |`,
       );
     }
   }
@@ -428,12 +454,13 @@ export async function tenantsWalkSection({
   for (const n of sizes.slice(1)) {
     const r = present(ratios.get(n), "the size's ratios");
     say(
-      `claim(${fmt(n)}) / claim(${fmt(smallest)}), ${rounds === 1 ? "one round" : `medians of the ${rounds} rounds' ratios`}: consume p50 **${x(mid(r.consume))}**, claim statement p50 **${x(mid(r.claim))}**, server mean **${x(mid(r.server))}** (per round: ${r.server.map(x).join(", ")}), buffers per claim ${x(mid(r.buffers))}; other's append→handler p50 ${x(mid(r.other))}. Target (issue 47): within 2×.`,
+      `claim(${fmt(n)}) / claim(${fmt(smallest)}), ${rounds === 1 ? "one round" : `medians of the ${rounds} rounds' ratios`}: consume p50 **${x(mid(r.consume))}**, claim statement p50 **${x(mid(r.claim))}**, server mean **${x(mid(r.server))}** (per round: ${r.server.map(x).join(", ")}), server min ${x(mid(r.serverMin))}, buffers per claim ${x(mid(r.buffers))}; other's append→handler p50 ${x(mid(r.other))}. Target (issue 47): within 2×.`,
     );
     json[`tenants_${n}`] = {
       consume_p50_ratio: Number(mid(r.consume).toFixed(2)),
       claim_p50_ratio: Number(mid(r.claim).toFixed(2)),
       server_mean_ratio: Number(mid(r.server).toFixed(2)),
+      server_min_ratio: Number(mid(r.serverMin).toFixed(2)),
       buffers_ratio: Number(mid(r.buffers).toFixed(2)),
       other_p50_ratio: Number(mid(r.other).toFixed(2)),
     };

@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { CorqError, type DeliveredEvent, type HandlerContext, type SubscriptionDefinition } from "../src/index.js";
 import { sleep, useCorq } from "./helpers/corq.js";
+import { until } from "./helpers/until.js";
 import { waitingOnLock } from "./helpers/waitingOnLock.js";
 
 const open = useCorq();
@@ -152,6 +153,65 @@ describe("maxLeasedKeys", () => {
     release();
     expect(await first).toMatchObject({ outcome: "acked" });
     expect(await corq.consume("s")).toMatchObject({ outcome: "acked" });
+  });
+
+  it.each(["paused", "replaying"] as const)(
+    "a key in flight holds its slot while %s: the next key waits for it",
+    async (state) => {
+      let release: () => void = () => undefined;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const handled: string[] = [];
+      const { corq } = await open({
+        subscriptions: [
+          {
+            name: "s",
+            maxLeasedKeys: 1,
+            handle: async (_events, ctx) => {
+              // a's first delivery goes at once; the one that is held is a's next (a replay, or its second event)
+              if (ctx.key === "a" && handled.includes("a")) await gate;
+              handled.push(ctx.key);
+            },
+          },
+        ],
+      });
+      await corq.append("a", [{ name: "E", data: {} }]);
+      await corq.advance();
+      expect(await corq.consume("s")).toMatchObject({ key: "a", outcome: "acked" });
+      if (state === "replaying") await corq.rewind("s", { to: "beginning", key: "a" });
+      else await corq.append("a", [{ name: "E", data: {} }]);
+      await corq.advance();
+      const first = corq.consume("s"); // a again, held
+      await until(async () => (await corq.key("s", "a")).status === "leased", { message: "a was not claimed" });
+      if (state === "paused") await corq.pauseKey("s", "a");
+      await corq.append("b", [{ name: "E", data: {} }]);
+      await corq.advance();
+      expect(await corq.consume("s")).toBeNull(); // a's lease is the subscription's one slot
+      release();
+      expect(await first).toMatchObject({ key: "a", outcome: "acked" });
+      expect(await corq.consume("s")).toMatchObject({ key: "b", outcome: "acked" });
+    },
+  );
+
+  it("a key waiting out its backoff holds no slot: the next key goes", async () => {
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "s",
+          maxLeasedKeys: 1,
+          maxAttempts: 3,
+          backoff: { initialMs: 60_000, maxMs: 60_000, factor: 1 },
+          handle: (_events, ctx) => {
+            if (ctx.key === "a") throw new Error("a fails");
+          },
+        },
+      ],
+    });
+    await corq.append("a", [{ name: "E", data: {} }]);
+    await corq.append("b", [{ name: "E", data: {} }]);
+    await corq.advance();
+    expect(await corq.consume("s")).toMatchObject({ key: "a", outcome: "retry" });
+    expect(await corq.consume("s")).toMatchObject({ key: "b", outcome: "acked" });
+    expect(await corq.key("s", "a")).toMatchObject({ status: "backoff", attempts: 1 });
   });
 
   it("a claim counts the leases committed while it waited for its turn (not its statement's snapshot)", async () => {

@@ -5,7 +5,9 @@
 import { describe, expect, it } from "vitest";
 import type { DeliveredEvent, SubscriptionDefinition } from "../src/index.js";
 import { CorqError } from "../src/index.js";
-import { useCorq } from "./helpers/corq.js";
+import { createExecutor } from "../src/db/executor.js";
+import { claimBatch } from "../src/sql/consume/claimBatch.js";
+import { sleep, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
 import { waitingOnLock } from "./helpers/waitingOnLock.js";
 
@@ -162,6 +164,96 @@ describe("rate limits", () => {
     );
     expect(seqs).toEqual([1, 2, 3, 4, 5, 6]);
     expect((await corq.key("s", "a")).attempts).toBe(0);
+  });
+
+  it("a bucket's room goes first to the key that has waited longest, whatever its name", async () => {
+    const { handled, handle } = recorder();
+    const { corq } = await open({
+      subscriptions: [subscription(handle, { rateLimit: { events: 1, perMs: MINUTE, by: "subscription" } })],
+    });
+    await corq.append("z", [{ name: "E", data: {} }]);
+    await corq.advance();
+    await corq.append("a", [{ name: "E", data: {} }]);
+    await corq.advance();
+    await corq.drain("s"); // one claim takes both keys; the room is one event
+    expect(handled.map((h) => h.key)).toEqual(["z"]);
+    expect(await corq.key("s", "a")).toMatchObject({ status: "backoff", attempts: 0, pending: 1 });
+  });
+
+  it("a bucket's limited keys wait one behind the other, each for its own room", async () => {
+    const { handle, count } = recorder();
+    const { corq } = await open({
+      subscriptions: [subscription(handle, { rateLimit: { events: 1, perMs: MINUTE, by: "subscription" } })],
+    });
+    for (const stream of ["a", "b", "c"]) await corq.append(stream, [{ name: "E", data: {} }]);
+    await corq.advance();
+    await corq.drain("s");
+    expect(count()).toBe(1);
+    const waits = (await corq.keys("s"))
+      .filter((k) => k.status === "backoff")
+      .map((k) => new Date(k.availableAt ?? 0).getTime())
+      .sort((x, y) => x - y);
+    expect(waits).toHaveLength(2);
+    // the second waits one more event's room (60 s / 1) after the first
+    expect(Math.abs((waits[1] ?? 0) - (waits[0] ?? 0) - MINUTE)).toBeLessThan(5);
+  });
+
+  it("a batch is charged what it carries: after a lost lease, the one event it is retried with", async () => {
+    const { handled, handle, count } = recorder();
+    const { corq, raw } = await open({
+      subscriptions: [
+        subscription(handle, { batchSize: 3, leaseMs: 200, rateLimit: { events: 6, perMs: MINUTE, by: "key" } }),
+      ],
+    });
+    await corq.append(
+      "a",
+      Array.from({ length: 8 }, () => ({ name: "E", data: {} })),
+    );
+    await corq.advance();
+    // claimed (3 events charged) by a consumer that then crashes; its lease runs out
+    await createExecutor(raw).run(claimBatch("s", { limit: 1 }));
+    await sleep(300);
+    await consumeAll(corq, "consume");
+    // the retry carries 1 event (charged 1), the next batch the 2 left of the minute's 6
+    expect(handled.map((h) => h.events)).toEqual([1, 2]);
+    expect(count("a")).toBe(3);
+    expect(await corq.key("s", "a")).toMatchObject({ status: "backoff", attempts: 0, pending: 5 });
+  });
+
+  it("each subscription's limit is its own", async () => {
+    const one = recorder();
+    const two = recorder();
+    const limit = { events: 2, perMs: MINUTE, by: "subscription" } as const;
+    const { corq } = await open({
+      subscriptions: [
+        subscription(one.handle, { name: "s", rateLimit: limit }),
+        subscription(two.handle, { name: "t", rateLimit: limit }),
+      ],
+    });
+    for (const stream of ["a", "b", "c"]) await corq.append(stream, [{ name: "E", data: {} }]);
+    await corq.advance();
+    await corq.drain("s");
+    await corq.drain("t");
+    expect([one.count(), two.count()]).toEqual([2, 2]);
+  });
+
+  it("holds across housekeeping: a tenant's bucket stays while the tenant is not idle", async () => {
+    const { handle, count } = recorder();
+    const { corq } = await open({
+      subscriptions: [
+        subscription(handle, { tenant: "data.tenant", rateLimit: { events: 2, perMs: MINUTE, by: "tenant" } }),
+      ],
+    });
+    for (const stream of ["x-0", "x-1"]) await corq.append(stream, [{ name: "E", data: { tenant: "x" } }]);
+    await corq.advance();
+    await corq.drain("s");
+    expect(count()).toBe(2);
+    await corq.housekeeping(); // the tenant was served just now: not idle (keyIdleMs, 7 days)
+    for (const stream of ["x-2", "x-3"]) await corq.append(stream, [{ name: "E", data: { tenant: "x" } }]);
+    await corq.advance();
+    await corq.drain("s");
+    expect(count()).toBe(2);
+    expect((await corq.subscription("s")).keys).toMatchObject({ waiting: 2 });
   });
 
   it("refuses limits that cannot be, in code and for a push subscription, changing nothing", async () => {

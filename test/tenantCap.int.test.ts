@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { DeliveredEvent, HandlerContext, SubscriptionDefinition } from "../src/index.js";
 import { CorqError } from "../src/index.js";
 import { useCorq } from "./helpers/corq.js";
+import { until } from "./helpers/until.js";
 
 const open = useCorq();
 
@@ -98,6 +99,40 @@ describe("maxLeasedKeysPerTenant", () => {
     }
     expect(handled.length).toBeGreaterThan(0);
     expect(handled.every((key) => key.startsWith("y"))).toBe(true);
+  });
+
+  it("counts a tenant's own keys in flight, a paused one too, and no other tenant's", async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { corq } = await open({
+      subscriptions: [
+        {
+          name: "s",
+          tenant: "data.tenant",
+          maxLeasedKeysPerTenant: 1,
+          handle: (_events, ctx) => (ctx.key === "x2" ? undefined : gate), // x1 and y1 held
+        },
+      ],
+    });
+    const E = (tenant: string) => [{ name: "E", data: { tenant } }];
+    await corq.append("x1", E("x"));
+    await corq.advance();
+    const x1 = corq.consume("s"); // held
+    await until(async () => (await corq.key("s", "x1")).status === "leased", { message: "x1 was not claimed" });
+    await corq.append("x2", E("x"));
+    await corq.append("y1", E("y"));
+    await corq.advance();
+    // y has room though x is at its cap
+    const y1 = corq.consume("s");
+    await until(async () => (await corq.key("s", "y1")).status === "leased", { message: "y1 was not claimed" });
+    // x1 paused while its batch runs is still in flight: x2 waits
+    await corq.pauseKey("s", "x1");
+    expect(await corq.consume("s")).toBeNull();
+    expect(await corq.key("s", "x2")).toMatchObject({ status: "ready", attempts: 0 });
+    release();
+    expect(await x1).toMatchObject({ key: "x1", outcome: "acked" });
+    expect(await y1).toMatchObject({ key: "y1", outcome: "acked" });
+    expect(await corq.consume("s")).toMatchObject({ key: "x2", outcome: "acked" });
   });
 
   it("keys made before the subscription had a tenant still go (not behind the caps for ever)", async () => {

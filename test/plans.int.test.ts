@@ -201,8 +201,8 @@ const STATS_COST = {
 };
 /**
  * 300,000 idempotency keys of 1,000 scopes (tokens) over 100,000 streams, 24 hours of busy
- * producers: the key has no index that leads with the stream, so an erasure round finds the
- * stream's keys through the scopes (eraseStream.ts).
+ * producers: an erasure round finds the stream's keys by the primary key, which leads with the
+ * stream (eraseStream.ts); an idempotent append finds its own by the whole key.
  */
 async function loadIdempotencyKeys(db: pg.Client) {
   await db.query(`
@@ -235,8 +235,8 @@ const statements: {
       reads: [
         {
           relation: "idempotency_keys",
-          cond: /\(scope = .*\(stream = .*\(key = /,
-          why: "the key's row by the primary key (scope, stream, key)",
+          cond: /\(stream = .*\(scope = .*\(key = /,
+          why: "the key's row by the primary key (stream, scope, key)",
         },
       ],
     },
@@ -359,8 +359,8 @@ const statements: {
       reads: [
         {
           relation: "idempotency_keys",
-          cond: /\(scope = ANY.*\(stream = /,
-          why: "the stream's idempotency keys by the primary key, per scope: never a scan of every key",
+          cond: /\(stream = /,
+          why: "the stream's idempotency keys by the primary key (stream, scope, key): never a scan of every key",
         },
       ],
     },

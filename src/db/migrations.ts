@@ -277,5 +277,12 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "-- The next turn of a tenant the fair pick reached and took no key of (src/sql/consume/\n-- fairPick.ts): called by the claim's `served` step under the tenant row's lock. Its keys are\n-- read here with a fresh snapshot (a VOLATILE function's query), so a writer that gave one of\n-- them work and committed after the claim's statement began is seen; one that commits later\n-- takes the row's lock first (tenantTurns.ts) and waits for this claim, then makes the turn\n-- earlier again. The first entry of the tenant's keys_tenant_ready_idx range is its keys'\n-- earliest time: within a lease of now (a leased key's time is its lease's end, and an ack may\n-- end the lease any moment) or past → now, the back of the line; later → then; none → null\n-- (no work: not visited until a key of it gets some).\nCREATE FUNCTION \"corq\".\"tenant_next_turn\"(\"sub_id\" integer, \"t\" text, \"lease_ms\" integer) RETURNS timestamptz LANGUAGE plpgsql VOLATILE AS $$\nDECLARE\n  next timestamptz;\nBEGIN\n  SELECT k.available_at INTO next FROM \"corq\".\"keys\" k\n  WHERE k.subscription_id = \"sub_id\" AND k.tenant = \"t\" AND k.available_at IS NOT NULL AND k.paused_at IS NULL\n  ORDER BY k.available_at LIMIT 1;\n  RETURN CASE WHEN next IS NULL THEN NULL\n    WHEN next <= clock_timestamp() + \"lease_ms\" * interval '1 millisecond' THEN clock_timestamp()\n    ELSE next END;\nEND $$;",
       "-- Tenants made before turns existed: all due, visited once each and then turned as above.\nUPDATE \"corq\".\"tenants\" SET \"due_at\" = '-infinity';"
     ]
+  },
+  {
+    "tag": "0029_idempotency_keys_by_stream",
+    "statements": [
+      "ALTER TABLE \"corq\".\"idempotency_keys\" DROP CONSTRAINT \"idempotency_keys_pkey\";",
+      "ALTER TABLE \"corq\".\"idempotency_keys\" ADD CONSTRAINT \"idempotency_keys_pkey\" PRIMARY KEY(\"stream\",\"scope\",\"key\");"
+    ]
   }
 ];

@@ -95,21 +95,17 @@ export const idempotencyMutants: Mutant[] = [
   // --- erasure -----------------------------------------------------------------------------------
   {
     name: "idempotency: erasure leaves the stream's keys (the erased content can be confirmed, a re-append is replayed)",
-    edits: one(
-      ERASE,
-      "WHERE k.scope = ANY(ARRAY(SELECT scope FROM scopes",
-      "WHERE false AND k.scope = ANY(ARRAY(SELECT scope FROM scopes",
-    ),
+    edits: one(ERASE, "WHERE k.stream = ${stream}\n", "WHERE false AND k.stream = ${stream}\n"),
     tests: [ERASURE, SCOPES],
   },
   {
-    name: "idempotency: erasure finds the keys of the first scope only",
-    edits: one(ERASE, "FROM scopes s WHERE s.scope IS NOT NULL", "FROM scopes s WHERE false"),
+    name: "idempotency: erasure takes the library's keys only (a token's stay)",
+    edits: one(ERASE, "WHERE k.stream = ${stream}\n", "WHERE k.stream = ${stream} AND k.scope = ''\n"),
     tests: [SCOPES],
   },
   {
     name: "idempotency: erasure takes every stream's keys",
-    edits: one(ERASE, "        AND k.stream = ${stream}\n", ""),
+    edits: one(ERASE, "WHERE k.stream = ${stream}\n", "WHERE true\n"),
     tests: [ERASURE, SCOPES],
   },
   {

@@ -68,7 +68,7 @@ export const idempotencyKeys = corqSchema.table(
     createdAt: createdAt(),
   },
   (t) => [
-    primaryKey({ name: "idempotency_keys_pkey", columns: [t.scope, t.stream, t.key] }),
+    primaryKey({ name: "idempotency_keys_pkey", columns: [t.stream, t.scope, t.key] }),
     index("idempotency_keys_created_at_idx").on(t.createdAt),
   ],
 );

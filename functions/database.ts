@@ -9,6 +9,7 @@ import { Pool, neon, neonConfig, type NeonQueryFunction } from "@neondatabase/se
 import { CorqError, type SubscriptionDefinition } from "../src/index.js";
 import { createCorqRuntime as createCorq } from "../src/internal.js";
 import { createExecutor, type HttpQueryFunction, type PoolLike, type Session } from "../src/db/executor.js";
+import { guardPool } from "../src/db/guardPool.js";
 import { retentionOption, settings } from "../src/http/env.js";
 import type { Env, OpenCorq } from "../src/http/types.js";
 
@@ -77,12 +78,8 @@ function unreachableExplanation(env: Env, databaseUrl: string): ((cause: unknown
 const isLoopback = (host: string) =>
   host === "localhost" || host.endsWith(".localhost") || /^127\./.test(host) || host === "[::1]" || host === "::1";
 
-function webSocketPool(databaseUrl: string): Pool {
-  const pool = new Pool({ connectionString: databaseUrl });
-  // An idle client whose socket dies emits 'error' on the pool; the next query reconnects.
-  pool.on("error", () => undefined);
-  return pool;
-}
+// A client whose socket dies, idle or lent, does not throw in the isolate; the next statement reconnects.
+const webSocketPool = (databaseUrl: string): Pool => guardPool(new Pool({ connectionString: databaseUrl }));
 
 export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): OpenCorq {
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");

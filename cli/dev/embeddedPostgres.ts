@@ -137,6 +137,9 @@ function savePassword(file: string, password: string) {
 
 async function setPassword(url: string, password: string) {
   const client = new pg.Client({ connectionString: url });
+  // before connect: a FATAL read with the ReadyForQuery is emitted before `await` resumes (src/db/guardPool.ts);
+  // the statement after it fails instead
+  client.on("error", () => undefined);
   await client.connect();
   try {
     // ALTER ROLE takes no parameters; the password is base64url, so quoting it is safe

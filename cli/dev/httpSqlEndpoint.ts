@@ -21,6 +21,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
+import { guardPool, lostConnection } from "../../src/db/guardPool.js";
 
 export interface PostgresTarget {
   host: string;
@@ -115,10 +116,11 @@ export async function startHttpSqlEndpoint(options: HttpSqlEndpointOptions): Pro
       }
       // connectionTimeoutMillis 0: a request waits for a free connection as long as it takes
       // (pg-pool's timeout would also cut the wait in its queue; queued requests are never refused)
-      pool = new pg.Pool({ ...address, ...credentials, max: poolSize, application_name: HTTP_SQL_APPLICATION_NAME });
-      // an idle connection that Postgres ended (restart, pg_terminate_backend) leaves the pool;
-      // the next request opens a new one
-      pool.on("error", () => undefined);
+      // a connection that Postgres ended (restart, pg_terminate_backend), idle or lent, fails at most
+      // its request, never the process; an idle one leaves the pool, the next request opens another
+      pool = guardPool(
+        new pg.Pool({ ...address, ...credentials, max: poolSize, application_name: HTTP_SQL_APPLICATION_NAME }),
+      );
       pools.set(id, pool);
     }
     return pool;
@@ -285,17 +287,19 @@ function parsePayload(body: Buffer): QueryData | { queries: QueryData[] } | stri
   return query(json) ?? "expected { query, params } or { queries: [...] }";
 }
 
-const ignore = () => undefined;
-
 /**
- * A pooled connection with an 'error' listener while it is lent out: a server that ends it
- * (a restart: "terminating connection due to administrator command") must fail the request,
- * not the process. pg-pool listens only while a connection is idle.
+ * A pooled connection that is alive when lent: one that died on its way (a FATAL read with its
+ * ReadyForQuery, src/db/guardPool.ts) had nothing sent on it yet; it is destroyed and another asked
+ * for (3 tries).
  */
 async function lend(pool: pg.Pool): Promise<pg.PoolClient> {
-  const client = await pool.connect();
-  client.on("error", ignore);
-  return client;
+  for (let attempt = 1; ; attempt++) {
+    const client = await pool.connect();
+    const lost = lostConnection(client);
+    if (lost === undefined) return client;
+    client.release(lost as Error);
+    if (attempt >= 3) throw lost;
+  }
 }
 
 async function runSingle(pool: pg.Pool, data: QueryData, arrayMode: boolean) {
@@ -313,8 +317,7 @@ async function runSingle(pool: pg.Pool, data: QueryData, arrayMode: boolean) {
     discard = error as Error;
     throw error;
   } finally {
-    client.off("error", ignore);
-    client.release(discard);
+    client.release(discard ?? (lostConnection(client) as Error | undefined));
   }
 }
 
@@ -338,8 +341,7 @@ async function runBatch(pool: pg.Pool, queries: QueryData[], headers: Headers) {
     if (endsSession(error) || client.getTransactionStatus() !== "I") discard ??= error as Error;
     throw error;
   } finally {
-    client.off("error", ignore);
-    client.release(discard);
+    client.release(discard ?? (lostConnection(client) as Error | undefined));
   }
 }
 

@@ -18,6 +18,9 @@ export const localVars = {
 /** The URL of database `name` on the server at `serverUrl`, created if missing. */
 export async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
   const client = new pg.Client({ connectionString: serverUrl });
+  // before connect: a FATAL read with the ReadyForQuery is emitted before `await` resumes (src/db/guardPool.ts);
+  // the statement after it fails instead
+  client.on("error", () => undefined);
   await client.connect();
   try {
     const { rowCount } = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);

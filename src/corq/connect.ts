@@ -1,6 +1,7 @@
 // The connection a Corq opens, or the one it is given.
 import { CorqError } from "../errors.js";
 import { createExecutor, lendsConnections, type Connection, type Executor, type PoolLike } from "../db/executor.js";
+import { guardPool } from "../db/guardPool.js";
 import type { CorqOptions } from "../types.js";
 
 // A variable specifier keeps bundlers (wrangler's esbuild) from pulling node-postgres into the
@@ -24,6 +25,7 @@ const NODE_POSTGRES = "pg";
 export function connect(options: CorqOptions): { executor: () => Promise<Executor>; end: () => Promise<void> } {
   const statementOptions = { onStatement: options.onStatement };
   if (options.db) {
+    // a pool given here is guarded as corq's own (createExecutor: src/db/guardPool.ts)
     const db = options.db as Connection & { $client?: Connection };
     const transactional = (options.subscriptions ?? []).find((s) => s.transactional === true);
     if (transactional !== undefined && !lendsConnections(db.$client ?? db, options.session))
@@ -41,10 +43,8 @@ export function connect(options: CorqOptions): { executor: () => Promise<Executo
   let opened: Promise<Executor> | undefined;
   const nodePostgres = (max: number) =>
     import(/* @vite-ignore */ NODE_POSTGRES).then(({ default: pg }: typeof import("pg")) => {
-      const created = new pg.Pool({ connectionString: databaseUrl, max });
-      // An idle client that loses its connection emits 'error'; the pool replaces it.
-      created.on("error", () => undefined);
-      return created as unknown as PoolLike;
+      // a client that loses its connection, idle or lent, never takes the process with it
+      return guardPool(new pg.Pool({ connectionString: databaseUrl, max })) as unknown as PoolLike;
     });
   return {
     executor: () =>

@@ -5,6 +5,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { CorqError, fromDriverError } from "../errors.js";
+import { guardPool, lostConnection } from "./guardPool.js";
 
 /** What node-postgres and @neondatabase/serverless pools and clients have in common. */
 export interface Queryable {
@@ -71,6 +72,8 @@ export interface ExecutorOptions {
 export type Session = <T>(use: (pool: PoolLike) => Promise<T>) => Promise<T>;
 
 export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
+  // every pool corq is given too (a user's, the Worker's Neon Pool): its clients' errors are heard
+  if (isPool(connection)) guardPool(connection);
   // a lost or refused connection surfaces as CorqError("database_unavailable"), from every driver
   const run = <T>(query: SQL): Promise<T[]> =>
     send<T>(query).catch((error: unknown) => {
@@ -87,7 +90,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
       const client = await connectWithRetry(connection);
       try {
         const result = await client.query(config);
-        client.release();
+        client.release(lostConnection(client));
         return result.rows as T[];
       } catch (error) {
         client.release(error); // a client that failed is not reused
@@ -116,7 +119,7 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
         ...(arrayMode ? { rowMode: "array" } : {}),
         types: textDates(target),
       } as { text: string; values: unknown[] });
-      client?.release();
+      client?.release(lostConnection(client));
       return result.rows;
     } catch (error) {
       client?.release(error);
@@ -146,7 +149,8 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
     try {
       return await inTransaction(createExecutor(client, options), fn);
     } finally {
-      client.release();
+      // a connection that died inside the transaction goes with it, never back to the pool
+      client.release(lostConnection(client));
     }
   };
 
@@ -171,14 +175,23 @@ function textDates(
  * Gets a pooled connection, retrying with exponential backoff and full jitter (100 ms doubling,
  * capped at 2 s: at most about 3 s in all with 6 attempts) while Postgres restarts, is starting up or
  * has no connection slot left. Only the connect step is retried: nothing has been sent yet, so
- * a retry cannot run a statement twice. A statement that fails on an established connection
- * is not retried here: the caller sees the error and corq's leases make the work come again.
- * Wrong credentials or a missing database (SQLSTATE 28xxx, 3D000) fail at once.
+ * a retry cannot run a statement twice. A connection that died before it reached the caller (a
+ * FATAL read with its ReadyForQuery: src/db/guardPool.ts) is such a failed connect: it goes back
+ * to the pool with its error (destroyed) and another is asked for. A statement that fails on an
+ * established connection is not retried here: the caller sees the error and corq's leases make
+ * the work come again. Wrong credentials or a missing database (SQLSTATE 28xxx, 3D000) fail at once.
  */
-async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts = 6): Promise<C> {
+async function connectWithRetry<C extends { release(err?: unknown): void }>(
+  pool: { connect(): Promise<C> },
+  attempts = 6,
+): Promise<C> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return listenForErrors(await pool.connect());
+      const client = await pool.connect();
+      const lost = lostConnection(client);
+      if (lost === undefined) return client;
+      client.release(lost);
+      throw lost;
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       if (attempt >= attempts || (typeof code === "string" && /^(28|3D)/.test(code))) throw error;
@@ -186,21 +199,6 @@ async function connectWithRetry<C>(pool: { connect(): Promise<C> }, attempts = 6
       await new Promise((resolve) => setTimeout(resolve, Math.random() * capMs));
     }
   }
-}
-
-// A pool listens for 'error' on its idle clients only. A client that is lent out and between
-// statements (inside a transaction) when the server ends its connection — a restart,
-// pg_terminate_backend, DROP DATABASE … WITH (FORCE) — emits 'error' itself, and with no
-// listener that is an uncaught exception that ends the user's process. The next statement on
-// it fails and says why; the pool drops it on release.
-const listening = new WeakSet<object>();
-function listenForErrors<C>(client: C): C {
-  const emitter = client as C & { on?: (event: "error", listener: () => void) => unknown };
-  if (typeof emitter.on === "function" && !listening.has(emitter)) {
-    emitter.on("error", () => undefined);
-    listening.add(emitter);
-  }
-  return client;
 }
 
 async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {

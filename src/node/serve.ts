@@ -22,6 +22,7 @@ import { retentionOption, settings } from "../http/env.js";
 import { createTokenCache } from "../http/tokenCache.js";
 import { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM, type CorqRuntime } from "../internal.js";
 import { createExecutor } from "../db/executor.js";
+import { guardPool } from "../db/guardPool.js";
 import { notifyWake } from "../sql/log/notify.js";
 import type { AnyEvents, EventMap, EventSchemas, SubscriptionDefinition } from "../types.js";
 import { withSharedSchemas } from "../eventSchemas.js";
@@ -187,8 +188,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     if (apiCorq) closers.push(() => apiCorq.close());
     if (options.migrate !== false) await (corq ?? apiCorq)?.migrate();
     // the runner's own statements, the wake-ups and the dashboard's sessions: a small pool of their own
-    const ownPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
-    ownPool.on("error", () => undefined);
+    const ownPool = guardPool(new pg.Pool({ connectionString: databaseUrl, max: 3 }));
     // Every NOTIFY this process sends goes through this pool, and it has woken itself already
     // (below): its own notifications, which Postgres delivers to its LISTEN too, are ignored,
     // known by their sender's backend pid. Without it every append over HTTP ran the advancer

@@ -11,6 +11,7 @@ import { alertsMutants } from "./alerts.js";
 import { lifecycleMutants } from "./lifecycle.js";
 import { fairnessMutants } from "./fairness.js";
 import { flowControlMutants } from "./flowControl.js";
+import { connectionsMutants } from "./connections.js";
 
 export type { Edit, Mutant } from "./mutant.js";
 
@@ -2028,4 +2029,5 @@ export const mutants: Mutant[] = [
   ...lifecycleMutants,
   ...flowControlMutants,
   ...fairnessMutants,
+  ...connectionsMutants,
 ];

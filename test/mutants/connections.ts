@@ -1,0 +1,35 @@
+// Mutants of the pools' guard: no connection error reaches the process as an uncaught exception
+// (src/db/guardPool.ts, issue 48; gathered by mutants.ts).
+import { one, type Mutant } from "./mutant.js";
+
+export const connectionsMutants: Mutant[] = [
+  {
+    name: "connections: no listener on a lent client (the acquire listener never added): a FATAL read with the ReadyForQuery is uncaught",
+    edits: one("src/db/guardPool.ts", 'emitter.on("acquire",', 'emitter.on("acquire-never-emitted",'),
+    tests: ["test/poolErrors.int.test.ts"],
+  },
+  {
+    name: "connections: an idle client's error unheard (the pool's own 'error' listener gone)",
+    edits: one("src/db/guardPool.ts", '  emitter.on("error", ignore);\n', ""),
+    tests: ["test/connectionLoss.int.test.ts"],
+  },
+  {
+    name: "connections: a pool given to corq (createCorq({ db }), a user's) not guarded",
+    edits: one("src/db/executor.ts", "  if (isPool(connection)) guardPool(connection);\n", ""),
+    tests: ["test/poolErrors.int.test.ts"],
+  },
+  {
+    name: "connections: a client that died before it was used is used (its statement fails instead of a new connect)",
+    edits: one("src/db/executor.ts", "      if (lost === undefined) return client;", "      return client;"),
+    tests: ["test/poolErrors.int.test.ts"],
+  },
+  {
+    name: "connections: corq dev's HTTP SQL endpoint's pool not guarded",
+    edits: one(
+      "cli/dev/httpSqlEndpoint.ts",
+      "      pool = guardPool(\n",
+      "      pool = ((created: pg.Pool) => created)(\n",
+    ),
+    tests: ["test/poolErrors.int.test.ts"],
+  },
+];

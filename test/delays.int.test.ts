@@ -269,7 +269,9 @@ describe("maxDelayMs: a subscription's cap on delays", () => {
     // another key in backoff for two hours after a failure: no delayed event, not counted
     await corq.append("tenB-2", [{ name: "E", data: { n: 3, order: "order-7" } }]);
     await corq.advance();
-    await raw.query("UPDATE corq.keys SET attempts = 1, available_at = now() + interval '2 hours' WHERE key = 'order-7'");
+    await raw.query(
+      "UPDATE corq.keys SET attempts = 1, available_at = now() + interval '2 hours' WHERE key = 'order-7'",
+    );
     for (const name of ["capped", "fn"]) {
       const wait = await waitsFor(corq, name);
       expect(wait, name).toBeGreaterThan(DAY - 60_000);
@@ -335,6 +337,22 @@ describe("maxDelayMs: a subscription's cap on delays", () => {
     expect((await corq.putSubscription("p", { maxDelayMs: YEAR, deliver })).subscription.maxDelayMs).toBe(YEAR);
     expect((await corq.subscription("p")).maxDelayMs).toBe(YEAR);
     expect((await corq.putSubscription("p", { maxDelayMs: 0, deliver })).subscription.maxDelayMs).toBe(0);
+  });
+
+  it("changed in code, it applies from the next advance on: events queued before keep their time", async () => {
+    const seen: Seen[] = [];
+    const opened = await open({ subscriptions: [{ ...recording(seen), name: "s", ...byOrder, maxDelayMs: YEAR }] });
+    await opened.corq.append("tenA-1", [order(1, { delayMs: 10 * DAY })]);
+    await opened.corq.advance();
+    const changed = opened.another({ subscriptions: [{ ...recording(seen), name: "s", ...byOrder, maxDelayMs: DAY }] });
+    await changed.advance();
+    expect((await changed.subscription("s")).maxDelayMs).toBe(DAY);
+    expect(await waitsFor(changed, "s")).toBeGreaterThan(10 * DAY - 60_000);
+    await changed.append("tenB-1", [{ name: "E", data: { n: 2, order: "order-9" }, delayMs: 10 * DAY }]);
+    await changed.advance();
+    const wait = Date.parse((await changed.key("s", "order-9"))?.availableAt ?? "") - Date.now();
+    expect(wait).toBeLessThanOrEqual(DAY);
+    expect(wait).toBeGreaterThan(DAY - 60_000);
   });
 
   it("over HTTP: PUT takes it and GET shows it (a bad one: a 400 problem+json, nothing written); stats and the dashboard count a key held over an hour", async () => {

@@ -1788,52 +1788,6 @@ export const mutants: Mutant[] = [
     tests: ["test/worker/cli.worker.test.ts"],
   },
   {
-    name: "delays: a batch runs past a delayed event whose time has not come",
-    edits: one("src/sql/consume/claimBatch.ts", "AND (c.held_from IS NULL OR q.seq < c.held_from)", "AND true"),
-    tests: ["test/delays.int.test.ts"],
-  },
-  {
-    name: "delays: an ack leaves the key ready while its next event is delayed (consume)",
-    edits: one(
-      "src/sql/consume/ackBatch.ts",
-      "THEN greatest(f.at, ${heldUntil({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`${through.seq}::bigint`, at: sql`f.at` })}) END",
-      "THEN f.at END",
-    ),
-    tests: ["test/delays.int.test.ts"],
-  },
-  {
-    name: "delays: a settled ack leaves the key ready while its next event is delayed (drain)",
-    edits: one(
-      "src/sql/consume/settleKeys.ts",
-      "THEN greatest(f.at, ${heldUntil({ subscriptionId: sql`k.subscription_id`, key: sql`k.key`, after: sql`f.through_seq`, at: sql`f.at` })}) END",
-      "THEN f.at END",
-    ),
-    tests: ["test/delays.int.test.ts"],
-  },
-  {
-    name: "delays: the advance makes an idle key with a delayed first event ready now",
-    edits: one(
-      "src/sql/advance/advanceSubscription.ts",
-      "greatest(now(), (array_agg(deliver_at ORDER BY tx, position))[1])",
-      "now()",
-    ),
-    tests: ["test/delays.int.test.ts"],
-  },
-  {
-    name: "delays: a key given back with a delayed head is ready at once",
-    edits: one("src/sql/consume/releaseLease.ts", "after: sql`k.last_seq`,", "after: sql`k.seq`,"),
-    tests: ["test/delays.int.test.ts"],
-  },
-  {
-    name: "delays: a rewind requeues a delayed event without its time",
-    edits: one(
-      "src/sql/operate/rewindRequeue.ts",
-      "(SELECT e.deliver_at FROM ${events} e WHERE e.position = m.position)",
-      "NULL::timestamptz",
-    ),
-    tests: ["test/delays.int.test.ts"],
-  },
-  {
     name: "postpone: a postponement counts as a failed attempt",
     edits: one(
       "src/sql/consume/settleKeys.ts",

@@ -61,8 +61,8 @@ export const fairnessMutants: Mutant[] = [
     name: "fairness: tenants past where the pick stopped marked as visited (their turns pushed out unseen)",
     edits: one(
       "src/sql/consume/claimBatch.ts",
-      "WHERE (SELECT count(*) FROM pick_fair) < ${limit}\n                                  OR o.turn",
-      "WHERE true\n                                  OR o.turn",
+      "WHERE (SELECT count(*) FROM pick_fair) < ${limit}\n                 OR o.turn",
+      "WHERE true\n                 OR o.turn",
     ),
     tests: ["test/fairWalk.int.test.ts"],
   },

@@ -255,23 +255,29 @@ function capsAndRateLimits(limit: number, afterSettled: boolean): SQL {
 // fewer keys than its limit, else those up to the last it took keys of. A tenant row another
 // statement is updating is left to it: claims never wait for each other here (SKIP LOCKED), and
 // any other writer makes the turn now or earlier (tenantTurns.ts).
-const served = (limit: number) => sql`served AS (
+const served = (limit: number) => sql`turn_sets AS (
+      SELECT ARRAY(SELECT DISTINCT tenant FROM pick WHERE tenant IS NOT NULL) AS took,
+        ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL) AS granted,
+        ARRAY(SELECT o.tenant FROM fair_order o
+              WHERE (SELECT count(*) FROM pick_fair) < ${limit}
+                 OR o.turn <= (SELECT max(f.turn) FROM fair_order f
+                               WHERE f.tenant = ANY(ARRAY(SELECT tenant FROM pick_fair)))) AS reached
+    ),
+    served AS (
       UPDATE ${tenants} t SET
         due_at = CASE WHEN l.took THEN clock_timestamp()
           ELSE corq.tenant_next_turn(t.subscription_id, t.tenant, (SELECT lease_ms FROM sub)) END,
         served_at = CASE WHEN l.granted THEN clock_timestamp() ELSE t.served_at END
-      FROM (SELECT n.tenant, n.tenant = ANY(c.took) AS took, n.tenant = ANY(c.granted) AS granted
-            FROM (SELECT ARRAY(SELECT DISTINCT tenant FROM pick WHERE tenant IS NOT NULL) AS took,
-                         ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL) AS granted,
-                         ARRAY(SELECT o.tenant FROM fair_order o
-                               WHERE (SELECT count(*) FROM pick_fair) < ${limit}
-                                  OR o.turn <= (SELECT max(f.turn) FROM fair_order f
-                                                WHERE f.tenant = ANY(ARRAY(SELECT tenant FROM pick_fair)))) AS reached) c
-            JOIN ${tenants} n ON n.subscription_id = (SELECT id FROM sub) AND n.tenant = ANY(c.took || c.reached)
-            WHERE (SELECT tenant FROM sub) IS NOT NULL
+      FROM (SELECT n.tenant, n.tenant = ANY((SELECT took FROM turn_sets)::text[]) AS took,
+                   n.tenant = ANY((SELECT granted FROM turn_sets)::text[]) AS granted
+            FROM ${tenants} n
+            WHERE n.subscription_id = (SELECT id FROM sub) AND (SELECT tenant FROM sub) IS NOT NULL
+              AND n.tenant = ANY((SELECT took || reached FROM turn_sets)::text[])
             ORDER BY n.tenant
             FOR UPDATE OF n SKIP LOCKED) l
-      WHERE t.subscription_id = (SELECT id FROM sub) AND t.tenant = l.tenant
+      -- by primary key (= ANY): a join alone was planned as a scan of every tenant row (1,000–3,000 rows)
+      WHERE t.subscription_id = (SELECT id FROM sub) AND t.tenant = ANY((SELECT took || reached FROM turn_sets)::text[])
+        AND t.tenant = l.tenant
     )`;
 
 /**

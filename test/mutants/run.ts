@@ -57,15 +57,20 @@ function parseArgs(argv: string[]): { only: string[]; baseline: boolean; dryRun:
   return { only, baseline, dryRun };
 }
 
-/** The mutated text of each edited file, or why the mutant is stale. */
-function mutate(mutant: Mutant): { files: Map<string, string> } | { stale: string } {
+/**
+ * The mutated text of each edited file, or why the mutant is stale. Read under `base`: in a run,
+ * the scratch copy — others may be editing the work tree meanwhile, and a file read from it
+ * mid-run (a mutant's base, a restore) mixed their half-done edits into the copy the baseline
+ * passed on (seen: three mutants "killed" by another engineer's work in progress).
+ */
+function mutate(mutant: Mutant, base = root): { files: Map<string, string> } | { stale: string } {
   // a test file that is gone would make vitest fail with "No test files found": a kill that means nothing
-  const missing = mutant.tests.find((test) => !existsSync(join(root, test)));
+  const missing = mutant.tests.find((test) => !existsSync(join(base, test)));
   if (missing !== undefined) return { stale: `its test file ${missing} does not exist` };
   if (mutant.tests.length === 0) return { stale: "it names no test file" };
   const files = new Map<string, string>();
   for (const edit of mutant.edits) {
-    const text = files.get(edit.file) ?? readFileSync(join(root, edit.file), "utf8");
+    const text = files.get(edit.file) ?? readFileSync(join(base, edit.file), "utf8");
     const count = text.split(edit.search).length - 1;
     if (count === 0) return { stale: `search text not found in ${edit.file}: ${preview(edit)}` };
     if (count > 1 && !edit.all) return { stale: `search text occurs ${count} times in ${edit.file}: ${preview(edit)}` };
@@ -217,7 +222,7 @@ async function main() {
   const env = { ...process.env, DATABASE_URL: postgres.url, FORCE_COLOR: "0" };
   const outcomes: Outcome[] = [];
   try {
-    const runnable = selected.filter((m) => !("stale" in mutate(m)));
+    const runnable = selected.filter((m) => !("stale" in mutate(m, dir)));
     const files = [...new Set(runnable.flatMap((m) => m.tests))].sort();
     if (baseline && files.length > 0) {
       console.log(`baseline: ${files.length} test files on the unmutated copy …`);
@@ -229,11 +234,12 @@ async function main() {
     }
     for (const [index, mutant] of selected.entries()) {
       const t0 = Date.now();
-      const mutated = mutate(mutant);
+      const mutated = mutate(mutant, dir);
       let outcome: Outcome;
       if ("stale" in mutated) {
         outcome = { mutant, status: "stale", note: mutated.stale, ms: 0 };
       } else {
+        const originals = new Map([...mutated.files.keys()].map((file) => [file, readFileSync(join(dir, file))]));
         for (const [file, text] of mutated.files) writeFileSync(join(dir, file), text);
         try {
           const run = await runTests(dir, mutant.tests, env, true);
@@ -244,7 +250,7 @@ async function main() {
             ms: Date.now() - t0,
           };
         } finally {
-          for (const file of mutated.files.keys()) cpSync(join(root, file), join(dir, file));
+          for (const [file, text] of originals) writeFileSync(join(dir, file), text);
         }
       }
       outcomes.push(outcome);

@@ -16,6 +16,7 @@ import {
 } from "./consume/claimed.js";
 import { replayKeysFor, type ClaimParts, type DrainLimits } from "./consume/drainLimits.js";
 import { handle, record } from "./consume/handle.js";
+import { retrySettle, settleDeadline } from "./consume/retrySettle.js";
 
 /**
  * The consumer loop's invariant: once a key is claimed we MUST record an outcome for it —
@@ -28,6 +29,9 @@ import { handle, record } from "./consume/handle.js";
  *                its own lease) AND claim as many new keys in ONE statement → … → and the
  *                acked batches recorded for the dashboard (batchRecorder.ts: 1 statement per
  *                500 or per second, and at the drain's end unless the Corq holds them longer)
+ * A settlement that fails on a connection error is sent again — alone, fenced, on a new
+ * connection — while its lease holds (consume/retrySettle.ts): a dropped connection costs a retry,
+ * not a lease; past the lease the error goes up and the lease expires unsettled.
  * A graceful stop (DrainLimits.stop / abort) changes only what comes next: no new claim after
  * `stop`; after `abort`, a handler that gives up has its lease released (1 statement) instead
  * of failed — the one outcome recorded while the handler no longer runs.
@@ -101,6 +105,8 @@ async function drainLoop(
   // it asked for, until a settlement says its key has more (or failed and may be ready again)
   let lookAgain = true;
   let emptyClaims = 0;
+  // the last settle+claim failed on a connection error and its settle was sent again alone
+  let retriedAlone = false;
   // the subscription had no tenant, rate limit or cap at the last claim: the next claims leave
   // those parts out (ClaimBy.plain); without a hint from an earlier drain the first claim is in
   // full, and finds out
@@ -147,7 +153,10 @@ async function drainLoop(
       const done = finished.splice(0);
       // batches given back by a graceful abort: their leases released now (1 statement each)
       for (const { claimed, verdict } of done.filter((d) => isReleased(d.verdict))) {
-        const released = await executor.run(releaseLease(claimed.lease));
+        const released = await retrySettle(() => executor.run(releaseLease(claimed.lease)), {
+          until: settleDeadline([claimed]),
+          what: `the release of key "${claimed.lease.key}"`,
+        });
         results.push(finish({ claimed, verdict }, released.length === 1 ? "released" : "expired"));
       }
       // batches a transactional handler acked in its own transaction (or lost): settled already
@@ -162,19 +171,37 @@ async function drainLoop(
       if (settling.length === 0 && (want === 0 || !lookAgain)) continue;
       const by = { ...claimBy(target, want), replayLimit: Math.max(0, replayKeys - replaying.size), plain, fairOnly };
       const [firstSettling] = settling;
-      const statement =
-        firstSettling === undefined
-          ? claimBatch(target.name, by)
-          : settleAndClaim(target.name, by, {
-              subscriptionId: firstSettling.claimed.lease.subscriptionId,
-              settlements: settling.map(({ claimed, verdict }) => settlement(claimed, verdict)),
+      const settle = firstSettling && {
+        subscriptionId: firstSettling.claimed.lease.subscriptionId,
+        settlements: settling.map(({ claimed, verdict }) => settlement(claimed, verdict)),
+      };
+      // A settle+claim that fails on a connection error is sent again as the settle ALONE (limit
+      // 0), on a new connection, while the batches' leases hold (retrySettle); the next turn
+      // claims. The whole statement again could not double-lease a key either (a claim takes only
+      // keys with no live lease, locked FOR UPDATE SKIP LOCKED) — but if the lost statement did
+      // commit (its answer was what was lost), the keys it leased are ours and unseen: they wait
+      // out their lease whatever we do, and a claim in the retry would lease more keys on a
+      // connection that is failing. The settlements are fenced: a second send of one that
+      // committed changes nothing (and reads as "expired").
+      const claim =
+        settle === undefined
+          ? await claimOnce(consumer, claimBatch(target.name, by))
+          : await retrySettle(() => claimOnce(consumer, settleAndClaim(target.name, by, settle)), {
+              until: settleDeadline(settling.map((d) => d.claimed)),
+              what: `the settlement of ${settling.length} batch(es) of "${target.name}"`,
+              again: () => {
+                retriedAlone = true;
+                return claimOnce(consumer, settleAndClaim(target.name, { ...by, limit: 0, replayLimit: 0 }, settle));
+              },
             });
-      const claim = await claimOnce(consumer, statement);
       // what became of the settled batches
       const settled = new Map((claim.settled ?? []).map((row) => [row.key, row]));
       const acked: BatchRecordRow[] = [];
       // a full pick: more may be ready (keys over their rate limit now wait, and are not picked again)
       lookAgain = claim.claimed.length + claim.dead.length + claim.empty + claim.limited >= want && want > 0;
+      // the settle was sent again alone: it claimed nothing, the next statement does
+      if (retriedAlone) lookAgain = want > 0;
+      retriedAlone = false;
       // a plain (fair-only) claim of a subscription that is not plain (fair only) by now took
       // nothing: the next claim has the parts its row said (none said: no such subscription yet)
       if (claim.parts !== undefined) {
@@ -207,8 +234,9 @@ async function drainLoop(
       await recorder.add([...acked, ...claim.expired]);
     }
   } finally {
-    // a statement failed: the batches still running finish (their leases will expire unsettled)
-    // before the error goes up, so nothing runs on after the caller closes its connection;
+    // a statement failed (a settlement after its retries: retrySettle): the batches still running
+    // finish (their leases will expire unsettled) before the error goes up, so nothing runs on
+    // after the caller closes its connection;
     // those a transactional handler committed meanwhile are done, and recorded as such
     await Promise.allSettled(running.values());
     await recorder.add(finished.flatMap(({ claimed, verdict }) => committedRecords(claimed, verdict)));

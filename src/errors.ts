@@ -73,12 +73,31 @@ const unavailableStates = /^(08|57P|53|28|3D)/;
 // The drivers' own words for a connection that failed or was cut (node-postgres / Neon's
 // WebSocket and HTTP paths: an HTTP answer other than a Postgres error reaches corq only as
 // "Server error (HTTP status N)", an unreachable endpoint as "Error connecting to database").
+// (Neon's proxy answers "couldn't connect to compute" while a suspended compute does not wake.)
 const networkErrors =
-  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect|Error connecting to database|Server error \(HTTP status 50[0-4]\)|fetch failed|Network connection lost/i;
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect|Error connecting to database|Server error \(HTTP status 50[0-4]\)|fetch failed|Network connection lost|couldn't connect to compute/i;
 
 export function isDatabaseUnavailable(error: Error & { code?: unknown }): boolean {
   if (error instanceof CorqError) return error.code === "database_unavailable";
   return (typeof error.code === "string" && unavailableStates.test(error.code)) || networkErrors.test(error.message);
+}
+
+// The retryable part of the above: what the same statement, sent again on a new connection after
+// a short wait, can get past — 08xxx connection exceptions, 57P01 admin_shutdown (a restart,
+// pg_terminate_backend, a Neon compute suspend), 57P02 crash_shutdown, 57P03 cannot_connect_now
+// (starting up), 53300 too_many_connections — and the drivers' network errors. Not 28xxx or 3D000:
+// wrong credentials or a missing database stay so however often they are tried.
+const transientStates = /^(08|57P0[123]$|53300$)/;
+
+/**
+ * Whether an error (a driver's, or the CorqError("database_unavailable") wrapping it) is worth
+ * sending the statement again for on a new connection: the one table retries read (src/consume/retrySettle.ts).
+ */
+export function isTransient(thrown: unknown): boolean {
+  const error = toError(thrown) as Error & { code?: unknown };
+  if (error instanceof CorqError)
+    return error.code === "database_unavailable" && error.cause !== undefined && isTransient(error.cause);
+  return (typeof error.code === "string" && transientStates.test(error.code)) || networkErrors.test(error.message);
 }
 
 /** A driver error that means "no database right now" as the CorqError corq documents; others as they are. */

@@ -45,6 +45,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
   // (40P01: seen on PostgreSQL 15 with a rewind's requeue chunk locking the same key rows) rolled
   // all of it back, so it is sent once more (every settlement is fenced by its lease) instead of
   // ending the drain with its batches unsettled.
+  const sentAt = Date.now();
   const rows = await executor.run<ClaimRow>(statement).catch((error: unknown) => {
     if ((error as { code?: unknown }).code !== DEADLOCK_DETECTED) throw error;
     return executor.run<ClaimRow>(statement);
@@ -100,6 +101,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
       claimedAt: at,
       attempt: present(head.attempts, "attempts") + 1,
       leaseMs: head.lease_ms,
+      leaseHeldUntil: sentAt + head.lease_ms,
       incarnation: head.incarnation,
       handle: target.code ? target.code.handle : pushHandler(head.deliver),
       events: batch.map(toClaimedEvent),

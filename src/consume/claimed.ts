@@ -27,6 +27,12 @@ export interface Claimed {
   claimedAt: Date;
   attempt: number;
   leaseMs: number;
+  /**
+   * Epoch ms on this machine's clock: when the claim was sent, plus leaseMs. The lease began when
+   * the key row was locked, after that, so it is held at least until then (a settlement's retries
+   * stop before it: retrySettle.ts).
+   */
+  leaseHeldUntil: number;
   incarnation: string;
   handle: Handler;
   events: DeliveredEvent[];

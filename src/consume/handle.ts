@@ -1,9 +1,11 @@
+import type { SQL } from "drizzle-orm";
 import { present, toError } from "../errors.js";
 import { ackBatch } from "../sql/consume/ackBatch.js";
 import { failBatch } from "../sql/consume/failBatch.js";
 import { recordBatches } from "../sql/activity/activity.js";
 import { settleAndClaim, type ClaimRow } from "../sql/consume/claimBatch.js";
 import { claimBy } from "./claimOnce.js";
+import { retrySettle, settleDeadline } from "./retrySettle.js";
 import type { ConsumeResult } from "../types.js";
 import {
   ackedThroughIndex,
@@ -76,7 +78,10 @@ async function run(
   }
 }
 
-/** Records a verdict on its own: 1 statement (ack, fail with backoff / dead, or postpone). */
+/**
+ * Records a verdict on its own: 1 statement (ack, fail with backoff / dead, or postpone), sent
+ * again on a new connection if it fails on a connection error while the lease holds (retrySettle).
+ */
 export async function record(
   { executor, target }: Consumer,
   { claimed, verdict }: Handled,
@@ -88,8 +93,15 @@ export async function record(
     if (records.length > 0) await executor.run(recordBatches(records)).catch(() => undefined);
     return settled.outcome;
   }
+  // each statement below is fenced by the lease: sent again on a connection error while it holds
+  const retried = <T>(what: string, query: SQL) =>
+    retrySettle(() => executor.run<T>(query), {
+      until: settleDeadline([claimed]),
+      what: `the ${what} of key "${claimed.lease.key}"`,
+    });
   if ("through" in verdict) {
-    const [row] = await executor.run<{ acked: number }>(
+    const [row] = await retried<{ acked: number }>(
+      "ack",
       ackBatch(claimed.lease, {
         through: throughOf(claimed, verdict.through),
         count: verdict.through + 1,
@@ -104,7 +116,7 @@ export async function record(
       subscriptionId: claimed.lease.subscriptionId,
       settlements: [settlement(claimed, verdict)],
     });
-    const rows = await executor.run<ClaimRow>(statement);
+    const rows = await retried<ClaimRow>("postponement", statement);
     const [settled] = rows.find((row) => row.settled !== null)?.settled ?? [];
     return settled?.outcome ?? "expired";
   }
@@ -114,7 +126,7 @@ export async function record(
     count: claimed.events.length,
     claimedAt: claimed.claimedAt,
   });
-  const [row] = await executor.run<{ dead: boolean }>(failed);
+  const [row] = await retried<{ dead: boolean }>("failure", failed);
   return row === undefined ? "expired" : row.dead ? "dead" : "retry";
 }
 

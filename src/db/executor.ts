@@ -179,7 +179,8 @@ function textDates(
  * FATAL read with its ReadyForQuery: src/db/guardPool.ts) is such a failed connect: it goes back
  * to the pool with its error (destroyed) and another is asked for. A statement that fails on an
  * established connection is not retried here: the caller sees the error and corq's leases make
- * the work come again. Wrong credentials or a missing database (SQLSTATE 28xxx, 3D000) fail at once.
+ * the work come again — or, for a lease-fenced settlement, sends it again on a new connection
+ * (src/consume/retrySettle.ts). Wrong credentials or a missing database (SQLSTATE 28xxx, 3D000) fail at once.
  */
 async function connectWithRetry<C extends { release(err?: unknown): void }>(
   pool: { connect(): Promise<C> },

@@ -15,7 +15,13 @@ export interface TerminatingProxy {
   terminateNext(count?: number): void;
   /** Which connections (1 = the first opened through the proxy) end that way from now on (replaces terminateNext's count). */
   terminateWhere(which: (ordinal: number) => boolean): void;
-  /** Connections ended that way so far. */
+  /**
+   * The next `count` statements whose text matches `text`, on any connection, are not passed on:
+   * the client gets FATAL 57P01 in their place and the connection closes (a backend terminated
+   * while the statement was on its way: it never ran).
+   */
+  terminateStatements(text: RegExp, count?: number): void;
+  /** Connections ended that way so far (by terminateNext / terminateWhere / terminateStatements). */
   terminated(): number;
   /** Connections opened through the proxy so far. */
   opened(): number;
@@ -30,6 +36,7 @@ export async function startTerminatingProxy(databaseUrl: string): Promise<Termin
   let which: (ordinal: number) => boolean = () => false;
   let opened = 0;
   let terminated = 0;
+  let statements: { text: RegExp; count: number } | undefined;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
     const ordinal = ++opened;
@@ -48,6 +55,13 @@ export async function startTerminatingProxy(databaseUrl: string): Promise<Termin
     let sslRequest: boolean | undefined;
     client.on("data", (chunk) => {
       sslRequest ??= chunk.length >= 8 && chunk.readInt32BE(4) === SSL_REQUEST;
+      if (statements && statements.count > 0 && statements.text.test(chunk.toString("latin1"))) {
+        statements.count--;
+        terminated++;
+        client.end(fatal57P01());
+        upstream.destroy();
+        return;
+      }
       upstream.write(chunk);
     });
     if (!terminate) {
@@ -102,6 +116,9 @@ export async function startTerminatingProxy(databaseUrl: string): Promise<Termin
     terminateWhere(next) {
       which = next;
       pending = 0;
+    },
+    terminateStatements(text, count = 1) {
+      statements = { text, count };
     },
     terminated: () => terminated,
     opened: () => opened,

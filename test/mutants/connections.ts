@@ -1,5 +1,6 @@
 // Mutants of the pools' guard: no connection error reaches the process as an uncaught exception
-// (src/db/guardPool.ts, issue 48; gathered by mutants.ts).
+// (src/db/guardPool.ts), and of the settlements' retry on a new connection (src/consume/retrySettle.ts)
+// (issue 48; gathered by mutants.ts).
 import { one, type Mutant } from "./mutant.js";
 
 export const connectionsMutants: Mutant[] = [
@@ -31,5 +32,28 @@ export const connectionsMutants: Mutant[] = [
       "      pool = ((created: pg.Pool) => created)(\n",
     ),
     tests: ["test/poolErrors.int.test.ts"],
+  },
+  {
+    name: "connections: a settlement that fails on a connection error is not sent again (the lease runs out unsettled)",
+    edits: one("src/consume/retrySettle.ts", "      if (!isTransient(error)) throw error;", "      throw error;"),
+    tests: ["test/settleRetry.int.test.ts"],
+  },
+  {
+    name: "connections: only consume()'s ack is sent again, not a drain's settle+claim",
+    edits: one(
+      "src/consume.ts",
+      "              until: settleDeadline(settling.map((d) => d.claimed)),",
+      "              until: 0,",
+    ),
+    tests: ["test/settleRetry.int.test.ts"],
+  },
+  {
+    name: "connections: a settlement sent again past its lease (no deadline: retried for as long as it fails)",
+    edits: one(
+      "src/consume/retrySettle.ts",
+      "  return Math.max(...batches.map((b) => b.leaseHeldUntil - Math.min(1000, b.leaseMs / 10)));",
+      "  return Number.POSITIVE_INFINITY;",
+    ),
+    tests: ["test/settleRetry.int.test.ts"],
   },
 ];

@@ -7,7 +7,11 @@
 import { PgDialect } from "drizzle-orm/pg-core";
 import { describe, expect, it } from "vitest";
 import type { HandlerContext, SubscriptionDefinition } from "../src/index.js";
+import type { SQL } from "drizzle-orm";
+import { ackBatch, type Lease } from "../src/sql/consume/ackBatch.js";
 import { claimBatch } from "../src/sql/consume/claimBatch.js";
+import { failBatch } from "../src/sql/consume/failBatch.js";
+import { releaseLease } from "../src/sql/consume/releaseLease.js";
 import { TENANTS_PER_CLAIM } from "../src/sql/consume/fairPick.js";
 import { useCorq } from "./helpers/corq.js";
 import { explain, type PlanNode } from "./helpers/plans.js";
@@ -121,6 +125,41 @@ describe("the fair pick's walk of tenants", () => {
     }
   });
 
+  it("tenants at their cap leave the walk until a lease ends or a settle gives them room (release, ack, failure)", async () => {
+    const { corq, raw } = await open({ subscriptions: [fair(() => undefined, { leaseMs: 60_000 })] });
+    const tenants = TENANTS_PER_CLAIM + 8;
+    await corq.append(
+      "many",
+      Array.from({ length: tenants * 2 }, (_, i) => ({ name: "E", data: { k: `k${i}`, t: `t${i % tenants}` } })),
+    );
+    await corq.advance();
+    // one key of every tenant leased (cap 1), then claims that reach them all at their cap
+    const held = [...(await holdClaim(raw, 200)), ...(await holdClaim(raw, 200))];
+    expect(held.length).toBe(tenants);
+    expect([(await holdClaim(raw, 200)).length, (await holdClaim(raw, 200)).length]).toEqual([0, 0]);
+    // their turns are their leases' ends: no claim's walk is filled with them
+    const due = await raw.query("SELECT count(*)::int AS n FROM corq.tenants WHERE due_at <= now()");
+    expect(due.rows[0].n).toBe(0);
+    // a settle of one key of a tenant gives it room: its other key is taken by the next claim
+    const [released, acked, failed] = held as [Held, Held, Held];
+    await run(raw, releaseLease(released.lease));
+    await run(
+      raw,
+      ackBatch(acked.lease, {
+        through: { tx: acked.tx, position: acked.position, seq: acked.seq },
+        count: 1,
+        claimedAt: new Date(),
+      }),
+    );
+    await run(
+      raw,
+      failBatch(failed.lease, { error: "Error: no", headPosition: failed.position, count: 1, claimedAt: new Date() }),
+    );
+    const next = await holdClaim(raw, 200);
+    const tenantOf = (h: Held) => `t${Number(h.lease.key.slice(1)) % tenants}`;
+    expect(next.map(tenantOf).sort()).toEqual([released, acked, failed].map(tenantOf).sort());
+  });
+
   it("a tenant reached with nothing ready waits for its next key's time; one with a leased key stays in line", async () => {
     const { corq, raw } = await open({
       subscriptions: [
@@ -128,7 +167,8 @@ describe("the fair pick's walk of tenants", () => {
           (_events, ctx: HandlerContext) => {
             if (ctx.key === "failing") throw new Error("no");
           },
-          { backoff: { initialMs: 600_000, maxMs: 600_000 } },
+          // no cap: a tenant whose leases fill its cap waits for them (the test above)
+          { backoff: { initialMs: 600_000, maxMs: 600_000 }, maxLeasedKeysPerTenant: undefined },
         ),
       ],
     });
@@ -204,4 +244,36 @@ async function holdKeys(raw: import("pg").Pool, subscription: string, limit = 1)
   const query = new PgDialect().sqlToQuery(claimBatch(subscription, { limit, holder: "held" }));
   const { rows } = await raw.query<{ key: string | null; seq: string | null }>(query.sql, query.params);
   return [...new Set(rows.filter((r) => r.key !== null && r.seq === null).map((r) => r.key as string))];
+}
+
+interface Held {
+  lease: Lease;
+  seq: number;
+  position: number;
+  tx: string;
+}
+
+/** Claims up to `limit` keys of "s" and leaves them leased: each key's lease and its batch's last event. */
+async function holdClaim(raw: import("pg").Pool, limit: number): Promise<Held[]> {
+  const query = new PgDialect().sqlToQuery(claimBatch("s", { limit, holder: "held" }));
+  const { rows } = await raw.query(query.sql, query.params);
+  const held = new Map<string, Held>();
+  for (const row of rows)
+    if (row.key !== null && row.seq === null)
+      held.set(row.key, {
+        lease: { subscriptionId: row.subscription_id, key: row.key, token: row.lease_token },
+        seq: 0,
+        position: 0,
+        tx: "0",
+      });
+  for (const row of rows) {
+    const h = row.key === null || row.seq === null ? undefined : held.get(row.key);
+    if (h) Object.assign(h, { seq: Number(row.seq), position: Number(row.position), tx: String(row.tx) });
+  }
+  return [...held.values()];
+}
+
+async function run(raw: import("pg").Pool, statement: SQL) {
+  const query = new PgDialect().sqlToQuery(statement);
+  await raw.query(query.sql, query.params);
 }

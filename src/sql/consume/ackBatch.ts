@@ -1,4 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
+import { roomFreed } from "../common/tenantTurns.js";
 import { activity, keys, queue } from "../../db/schema.js";
 import { asyncCommit } from "../common/asyncCommit.js";
 import { countAcked } from "../activity/activity.js";
@@ -105,6 +106,7 @@ export function ackCtes(lease: Lease, through: AckThrough, count: number, option
       FROM fenced f
       WHERE k.subscription_id = f.subscription_id AND k.key = f.key ${options.durable ? sql`` : sql`AND ${asyncCommit}`}
         AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key}
-      RETURNING k.subscription_id, k.key, k.pending
-    )`;
+      RETURNING k.subscription_id, k.key, k.pending, k.tenant
+    ),
+    acked_room AS (${roomFreed(sql`acked`)})`;
 }

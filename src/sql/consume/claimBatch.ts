@@ -179,7 +179,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
       plain
         ? sql``
         : sql`,
-    ${served(limit)}`
+    ${served(limit, settle !== undefined)}`
     }
     -- one row per claimed key (or one with a null key: nothing claimed), then its events, one
     -- row each: a key's lease and the subscription's settings come once, not on every event
@@ -255,24 +255,28 @@ function capsAndRateLimits(limit: number, afterSettled: boolean): SQL {
 // fewer keys than its limit, else those up to the last it took keys of. A tenant row another
 // statement is updating is left to it: claims never wait for each other here (SKIP LOCKED), and
 // any other writer makes the turn now or earlier (tenantTurns.ts).
-const served = (limit: number) => sql`turn_sets AS (
-      SELECT ARRAY(SELECT DISTINCT tenant FROM pick WHERE tenant IS NOT NULL) AS took,
-        ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL) AS granted,
+const served = (limit: number, afterSettled: boolean) => sql`turn_sets AS (
+      SELECT ARRAY(SELECT DISTINCT tenant FROM pick WHERE tenant IS NOT NULL ORDER BY tenant) AS took,
+        ARRAY(SELECT DISTINCT tenant FROM granted WHERE NOT dies AND tenant IS NOT NULL ORDER BY tenant) AS granted,
         ARRAY(SELECT o.tenant FROM fair_order o
               WHERE (SELECT count(*) FROM pick_fair) < ${limit}
                  OR o.turn <= (SELECT max(f.turn) FROM fair_order f
-                               WHERE f.tenant = ANY(ARRAY(SELECT tenant FROM pick_fair)))) AS reached
+                               WHERE f.tenant = ANY(ARRAY(SELECT tenant FROM pick_fair ORDER BY tenant)))
+              ORDER BY o.turn) AS reached
     ),
     served AS (
       UPDATE ${tenants} t SET
         due_at = CASE WHEN l.took THEN clock_timestamp()
-          ELSE corq.tenant_next_turn(t.subscription_id, t.tenant, (SELECT lease_ms FROM sub)) END,
+          ELSE corq.tenant_next_turn(t.subscription_id, t.tenant, (SELECT lease_ms FROM sub),
+                                    (SELECT max_leased_keys_per_tenant FROM sub)) END,
         served_at = CASE WHEN l.granted THEN clock_timestamp() ELSE t.served_at END
       FROM (SELECT n.tenant, n.tenant = ANY((SELECT took FROM turn_sets)::text[]) AS took,
                    n.tenant = ANY((SELECT granted FROM turn_sets)::text[]) AS granted
             FROM ${tenants} n
             WHERE n.subscription_id = (SELECT id FROM sub) AND (SELECT tenant FROM sub) IS NOT NULL
               AND n.tenant = ANY((SELECT took || reached FROM turn_sets)::text[])
+              -- a tenant the settle gave room to has its turn from it (settleKeys.ts settled_room)
+              ${afterSettled ? sql`AND n.tenant <> ALL(ARRAY(SELECT tenant FROM settled_room ORDER BY tenant))` : sql``}
             ORDER BY n.tenant
             FOR UPDATE OF n SKIP LOCKED) l
       -- by primary key (= ANY): a join alone was planned as a scan of every tenant row (1,000–3,000 rows)

@@ -1,4 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
+import { roomFreed } from "../common/tenantTurns.js";
 import { activity, keys, subscriptions } from "../../db/schema.js";
 import { fencedKey, type Lease } from "./ackBatch.js";
 import { asyncCommit } from "../common/asyncCommit.js";
@@ -31,8 +32,9 @@ export function failBatch(
       FROM fenced f, ${subscriptions} s
       WHERE k.subscription_id = f.subscription_id AND k.key = f.key AND ${asyncCommit}
         AND k.subscription_id = ${lease.subscriptionId} AND k.key = ${lease.key} AND s.id = ${lease.subscriptionId}
-      RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead
+      RETURNING k.subscription_id, k.key, k.dead_at IS NOT NULL AS dead, k.tenant
     ),
+    failed_room AS (${roomFreed(sql`failed`)}),
     recorded AS (
       INSERT INTO ${activity} (subscription_id, key, started_at, events, outcome)
       SELECT subscription_id, key, ${claimedAt.toISOString()}::timestamptz, ${count}, CASE WHEN dead THEN 'dead' ELSE 'failed' END

@@ -38,13 +38,18 @@ export function pruneOperational({
       DELETE FROM ${idempotencyKeys} WHERE created_at <= now() - ${idempotencyTtlMs} * interval '1 millisecond' RETURNING 1
     ),
     idle_tenants AS (
-      DELETE FROM ${tenants} t WHERE (t.subscription_id, t.tenant) IN (
+      -- only a row with no turn (due_at null: no work known), rechecked on the row as it is when
+      -- locked: a writer that gave one of its keys work meanwhile set a turn, and keeps the row;
+      -- rows taken in primary-key order, skipping any another statement holds (no deadlock with
+      -- the writers, which lock tenant rows in that order too)
+      DELETE FROM ${tenants} t WHERE t.due_at IS NULL AND (t.subscription_id, t.tenant) IN (
         SELECT n.subscription_id, n.tenant FROM ${tenants} n
-        WHERE coalesce(n.served_at, '-infinity') <= now() - ${tenantIdleMs} * interval '1 millisecond'
+        WHERE n.due_at IS NULL AND coalesce(n.served_at, '-infinity') <= now() - ${tenantIdleMs} * interval '1 millisecond'
           -- one probe of keys_tenant_ready_idx: no key of it has work
           AND NOT EXISTS (SELECT FROM ${keys} k WHERE k.subscription_id = n.subscription_id AND k.tenant = n.tenant
                             AND k.available_at IS NOT NULL AND k.paused_at IS NULL)
-        ORDER BY n.subscription_id, n.tenant LIMIT 5000)
+        ORDER BY n.subscription_id, n.tenant LIMIT 5000
+        FOR UPDATE SKIP LOCKED)
       RETURNING t.subscription_id, t.tenant
     ),
     -- with their rate-limit buckets (a tenant that comes back starts with full room)

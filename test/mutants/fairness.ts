@@ -20,7 +20,7 @@ export const fairnessMutants: Mutant[] = [
     name: "fairness: a tenant reached with nothing ready keeps its turn (visited by every claim)",
     edits: one(
       "src/sql/consume/claimBatch.ts",
-      "ELSE corq.tenant_next_turn(t.subscription_id, t.tenant, (SELECT lease_ms FROM sub)) END,",
+      "ELSE corq.tenant_next_turn(t.subscription_id, t.tenant, (SELECT lease_ms FROM sub),\n                                    (SELECT max_leased_keys_per_tenant FROM sub)) END,",
       "ELSE t.due_at END,",
     ),
     tests: ["test/fairWalk.int.test.ts"],
@@ -29,8 +29,8 @@ export const fairnessMutants: Mutant[] = [
     name: "fairness: a tenant with a leased key sent to its lease's end (an early ack then waits out the lease)",
     edits: one(
       "src/db/migrations.ts",
-      "WHEN next <= clock_timestamp() + \\\"lease_ms\\\" * interval '1 millisecond' THEN clock_timestamp()",
-      "WHEN next <= clock_timestamp() THEN clock_timestamp()",
+      "IF earliest > clock_timestamp() + \\\"lease_ms\\\" * interval '1 millisecond' THEN",
+      "IF earliest > clock_timestamp() THEN",
     ),
     tests: ["test/fairWalk.int.test.ts"],
   },
@@ -65,5 +65,41 @@ export const fairnessMutants: Mutant[] = [
       "WHERE true\n                 OR o.turn",
     ),
     tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: a tenant at its cap kept due (capped tenants fill every claim's walk)",
+    edits: one(
+      "src/db/migrations.ts",
+      '    IF leased >= \\"cap\\" THEN\\n      RETURN lease_end;',
+      "    IF false THEN\\n      RETURN lease_end;",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: an ack under a cap per tenant gives its tenant no turn (it waits out a lease end)",
+    edits: one(
+      "src/sql/consume/ackBatch.ts",
+      "    acked_room AS (${roomFreed(sql`acked`)})",
+      "    acked_room AS (SELECT 1)",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: a release under a cap per tenant gives its tenant no turn",
+    edits: one(
+      "src/sql/consume/releaseLease.ts",
+      "released_room AS (${roomFreed(sql`released`)})",
+      "released_room AS (SELECT 1)",
+    ),
+    tests: ["test/fairWalk.int.test.ts"],
+  },
+  {
+    name: "fairness: a drain's settle under a cap per tenant gives its tenants no turn",
+    edits: one(
+      "src/sql/consume/settleKeys.ts",
+      "return sql`settled_room AS (${roomFreed(rows)} RETURNING t.tenant)`;",
+      "return sql`settled_room AS (SELECT NULL::text AS tenant WHERE false)`;",
+    ),
+    tests: ["test/tenantCap.int.test.ts", "test/fairWalk.int.test.ts"],
   },
 ];

@@ -63,8 +63,8 @@ export const flowControlMutants: Mutant[] = [
     name: "flow: an idle tenant pruned whenever its keys have no work (its rate bucket with it: the limit starts over)",
     edits: one(
       "src/sql/housekeeping/pruneOperational.ts",
-      "WHERE coalesce(n.served_at, '-infinity') <= now() - ${tenantIdleMs} * interval '1 millisecond'",
-      "WHERE coalesce(n.served_at, '-infinity') <= now()",
+      "AND coalesce(n.served_at, '-infinity') <= now() - ${tenantIdleMs} * interval '1 millisecond'",
+      "AND coalesce(n.served_at, '-infinity') <= now()",
     ),
     tests: ["test/rateLimits.int.test.ts"],
   },

@@ -141,8 +141,6 @@ function settledRoom(rows: SQL): SQL {
 const acksOnly = sql`settled AS (SELECT key, 'acked' AS outcome, pending, at FROM acked),
     ${settledRoom(sql`acked`)}`;
 
-
-
 /** Failures and postponements (settleCtes' `failed`, `postponed`, `failures`), then `settled` from all three. */
 function failureCtes(subscriptionId: number, settled: SQL): SQL {
   return sql`

@@ -2,7 +2,7 @@
 // [--quiet-rate n] [--rounds n] [--throughput-pairs n]`: issue 32's fairness target, in one run so the
 // ratios are within it — B's latency alone, behind A's backlog with and without `tenant`, and A's
 // drain rate alone with and without it (bench/fairness.ts measures).
-import { execSync } from "node:child_process";
+import { commit } from "./commit.js";
 import { fairnessRun, type FairnessOptions, type FairnessRun } from "./fairness.js";
 import { median } from "./stats.js";
 
@@ -16,18 +16,6 @@ const arg = (name: string, fallback: number) => {
 const fmt = (n: number) => (Number.isNaN(n) ? "–" : Math.round(n).toLocaleString("en"));
 const ms = (n: number) => (Number.isNaN(n) ? "–" : n < 100 ? n.toFixed(1) : fmt(n));
 const loads = (r: FairnessRun) => `${r.loadStart.toFixed(1)} → ${r.loadEnd.toFixed(1)}`;
-
-/** The commit the run is on, and whether tracked files of src/ or bench/ differ from it. */
-function commit(): string {
-  try {
-    const hash = execSync("git rev-parse --short HEAD", { encoding: "utf8" }).trim();
-    const dirty =
-      execSync("git status --porcelain --untracked-files=no -- src bench", { encoding: "utf8" }).trim() !== "";
-    return dirty ? `${hash} with uncommitted changes` : hash;
-  } catch {
-    return "an unknown commit";
-  }
-}
 
 export async function fairnessSection({
   quick,

@@ -9,7 +9,7 @@
 // single-event appends at `--ping-rate`/s and drains them: their append→handler latency. The
 // claim statement's server-side time from pg_stat_statements where the server has it loaded
 // (run.ts starts the embedded one so), else "–".
-import { execSync } from "node:child_process";
+import { commit } from "./commit.js";
 import { loadavg } from "node:os";
 import type pg from "pg";
 import { createCorq, type Corq, type DeliveredEvent, type SubscriptionDefinition } from "../src/index.js";
@@ -348,18 +348,6 @@ const load = () => present(loadavg()[0], "the 1-minute load average");
 
 const fmt = (n: number) => (Number.isNaN(n) ? "–" : Math.round(n).toLocaleString("en"));
 const ms = (n: number) => (Number.isNaN(n) ? "–" : n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : fmt(n));
-
-/** The commit the run is on, and whether tracked files of src/ or bench/ differ from it. */
-function commit(): string {
-  try {
-    const hash = execSync("git rev-parse --short HEAD", { encoding: "utf8" }).trim();
-    const dirty =
-      execSync("git status --porcelain --untracked-files=no -- src bench", { encoding: "utf8" }).trim() !== "";
-    return dirty ? `${hash} with uncommitted changes` : hash;
-  } catch {
-    return "an unknown commit";
-  }
-}
 
 /** `--name a,b,c`: positive integers, or `fallback`. */
 function listFlag(name: string, fallback: number[]): number[] {

@@ -90,7 +90,7 @@ describe("the fair pick's walk of tenants", () => {
     // claims of up to 200 keys, left leased: one key of each tenant walked (a cap of 1 per
     // tenant: nothing but the fair pick takes tenants' keys)
     const taken: number[] = [];
-    for (let i = 0; i < 4; i++) taken.push((await holdKeys(raw, "s", 200)).length);
+    for (let i = 0; i < 4; i++) taken.push((await holdClaim(raw, 200)).length);
     expect(taken).toEqual([TENANTS_PER_CLAIM, TENANTS_PER_CLAIM, 5, 0]);
   });
 
@@ -186,7 +186,7 @@ describe("the fair pick's walk of tenants", () => {
     // a tenant whose one key is leased (a claim not settled yet): reached, it stays due now
     await corq.append("c", [{ name: "E", data: { k: "held", t: "h" } }]);
     await corq.advance();
-    await holdKeys(raw, "s");
+    await holdClaim(raw, 1);
     await corq.consume("s");
     const held = await turnOf(raw, "h");
     expect(held?.waits_ms).toBeLessThanOrEqual(0);
@@ -238,13 +238,6 @@ describe("the fair pick's walk of tenants", () => {
       expect(handled).toEqual([way.setup === "failing" ? "fresh" : "w1"]);
     });
 });
-
-/** Claims up to `limit` keys of `subscription` and leaves them leased (never settled): their keys. */
-async function holdKeys(raw: import("pg").Pool, subscription: string, limit = 1): Promise<string[]> {
-  const query = new PgDialect().sqlToQuery(claimBatch(subscription, { limit, holder: "held" }));
-  const { rows } = await raw.query<{ key: string | null; seq: string | null }>(query.sql, query.params);
-  return [...new Set(rows.filter((r) => r.key !== null && r.seq === null).map((r) => r.key as string))];
-}
 
 interface Held {
   lease: Lease;

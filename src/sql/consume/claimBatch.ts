@@ -141,7 +141,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
   // neither caps nor rate limits in this statement: every picked key is granted
   const uncapped = plain || fairOnly;
   return sql`
-    WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements)},` : sql``}
+    WITH ${settle ? sql`${settleCtes(settle.subscriptionId, settle.settlements, { freesRoom: !uncapped })},` : sql``}
     sub AS (
       SELECT id, kind, deliver, paused, batch_size, lease_ms, max_attempts, incarnation, max_leased_keys,
         tenant, tenant_weights, rate_limit, max_leased_keys_per_tenant,
@@ -179,7 +179,7 @@ function claim(subscription: string, by: ClaimBy, settle?: { subscriptionId: num
       plain
         ? sql``
         : sql`,
-    ${served(limit, settle !== undefined)}`
+    ${served(limit, settle !== undefined && !uncapped)}`
     }
     -- one row per claimed key (or one with a null key: nothing claimed), then its events, one
     -- row each: a key's lease and the subscription's settings come once, not on every event

@@ -60,12 +60,25 @@ export interface SettledRow {
  * not only through its join with a CTE: a plan made while the tables were empty must still
  * read them by key once they are full (docs/architecture.md, "Plans made while a table was empty").
  */
-export function settleCtes(subscriptionId: number, settlements: Settlement[]): SQL {
+export function settleCtes(
+  subscriptionId: number,
+  settlements: Settlement[],
+  { freesRoom = true }: { freesRoom?: boolean } = {},
+): SQL {
   const ack = (s: Settlement) => ("through" in s.outcome ? s.outcome : undefined);
   const fail = (s: Settlement) => ("error" in s.outcome ? s.outcome : undefined);
   const column = <T>(values: T[]) => sql.param(values);
   // the settled keys, as a parameter: each write below names them in its own index condition
   const settled = sql`${sql.param(settlements.map((s) => s.key))}::text[]`;
+  const failing = settlements.some((x) => fail(x) !== undefined);
+  const settledKeys = failing
+    ? sql`(SELECT subscription_id, tenant FROM acked UNION ALL SELECT subscription_id, tenant FROM failed
+           UNION ALL SELECT subscription_id, tenant FROM postponed)`
+    : sql`acked`;
+  const room = freesRoom
+    ? sql`,
+    ${settledRoom(settledKeys)}`
+    : sql``;
   return sql`
     settle AS (
       SELECT * FROM unnest(
@@ -121,7 +134,7 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
         AND k.subscription_id = ${subscriptionId} AND k.key = ANY(${settled})
       RETURNING k.subscription_id, k.key, k.pending, k.last_seq, f.at, k.tenant
     ),
-    ${settlements.some((x) => fail(x) !== undefined) ? failureCtes(subscriptionId, settled) : acksOnly}`;
+    ${failing ? failureCtes(subscriptionId, settled) : acksOnly}${room}`;
 }
 
 // Settlements that are all acks (what a drain settles nearly always): `settled` from the acks
@@ -129,17 +142,18 @@ export function settleCtes(subscriptionId: number, settlements: Settlement[]): S
 // Worker's statements (unnamed, over HTTP) are planned on every call, and a settle of 16 acks
 // with a plain claim planned in 1.9 ms without them against 2.3 ms with them (EXPLAIN, median
 // of 30; the claim alone 1.1 ms).
+const acksOnly = sql`settled AS (SELECT key, 'acked' AS outcome, pending, at FROM acked)`;
+
 /**
  * `settled_room`: under maxLeasedKeysPerTenant, the settled keys' tenants have room again
  * (roomFreed), in ONE upsert of the statement (two would meet the same tenant row twice); it
  * returns the tenants it set, which a claim in the same statement leaves to it (claimBatch.ts).
+ * Left out of the text (settleCtes' `freesRoom` false) for a claim of a subscription without that
+ * cap, as the failure CTEs are: a Worker plans every statement on every call.
  */
 function settledRoom(rows: SQL): SQL {
   return sql`settled_room AS (${roomFreed(rows)} RETURNING t.tenant)`;
 }
-
-const acksOnly = sql`settled AS (SELECT key, 'acked' AS outcome, pending, at FROM acked),
-    ${settledRoom(sql`acked`)}`;
 
 /** Failures and postponements (settleCtes' `failed`, `postponed`, `failures`), then `settled` from all three. */
 function failureCtes(subscriptionId: number, settled: SQL): SQL {
@@ -186,7 +200,5 @@ function failureCtes(subscriptionId: number, settled: SQL): SQL {
       SELECT key, CASE WHEN dead THEN 'dead' ELSE 'retry' END, NULL, at FROM failed
       UNION ALL
       SELECT key, 'postponed', NULL, at FROM postponed
-    ),
-    ${settledRoom(sql`(SELECT subscription_id, tenant FROM acked UNION ALL SELECT subscription_id, tenant FROM failed
-                         UNION ALL SELECT subscription_id, tenant FROM postponed)`)}`;
+    )`;
 }

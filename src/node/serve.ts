@@ -1,7 +1,9 @@
 // The self-hosted Node runtime: ONE process with the Worker's own HTTP API and dashboard (the
 // same Hono app, src/http/api.ts, on @hono/node-server), and the advancer and consumers
-// in-process (runner.ts), woken by LISTEN/NOTIFY (wakeListener.ts). Several processes on one
-// database share the work; SIGTERM stops them gracefully (stopOnSignals).
+// in-process (runner.ts), woken by LISTEN/NOTIFY (wakeUps.ts: on CORQ_LISTEN_DATABASE_URL when
+// DATABASE_URL is a transaction-mode pooler, else polled every CORQ_POLL_MS, and said so at
+// start). Several processes on one database share the work; SIGTERM stops them gracefully
+// (stopOnSignals).
 //
 // What the Worker gets from the platform, the process provides itself:
 //   env / bindings          the process environment's CORQ_* variables, plus CORQ_NODE: the
@@ -29,7 +31,8 @@ import { withSharedSchemas } from "../eventSchemas.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import { createRunner, type Runner } from "./runner.js";
 import { forwardedClient, parseTrustedProxies } from "./forwarded.js";
-import { listenForWakes, type WakeListener } from "./wakeListener.js";
+import type { WakeListener } from "./wakeListener.js";
+import { hearWakeUps } from "./wakeUps.js";
 import type { Env, OpenCorq } from "../http/types.js";
 
 /** `startServe<Events>(…)`: subscriptions checked against the app's event map (docs/typed-events.md). */
@@ -87,6 +90,14 @@ const int = (fallback: number, min: number, max: number) =>
 const nodeSettingsSchema = z.object({
   /** Advance and look for ready keys at least this often, woken or not (ms). */
   CORQ_SAFETY_NET_MS: int(5000, 50, 3_600_000),
+  /**
+   * The same while LISTEN does not receive notifications (a transaction-mode pooler: wakeUps.ts),
+   * at most CORQ_SAFETY_NET_MS (ms). A look is an advance and a read of the ready keys: a few
+   * statements, about 1 ms of the database's time.
+   */
+  CORQ_POLL_MS: int(1000, 50, 3_600_000),
+  /** Where the LISTEN goes when DATABASE_URL is a transaction-mode pooler: a direct connection to the same database. */
+  CORQ_LISTEN_DATABASE_URL: z.string().optional(),
   /** How long SIGTERM waits for in-flight batches before it aborts their handlers (ms). */
   CORQ_SHUTDOWN_MS: int(10_000, 0, 3_600_000),
   /** After aborting: how long handlers get to give up before the process leaves them (ms). */
@@ -119,6 +130,9 @@ export function nodeSettings(env: Record<string, string | undefined>) {
     replayKeys: base.replayKeys,
     consumerBudgetMs: base.consumerBudgetMs,
     safetyNetMs: parsed.CORQ_SAFETY_NET_MS,
+    pollMs: Math.min(parsed.CORQ_POLL_MS, parsed.CORQ_SAFETY_NET_MS),
+    // (empty: unset, as a blank line in an env file gives it)
+    listenDatabaseUrl: parsed.CORQ_LISTEN_DATABASE_URL?.trim() || undefined,
     shutdownMs: parsed.CORQ_SHUTDOWN_MS,
     shutdownGraceMs: parsed.CORQ_SHUTDOWN_GRACE_MS,
     poolSize: parsed.CORQ_POOL_SIZE,
@@ -140,6 +154,9 @@ const reads = new Set(["GET", "HEAD", "OPTIONS"]);
 // /dispatch are the caller driving the pipeline by hand (as on Workers, where they kick nothing either)
 const wakesNobody = /^\/(streams\/[^/]+\/events|advance|consume\/[^/]+|dispatch)\/?$/;
 const NOTIFY_EVERY_MS = 5;
+// how long the start waits for the LISTEN's first probe (wakeUps.ts), so that "ready" comes after
+// the word on wake-ups: a probe takes a few ms on a direct connection, 2 s at most
+const LISTEN_CHECK_MS = 3000;
 const appendPath = /^\/streams\/[^/]+\/events\/?$/;
 
 export async function startServe<E extends EventMap = AnyEvents>(
@@ -152,6 +169,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   if (!env.DATABASE_URL) throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on");
   const databaseUrl = named(env.DATABASE_URL);
   const knobs = nodeSettings(env);
+  const listenUrl = knobs.listenDatabaseUrl && named(knobs.listenDatabaseUrl);
   const basePath = parseBasePath(options.basePath);
   const role = options.role ?? knobs.role;
   // said at start, not discovered as a 401 on every call after "ready"
@@ -189,20 +207,6 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     if (options.migrate !== false) await (corq ?? apiCorq)?.migrate();
     // the runner's own statements, the wake-ups and the dashboard's sessions: a small pool of their own
     const ownPool = guardPool(new pg.Pool({ connectionString: databaseUrl, max: 3 }));
-    // Every NOTIFY this process sends goes through this pool, and it has woken itself already
-    // (below): its own notifications, which Postgres delivers to its LISTEN too, are ignored,
-    // known by their sender's backend pid. Without it every append over HTTP ran the advancer
-    // twice at low rates (once woken, once more by its own echo).
-    const ownBackends = new Set<number>();
-    const backendOf = (client: unknown) => (client as { processID?: number | null }).processID;
-    ownPool.on("connect", (client) => {
-      const pid = backendOf(client);
-      if (pid) ownBackends.add(pid);
-    });
-    ownPool.on("remove", (client) => {
-      const pid = backendOf(client);
-      if (pid) ownBackends.delete(pid);
-    });
     closers.push(() => ownPool.end());
     const db = createExecutor(ownPool);
 
@@ -223,21 +227,27 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         })
       : noRunner;
     const tokens = createTokenCache({ ttlMs: knobs.tokenCacheMs });
-    const listener = listenForWakes({
-      connectionString: databaseUrl,
-      onWake: (payload, sender) => {
-        if (ownBackends.has(sender)) return;
+    const wakeUps = hearWakeUps({
+      pool: ownPool,
+      db,
+      listenUrl: listenUrl ?? databaseUrl,
+      separateListenUrl: listenUrl !== undefined,
+      onWake: (payload) => {
         if (payload === "tokens") tokens.clear();
         else runner.wake(payload);
       },
-      onConnected: () => runner.recheck(),
+      recheck: () => {
+        // a revocation heard of by no notification (missed, or none arrive) is heard of here
+        tokens.clear();
+        runner.recheck();
+      },
+      safetyNetMs: knobs.safetyNetMs,
+      pollMs: knobs.pollMs,
       log,
     });
-    closers.push(() => listener.close());
-    // the listener is pinged by the safety net: a connection that died quietly is replaced
-    const ping = setInterval(() => void listener.check(), knobs.safetyNetMs);
-    ping.unref();
-    closers.push(async () => clearInterval(ping));
+    closers.push(() => wakeUps.close());
+    // said before "ready": whether wake-ups are immediate or polled (a LISTEN through a pooler)
+    await wakeUps.checked(LISTEN_CHECK_MS);
 
     // executionCtx.waitUntil: background work, awaited at shutdown
     const background = new Set<Promise<unknown>>();
@@ -373,7 +383,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       port: http?.port ?? 0,
       role,
       runner,
-      listener,
+      listener: wakeUps.listener,
       stop: () => (stopping ??= stop()),
     };
   } catch (error) {

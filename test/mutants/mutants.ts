@@ -12,6 +12,7 @@ import { lifecycleMutants } from "./lifecycle.js";
 import { fairnessMutants } from "./fairness.js";
 import { flowControlMutants } from "./flowControl.js";
 import { connectionsMutants } from "./connections.js";
+import { poolerMutants } from "./pooler.js";
 
 export type { Edit, Mutant } from "./mutant.js";
 
@@ -1984,4 +1985,5 @@ export const mutants: Mutant[] = [
   ...flowControlMutants,
   ...fairnessMutants,
   ...connectionsMutants,
+  ...poolerMutants,
 ];

@@ -81,11 +81,18 @@ const isLoopback = (host: string) =>
 // A client whose socket dies, idle or lent, does not throw in the isolate; the next statement reconnects.
 const webSocketPool = (databaseUrl: string): Pool => guardPool(new Pool({ connectionString: databaseUrl }));
 
+// A statement that fails on a connection error (a Neon compute waking or restarting, its proxy
+// answering 5xx) is sent again for at most this long before the request answers 503
+// (src/db/retries.ts): long enough for a compute to wake (Neon: a few hundred ms to a second or
+// two), short enough for a request's caller.
+const WORKER_RETRY_WITHIN_MS = 3000;
+const SUBREQUESTS_KEPT = 5;
+
 export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): OpenCorq {
   if (!env.DATABASE_URL) throw new CorqError("database_unavailable", "DATABASE_URL is not configured");
   configureLocal(env);
   const databaseUrl = env.DATABASE_URL;
-  const { dbDriver, pushAllowPrivate, keyIdleMs, idempotencyTtlMs } = settings(env);
+  const { dbDriver, pushAllowPrivate, keyIdleMs, idempotencyTtlMs, maxSubrequests } = settings(env);
   // the deploy's retention policy, applied when it changed (a malformed one: none; the cron logs why)
   const retention = retentionOption(env).option;
   // recorded on every lease this invocation takes: the keys API says who holds a key
@@ -94,15 +101,21 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
   const common = { subscriptions, pushAllowPrivate, holder, keyIdleMs, idempotencyTtlMs, retention };
   if (dbDriver === "websocket") {
     const pool = webSocketPool(databaseUrl);
+    const retries = { withinMs: WORKER_RETRY_WITHIN_MS };
     return {
-      corq: createCorq({ db: pool, ...common }),
+      corq: createCorq({ db: pool, ...common, retries }),
       statements: () => 1,
-      db: createExecutor(pool),
+      db: createExecutor(pool, { retries }),
       end: () => pool.end().catch(() => undefined),
     };
   }
   const http = explainingUnreachable(neon(databaseUrl), env, databaseUrl);
   let statements = 0; // each one an HTTPS request: a subrequest of this invocation
+  // a statement sent again is one more: never into the last few the invocation keeps for itself
+  const retries = {
+    withinMs: WORKER_RETRY_WITHIN_MS,
+    allowed: () => statements < maxSubrequests - SUBREQUESTS_KEPT,
+  };
   // a WebSocket session for one interactive transaction, closed after it
   const session: Session = async (use) => {
     const pool = webSocketPool(databaseUrl);
@@ -113,9 +126,9 @@ export function openCorq(env: Env, subscriptions: SubscriptionDefinition[]): Ope
     }
   };
   return {
-    corq: createCorq({ db: http, session, ...common, onStatement: () => void statements++ }),
+    corq: createCorq({ db: http, session, ...common, retries, onStatement: () => void statements++ }),
     statements: () => statements,
-    db: createExecutor(http, { session, onStatement: () => void statements++ }),
+    db: createExecutor(http, { session, retries, onStatement: () => void statements++ }),
     end: async () => undefined,
   };
 }

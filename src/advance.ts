@@ -32,6 +32,13 @@ export interface AdvanceOptions {
   eventNames?: string[];
 }
 
+// Every statement of the advance may be sent again on a connection error whether or not it
+// committed (src/db/retries.ts): a round moves the watermark it reads under the subscription's
+// lock, so a second send advances from where the first left off; a batch's write is a
+// compare-and-set on the watermark it read (a second send applies nothing, and the next read
+// goes on); the rest read, wait on a lock, or upsert.
+const REPEATABLE = { repeatable: true } as const;
+
 /**
  * Registers this instance's code subscriptions and lists every subscription (one statement).
  * Refuses a code subscription whose name a push subscription already has.
@@ -46,6 +53,7 @@ export async function syncCodeSubscriptions(
       [...code.values()].map((s) => ({ ...s, key: keyText(s.key), tenant: s.tenant && keyText(s.tenant) })),
       options,
     ),
+    REPEATABLE,
   );
   const clash = rows.find((row) => row.kind !== "code" && code.has(row.name));
   if (clash)
@@ -120,7 +128,7 @@ export async function advanceOnce(
   let held = await advanceAll(targets);
   const recheck = async () => {
     for (let pass = 0; held.length > 0 && pass < 10; pass++) {
-      const pending = new Set((await executor.run<{ id: number }>(kicksPending(held))).map((r) => r.id));
+      const pending = new Set((await executor.run<{ id: number }>(kicksPending(held), REPEATABLE)).map((r) => r.id));
       held = await advanceAll(targets.filter((row) => pending.has(row.id)));
     }
   };
@@ -140,7 +148,7 @@ async function advanceInSql(
 ): Promise<{ enqueued: number; held: boolean }> {
   let enqueued = 0;
   for (;;) {
-    const [row] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit));
+    const [row] = await executor.run<AdvanceRow>(advanceSubscription(subscriptionId, limit), REPEATABLE);
     const round = present(row, "the advance round's row");
     if (round.held === 0 && round.rewinding !== null) {
       if (round.rewinding === "abandoned" && (await resumeRewind(executor, subscriptionId, { chunk: limit }))) continue;
@@ -148,7 +156,7 @@ async function advanceInSql(
     }
     if (round.held === 0) {
       if (coalesce) return { enqueued, held: enqueued > 0 };
-      await executor.run(waitForAdvancer(subscriptionId));
+      await executor.run(waitForAdvancer(subscriptionId), REPEATABLE);
       continue;
     }
     enqueued += round.enqueued;
@@ -183,7 +191,10 @@ async function advanceByFunction(
         tenant_value: string | null;
         queued_deliver_at: Date | string | null;
       }
-    >(readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }));
+    >(
+      readAdvanceBatch(subscriptionId, { names: options.events, streams: options.streams, limit: options.limit }),
+      REPEATABLE,
+    );
     const [first] = rows;
     const last = rows.at(-1);
     if (!first || !last) return enqueued;
@@ -223,6 +234,7 @@ async function advanceByFunction(
         last: { tx: last.tx, position: Number(last.position) },
         matched,
       }),
+      REPEATABLE,
     );
     // lost the race to a concurrent advancer: read again from the watermark it left
     if (present(written, "the advance batch's write result").applied === 0) continue;

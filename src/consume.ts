@@ -3,7 +3,8 @@ import { claimBatch, settleAndClaim } from "./sql/consume/claimBatch.js";
 import { releaseLease } from "./sql/consume/releaseLease.js";
 import type { BatchRecorder } from "./batchRecorder.js";
 import type { ConsumeResult } from "./types.js";
-import { claimBy, claimOnce } from "./consume/claimOnce.js";
+import { claimBy, claimOnce, type ClaimOutcome } from "./consume/claimOnce.js";
+import { mayResend } from "./db/retries.js";
 import {
   committed,
   committedRecords,
@@ -16,7 +17,7 @@ import {
 } from "./consume/claimed.js";
 import { replayKeysFor, type ClaimParts, type DrainLimits } from "./consume/drainLimits.js";
 import { handle, record } from "./consume/handle.js";
-import { retrySettle, settleDeadline } from "./consume/retrySettle.js";
+import { retrySettle, SENT_ONCE, settleDeadline } from "./consume/retrySettle.js";
 
 /**
  * The consumer loop's invariant: once a key is claimed we MUST record an outcome for it —
@@ -153,7 +154,7 @@ async function drainLoop(
       const done = finished.splice(0);
       // batches given back by a graceful abort: their leases released now (1 statement each)
       for (const { claimed, verdict } of done.filter((d) => isReleased(d.verdict))) {
-        const released = await retrySettle(() => executor.run(releaseLease(claimed.lease)), {
+        const released = await retrySettle(() => executor.run(releaseLease(claimed.lease), SENT_ONCE), {
           until: settleDeadline([claimed]),
           what: `the release of key "${claimed.lease.key}"`,
         });
@@ -183,17 +184,32 @@ async function drainLoop(
       // out their lease whatever we do, and a claim in the retry would lease more keys on a
       // connection that is failing. The settlements are fenced: a second send of one that
       // committed changes nothing (and reads as "expired").
-      const claim =
-        settle === undefined
-          ? await claimOnce(consumer, claimBatch(target.name, by))
-          : await retrySettle(() => claimOnce(consumer, settleAndClaim(target.name, by, settle)), {
-              until: settleDeadline(settling.map((d) => d.claimed)),
-              what: `the settlement of ${settling.length} batch(es) of "${target.name}"`,
-              again: () => {
-                retriedAlone = true;
-                return claimOnce(consumer, settleAndClaim(target.name, { ...by, limit: 0, replayLimit: 0 }, settle));
-              },
-            });
+      let claim: ClaimOutcome;
+      if (settle === undefined) {
+        try {
+          claim = await claimOnce(consumer, claimBatch(target.name, by));
+        } catch (error) {
+          // a claim alone that failed on a connection error even when sent again (within the
+          // executor's window): with batches still running the drain waits for them and settles
+          // them (that statement is sent again within their leases) rather than leave their
+          // leases to expire unsettled; with none running the error goes up
+          if (running.size === 0 || !mayResend(error, true)) throw error;
+          lookAgain = false;
+          continue;
+        }
+      } else
+        claim = await retrySettle(() => claimOnce(consumer, settleAndClaim(target.name, by, settle), SENT_ONCE), {
+          until: settleDeadline(settling.map((d) => d.claimed)),
+          what: `the settlement of ${settling.length} batch(es) of "${target.name}"`,
+          again: () => {
+            retriedAlone = true;
+            return claimOnce(
+              consumer,
+              settleAndClaim(target.name, { ...by, limit: 0, replayLimit: 0 }, settle),
+              SENT_ONCE,
+            );
+          },
+        });
       // what became of the settled batches
       const settled = new Map((claim.settled ?? []).map((row) => [row.key, row]));
       const acked: BatchRecordRow[] = [];

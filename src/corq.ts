@@ -34,7 +34,7 @@ export function createCorq(options: CorqOptions): Corq {
 /** The same, with what the runtimes drive (consumer slots, kicks, the horizon probe): src/internal.ts. */
 export function createCorqRuntime(options: CorqOptions): CorqRuntime {
   const settings = parseCorqOptions(options);
-  const { executor, end } = connect(options);
+  const { executor, end } = connect(options, settings.statementOptions);
   const deps = { executor, settings };
   const recorder = createBatchRecorder(async (records) => (await executor()).run(recordBatches(records)), {
     holdMs: settings.activityFlushMs,

@@ -75,34 +75,115 @@ const unavailableStates = /^(08|57P|53|28|3D)/;
 // "Server error (HTTP status N)", an unreachable endpoint as "Error connecting to database").
 // (Neon's proxy answers "couldn't connect to compute" while a suspended compute does not wake.)
 const networkErrors =
-  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect|Error connecting to database|Server error \(HTTP status 50[0-4]\)|fetch failed|Network connection lost|couldn't connect to compute/i;
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|WebSocket|socket|Connection terminated|not queryable|Client was closed|timeout exceeded when trying to connect|Error connecting to database|fetch failed|Network connection lost|couldn't connect to compute/i;
+
+// Neon's HTTP endpoint answering with a status and no Postgres error (its driver's words)
+const httpAnswer = /Server error \(HTTP status (\d{3})\)/;
+
+/**
+ * A connection that could not be made, or died before anything was sent on it (src/db/executor.ts):
+ * no statement of the caller's ran. Its `code` is the driver's (57P03 starting up, 53300…).
+ */
+export class ConnectFailed extends Error {
+  readonly code: unknown;
+  constructor(cause: unknown) {
+    super(`no connection to the database: ${toError(cause).message}`, { cause });
+    this.name = "ConnectFailed";
+    this.code = (cause as { code?: unknown } | null)?.code;
+  }
+}
 
 export function isDatabaseUnavailable(error: Error & { code?: unknown }): boolean {
   if (error instanceof CorqError) return error.code === "database_unavailable";
-  return (typeof error.code === "string" && unavailableStates.test(error.code)) || networkErrors.test(error.message);
+  if (error instanceof ConnectFailed) return true;
+  return (
+    (typeof error.code === "string" && unavailableStates.test(error.code)) ||
+    networkErrors.test(error.message) ||
+    httpAnswer.test(error.message)
+  );
 }
 
 // The retryable part of the above: what the same statement, sent again on a new connection after
 // a short wait, can get past — 08xxx connection exceptions, 57P01 admin_shutdown (a restart,
 // pg_terminate_backend, a Neon compute suspend), 57P02 crash_shutdown, 57P03 cannot_connect_now
-// (starting up), 53300 too_many_connections — and the drivers' network errors. Not 28xxx or 3D000:
-// wrong credentials or a missing database stay so however often they are tried.
+// (starting up), 53300 too_many_connections — the drivers' network errors, and Neon's HTTP
+// endpoint answering 429 (its rate limit) or 5xx. Not 28xxx or 3D000: wrong credentials or a
+// missing database stay so however often they are tried.
 const transientStates = /^(08|57P0[123]$|53300$)/;
+const transientHttp = /Server error \(HTTP status (429|50[0-4])\)/;
 
 /**
  * Whether an error (a driver's, or the CorqError("database_unavailable") wrapping it) is worth
- * sending the statement again for on a new connection: the one table retries read (src/consume/retrySettle.ts).
+ * sending the statement again for on a new connection — where sending it again is safe whether or
+ * not the first one committed (a fenced settlement, a claim, an advance: src/db/retries.ts).
  */
 export function isTransient(thrown: unknown): boolean {
-  const error = toError(thrown) as Error & { code?: unknown };
-  if (error instanceof CorqError)
-    return error.code === "database_unavailable" && error.cause !== undefined && isTransient(error.cause);
-  return (typeof error.code === "string" && transientStates.test(error.code)) || networkErrors.test(error.message);
+  const error = unwrapped(thrown);
+  if (error instanceof CorqError) return false;
+  if (error instanceof ConnectFailed) return true;
+  return (
+    (typeof error.code === "string" && transientStates.test(error.code)) ||
+    networkErrors.test(error.message) ||
+    transientHttp.test(error.message)
+  );
 }
 
-/** A driver error that means "no database right now" as the CorqError corq documents; others as they are. */
+// The errors that prove the statement did not commit, so ANY statement (an append too) may be sent
+// again: Postgres answered it with an error that ended its transaction — 57P01/57P02/57P03 (a
+// backend terminated or a server stopping or starting: the FATAL comes before the statement's
+// ReadyForQuery, and a commit is never interrupted), 53300 (no connection slot), 08001/08004 (the
+// connection was never made or was refused), 40001/40P01 (a serialization failure or deadlock:
+// rolled back) — or the statement never left: no connection could be made, a client that had
+// already died, Neon's proxy finding no compute to run it on. A connection that closed while the
+// statement was out (ECONNRESET, "Connection terminated", 08006, an HTTP 5xx) proves nothing:
+// the statement may have committed with only its answer lost.
+const neverCommittedStates = /^(57P0[123]|53300|08001|08004|40001|40P01)$/;
+const neverSent =
+  /ECONNREFUSED|not queryable|timeout exceeded when trying to connect|couldn't connect to compute|Server error \(HTTP status 429\)/i;
+
+/** Whether `thrown` proves its statement did not commit (sending it again cannot apply it twice). */
+export function neverCommitted(thrown: unknown): boolean {
+  const error = unwrapped(thrown);
+  if (error instanceof CorqError) return false;
+  if (error instanceof ConnectFailed) return true;
+  return (typeof error.code === "string" && neverCommittedStates.test(error.code)) || neverSent.test(error.message);
+}
+
+/** The driver's error inside a CorqError("database_unavailable"), or the error itself. */
+function unwrapped(thrown: unknown): Error & { code?: unknown } {
+  const error = toError(thrown) as Error & { code?: unknown };
+  if (error instanceof CorqError && error.code === "database_unavailable" && error.cause !== undefined)
+    return unwrapped(error.cause);
+  return error;
+}
+
+const httpStatusTexts: Record<string, string> = {
+  429: "Too Many Requests: the endpoint's rate limit",
+  500: "Internal Server Error",
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+  504: "Gateway Timeout",
+  507: "Insufficient Storage: Neon answers so for a request or result over its size limit",
+};
+
+/**
+ * A driver error that means "no database right now" as the CorqError corq documents; others as
+ * they are. Every status Neon's HTTP endpoint answers with (no Postgres error: 429, 5xx, 507…) is
+ * such an error, its status in the message — never an unexplained 500.
+ */
 export function fromDriverError(thrown: unknown): unknown {
-  if (thrown instanceof CorqError || !isDatabaseUnavailable(toError(thrown))) return thrown;
+  if (thrown instanceof CorqError) return thrown;
+  const error = toError(thrown);
+  const status = httpAnswer.exec(error.message)?.[1];
+  if (status !== undefined) {
+    const text = httpStatusTexts[status];
+    return new CorqError(
+      "database_unavailable",
+      `the database's HTTP endpoint answered HTTP ${status}${text ? ` (${text})` : ""}; try again`,
+      { cause: thrown, extra: { upstreamStatus: Number(status) } },
+    );
+  }
+  if (!isDatabaseUnavailable(error)) return thrown;
   return new CorqError("database_unavailable", "the database is unreachable; try again", { cause: thrown });
 }
 

@@ -78,12 +78,14 @@ describe("a connection that dies as it is lent (ReadyForQuery and FATAL 57P01 in
     await appendThrough(corq, 0);
   });
 
-  it("corq's own pool: when every connect attempt dies the call fails with database_unavailable, and the next call works", async () => {
-    const corq = createCorq({ databaseUrl: proxy.url });
+  it("corq's own pool: when every connect attempt dies within the retry window the call fails with database_unavailable, and the next call works", async () => {
+    const corq = createCorq({ databaseUrl: proxy.url, retries: { withinMs: 300 } });
     closers.push(() => corq.close());
     const before = await events();
-    proxy.terminateNext(6); // connectWithRetry's attempts
+    proxy.terminateWhere(() => true);
     const error = await corq.append("s-gave-up", [{ name: "E", data: {} }]).catch((e: unknown) => e);
+    proxy.terminateWhere(() => false);
+    expect(proxy.terminated()).toBeGreaterThan(2);
     expect(uncaught.splice(0)).toEqual([]);
     expect(error).toBeInstanceOf(CorqError);
     expect(error).toMatchObject({ code: "database_unavailable", cause: { code: "57P01" } });

@@ -135,7 +135,9 @@ describe("isTransient: the one table of errors a settlement is sent again for", 
     ["3D000 no such database", pgError("3D000", 'database "x" does not exist'), false],
     ["57014 query_canceled", pgError("57014"), false],
     ["23505 unique_violation", pgError("23505"), false],
-    ["40P01 deadlock (claimOnce resends it itself)", pgError("40P01"), false],
+    ["40P01 deadlock (not a connection error: neverCommitted lets it be sent again)", pgError("40P01"), false],
+    ["Neon HTTP 429 (its rate limit)", new Error("Server error (HTTP status 429): x"), true],
+    ["Neon HTTP 507 (over its size limit)", new Error("Server error (HTTP status 507): x"), false],
     ["a CorqError of another code", new CorqError("conflict", "x"), false],
   ])("%s → %s", (_, error, expected) => {
     expect(isTransient(error)).toBe(expected);

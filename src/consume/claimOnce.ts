@@ -1,4 +1,5 @@
 import type { SQL } from "drizzle-orm";
+import type { RunOptions } from "../db/executor.js";
 import { CorqError, present } from "../errors.js";
 import type { ClaimBy, ClaimRow } from "../sql/consume/claimBatch.js";
 import type { SettledRow } from "../sql/consume/settleKeys.js";
@@ -10,8 +11,6 @@ import { pushHandler } from "../pushDelivery.js";
 import type { ConsumeResult } from "../types.js";
 import type { Claimed, Consumer, ConsumeTarget } from "./claimed.js";
 import type { ClaimParts } from "./drainLimits.js";
-
-const DEADLOCK_DETECTED = "40P01";
 
 export const claimBy = (target: ConsumeTarget, limit = 1): ClaimBy => ({
   kind: target.code ? undefined : "push",
@@ -39,16 +38,29 @@ export interface ClaimOutcome {
   expired: BatchRecordRow[];
 }
 
-/** Runs a claim statement and reads its rows: the batches per key, and what it settled. */
-export async function claimOnce({ executor, target }: Consumer, statement: SQL): Promise<ClaimOutcome> {
-  // A claim, with the settlements it carries, is one statement and so one transaction: a deadlock
-  // (40P01: seen on PostgreSQL 15 with a rewind's requeue chunk locking the same key rows) rolled
-  // all of it back, so it is sent once more (every settlement is fenced by its lease) instead of
-  // ending the drain with its batches unsettled.
-  const sentAt = Date.now();
-  const rows = await executor.run<ClaimRow>(statement).catch((error: unknown) => {
-    if ((error as { code?: unknown }).code !== DEADLOCK_DETECTED) throw error;
-    return executor.run<ClaimRow>(statement);
+/**
+ * Runs a claim statement and reads its rows: the batches per key, and what it settled.
+ *
+ * A claim is repeatable (src/db/retries.ts): sent again on a connection error, and on a deadlock
+ * (40P01: seen on PostgreSQL 15 with a rewind's requeue chunk locking the same key rows), which
+ * rolled all of it back. The settlements it carries are fenced by their leases; the keys it
+ * claims are only keys with no live lease. A claim that committed with its answer lost leased
+ * keys nobody sees: they wait out their lease (the one case a dropped connection costs a lease;
+ * its window is the round trip of the answer). `runOptions`: retrySettle's (SENT_ONCE), whose
+ * loop sends it again instead.
+ */
+export async function claimOnce(
+  { executor, target }: Consumer,
+  statement: SQL,
+  runOptions: RunOptions = { repeatable: true },
+): Promise<ClaimOutcome> {
+  // the leases' clock starts before the statement is sent (each attempt's, when sent again)
+  let sentAt = 0;
+  const rows = await executor.run<ClaimRow>(statement, {
+    ...runOptions,
+    onSend: () => {
+      sentAt = Date.now();
+    },
   });
   const [first] = rows;
   if (first === undefined) {
@@ -92,7 +104,7 @@ export async function claimOnce({ executor, target }: Consumer, statement: SQL):
       token: present(head.lease_token, "lease_token"),
     };
     if (batch.length === 0) {
-      await executor.run(releaseLease(lease));
+      await executor.run(releaseLease(lease), { repeatable: true });
       outcome.empty++;
       continue;
     }

@@ -5,7 +5,7 @@ import { failBatch } from "../sql/consume/failBatch.js";
 import { recordBatches } from "../sql/activity/activity.js";
 import { settleAndClaim, type ClaimRow } from "../sql/consume/claimBatch.js";
 import { claimBy } from "./claimOnce.js";
-import { retrySettle, settleDeadline } from "./retrySettle.js";
+import { retrySettle, SENT_ONCE, settleDeadline } from "./retrySettle.js";
 import type { ConsumeResult } from "../types.js";
 import {
   ackedThroughIndex,
@@ -95,7 +95,7 @@ export async function record(
   }
   // each statement below is fenced by the lease: sent again on a connection error while it holds
   const retried = <T>(what: string, query: SQL) =>
-    retrySettle(() => executor.run<T>(query), {
+    retrySettle(() => executor.run<T>(query, SENT_ONCE), {
       until: settleDeadline([claimed]),
       what: `the ${what} of key "${claimed.lease.key}"`,
     });

@@ -1,11 +1,6 @@
-import { isTransient, toError } from "../errors.js";
+import { mayResend, sendWithRetries } from "../db/retries.js";
+import { toError } from "../errors.js";
 import type { Claimed } from "./claimed.js";
-
-// The first wait after a settlement failed on a connection error, doubling per attempt up to the
-// cap: a restarted or resumed server answers in well under a second here (a pg_terminate_backend
-// ends one connection, the next connect succeeds at once), and a batch's lease is 30 s by default.
-const FIRST_WAIT_MS = 50;
-const MAX_WAIT_MS = 1000;
 
 /**
  * The time by which a settlement of these batches stops being sent again: the latest of their
@@ -19,11 +14,12 @@ export function settleDeadline(batches: Claimed[]): number {
 
 /**
  * Sends a settlement (an ack, a fail, a postponement, a lease released), and when it fails on a
- * connection error (isTransient: a terminated backend, a restart, no connection slot, Neon's
- * compute unreachable) sends `again` (default: the same) after 50, 100, 200 … ms (capped at 1 s,
- * ±half jittered) while `until` (settleDeadline) is ahead. Each attempt is a statement of its
- * own, so the executor takes a new pooled connection for it (a failed client is destroyed, never
- * reused; over Neon's HTTP path each statement is a request of its own).
+ * connection error (src/db/retries.ts: a terminated backend, a restart, no connection slot, Neon's
+ * compute unreachable — or a deadlock) sends `again` (default: the same) after 50, 100, 200 … ms
+ * (capped at 1 s, jittered) while `until` (settleDeadline) is ahead. Each attempt is a statement
+ * of its own, so the executor takes a new pooled connection for it (a failed client is destroyed,
+ * never reused; over Neon's HTTP path each statement is a request of its own). `send` and `again`
+ * send their statement once (RunOptions.retryUntil 0): this is the one retry loop around them.
  *
  * Safe because every settlement is fenced by its lease token and an unexpired lease, checked when
  * the key row is locked: a retry of a settlement that did commit (the answer was lost, not the
@@ -35,23 +31,17 @@ export async function retrySettle<T>(
   send: () => Promise<T>,
   options: { until: number; what: string; again?: () => Promise<T> },
 ): Promise<T> {
-  const { until, what, again = send } = options;
-  let attempt = send;
-  for (let waitMs = FIRST_WAIT_MS; ; waitMs = Math.min(MAX_WAIT_MS, waitMs * 2)) {
-    try {
-      return await attempt();
-    } catch (error) {
-      if (!isTransient(error)) throw error;
-      const wait = waitMs / 2 + Math.random() * (waitMs / 2);
-      if (Date.now() + wait >= until) {
-        console.warn(
-          `corq: ${what} failed on a connection error and could not be sent again within the lease; ` +
-            `the lease expires unsettled and the batch comes again after it: ${toError((error as { cause?: unknown }).cause ?? error).message}`,
-        );
-        throw error;
-      }
-      await new Promise((resolve) => setTimeout(resolve, wait));
-      attempt = again;
-    }
+  try {
+    return await sendWithRetries(send, { until: options.until, repeatable: true, again: options.again });
+  } catch (error) {
+    if (mayResend(error, true))
+      console.warn(
+        `corq: ${options.what} failed on a connection error and could not be sent again within the lease; ` +
+          `the lease expires unsettled and the batch comes again after it: ${toError((error as { cause?: unknown }).cause ?? error).message}`,
+      );
+    throw error;
   }
 }
+
+/** What a statement inside retrySettle is sent with: once, the loop is retrySettle's. */
+export const SENT_ONCE = { retryUntil: 0 } as const;

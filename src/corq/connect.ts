@@ -1,6 +1,13 @@
 // The connection a Corq opens, or the one it is given.
 import { CorqError } from "../errors.js";
-import { createExecutor, lendsConnections, type Connection, type Executor, type PoolLike } from "../db/executor.js";
+import {
+  createExecutor,
+  lendsConnections,
+  type Connection,
+  type Executor,
+  type ExecutorOptions,
+  type PoolLike,
+} from "../db/executor.js";
 import { guardPool } from "../db/guardPool.js";
 import type { CorqOptions } from "../types.js";
 
@@ -22,8 +29,10 @@ const NODE_POSTGRES = "pg";
  * (drizzle/0025). What planning every statement costs: docs/architecture.md, "Statements".
  */
 /** Lazily opens the connection (pg is imported on first use, so Workers never load it). */
-export function connect(options: CorqOptions): { executor: () => Promise<Executor>; end: () => Promise<void> } {
-  const statementOptions = { onStatement: options.onStatement };
+export function connect(
+  options: CorqOptions,
+  statementOptions: Pick<ExecutorOptions, "onStatement" | "retries">,
+): { executor: () => Promise<Executor>; end: () => Promise<void> } {
   if (options.db) {
     // a pool given here is guarded as corq's own (createExecutor: src/db/guardPool.ts)
     const db = options.db as Connection & { $client?: Connection };

@@ -10,6 +10,10 @@ import { readyKeys } from "../sql/consume/readyKeys.js";
 import { MAX_KEYS_PER_CLAIM } from "./consuming.js";
 import { limit, type PartDeps } from "./options.js";
 
+// The dispatcher's statements may be sent again on a connection error whether or not they
+// committed (src/db/retries.ts): reads, a slot's release, and slot claims — a claim whose answer
+// was lost holds its slots until their holdMs ends, as a crashed invocation's do.
+const REPEATABLE = { repeatable: true } as const;
 const readyKeysCap = limit(10_000, 8);
 const slotNumber = z.number().int().min(1).max(1000);
 /** a transaction id (xid8) as text */
@@ -48,7 +52,7 @@ export function createDispatching({
       const plan = claimed.value;
       // a failure after the claim gives its slots back (they would be held for holdMs)
       const giveBack = async (reason: unknown) => {
-        for (const slot of plan.slots) await db.run(releaseConsumerSlot(slot)).catch(() => undefined);
+        for (const slot of plan.slots) await db.run(releaseConsumerSlot(slot), REPEATABLE).catch(() => undefined);
         throw reason;
       };
       if (rechecked.status === "rejected") return giveBack(rechecked.reason);
@@ -74,20 +78,29 @@ export function createDispatching({
     async horizonWaiting(tx) {
       const db = await executor();
       if (tx === undefined) {
-        const [row] = await db.run<{ waiting: boolean }>(eventsAboveHorizon());
+        const [row] = await db.run<{ waiting: boolean }>(eventsAboveHorizon(), REPEATABLE);
         return row?.waiting === true;
       }
-      const [row] = await db.run<{ passed: boolean }>(horizonPassed(parseOrThrow(xid, tx, "invalid_input", "tx")));
+      const [row] = await db.run<{ passed: boolean }>(
+        horizonPassed(parseOrThrow(xid, tx, "invalid_input", "tx")),
+        REPEATABLE,
+      );
       return row?.passed !== true;
     },
 
     async releaseSlot(slot) {
-      await (await executor()).run(releaseConsumerSlot(parseOrThrow(slotNumber, slot, "invalid_input", "slot")));
+      await (await executor()).run(
+        releaseConsumerSlot(parseOrThrow(slotNumber, slot, "invalid_input", "slot")),
+        REPEATABLE,
+      );
     },
 
     async readyKeys(cap) {
       parseOrThrow(readyKeysCap, cap, "invalid_input", "cap");
-      const rows = await (await executor()).run<{ name: string; kind: "code" | "push"; ready: number }>(readyKeys(cap));
+      const rows = await (await executor()).run<{ name: string; kind: "code" | "push"; ready: number }>(
+        readyKeys(cap),
+        REPEATABLE,
+      );
       return Object.fromEntries(rows.map((r) => [r.name, { kind: r.kind, ready: r.ready }]));
     },
   };
@@ -101,7 +114,7 @@ async function claimSlots(
   db: Executor,
   options: Parameters<typeof claimConsumerSlots>[0],
 ): Promise<{ ready: [string, number][]; consumers: [string, number][]; slots: number[]; waiting: string | null }> {
-  const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options));
+  const rows = await db.run<ConsumerPlanRow>(claimConsumerSlots(options), REPEATABLE);
   const named = (count: (row: ConsumerPlanRow) => number | null) =>
     rows.flatMap((row) => (row.name === null ? [] : [[row.name, count(row) ?? 0] as [string, number]]));
   return {

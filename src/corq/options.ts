@@ -35,7 +35,7 @@ export interface CorqSettings {
   /** The retention policy this instance was given (createCorq's `retention`); undefined: none. */
   retention: StoredPolicy | undefined;
   /** For an executor made over a caller's connection (append's `tx`). */
-  statementOptions: Pick<ExecutorOptions, "onStatement">;
+  statementOptions: Pick<ExecutorOptions, "onStatement" | "retries">;
 }
 
 /** What every part gets: the one door to the database (opened on first use) and the parsed options. */
@@ -73,6 +73,7 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
   );
   const holder =
     parseOrThrow(z.string().min(1).max(200).optional(), options.holder, "invalid_config", "holder") ?? defaultHolder();
+  const retries = parseOrThrow(retryPolicy, options.retries, "invalid_config", "retries");
   const retention =
     options.retention === undefined
       ? undefined
@@ -88,9 +89,17 @@ export function parseCorqOptions(options: CorqOptions): CorqSettings {
     notify: options.notify === true,
     pushAllowPrivate: options.pushAllowPrivate ?? globalThis.process?.env?.CORQ_PUSH_ALLOW_PRIVATE === "true",
     holder,
-    statementOptions: { onStatement: options.onStatement },
+    statementOptions: { onStatement: options.onStatement, retries },
   };
 }
+
+const retryPolicy = z
+  .object({
+    withinMs: z.number().int().min(0).max(600_000).optional(),
+    allowed: z.custom<() => boolean>((value) => typeof value === "function", "a function").optional(),
+  })
+  .strict()
+  .optional();
 
 /** Who this instance's consumers are when the caller does not say: the process, or else a random invocation id. */
 function defaultHolder(): string {

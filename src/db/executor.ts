@@ -4,8 +4,9 @@
 // drizzle database/transaction.
 import { sql, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
-import { CorqError, fromDriverError } from "../errors.js";
+import { ConnectFailed, CorqError, fromDriverError } from "../errors.js";
 import { guardPool, lostConnection } from "./guardPool.js";
+import { DEFAULT_RETRY_WITHIN_MS, sendWithRetries, type RetryPolicy } from "./retries.js";
 
 /** What node-postgres and @neondatabase/serverless pools and clients have in common. */
 export interface Queryable {
@@ -36,12 +37,29 @@ export interface HttpQueryFunction {
 
 export type Connection = Queryable | DrizzleLike | HttpQueryFunction;
 
+/** How a statement is sent again when it fails on a connection error (src/db/retries.ts). */
+export interface RunOptions {
+  /**
+   * Safe to send again after an error that leaves unknown whether it committed: fenced or
+   * idempotent (a settlement, a claim, an advance, a read). Default false: sent again only after
+   * an error that proves it did not commit.
+   */
+  repeatable?: boolean;
+  /** Epoch ms after which it is not sent again (default: the executor's retry window from now); 0: sent once. */
+  retryUntil?: number;
+  /** Called as each attempt is sent (a claim's lease clock starts at the attempt that took it). */
+  onSend?: () => void;
+}
+
 export interface Executor {
   /**
    * Runs one statement and returns its rows: an unnamed statement, planned for its parameters and
-   * the tables as they are (src/corq/connect.ts: why nothing is prepared).
+   * the tables as they are (src/corq/connect.ts: why nothing is prepared). On a pool or Neon's
+   * HTTP path (a new connection per statement), one that fails on a connection error is sent
+   * again within the retry window (RunOptions, src/db/retries.ts); on a single connection (a
+   * transaction's) it is not: that connection is gone.
    */
-  run<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
+  run<T = Record<string, unknown>>(query: SQL, options?: RunOptions): Promise<T[]>;
   /**
    * Runs one statement given as text (drizzle's query builders, through a transactional
    * handler's `ctx.tx`): rows as objects, or as arrays (`arrayMode`) with dates left as text,
@@ -67,6 +85,8 @@ export interface ExecutorOptions {
    * caller decides how long that pool lives). Without it, transactions are refused.
    */
   session?: Session;
+  /** How long a statement that fails on a connection error is sent again (default: 5 s). */
+  retries?: RetryPolicy;
 }
 
 export type Session = <T>(use: (pool: PoolLike) => Promise<T>) => Promise<T>;
@@ -74,11 +94,24 @@ export type Session = <T>(use: (pool: PoolLike) => Promise<T>) => Promise<T>;
 export function createExecutor(connection: Connection, options: ExecutorOptions = {}): Executor {
   // every pool corq is given too (a user's, the Worker's Neon Pool): its clients' errors are heard
   if (isPool(connection)) guardPool(connection);
-  // a lost or refused connection surfaces as CorqError("database_unavailable"), from every driver
-  const run = <T>(query: SQL): Promise<T[]> =>
-    send<T>(query).catch((error: unknown) => {
+  // a statement goes out on a connection of its own (a pool's, or an HTTP request): one that
+  // failed on a connection error can be sent again on another
+  const resends = isHttp(connection) || isPool(connection);
+  const withinMs = options.retries?.withinMs ?? DEFAULT_RETRY_WITHIN_MS;
+  const retried = <T>(send: () => Promise<T>, runOptions: RunOptions = {}): Promise<T> =>
+    sendWithRetries(send, {
+      until: resends ? (runOptions.retryUntil ?? Date.now() + withinMs) : 0,
+      repeatable: runOptions.repeatable === true,
+      allowed: options.retries?.allowed,
+    }).catch((error: unknown) => {
+      // a lost or refused connection surfaces as CorqError("database_unavailable"), from every driver
       throw fromDriverError(error);
     });
+  const run = <T>(query: SQL, runOptions?: RunOptions): Promise<T[]> =>
+    retried(() => {
+      runOptions?.onSend?.();
+      return send<T>(query);
+    }, runOptions);
   const send = async <T>(query: SQL): Promise<T[]> => {
     const { sql: text, params } = dialect.sqlToQuery(query);
     options.onStatement?.(text);
@@ -86,8 +119,8 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
     if (isQueryable(connection)) {
       const config = { text, values: params };
       if (!isPool(connection)) return (await connection.query(config)).rows as T[];
-      // what pool.query does, with the connect step retried
-      const client = await connectWithRetry(connection);
+      // what pool.query does, with a connection that died before it was lent counted as a failed connect
+      const client = await connectOnce(connection);
       try {
         const result = await client.query(config);
         client.release(lostConnection(client));
@@ -101,16 +134,15 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
     return Array.isArray(result) ? result : (result.rows ?? []);
   };
 
+  // drizzle's statements (a transactional handler's ctx.tx, on its transaction's connection): never repeatable
   const query = (text: string, params: unknown[], arrayMode: boolean): Promise<unknown[]> =>
-    sendText(text, params, arrayMode).catch((error: unknown) => {
-      throw fromDriverError(error);
-    });
+    retried(() => sendText(text, params, arrayMode));
   const sendText = async (text: string, params: unknown[], arrayMode: boolean): Promise<unknown[]> => {
     options.onStatement?.(text);
     if (isHttp(connection)) return (await connection.query(text, params, { arrayMode })) as unknown[];
     if (!isQueryable(connection))
       throw new CorqError("invalid_config", "drizzle queries need a pg or Neon pool or client as the connection");
-    const client = isPool(connection) ? await connectWithRetry(connection) : undefined;
+    const client = isPool(connection) ? await connectOnce(connection) : undefined;
     const target = client ?? connection;
     try {
       const result = await target.query({
@@ -140,12 +172,13 @@ export function createExecutor(connection: Connection, options: ExecutorOptions 
           "invalid_config",
           "an interactive transaction over HTTP needs a session (ExecutorOptions.session)",
         );
-      return options.session((pool) => createExecutor(pool, { onStatement: options.onStatement }).transaction(fn));
+      return options.session((pool) =>
+        createExecutor(pool, { onStatement: options.onStatement, retries: options.retries }).transaction(fn),
+      );
     }
     if (!isPool(connection)) return inTransaction(createExecutor(connection, options), fn);
-    const client = await connectWithRetry(connection).catch((error: unknown) => {
-      throw fromDriverError(error);
-    });
+    // only the connect step is sent again: inside, the transaction lives and dies with its connection
+    const client = await retried(() => connectOnce(connection));
     try {
       return await inTransaction(createExecutor(client, options), fn);
     } finally {
@@ -172,34 +205,25 @@ function textDates(
 }
 
 /**
- * Gets a pooled connection, retrying with exponential backoff and full jitter (100 ms doubling,
- * capped at 2 s: at most about 3 s in all with 6 attempts) while Postgres restarts, is starting up or
- * has no connection slot left. Only the connect step is retried: nothing has been sent yet, so
- * a retry cannot run a statement twice. A connection that died before it reached the caller (a
- * FATAL read with its ReadyForQuery: src/db/guardPool.ts) is such a failed connect: it goes back
- * to the pool with its error (destroyed) and another is asked for. A statement that fails on an
- * established connection is not retried here: the caller sees the error and corq's leases make
- * the work come again — or, for a lease-fenced settlement, sends it again on a new connection
- * (src/consume/retrySettle.ts). Wrong credentials or a missing database (SQLSTATE 28xxx, 3D000) fail at once.
+ * Gets a pooled connection, or throws ConnectFailed: nothing was sent, so the caller's retry
+ * (src/db/retries.ts) may ask for another whatever the statement. That includes a connection that
+ * died before it reached the caller (a FATAL read with its ReadyForQuery: src/db/guardPool.ts): it
+ * goes back to the pool with its error (destroyed). Wrong credentials or a missing database
+ * (SQLSTATE 28xxx, 3D000) are thrown as they are: they stay so however often they are tried.
  */
-async function connectWithRetry<C extends { release(err?: unknown): void }>(
-  pool: { connect(): Promise<C> },
-  attempts = 6,
-): Promise<C> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const client = await pool.connect();
-      const lost = lostConnection(client);
-      if (lost === undefined) return client;
-      client.release(lost);
-      throw lost;
-    } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (attempt >= attempts || (typeof code === "string" && /^(28|3D)/.test(code))) throw error;
-      const capMs = Math.min(2000, 100 * 2 ** (attempt - 1));
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * capMs));
-    }
+async function connectOnce<C extends { release(err?: unknown): void }>(pool: { connect(): Promise<C> }): Promise<C> {
+  let client: C;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === "string" && /^(28|3D)/.test(code)) throw error;
+    throw new ConnectFailed(error);
   }
+  const lost = lostConnection(client);
+  if (lost === undefined) return client;
+  client.release(lost);
+  throw new ConnectFailed(lost);
 }
 
 async function inTransaction<T>(tx: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {

@@ -1,5 +1,6 @@
 // What createCorq takes: the connection, the subscriptions it runs, and how this instance behaves.
 import type { Connection, Session } from "../db/executor.js";
+import type { RetryPolicy } from "../db/retries.js";
 import type { AppMigration } from "../db/appMigrations.js";
 import type { AnyEvents, EventMap, EventSchemas } from "./events.js";
 import type { RetentionPolicy } from "./retention.js";
@@ -33,6 +34,15 @@ export interface CorqOptions<E extends EventMap = AnyEvents> {
   session?: Session;
   /** Called with the text of every statement corq sends (round-trip accounting). */
   onStatement?: (text: string) => void;
+  /**
+   * How long a statement that fails on a connection error (a restart, a terminated backend, a
+   * waking Neon compute, a pooler that lost its server) is sent again on a new connection, with
+   * jittered backoff, before the error goes up as `database_unavailable`: `withinMs` from the
+   * first send (default 5,000; 0: never), and `allowed`, asked before each resend (false stops:
+   * the Worker's budget of subrequests). Only what is safe to send again is: an append only when
+   * the error proves it did not commit (docs/operations.md, "Connections that drop").
+   */
+  retries?: RetryPolicy;
   /**
    * Let push subscriptions deliver to loopback, private, link-local and other non-public
    * addresses (default: refused, against SSRF; in Node, `CORQ_PUSH_ALLOW_PRIVATE=true` sets it).

@@ -21,6 +21,12 @@ export interface TerminatingProxy {
    * while the statement was on its way: it never ran).
    */
   terminateStatements(text: RegExp, count?: number): void;
+  /**
+   * The next `count` statements whose text matches `text` are passed on and run (and commit), but
+   * the connection is cut when their answer is complete: the client reads a closed socket and no
+   * answer (a connection lost while the statement was out: whether it committed is unknown to it).
+   */
+  cutAnswers(text: RegExp, count?: number): void;
   /** Connections ended that way so far (by terminateNext / terminateWhere / terminateStatements). */
   terminated(): number;
   /** Connections opened through the proxy so far. */
@@ -37,6 +43,7 @@ export async function startTerminatingProxy(databaseUrl: string): Promise<Termin
   let opened = 0;
   let terminated = 0;
   let statements: { text: RegExp; count: number } | undefined;
+  let answersCut: { text: RegExp; count: number } | undefined;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
     const ordinal = ++opened;
@@ -53,6 +60,8 @@ export async function startTerminatingProxy(databaseUrl: string): Promise<Termin
     upstream.on("close", () => client.destroy());
     // the client's first packet says whether the server's first answer is one byte (SSLRequest: 'N'/'S')
     let sslRequest: boolean | undefined;
+    // a statement whose answer is to be cut is out: what the server answers is held, not passed
+    let cutting: Buffer | undefined;
     client.on("data", (chunk) => {
       sslRequest ??= chunk.length >= 8 && chunk.readInt32BE(4) === SSL_REQUEST;
       if (statements && statements.count > 0 && statements.text.test(chunk.toString("latin1"))) {
@@ -62,10 +71,25 @@ export async function startTerminatingProxy(databaseUrl: string): Promise<Termin
         upstream.destroy();
         return;
       }
+      if (answersCut && answersCut.count > 0 && answersCut.text.test(chunk.toString("latin1"))) {
+        answersCut.count--;
+        cutting = Buffer.alloc(0);
+      }
       upstream.write(chunk);
     });
     if (!terminate) {
-      upstream.on("data", (chunk) => client.write(chunk));
+      upstream.on("data", (chunk) => {
+        if (cutting === undefined) {
+          client.write(chunk);
+          return;
+        }
+        // the statement ran: once its ReadyForQuery is in (its transaction ended), the client is cut
+        cutting = Buffer.concat([cutting, chunk]);
+        if (readyForQueryEnd(cutting) === undefined) return;
+        terminated++;
+        client.destroy();
+        upstream.destroy();
+      });
       return;
     }
     let held = Buffer.alloc(0);
@@ -119,6 +143,9 @@ export async function startTerminatingProxy(databaseUrl: string): Promise<Termin
     },
     terminateStatements(text, count = 1) {
       statements = { text, count };
+    },
+    cutAnswers(text, count = 1) {
+      answersCut = { text, count };
     },
     terminated: () => terminated,
     opened: () => opened,

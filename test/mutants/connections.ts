@@ -21,7 +21,7 @@ export const connectionsMutants: Mutant[] = [
   },
   {
     name: "connections: a client that died before it was used is used (its statement fails instead of a new connect)",
-    edits: one("src/db/executor.ts", "      if (lost === undefined) return client;", "      return client;"),
+    edits: one("src/db/executor.ts", "  if (lost === undefined) return client;", "  return client;"),
     tests: ["test/poolErrors.int.test.ts"],
   },
   {
@@ -35,15 +35,69 @@ export const connectionsMutants: Mutant[] = [
   },
   {
     name: "connections: a settlement that fails on a connection error is not sent again (the lease runs out unsettled)",
-    edits: one("src/consume/retrySettle.ts", "      if (!isTransient(error)) throw error;", "      throw error;"),
+    edits: one(
+      "src/consume/retrySettle.ts",
+      "    return await sendWithRetries(send, { until: options.until, repeatable: true, again: options.again });",
+      "    return await send();",
+    ),
     tests: ["test/settleRetry.int.test.ts"],
+  },
+  {
+    name: "connections: a statement whose answer was lost is sent again whatever it is (an append stored twice)",
+    edits: one(
+      "src/db/retries.ts",
+      "  return neverCommitted(error) || (repeatable && isTransient(error));",
+      "  return neverCommitted(error) || isTransient(error);",
+    ),
+    tests: ["test/retries.int.test.ts"],
+  },
+  {
+    name: "connections: an advance is not repeatable (one whose answer was lost is not sent again)",
+    edits: one(
+      "src/advance.ts",
+      "const REPEATABLE = { repeatable: true } as const;",
+      "const REPEATABLE = {} as const;",
+    ),
+    tests: ["test/retries.int.test.ts"],
+  },
+  {
+    name: "connections: a statement is never sent again by the executor (only the settlements' own loop)",
+    edits: one(
+      "src/db/executor.ts",
+      "      until: resends ? (runOptions.retryUntil ?? Date.now() + withinMs) : 0,",
+      "      until: 0,",
+    ),
+    tests: ["test/retries.int.test.ts"],
+  },
+  {
+    name: "connections: a failed connect counts as a statement that may have run (an append after a refused connect not sent again)",
+    edits: one(
+      "src/errors.ts",
+      "  if (error instanceof ConnectFailed) return true;\n  return (typeof",
+      "  return (typeof",
+    ),
+    tests: ["test/retries.int.test.ts"],
+  },
+  {
+    name: "connections: the Worker sends nothing again (no retry window)",
+    edits: one("functions/database.ts", "const WORKER_RETRY_WITHIN_MS = 3000;", "const WORKER_RETRY_WITHIN_MS = 0;"),
+    tests: ["test/worker/transientErrors.worker.test.ts"],
+  },
+  {
+    name: "connections: a driver's HTTP status other than 5xx is left as it is (a bare 500)",
+    edits: one(
+      "src/errors.ts",
+      "  if (status !== undefined) {",
+      '  if (status !== undefined && status.startsWith("5")) {',
+    ),
+    tests: ["test/worker/transientErrors.worker.test.ts"],
   },
   {
     name: "connections: only consume()'s ack is sent again, not a drain's settle+claim",
     edits: one(
       "src/consume.ts",
-      "              until: settleDeadline(settling.map((d) => d.claimed)),",
-      "              until: 0,",
+      "          until: settleDeadline(settling.map((d) => d.claimed)),",
+      "          until: 0,",
     ),
     tests: ["test/settleRetry.int.test.ts"],
   },

@@ -2,6 +2,12 @@
 // `send` span, each handled batch a `process <subscription>` span linked to the contexts its
 // events were appended under, which every event keeps (events.trace_context).
 //
+// Without a registered tracer corq is a carrier, as a broker is (Kafka record headers, SQS
+// AWSTraceHeader): a valid incoming traceparent / tracestate (an append request's headers,
+// `append(…, { trace })`) is stored with each event as it was given and sent on with the push
+// delivery of its batch, and given to a code handler as `ctx.trace`. An invalid or oversized one is
+// dropped (the W3C rule: ignored, never an error), never stored.
+//
 // How @opentelemetry/api stays optional: corq never imports it. It reads what the API itself
 // shares between its copies — the global registry `globalThis[Symbol.for("opentelemetry.js.api.1")]`,
 // where `trace.setGlobalTracerProvider()` (and every SDK's `register()`) puts the tracer
@@ -20,8 +26,9 @@
 // names the major; Deno and Bun fill it natively), so whichever copy the user registered with,
 // corq sees it. The types below are the few members corq calls, written out here.
 //
-// Cost: with no tracer registered, one property read per append and per batch, and nothing is
-// written (trace_context stays null).
+// Cost: with no tracer registered, one property read per append and per batch; an append that
+// brings no trace context writes nothing more (trace_context stays null), one that does has its
+// headers checked (two regular expressions) and stored.
 
 import type { TraceHeaders } from "./types.js";
 
@@ -136,29 +143,73 @@ class RawTraceState implements TraceState {
   }
 }
 
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+// W3C Trace Context (https://www.w3.org/TR/trace-context/): version-traceid-parentid-flags in
+// lowercase hex; a version above 00 may add fields after the flags (visible ASCII here, no space:
+// events.trace_context separates the tracestate with one); version ff is invalid.
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x7e]*)?$/;
 const ZERO = /^0+$/;
-// W3C: a tracestate of up to 512 characters must be passed on; a longer one may be dropped
-const TRACESTATE = /^[\x20-\x7e]{0,512}$/;
+// A tracestate list member, its surrounding spaces and tabs trimmed: a simple key or a
+// multi-tenant key (tenant@system), "=", a value of up to 256 printable characters, no "," or
+// "=", not ending in a space.
+const TRACESTATE_MEMBER =
+  /^([a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})=([\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e])$/;
+// each header, as stored and sent on: the W3C asks a vendor to pass on a tracestate of up to 512
+// characters (a longer one may be dropped), and corq keeps no longer traceparent either
+const MAX_HEADER = 512;
+const MAX_MEMBERS = 32;
 
-/**
- * The span context a traceparent (and tracestate) names, or undefined when it is not a valid
- * one — the W3C rule: an invalid header is ignored, never an error.
- */
-export function parseTrace(headers: Partial<TraceHeaders> | undefined): SpanContext | undefined {
-  const match = headers?.traceparent === undefined ? null : TRACEPARENT.exec(headers.traceparent.trim().toLowerCase());
+function validTraceparent(value: string): RegExpExecArray | undefined {
+  const match = value.length <= MAX_HEADER ? TRACEPARENT.exec(value) : null;
   if (!match) return undefined;
-  const [, version = "", traceId = "", spanId = "", flags = ""] = match;
+  const [, version, traceId = "", spanId = ""] = match;
   // version ff is invalid; version 00 has nothing after the flags (a later version may)
   if (version === "ff" || (version === "00" && match[5] !== undefined)) return undefined;
   if (ZERO.test(traceId) || ZERO.test(spanId)) return undefined;
-  const state = headers?.tracestate?.trim();
+  return match;
+}
+
+/** A tracestate that keeps the W3C list rules: at most 32 members, each key once, ≤ 512 characters. */
+function validTracestate(value: string): boolean {
+  if (value.length > MAX_HEADER) return false;
+  const keys = new Set<string>();
+  for (const member of value.split(",")) {
+    const trimmed = member.replace(/^[ \t]+|[ \t]+$/g, "");
+    // empty and whitespace-only members are allowed
+    if (trimmed === "") continue;
+    const match = TRACESTATE_MEMBER.exec(trimmed);
+    const key = match?.[1];
+    if (key === undefined || keys.has(key)) return false;
+    keys.add(key);
+  }
+  return keys.size <= MAX_MEMBERS;
+}
+
+/**
+ * The W3C headers as given (trimmed), when the traceparent is valid; its tracestate only when
+ * that is valid too. Undefined otherwise — an invalid header is ignored, never an error.
+ */
+export function validTrace(headers: Partial<TraceHeaders> | undefined): TraceHeaders | undefined {
+  const traceparent = headers?.traceparent?.trim();
+  if (traceparent === undefined || !validTraceparent(traceparent)) return undefined;
+  const tracestate = headers?.tracestate?.trim();
+  return tracestate && validTracestate(tracestate) ? { traceparent, tracestate } : { traceparent };
+}
+
+/**
+ * The span context a traceparent (and tracestate) names, or undefined when it is not a valid
+ * one (validTrace).
+ */
+export function parseTrace(headers: Partial<TraceHeaders> | undefined): SpanContext | undefined {
+  const valid = validTrace(headers);
+  const match = valid && validTraceparent(valid.traceparent);
+  if (!valid || !match) return undefined;
+  const [, , traceId = "", spanId = "", flags = ""] = match;
   return {
     traceId,
     spanId,
     traceFlags: Number.parseInt(flags, 16) & 0xff,
     isRemote: true,
-    ...(state && TRACESTATE.test(state) ? { traceState: new RawTraceState(state) } : {}),
+    ...(valid.tracestate ? { traceState: new RawTraceState(valid.tracestate) } : {}),
   };
 }
 
@@ -174,13 +225,30 @@ export function traceHeaders(context: SpanContext): TraceHeaders {
 const stored = ({ traceparent, tracestate }: TraceHeaders) =>
   tracestate ? `${traceparent} ${tracestate}` : traceparent;
 
-function fromStored(value: string | null | undefined): SpanContext | undefined {
+/** events.trace_context as W3C headers (checked again: what is sent on is always valid). */
+function storedHeaders(value: string | null | undefined): TraceHeaders | undefined {
   if (!value) return undefined;
   const space = value.indexOf(" ");
   return space === -1
-    ? parseTrace({ traceparent: value })
-    : parseTrace({ traceparent: value.slice(0, space), tracestate: value.slice(space + 1) });
+    ? validTrace({ traceparent: value })
+    : validTrace({ traceparent: value.slice(0, space), tracestate: value.slice(space + 1) });
 }
+
+const fromStored = (value: string | null | undefined) => parseTrace(storedHeaders(value));
+
+/**
+ * What a batch passes on without a span of its own (no tracer, or one that made no valid span):
+ * the context of its first event that has one, as stored. A batch's events may come from many
+ * appends; the first traced one's trace is the one a receiver joins (with a tracer, the
+ * `process` span's parent is the head event's and it links to all of them).
+ */
+const passedOn = (traceContexts: readonly (string | null | undefined)[]): TraceHeaders | undefined => {
+  for (const value of traceContexts) {
+    const headers = storedHeaders(value);
+    if (headers) return headers;
+  }
+  return undefined;
+};
 
 const isValid = (context: SpanContext | undefined): context is SpanContext =>
   context !== undefined && !ZERO.test(context.traceId) && !ZERO.test(context.spanId);
@@ -200,15 +268,15 @@ const activeSpan = (contexts: Registry["context"]) =>
   (contexts?.active().getValue(SPAN_KEY) as Span | undefined)?.spanContext();
 
 /**
- * The trace an HTTP append continues: none when a span is active (a server instrumentation's,
- * itself a child of the request's traceparent: the append's span goes under it), else the
- * request's W3C headers, if they are valid; undefined when no tracer is registered.
+ * The trace an HTTP append continues: with a tracer, none when a span is active (a server
+ * instrumentation's, itself a child of the request's traceparent: the append's span goes under
+ * it); else the request's W3C headers as given, if they are valid (without a tracer, what each
+ * event keeps and its push delivery sends on).
  */
 export function requestTrace(headers: Partial<TraceHeaders>): TraceHeaders | undefined {
   const otel = registered();
-  if (!otel || isValid(activeSpan(otel.contexts))) return undefined;
-  const context = parseTrace(headers);
-  return context ? traceHeaders(context) : undefined;
+  if (otel && isValid(activeSpan(otel.contexts))) return undefined;
+  return validTrace(headers);
 }
 
 /** How a failure reads on a span: ERROR status with its message, the exception, `error.type`. */
@@ -221,17 +289,19 @@ function failed(span: Span, error: { type: string; message: string; exception?: 
 /**
  * Runs an append as a `send` span (PRODUCER), the child of `parent` when given (the request's
  * traceparent) or else of the active context. `run` gets what each appended event keeps as its
- * trace context: null when no tracer is registered (nothing traced, nothing more written).
+ * trace context: the span's; with no tracer registered, `parent` as given when it is valid, else
+ * null (nothing traced, nothing more written).
  */
 export async function traceAppend<T>(
   append: { stream: string; count: number; parent?: TraceHeaders; attributes?: Attributes },
   run: (traceContext: string | null) => Promise<T>,
   after?: (result: T) => Attributes,
 ): Promise<T> {
+  const carried = validTrace(append.parent);
   const otel = registered();
-  if (!otel) return run(null);
+  if (!otel) return run(carried ? stored(carried) : null);
   const active = otel.contexts?.active() ?? ROOT;
-  const given = parseTrace(append.parent);
+  const given = parseTrace(carried);
   const parent = given ? active.setValue(SPAN_KEY, remote(given)) : active;
   const span = otel.tracer.startSpan(
     "send",
@@ -251,7 +321,10 @@ export async function traceAppend<T>(
   const own = span.spanContext();
   const context = parent.setValue(SPAN_KEY, span);
   try {
-    const result = await within(otel.contexts, context, () => run(isValid(own) ? stored(traceHeaders(own)) : null));
+    const result = await within(otel.contexts, context, () =>
+      // a tracer that made no valid span (a no-op one): the given context, as without a tracer
+      run(isValid(own) ? stored(traceHeaders(own)) : carried ? stored(carried) : null),
+    );
     for (const [key, value] of Object.entries(after?.(result) ?? {})) span.setAttribute(key, value);
     return result;
   } catch (error) {
@@ -272,7 +345,8 @@ export async function traceAppend<T>(
  * distinct context its events were appended under (the messaging conventions' batch shape).
  * Its parent is the head event's context, so a trace that starts at an append reads on through
  * each attempt at its batch (and into a push receiver); else the active context. `run` gets the
- * span's W3C headers (for the handler and the push delivery); `outcome` reads the result.
+ * span's W3C headers (for the handler and the push delivery); with no tracer registered, the
+ * batch's first stored context (passedOn), unchanged. `outcome` reads the result.
  */
 export async function traceBatch<T>(
   batch: { subscription: string; key: string; attempt: number; traceContexts: (string | null | undefined)[] },
@@ -280,7 +354,7 @@ export async function traceBatch<T>(
   outcome: (result: T) => SpanOutcome,
 ): Promise<T> {
   const otel = registered();
-  if (!otel) return run(undefined);
+  if (!otel) return run(passedOn(batch.traceContexts));
   const links = new Map<string, SpanContext>();
   for (const value of batch.traceContexts) {
     const context = fromStored(value);
@@ -309,7 +383,7 @@ export async function traceBatch<T>(
   const own = span.spanContext();
   try {
     const result = await within(otel.contexts, parent.setValue(SPAN_KEY, span), () =>
-      run(isValid(own) ? traceHeaders(own) : undefined),
+      run(isValid(own) ? traceHeaders(own) : passedOn(batch.traceContexts)),
     );
     const { error, attributes } = outcome(result);
     for (const [key, value] of Object.entries(attributes ?? {})) span.setAttribute(key, value);

@@ -301,10 +301,45 @@ describe("over HTTP (startServe)", () => {
   });
 });
 
+describe("invalid or oversized headers, with the SDK", () => {
+  it("an invalid traceparent starts a new trace; an invalid tracestate is dropped, its traceparent kept", async () => {
+    const { corq, raw } = await open();
+    // upper-case hex is not W3C (it was once lower-cased and taken)
+    await corq.append("s-1", [{ name: "A", data: {} }], {
+      trace: { traceparent: `00-${TRACE.toUpperCase()}-${SPAN}-01` },
+    });
+    await corq.append("s-2", [{ name: "A", data: {} }], {
+      trace: { traceparent: `00-${TRACE}-${SPAN}-01`, tracestate: `a=${"x".repeat(511)}` },
+    });
+    const [fresh, continued] = spans("send");
+    expect(traceOf(present(fresh, "s-1's send span"))).not.toBe(TRACE);
+    expect(present(fresh, "s-1's send span").parentSpanContext).toBeUndefined();
+    expect(traceOf(present(continued, "s-2's send span"))).toBe(TRACE);
+    expect(await storedContexts(raw)).toEqual([
+      traceparentOf(present(fresh, "s-1")),
+      traceparentOf(present(continued, "s-2")), // no tracestate
+    ]);
+  });
+});
+
+const TRACE = "0af7651916cd43dd8448eb211c80319c";
+const SPAN = "b7ad6b7169203331";
+const TRACEPARENT = `00-${TRACE}-${SPAN}-01`;
+
+/** Runs `fn` with no tracer registered (the global provider is the API's no-op again). */
+async function untraced(fn: () => Promise<void>) {
+  trace.disable();
+  try {
+    await fn();
+    expect(exporter.getFinishedSpans()).toEqual([]);
+  } finally {
+    registerTracer();
+  }
+}
+
 describe("without a tracer", () => {
-  it("nothing is traced and nothing more is stored: trace_context stays null, ctx.trace undefined", async () => {
-    trace.disable();
-    try {
+  it("nothing is traced and nothing more is stored: trace_context stays null, ctx.trace undefined", () =>
+    untraced(async () => {
       const traces: (TraceHeaders | undefined)[] = [];
       const { corq, raw } = await open({
         subscriptions: [
@@ -315,9 +350,180 @@ describe("without a tracer", () => {
       await drain(corq, "plain");
       expect(await storedContexts(raw)).toEqual([null]);
       expect(traces).toEqual([undefined]);
-      expect(exporter.getFinishedSpans()).toEqual([]);
-    } finally {
-      registerTracer();
-    }
-  });
+    }));
+
+  it("append(…, { trace }) is kept with each event as given; consume, drain and a transactional handler get it as ctx.trace", () =>
+    untraced(async () => {
+      const traces: Record<string, (TraceHeaders | undefined)[]> = { plain: [], drained: [], tx: [] };
+      const record = (name: string) => (_events: DeliveredEvent[], ctx: HandlerContext) =>
+        void traces[name]?.push(ctx.trace);
+      const { corq, raw } = await open({
+        subscriptions: [
+          { name: "plain", handle: record("plain") },
+          { name: "drained", handle: record("drained") },
+          { name: "tx", transactional: true, handle: record("tx") },
+        ],
+      });
+      const given = { traceparent: TRACEPARENT, tracestate: "congo=t61rcWkgMzE, rojo=00f067aa0ba902b7" };
+      await corq.append(
+        "order-1",
+        [
+          { name: "OrderPlaced", data: {} },
+          { name: "OrderPaid", data: {} },
+        ],
+        { trace: given },
+      );
+      expect(await storedContexts(raw)).toEqual([
+        `${TRACEPARENT} congo=t61rcWkgMzE, rojo=00f067aa0ba902b7`,
+        `${TRACEPARENT} congo=t61rcWkgMzE, rojo=00f067aa0ba902b7`,
+      ]);
+      await corq.advance();
+      expect(await corq.consume("plain")).toMatchObject({ events: 2, outcome: "acked" });
+      // corq.drain: the runtimes' way (the Worker's and serve's consumers)
+      expect(await corq.drain("drained", { budgetMs: 5000 })).toMatchObject({ events: 2 });
+      await drain(corq, "tx");
+      expect(traces).toEqual({ plain: [given], drained: [given], tx: [given] });
+    }));
+
+  it("a push delivery sends on the first context among its batch's events, as given; an untraced batch sends none", () =>
+    untraced(async () => {
+      const receiver = await startReceiver(() => undefined);
+      try {
+        const { corq } = await open({ pushAllowPrivate: true });
+        await corq.putSubscription("rooms-hook", {
+          key: "data.roomId",
+          batchSize: 10,
+          maxAttempts: 3,
+          backoff: { initialMs: 0, maxMs: 0 },
+          deliver: { url: receiver.url, timeoutMs: 2000 },
+        });
+        const other = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        await corq.append("visit-1", [{ name: "Arrived", data: { roomId: "lobby" } }]);
+        await corq.append("visit-2", [{ name: "Arrived", data: { roomId: "lobby" } }], {
+          trace: { traceparent: TRACEPARENT, tracestate: "rojo=00f067aa0ba902b7" },
+        });
+        await corq.append("visit-3", [{ name: "Arrived", data: { roomId: "lobby" } }], {
+          trace: { traceparent: other },
+        });
+        await corq.append("visit-4", [{ name: "Arrived", data: { roomId: "hall" } }], {
+          trace: { traceparent: other },
+        });
+        // lobby's first delivery fails, once
+        let failed = false;
+        receiver.behave((delivery) => {
+          if (delivery.key !== "lobby" || failed) return undefined;
+          failed = true;
+          return { status: 500 };
+        });
+        await drain(corq, "rooms-hook");
+        const sent = (key: string) =>
+          receiver.deliveries
+            .filter((d) => d.key === key)
+            .map((d) => [d.events.length, d.headers.traceparent, d.headers.tracestate]);
+        // lobby: the untraced head event, then visit-2's (as given), then visit-3's; the retry after
+        // the failure is the head event alone, untraced
+        expect(sent("lobby")).toEqual([
+          [3, TRACEPARENT, "rojo=00f067aa0ba902b7"],
+          [1, undefined, undefined],
+          [2, TRACEPARENT, "rojo=00f067aa0ba902b7"],
+        ]);
+        expect(sent("hall")).toEqual([[1, other, undefined]]);
+      } finally {
+        await receiver.close();
+      }
+    }));
+
+  it("invalid or oversized headers are dropped, never stored; the append succeeds", () =>
+    untraced(async () => {
+      const { corq, raw } = await open();
+      const invalid = [
+        `00-${TRACE.toUpperCase()}-${SPAN}-01`, // upper-case hex
+        `00-${"0".repeat(32)}-${SPAN}-01`, // all-zero trace id
+        `00-${TRACE}-${"0".repeat(16)}-01`, // all-zero parent id
+        `ff-${TRACE}-${SPAN}-01`, // version ff
+        `00-${TRACE}-${SPAN}-01-extra`, // version 00 with more fields
+        `00-${TRACE}-${SPAN}-1`, // short flags
+        `00-${TRACE.slice(2)}-${SPAN}-01`, // short trace id
+        `00_${TRACE}_${SPAN}_01`,
+        `01-${TRACE}-${SPAN}-01-${"x".repeat(460)}`, // a later version, 515 characters
+        "",
+      ];
+      for (const [i, traceparent] of invalid.entries()) {
+        await corq.append(`bad-${i}`, [{ name: "A", data: {} }], { trace: { traceparent, tracestate: "rojo=1" } });
+      }
+      const tracestates = [
+        `a=${"x".repeat(254)},b=${"x".repeat(253)}`, // 512 characters: kept
+        `a=${"x".repeat(254)},b=${"x".repeat(254)}`, // 513
+        "Rojo=1", // an upper-case key
+        "rojo=1,rojo=2", // a key twice
+        "rojo", // no value
+        "rojo=a,b", // a value with a comma (a member "b" without "=")
+        "rojo=a=b", // a value with "="
+        Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(","), // 33 members
+        Array.from({ length: 32 }, (_, i) => `k${i}=v`).join(","), // 32: kept
+        "t61@dd=1, ,congo=2", // multi-tenant key, an empty member: kept
+      ];
+      for (const [i, tracestate] of tracestates.entries()) {
+        await corq.append(`state-${i}`, [{ name: "A", data: {} }], { trace: { traceparent: TRACEPARENT, tracestate } });
+      }
+      // a later version's longer traceparent, as given
+      const later = `cc-${TRACE}-${SPAN}-01-what-the-future-will-bring`;
+      await corq.append("later", [{ name: "A", data: {} }], { trace: { traceparent: later } });
+      const stored = await storedContexts(raw);
+      expect(stored.slice(0, invalid.length)).toEqual(invalid.map(() => null));
+      expect(stored.slice(invalid.length)).toEqual([
+        `${TRACEPARENT} ${tracestates[0]}`,
+        ...Array.from({ length: 7 }, () => TRACEPARENT),
+        `${TRACEPARENT} ${tracestates[8]}`,
+        `${TRACEPARENT} ${tracestates[9]}`,
+        later,
+      ]);
+    }));
+
+  it("over HTTP (startServe): the request's headers reach the push receiver as given; an invalid one is dropped, 201", () =>
+    untraced(async () => {
+      const receiver = await startReceiver(() => undefined);
+      const { url, corq } = await open({ pushAllowPrivate: true });
+      await corq.putSubscription("hook", { key: "stream", deliver: { url: receiver.url, timeoutMs: 2000 } });
+      const running = await startServe({
+        subscriptions: [],
+        env: {
+          DATABASE_URL: url,
+          CORQ_ADMIN_TOKEN: "a".repeat(32),
+          CORQ_SAFETY_NET_MS: "100",
+          CORQ_PUSH_ALLOW_PRIVATE: "true",
+        },
+        port: 0,
+        log: () => undefined,
+      });
+      try {
+        const post = (stream: string, headers: Record<string, string>) =>
+          fetch(`${running.url}/streams/${stream}/events`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${"a".repeat(32)}`, "content-type": "application/json", ...headers },
+            body: JSON.stringify({ events: [{ name: "Seen", data: {} }] }),
+          }).then((response) => response.status);
+        const statuses = [
+          await post("s-1", { traceparent: TRACEPARENT, tracestate: "congo=t61rcWkgMzE" }),
+          await post("s-2", { traceparent: `00-${TRACE}-${"0".repeat(16)}-01`, tracestate: "congo=t61rcWkgMzE" }),
+          await post("s-3", { traceparent: TRACEPARENT, tracestate: `a=${"x".repeat(511)}` }),
+        ];
+        expect(statuses).toEqual([201, 201, 201]);
+        await eventually(() => {
+          expect(receiver.deliveries).toHaveLength(3);
+          return Promise.resolve();
+        });
+        const byKey = Object.fromEntries(
+          receiver.deliveries.map((d) => [d.key, [d.headers.traceparent, d.headers.tracestate]]),
+        );
+        expect(byKey).toEqual({
+          "s-1": [TRACEPARENT, "congo=t61rcWkgMzE"],
+          "s-2": [undefined, undefined],
+          "s-3": [TRACEPARENT, undefined],
+        });
+      } finally {
+        await running.stop();
+        await receiver.close();
+      }
+    }));
 });

@@ -185,7 +185,7 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
           idempotencyKey,
           // the key is the caller's own: another token's use of it is another key
           idempotencyScope: idempotencyScope(c.var.principal),
-          // the request's W3C trace context, with a registered tracer (invalid: ignored, never a 4xx)
+          // the request's W3C trace context, kept with or without a tracer (invalid: ignored, never a 4xx)
           trace: requestTrace({ traceparent: c.req.header("traceparent"), tracestate: c.req.header("tracestate") }),
         });
       } catch (error) {

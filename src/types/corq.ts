@@ -41,9 +41,10 @@ export interface Corq<E extends EventMap = AnyEvents> {
       idempotencyKey?: string;
       /**
        * The W3C trace context this append continues (a received message's or request's
-       * `traceparent` / `tracestate`): its `send` span's parent instead of the active context.
-       * Only with a registered OpenTelemetry tracer (docs/operations.md, "Traces"); an invalid
-       * traceparent is ignored.
+       * `traceparent` / `tracestate`): with a registered OpenTelemetry tracer, its `send` span's
+       * parent instead of the active context; without one, kept with each event as given and
+       * sent on with its push delivery (docs/operations.md, "Traces"). An invalid traceparent
+       * is ignored (the append goes on untraced), an invalid or oversized tracestate too.
        */
       trace?: TraceHeaders;
     },

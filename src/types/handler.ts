@@ -30,9 +30,11 @@ export interface HandlerContext<E extends EventMap = AnyEvents> {
    */
   tx?: CorqTransaction;
   /**
-   * With a registered OpenTelemetry tracer: the W3C trace context of this batch's
-   * `process <subscription>` span, to pass on where the active context does not reach (a
-   * Worker has no context manager) — docs/operations.md, "Traces". Undefined without a tracer.
+   * The W3C trace context to pass on: with a registered OpenTelemetry tracer, this batch's
+   * `process <subscription>` span's, for where the active context does not reach (a Worker has
+   * no context manager); without one, the `traceparent` (and `tracestate`) the batch's first
+   * event that has one was appended with, as given. Undefined when there is neither —
+   * docs/operations.md, "Traces".
    */
   trace?: TraceHeaders;
 }

@@ -71,7 +71,7 @@ export const APPENDING = 736_420_199;
  * after its commit instead (CorqOptions.notify): a NOTIFYing transaction holds a global lock
  * through its WAL flush.
  * `traceContext`: the W3C trace context every event of this append keeps (src/tracing.ts); null
- * (a parameter either way: one statement text) when no tracer is registered.
+ * (a parameter either way: one statement text) when the append has none.
  */
 export function appendEvents(
   stream: string,

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|retentionPass|sustained|peers|delays|fairness|tenantsWalk|rateLimit|idempotency|alerts|cost | --skip connections]
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|retentionPass|sustained|peers|delays|fairness|tenantsWalk|rateLimit|idempotency|alerts|faults|cost | --skip connections]
 // [-- --replay-events n] [-- --rewind-events n] [-- --retention-events n --retention-chunks n --rate n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
@@ -9,7 +9,8 @@
 // corq in the same run no ratio, so it writes nothing to RESULTS.md); `--only cost` prices a million events on Workers +
 // Neon (bench/costSection.ts, its flags there); `--only fairness` is issue 32's fairness between tenants
 // (bench/fairnessSection.ts, its flags there); `--only tenantsWalk` is issue 47's claim at many tenants
-// (bench/tenantsWalk.ts, its flags there). The last line printed is one JSON object.
+// (bench/tenantsWalk.ts, its flags there); `--only faults` is issue 48's targets under terminated connections
+// (bench/faults.ts, its flags there). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
@@ -35,6 +36,7 @@ import { fairnessSection } from "./fairnessSection.js";
 import { tenantsWalkSection } from "./tenantsWalk.js";
 import { idempotencyCost } from "./idempotency.js";
 import { alertLatency } from "./alerts.js";
+import { faultsSection } from "./faults.js";
 import { rateLimitRun } from "./rateLimit.js";
 import { present } from "../test/helpers/present.js";
 
@@ -57,6 +59,7 @@ const sections = [
   "rateLimit",
   "idempotency",
   "alerts",
+  "faults",
   "cost",
 ];
 const only = flag("--only");
@@ -603,6 +606,13 @@ try {
       alerts_max_ms: Math.round(run.maxMs),
       alerts_duplicates: run.duplicates,
     });
+    await endOnly(start);
+  }
+
+  // issue 48: serve and the library while every connection is terminated at random
+  if (only === "faults") {
+    const start = sectionOf("Terminated connections (issue 48)", "faults");
+    Object.assign(results, await faultsSection({ say, serverUrl, onFreshDatabase }));
     await endOnly(start);
   }
 

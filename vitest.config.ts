@@ -25,6 +25,7 @@ export default defineConfig({
             "test/worker/erase.worker.test.ts",
             "test/worker/doctor.worker.test.ts",
             "test/worker/alerts.worker.test.ts",
+            "test/worker/traceContext.worker.test.ts",
           ],
           env: { CORQ_TEST_RUNTIME: "serve" },
         },

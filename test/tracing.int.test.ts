@@ -4,7 +4,15 @@
 // (src/tracing.ts). Real Postgres, a real HTTP receiver, and startServe over real HTTP.
 import { AsyncLocalStorage } from "node:async_hooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { context, ROOT_CONTEXT, trace, type Context, type ContextManager } from "@opentelemetry/api";
+import {
+  context,
+  INVALID_SPAN_CONTEXT,
+  ROOT_CONTEXT,
+  trace,
+  type Context,
+  type ContextManager,
+  type Tracer,
+} from "@opentelemetry/api";
 import {
   BasicTracerProvider,
   InMemorySpanExporter,
@@ -336,6 +344,33 @@ async function untraced(fn: () => Promise<void>) {
     registerTracer();
   }
 }
+
+describe("a tracer that makes no valid span (a no-op one)", () => {
+  it("the given context is kept and sent on as without a tracer", async () => {
+    const noop = { startSpan: () => trace.wrapSpanContext(INVALID_SPAN_CONTEXT) };
+    trace.disable();
+    trace.setGlobalTracerProvider({ getTracer: () => noop as unknown as Tracer });
+    try {
+      const traces: (TraceHeaders | undefined)[] = [];
+      const { corq, raw } = await open({
+        subscriptions: [
+          {
+            name: "plain",
+            key: "stream",
+            handle: (_events: DeliveredEvent[], ctx: HandlerContext) => void traces.push(ctx.trace),
+          },
+        ],
+      });
+      await corq.append("order-1", [{ name: "OrderPlaced", data: {} }], { trace: { traceparent: TRACEPARENT } });
+      expect(await storedContexts(raw)).toEqual([TRACEPARENT]);
+      await drain(corq, "plain");
+      expect(traces).toEqual([{ traceparent: TRACEPARENT }]);
+    } finally {
+      trace.disable();
+      registerTracer();
+    }
+  });
+});
 
 describe("without a tracer", () => {
   it("nothing is traced and nothing more is stored: trace_context stays null, ctx.trace undefined", () =>

@@ -13,6 +13,7 @@ import { fairnessMutants } from "./fairness.js";
 import { flowControlMutants } from "./flowControl.js";
 import { connectionsMutants } from "./connections.js";
 import { poolerMutants } from "./pooler.js";
+import { traceContextMutants } from "./traceContext.js";
 
 export type { Edit, Mutant } from "./mutant.js";
 
@@ -1986,4 +1987,5 @@ export const mutants: Mutant[] = [
   ...fairnessMutants,
   ...connectionsMutants,
   ...poolerMutants,
+  ...traceContextMutants,
 ];

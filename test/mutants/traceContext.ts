@@ -138,6 +138,11 @@ export const traceContextMutants: Mutant[] = [
     tests: [STACK],
   },
   {
+    name: "traceContext: a tracestate over 512 characters kept (Workers with the SDK)",
+    edits: longTracestateTaken,
+    tests: ["test/worker/tracing.worker.test.ts"],
+  },
+  {
     name: "traceContext: a tracestate of exactly 512 characters dropped",
     edits: one(
       TRACING,

@@ -1,8 +1,9 @@
 // OpenTelemetry traces in the Workers runtime (workerd, the Neon driver over the local SQL
 // endpoint): a Worker that registered the SDK with its in-memory exporter (fixtures/tracedWorker.ts).
 // The trace of an append request's traceparent reaches the code handler's span (a link, and its
-// parent) on every attempt, and the push receiver's traceparent header. test/tracing.int.test.ts
-// covers the library and serve.
+// parent) on every attempt, and the push receiver's traceparent header; invalid or oversized
+// headers are ignored. test/tracing.int.test.ts covers the library and serve;
+// traceContext.worker.test.ts the Worker without an SDK.
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { useReceiver } from "../helpers/receiver.js";
@@ -85,5 +86,51 @@ describe("traces on Workers", () => {
     expect(delivery?.signatureValid).toBe(true);
     expect(delivery?.headers.traceparent).toBe(`00-${TRACE}-${pushed.spanId}-01`);
     expect(delivery?.headers.tracestate).toBe("rojo=00f067aa0ba902b7");
+  });
+
+  it("an invalid traceparent starts a new trace, an oversized tracestate is dropped: the append answers 201", async () => {
+    const created = await api("PUT", "/subscriptions/checked-hook", {
+      body: { events: ["Checked"], key: "stream", from: "now", deliver: { url: hook.receiver.url, timeoutMs: 5000 } },
+    });
+    expect(created.status).toBe(201);
+    hook.secret = created.json.secret;
+    const append = (stream: string, headers: Record<string, string>) =>
+      api("POST", `/streams/${stream}/events`, { headers, body: { events: [{ name: "Checked", data: {} }] } });
+    const answers = [
+      await append("c-zero", { traceparent: `00-${TRACE}-0000000000000000-01`, tracestate: "rojo=1" }),
+      await append("c-long", {
+        traceparent: `00-${TRACE}-${PARENT}-01`,
+        tracestate: `a=${"x".repeat(254)},b=${"x".repeat(254)}`,
+      }),
+    ];
+    expect(answers.map((a) => a.status)).toEqual([201, 201]);
+    await eventually(() => {
+      expect(hook.receiver.deliveries.filter((d) => d.subscription === "checked-hook")).toHaveLength(2);
+      return Promise.resolve();
+    });
+    const { spans } = await recorded();
+    const sendOf = (stream: string) =>
+      present(
+        spans.find((s) => s.name === "send" && s.attributes["messaging.destination.name"] === stream),
+        `${stream}'s send span`,
+      );
+    const processOf = (stream: string) =>
+      present(
+        spans.find((s) => s.name === "process checked-hook" && s.attributes["corq.key"] === stream),
+        `${stream}'s process span`,
+      );
+    // the invalid traceparent: a trace of its own, as without one
+    expect(sendOf("c-zero").traceId).not.toBe(TRACE);
+    expect(sendOf("c-zero").parentSpanId).toBeUndefined();
+    expect(sendOf("c-long")).toMatchObject({ traceId: TRACE, parentSpanId: PARENT });
+    const sent = Object.fromEntries(
+      hook.receiver.deliveries
+        .filter((d) => d.subscription === "checked-hook")
+        .map((d) => [d.key, [d.headers.traceparent, d.headers.tracestate]]),
+    );
+    expect(sent).toEqual({
+      "c-zero": [`00-${sendOf("c-zero").traceId}-${processOf("c-zero").spanId}-01`, undefined],
+      "c-long": [`00-${TRACE}-${processOf("c-long").spanId}-01`, undefined],
+    });
   });
 });

@@ -8,7 +8,8 @@ const isoTime = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY
 
 /**
  * The columns of an event as `toStoredEvent` reads them; `e` is the events alias. trace_context
- * (null when untraced) is for the claim's `process` span (src/tracing.ts), never in a StoredEvent.
+ * (null when untraced) is for the claim's `process` span and what its batch passes on to a
+ * handler or a push receiver (src/tracing.ts), never in a StoredEvent.
  */
 export const eventColumns = sql.raw(
   `e.position, e.stream, e.version, e.name, e.data, e.meta, ${isoTime("e.created_at")} AS created_at, e.tx::text AS tx, ` +

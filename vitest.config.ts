@@ -26,6 +26,7 @@ export default defineConfig({
             "test/worker/doctor.worker.test.ts",
             "test/worker/alerts.worker.test.ts",
             "test/worker/traceContext.worker.test.ts",
+            "test/worker/rateLimit.worker.test.ts",
           ],
           env: { CORQ_TEST_RUNTIME: "serve" },
         },

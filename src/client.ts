@@ -103,8 +103,11 @@ export interface PushSubscriptionConfig {
   tenantWeights?: Record<string, number> | null;
   /** At most this many keys of each tenant in flight at once (needs tenant; null or absent: no cap). */
   maxLeasedKeysPerTenant?: number | null;
-  /** At most `events` delivered per `perMs` for each key, tenant or the subscription (null or absent: none). */
-  rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
+  /**
+   * No window of `perMs` sees more than `events` deliveries start for each key, tenant or the
+   * subscription; `burst` (1..events, default 1) may start at once (null or absent: no limit).
+   */
+  rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription"; burst?: number } | null;
   /** An event's delay above this many ms is capped at it for this subscription (0 to 366 days; absent: a day). */
   maxDelayMs?: number;
 }

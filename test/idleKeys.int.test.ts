@@ -138,7 +138,7 @@ describe("idle key compaction", () => {
   });
 
   it("leaves the subscription's rate bucket (a key's own goes with it): the limit holds across a compaction", async () => {
-    const { seen, subscription } = recording({ rateLimit: { events: 2, perMs: HOUR, by: "subscription" } });
+    const { seen, subscription } = recording({ rateLimit: { events: 2, perMs: HOUR, by: "subscription", burst: 2 } });
     const { corq, raw } = await open({ subscriptions: [subscription] });
     await corq.append("a", [e(1), e(2)]);
     await drain(corq, "s");

@@ -10,6 +10,7 @@ import { claimBatch } from "../src/sql/consume/claimBatch.js";
 import { sleep, useCorq } from "./helpers/corq.js";
 import { until } from "./helpers/until.js";
 import { waitingOnLock } from "./helpers/waitingOnLock.js";
+import { gaps, mostInWindow } from "./helpers/windows.js";
 
 const open = useCorq();
 const MINUTE = 60_000;
@@ -47,7 +48,7 @@ describe("rate limits", () => {
     it(`by key: each key at most its limit, smaller batches, the rest waits without an attempt (${path})`, async () => {
       const { handle, count } = recorder();
       const { corq } = await open({
-        subscriptions: [subscription(handle, { rateLimit: { events: 2, perMs: MINUTE, by: "key" } })],
+        subscriptions: [subscription(handle, { rateLimit: { events: 2, perMs: MINUTE, by: "key", burst: 2 } })],
       });
       await corq.append(
         "a",
@@ -63,7 +64,7 @@ describe("rate limits", () => {
       expect([count("a"), count("b")]).toEqual([2, 2]);
       const a = await corq.key("s", "a");
       expect(a).toMatchObject({ status: "backoff", attempts: 0, pending: 3 });
-      expect(a.reason).toMatch(/^waiting until .+ for its rate limit: 2 events per 60000 ms by key$/);
+      expect(a.reason).toMatch(/^waiting until .+ for its rate limit: 2 events per 60000 ms by key, burst 2$/);
       // about half a minute: one event's room (60 s / 2)
       const waits = new Date(a.availableAt ?? 0).getTime() - Date.now();
       expect(waits).toBeGreaterThan(20_000);
@@ -74,7 +75,9 @@ describe("rate limits", () => {
     it(`by subscription: one limit across every key (${path})`, async () => {
       const { handle, count } = recorder();
       const { corq } = await open({
-        subscriptions: [subscription(handle, { rateLimit: { events: 3, perMs: MINUTE, by: "subscription" } })],
+        subscriptions: [
+          subscription(handle, { rateLimit: { events: 3, perMs: MINUTE, by: "subscription", burst: 3 } }),
+        ],
       });
       for (const stream of ["a", "b", "c", "d", "e"]) await corq.append(stream, [{ name: "E", data: {} }]);
       await corq.advance();
@@ -89,7 +92,10 @@ describe("rate limits", () => {
     const { handled, handle } = recorder();
     const { corq } = await open({
       subscriptions: [
-        subscription(handle, { tenant: "data.tenant", rateLimit: { events: 2, perMs: MINUTE, by: "tenant" } }),
+        subscription(handle, {
+          tenant: "data.tenant",
+          rateLimit: { events: 2, perMs: MINUTE, by: "tenant", burst: 2 },
+        }),
       ],
     });
     for (const tenant of ["x", "y"])
@@ -102,7 +108,9 @@ describe("rate limits", () => {
 
   it("several instances draining at once never deliver more than the limit", async () => {
     const { handle, count } = recorder();
-    const definition = subscription(handle, { rateLimit: { events: 10, perMs: MINUTE, by: "subscription" } });
+    const definition = subscription(handle, {
+      rateLimit: { events: 10, perMs: MINUTE, by: "subscription", burst: 10 },
+    });
     const { corq, another } = await open({ subscriptions: [definition] });
     for (let i = 0; i < 60; i++) await corq.append(`k${i}`, [{ name: "E", data: {} }]);
     await corq.advance();
@@ -114,12 +122,12 @@ describe("rate limits", () => {
   it("a claim sees the room another claim took while it waited for the bucket (not its statement's snapshot)", async () => {
     const { handle, count } = recorder();
     const { corq, raw } = await open({
-      subscriptions: [subscription(handle, { rateLimit: { events: 3, perMs: MINUTE, by: "subscription" } })],
+      subscriptions: [subscription(handle, { rateLimit: { events: 3, perMs: MINUTE, by: "subscription", burst: 3 } })],
     });
     for (const stream of ["a", "b", "c", "d"]) await corq.append(stream, [{ name: "E", data: {} }]);
     await corq.advance();
     const id = (await raw.query("SELECT id FROM corq.subscriptions WHERE name = 's'")).rows[0].id;
-    await raw.query("SELECT corq.rate_take($1, 's', 3, 60000, 0)", [id]); // the bucket, full
+    await raw.query("SELECT corq.rate_take($1, 's', 3, 60000, 3, 0)", [id]); // the bucket, full
     // another claim in its turn, by hand: it holds the bucket's row …
     const other = await raw.connect();
     try {
@@ -202,7 +210,11 @@ describe("rate limits", () => {
     const { handled, handle, count } = recorder();
     const { corq, raw } = await open({
       subscriptions: [
-        subscription(handle, { batchSize: 3, leaseMs: 200, rateLimit: { events: 6, perMs: MINUTE, by: "key" } }),
+        subscription(handle, {
+          batchSize: 3,
+          leaseMs: 200,
+          rateLimit: { events: 6, perMs: MINUTE, by: "key", burst: 6 },
+        }),
       ],
     });
     await corq.append(
@@ -223,7 +235,7 @@ describe("rate limits", () => {
   it("each subscription's limit is its own", async () => {
     const one = recorder();
     const two = recorder();
-    const limit = { events: 2, perMs: MINUTE, by: "subscription" } as const;
+    const limit = { events: 2, perMs: MINUTE, by: "subscription", burst: 2 } as const;
     const { corq } = await open({
       subscriptions: [
         subscription(one.handle, { name: "s", rateLimit: limit }),
@@ -241,7 +253,10 @@ describe("rate limits", () => {
     const { handle, count } = recorder();
     const { corq } = await open({
       subscriptions: [
-        subscription(handle, { tenant: "data.tenant", rateLimit: { events: 2, perMs: MINUTE, by: "tenant" } }),
+        subscription(handle, {
+          tenant: "data.tenant",
+          rateLimit: { events: 2, perMs: MINUTE, by: "tenant", burst: 2 },
+        }),
       ],
     });
     for (const stream of ["x-0", "x-1"]) await corq.append(stream, [{ name: "E", data: { tenant: "x" } }]);
@@ -256,6 +271,139 @@ describe("rate limits", () => {
     expect((await corq.subscription("s")).keys).toMatchObject({ waiting: 2 });
   });
 
+  // --- burst (issue 49 item 2): by default no window of perMs sees more than `events` start ---
+  for (const path of ["drain", "consume"] as const) {
+    it(`an idle bucket takes one event by default, the next one perMs / events later (${path})`, async () => {
+      const { handle, count } = recorder();
+      const { corq } = await open({
+        subscriptions: [subscription(handle, { rateLimit: { events: 3, perMs: MINUTE, by: "subscription" } })],
+      });
+      for (const stream of ["a", "b", "c", "d"]) await corq.append(stream, [{ name: "E", data: {} }]);
+      await corq.advance();
+      await consumeAll(corq, path);
+      await consumeAll(corq, path);
+      expect(count()).toBe(1); // not the 3 of a whole minute at once
+      const waits = (await corq.keys("s"))
+        .filter((k) => k.status === "backoff")
+        .map((k) => new Date(k.availableAt ?? 0).getTime() - Date.now())
+        .sort((x, y) => x - y);
+      // the first 20 s from the claim (60 s / 3); a drain's limited keys one behind the other, 20 s
+      // apart (consume limits one key per claim: each is told the bucket's next room)
+      expect(waits).toHaveLength(3);
+      expect(waits[0]).toBeGreaterThan(15_000);
+      expect(waits[0]).toBeLessThanOrEqual(20_000);
+      if (path === "drain") expect(gaps(waits).map((g) => Math.round(g / 100) * 100)).toEqual([20_000, 20_000]);
+    });
+  }
+
+  it("a burst lets that many go at once from an idle bucket, then one per interval", async () => {
+    const { handle, count } = recorder();
+    const { corq } = await open({
+      subscriptions: [subscription(handle, { rateLimit: { events: 5, perMs: MINUTE, by: "subscription", burst: 3 } })],
+    });
+    for (let i = 0; i < 6; i++) await corq.append(`k${i}`, [{ name: "E", data: {} }]);
+    await corq.advance();
+    await corq.drain("s");
+    await corq.drain("s");
+    expect(count()).toBe(3);
+    const first = (await corq.keys("s"))
+      .filter((k) => k.status === "backoff")
+      .map((k) => new Date(k.availableAt ?? 0).getTime() - Date.now())
+      .sort((x, y) => x - y)[0];
+    // the 4th has room once the bucket's tat (3 intervals of 12 s) is within 2 intervals: 12 s
+    expect(first).toBeGreaterThan(8_000);
+    expect(first).toBeLessThanOrEqual(12_000);
+  });
+
+  it("limited keys come back one interval apart when the burst is 1, whatever batch they want", async () => {
+    const { handled, handle } = recorder();
+    const { corq } = await open({
+      subscriptions: [
+        subscription(handle, { batchSize: 5, rateLimit: { events: 2, perMs: MINUTE, by: "subscription" } }),
+      ],
+    });
+    for (const stream of ["a", "b", "c"])
+      await corq.append(
+        stream,
+        Array.from({ length: 3 }, () => ({ name: "E", data: {} })),
+      );
+    await corq.advance();
+    await corq.drain("s");
+    expect(handled.map((h) => h.events)).toEqual([1]); // a batch of one: the burst's room
+    const waits = (await corq.keys("s"))
+      .filter((k) => k.status === "backoff" && k.attempts === 0 && k.key !== "a")
+      .map((k) => new Date(k.availableAt ?? 0).getTime())
+      .sort((x, y) => x - y);
+    // each comes back to a bucket with room for one event (30 s), not for the 3 it wants (90 s)
+    expect(waits).toHaveLength(2);
+    expect(Math.abs((waits[1] ?? 0) - (waits[0] ?? 0) - 30_000)).toBeLessThan(5);
+  });
+
+  it("a limit stored without a burst (the previous release's) is a burst of 1, in the claim and in stats", async () => {
+    const { handle, count } = recorder();
+    const { corq, raw } = await open({ pushAllowPrivate: true });
+    await corq.putSubscription("p", {
+      rateLimit: { events: 3, perMs: MINUTE, by: "subscription", burst: 3 },
+      deliver: { url: "http://127.0.0.1:9/hook" },
+    });
+    await raw.query(`UPDATE corq.subscriptions SET rate_limit = rate_limit - 'burst' WHERE name = 'p'`);
+    expect((await corq.subscription("p")).rateLimit).toEqual({
+      events: 3,
+      perMs: MINUTE,
+      by: "subscription",
+      burst: 1,
+    });
+    // a code subscription's row, as the previous release wrote it: the claim takes one event's room
+    const { corq: code, raw: codeRaw } = await open({
+      subscriptions: [subscription(handle, { rateLimit: { events: 3, perMs: MINUTE, by: "subscription", burst: 3 } })],
+    });
+    for (const stream of ["a", "b", "c"]) await code.append(stream, [{ name: "E", data: {} }]);
+    await code.advance();
+    await codeRaw.query(`UPDATE corq.subscriptions SET rate_limit = rate_limit - 'burst' WHERE name = 's'`);
+    const id = (await codeRaw.query("SELECT id FROM corq.subscriptions WHERE name = 's'")).rows[0].id;
+    await createExecutor(codeRaw).run(claimBatch("s", { limit: 3 }));
+    expect(count()).toBe(0);
+    const { rows } = await codeRaw.query(
+      "SELECT count(*)::int AS n FROM corq.keys WHERE subscription_id = $1 AND lease_token IS NOT NULL",
+      [id],
+    );
+    expect(rows[0].n).toBe(1);
+    // and the previous release's claims call the 5-argument form: a burst of 1 too
+    const other = await codeRaw.query("SELECT granted FROM corq.rate_take($1, 'other', 3, 60000, 3)", [id]);
+    expect(other.rows[0].granted).toBe(1);
+  });
+
+  it("5 per second, 20 keys at once, 4 instances draining: no second sees more than 5 handlers start", async () => {
+    const starts: number[] = [];
+    const definition = subscription(() => void starts.push(Date.now()), {
+      batchSize: 1,
+      rateLimit: { events: 5, perMs: 1000, by: "subscription" },
+    });
+    const { corq, another } = await open({ subscriptions: [definition] });
+    await Promise.all(Array.from({ length: 20 }, (_, i) => corq.append(`k${i}`, [{ name: "E", data: {} }])));
+    await corq.advance();
+    const instances = [corq, ...Array.from({ length: 3 }, () => another({ subscriptions: [definition] }))];
+    // each instance drains again and again, as a runner woken at the next due key would (or sooner)
+    const deadline = Date.now() + 15_000;
+    await Promise.all(
+      instances.map(async (instance, i) => {
+        while (starts.length < 20 && Date.now() < deadline) {
+          await instance.drain("s", { keysPerClaim: 1 + i });
+          await sleep(10);
+        }
+      }),
+    );
+    expect(starts).toHaveLength(20);
+    const { most } = mostInWindow(starts, 1000);
+    const took = Math.max(...starts) - Math.min(...starts);
+    console.log(
+      `library drain: most in a second ${most}, 20 in ${took} ms, smallest gap ${Math.min(...gaps(starts))} ms`,
+    );
+    expect(most).toBeLessThanOrEqual(6); // 5, and one more for the jitter between a claim and its handler
+    expect(mostInWindow(starts, 100).most).toBeLessThanOrEqual(2); // never a burst
+    expect(took).toBeGreaterThan(19 * 200 - 200);
+  });
+
   it("refuses limits that cannot be, in code and for a push subscription, changing nothing", async () => {
     const bad: SubscriptionDefinition["rateLimit"][] = [
       { events: 0, perMs: 1000, by: "key" },
@@ -263,6 +411,9 @@ describe("rate limits", () => {
       { events: 10, perMs: 1000, by: "nobody" as "key" },
       { events: 10, perMs: 1000, by: "tenant" }, // no tenant
       { events: 10_000, perMs: 1, by: "key" },
+      { events: 5, perMs: 1000, by: "key", burst: 0 },
+      { events: 5, perMs: 1000, by: "key", burst: 6 }, // more than its events
+      { events: 5, perMs: 1000, by: "key", burst: 2.5 },
     ];
     for (const rateLimit of bad) {
       const refusal = await open({ subscriptions: [subscription(() => undefined, { rateLimit })] }).catch(
@@ -279,6 +430,7 @@ describe("rate limits", () => {
     }
     expect((await corq.stats()).subscriptions).toEqual([]);
     const created = await corq.putSubscription("p", { rateLimit: { events: 5, perMs: 1000, by: "key" }, deliver });
-    expect(created.subscription.rateLimit).toEqual({ events: 5, perMs: 1000, by: "key" });
+    // no burst given: 1 (one every 200 ms)
+    expect(created.subscription.rateLimit).toEqual({ events: 5, perMs: 1000, by: "key", burst: 1 });
   });
 });

@@ -196,9 +196,16 @@ export const subscription = z.object({
     .nullable()
     .describe("at most this many keys of each tenant leased at once (null: no cap)"),
   rateLimit: z
-    .object({ events: z.number().int(), perMs: z.number().int(), by: z.enum(["key", "tenant", "subscription"]) })
+    .object({
+      events: z.number().int(),
+      perMs: z.number().int(),
+      by: z.enum(["key", "tenant", "subscription"]),
+      burst: z.number().int().describe("deliveries that may start at once (1: one every perMs / events)"),
+    })
     .nullable()
-    .describe("at most `events` delivered per `perMs` for each key, tenant or the subscription (null: no limit)"),
+    .describe(
+      "no window of `perMs` sees more than `events` deliveries start (`events + burst - 1` with a burst) for each key, tenant or the subscription (null: no limit)",
+    ),
   maxDelayMs: z
     .number()
     .int()

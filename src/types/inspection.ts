@@ -44,8 +44,12 @@ export interface SubscriptionStats {
   tenantWeights: Record<string, number> | null;
   /** At most this many keys of each tenant leased at once (null: no cap). */
   maxLeasedKeysPerTenant: number | null;
-  /** At most `events` delivered per `perMs` for each key, tenant or the whole subscription; null: no limit. */
-  rateLimit: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
+  /**
+   * No window of `perMs` sees more than `events` deliveries start (`burst` at once, default 1; a
+   * window then sees at most `events + burst - 1`) for each key, tenant or the whole subscription;
+   * null: no limit.
+   */
+  rateLimit: { events: number; perMs: number; by: "key" | "tenant" | "subscription"; burst: number } | null;
   /** An event's delay above this is capped at it for this subscription, in ms (default a day). */
   maxDelayMs: number;
   /** Events whose tenant differed from their key's (a key keeps the tenant its first event gave it). */

@@ -63,11 +63,13 @@ export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extend
    */
   maxLeasedKeysPerTenant?: number | null;
   /**
-   * At most `events` delivered per `perMs` for each key, each tenant, or the whole subscription
-   * (`by`), across every consumer, process and isolate: over it, keys wait — no failure, no
-   * attempt counted (docs/flow-control.md). Default: no limit.
+   * No window of `perMs` sees more than `events` deliveries start, for each key, each tenant, or
+   * the whole subscription (`by`), across every consumer, process and isolate: one every
+   * `perMs / events`; `burst` (1..events, default 1) lets that many start at once, and a window
+   * then sees at most `events + burst - 1`. Over it, keys wait — no failure, no attempt counted
+   * (docs/flow-control.md). Default: no limit.
    */
-  rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription" } | null;
+  rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription"; burst?: number } | null;
   /**
    * An event's delay (deliverAt / delayMs) above this is capped at it for this subscription:
    * its key waits no longer (0 to 366 days, in ms). Applied when the subscription advances the

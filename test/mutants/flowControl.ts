@@ -18,8 +18,8 @@ export const flowControlMutants: Mutant[] = [
     name: "flow: a bucket's limited keys all told to come back at once (not one behind the other)",
     edits: one(
       "src/sql/consume/rateLimits.ts",
-      "d.next_at + (sum(d.want) OVER (PARTITION BY d.bucket, d.share = 0 ORDER BY d.turn) - d.want)",
-      "d.next_at + 0",
+      "d.next_at + (sum(least(d.want, ${burst})) OVER (PARTITION BY d.bucket, d.share = 0 ORDER BY d.turn)\n          - least(d.want, ${burst}))",
+      "d.next_at + (0)",
     ),
     tests: ["test/rateLimits.int.test.ts"],
   },
@@ -32,32 +32,64 @@ export const flowControlMutants: Mutant[] = [
     ),
     tests: ["test/rateLimits.int.test.ts"],
   },
+  // rate_take of migration 0030 (with a burst); 0022's is no longer called
   {
     name: "flow: rate_take reads a bucket of that scope in any subscription",
     edits: one(
       MIGRATIONS,
-      'WHERE b.subscription_id = \\"sub_id\\" AND b.scope = \\"bucket\\" FOR UPDATE;',
-      'WHERE b.scope = \\"bucket\\" FOR UPDATE;',
+      'WHERE b.subscription_id = \\"sub_id\\" AND b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- events',
+      'WHERE b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- events',
     ),
     tests: ["test/rateLimits.int.test.ts"],
   },
   {
     name: "flow: rate_take has no burst (one event's room at a time)",
+    edits: one(MIGRATIONS, 'room := floor((\\"burst\\"::float8 * ', "room := floor((1::float8 * "),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "flow: rate_take's tolerance a whole perMs again (0022: an idle bucket lets every event start at once)",
+    edits: one(MIGRATIONS, 'room := floor((\\"burst\\"::float8 * ', 'room := floor((\\"limit_events\\"::float8 * '),
+    tests: ["test/rateLimits.int.test.ts", "test/worker/rateLimit.worker.test.ts"],
+  },
+  {
+    name: "flow: rate_take says a bucket has room one event too early",
+    edits: one(MIGRATIONS, '(\\"granted\\" - \\"burst\\" + 1) * step_ms', '(\\"granted\\" - \\"burst\\") * step_ms'),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "flow: the previous release's 5-argument rate_take keeps its whole-perMs burst",
+    edits: one(MIGRATIONS, '\\"limit_ms\\", 1, \\"wanted\\")', '\\"limit_ms\\", \\"limit_events\\", \\"wanted\\")'),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "flow: the claim takes a burst of 1 whatever the subscription says",
+    edits: one("src/sql/consume/rateLimits.ts", "coalesce((rate_limit ->> 'burst')::int, 1)", "1"),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "flow: a bucket's limited keys spaced by the batches they want, not the burst's room they get",
+    edits: one("src/sql/consume/rateLimits.ts", "sum(least(d.want, ${burst}))", "sum(d.want)"),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "flow: a burst above the limit's events accepted",
+    edits: one("src/config.ts", ".refine((r) => r.burst <= r.events,", ".refine((r) => r.burst > 0,"),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "flow: stats show a limit the previous release stored (no burst) as it is",
     edits: one(
-      MIGRATIONS,
-      'room := floor((\\"limit_ms\\" - extract(epoch FROM base - now_at) * 1000) / step_ms)::integer;',
-      "room := floor((step_ms - extract(epoch FROM base - now_at) * 1000) / step_ms)::integer;",
+      "src/sql/inspect/subscriptionStats.ts",
+      "rateLimit: row.rate_limit && { ...row.rate_limit, burst: row.rate_limit.burst ?? 1 },",
+      'rateLimit: row.rate_limit as SubscriptionStats["rateLimit"],',
     ),
     tests: ["test/rateLimits.int.test.ts"],
   },
   {
-    name: "flow: rate_take says a bucket has room one event too early",
-    edits: one(
-      MIGRATIONS,
-      '((\\"granted\\" + 1) * step_ms - \\"limit_ms\\")',
-      '(\\"granted\\" * step_ms - \\"limit_ms\\")',
-    ),
-    tests: ["test/rateLimits.int.test.ts"],
+    name: "flow: the dashboard's rate-limit figure leaves out the burst",
+    edits: one("src/http/dashboard/keys.tsx", '{s.rateLimit.burst > 1 ? `, burst ${num(s.rateLimit.burst)}` : ""}', ""),
+    tests: ["test/worker/dashboard.worker.test.ts"],
   },
   {
     name: "flow: an idle tenant pruned whenever its keys have no work (its rate bucket with it: the limit starts over)",

@@ -1947,8 +1947,9 @@ export const mutants: Mutant[] = [
     name: "rate: a bucket read without its turn (two claims grant the same room)",
     edits: one(
       "src/db/migrations.ts",
-      'b.subscription_id = \\"sub_id\\" AND b.scope = \\"bucket\\" FOR UPDATE;',
-      'b.subscription_id = \\"sub_id\\" AND b.scope = \\"bucket\\";',
+      // migration 0030's rate_take (0022's is no longer called)
+      'AND b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- events',
+      'AND b.scope = \\"bucket\\";\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- events',
     ),
     tests: ["test/rateLimits.int.test.ts"],
   },

@@ -229,7 +229,7 @@ describe("dashboard pages: paging and times", () => {
       tenant: "data.t",
       tenantWeights: { acme: 3, beta: 2 },
       maxLeasedKeysPerTenant: 4,
-      rateLimit: { events: 50, perMs: 1000, by: "tenant" },
+      rateLimit: { events: 50, perMs: 1000, by: "tenant", burst: 10 },
     };
     expect((await api("PUT", "/subscriptions/tenanted", { body: tenanted })).status).toBe(201);
     expect((await api("PUT", "/subscriptions/untenanted", { body: common })).status).toBe(201);
@@ -249,7 +249,11 @@ describe("dashboard pages: paging and times", () => {
     expect(page.body).toMatch(/tenant: <code>data\.t<\/code>, tenant weights: <code>acme: 3, beta: 2<\/code>/);
     expect(page.body).toMatch(/<b>1<\/b>\s*<span>tenant mismatches<\/span>/);
     expect(page.body).toMatch(/<b>4<\/b>\s*<span>cap per tenant<\/span>/);
-    expect(page.body).toMatch(/<b>\s*50 \/ 1,000 ms\s*<\/b>\s*<span>rate limit by tenant<\/span>/);
+    expect(page.body).toMatch(
+      /<b>\s*50 \/ 1,000 ms(<!-- -->)?\s*, burst 10\s*<\/b>\s*<span>rate limit by tenant<\/span>/,
+    );
+    // the limit as the receiver sees it, in the docs' words (docs/flow-control.md, "Rate limits")
+    expect(page.body).toContain("deliveries start up to 10 at once, then one every 20 ms: at most 59 in any 1000 ms");
     expect(page.body).toContain("<th>Tenant</th>");
     const tenantOf = (key: string) =>
       new RegExp(`<tr data-key="${key}">.*?data-label="Tenant">(.*?)</td>`, "s").exec(page.body)?.[1];

@@ -214,7 +214,7 @@ describe("events that commit while an older transaction runs", () => {
       body: {
         events: ["Limited"],
         batchSize: 1,
-        rateLimit: { events: 5, perMs: 60_000, by: "subscription" },
+        rateLimit: { events: 5, perMs: 60_000, by: "subscription", burst: 5 },
         deliver: { url: hook.receiver.url },
       },
     });

@@ -101,11 +101,9 @@ export function Keys(props: {
             </Figure>
           ) : null}
           {s.rateLimit !== null ? (
-            <Figure
-              label={`rate limit by ${s.rateLimit.by}`}
-              title="rateLimit: keys over it wait for its room (no attempt counted); they count among the waiting keys"
-            >
+            <Figure label={`rate limit by ${s.rateLimit.by}`} title={rateLimitTitle(s.rateLimit)}>
               {num(s.rateLimit.events)} / {num(s.rateLimit.perMs)} ms
+              {s.rateLimit.burst > 1 ? `, burst ${num(s.rateLimit.burst)}` : ""}
             </Figure>
           ) : null}
           {s.tenant !== null ? (
@@ -251,6 +249,17 @@ export function Keys(props: {
       </p>
     </Page>
   );
+}
+
+/** What a rate limit lets the receiver see, as docs/flow-control.md says it (the headline and the table). */
+function rateLimitTitle(limit: NonNullable<SubscriptionStats["rateLimit"]>): string {
+  const gap = Math.round((limit.perMs / limit.events) * 10) / 10;
+  const most = limit.events + limit.burst - 1;
+  const spacing =
+    limit.burst > 1
+      ? `up to ${limit.burst} at once, then one every ${gap} ms: at most ${most}`
+      : `one every ${gap} ms: at most ${limit.events}`;
+  return `rateLimit: deliveries start ${spacing} in any ${limit.perMs} ms at the receiver; keys over it wait for its room (no attempt counted) and count among the waiting keys`;
 }
 
 const nextAttempt = (inMs: number) => (inMs <= 0 ? "now" : `in ${age(inMs)}`);

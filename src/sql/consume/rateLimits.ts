@@ -12,16 +12,20 @@ import { keys } from "../../db/schema.js";
  *   rated       each bucket's room for the sum of its keys' wants, taken in ONE call of
  *               corq.rate_take per bucket, in bucket order (claims that share buckets lock
  *               them in one order); the function takes its turn on the bucket's row and reads
- *               it afresh, so claims of one bucket never grant the same room twice
+ *               it afresh, so claims of one bucket never grant the same room twice; at most
+ *               `burst` events at once (default 1: one every perMs / events)
  *   shares      the room dealt to the bucket's keys in pick order: a key may get a smaller
  *               batch than it wanted; one that gets none is limited
  *   granted     the keys leased: every taken one but the limited
  *   limited     the limited keys wait (available_at) until their bucket has room for their
- *               batch after the batches of the limited keys before them, marked rate_waits
+ *               batch after the batches of the limited keys before them (each of those takes at
+ *               most `burst` events when it comes back), marked rate_waits
  *               (the keys view says why): no lease, no attempt
  */
 export function rateLimited(): SQL {
   const limit = (field: string) => sql`(SELECT (rate_limit ->> ${field})::int FROM sub)`;
+  // a limit stored by the previous release has no burst (migration 0030 gave every stored one 1)
+  const burst = sql`(SELECT coalesce((rate_limit ->> 'burst')::int, 1) FROM sub)`;
   return sql`
     rate_wants AS (
       SELECT t.key, t.dies, row_number() OVER (ORDER BY t.replaying, t.waited_since, t.key) AS turn,
@@ -35,7 +39,7 @@ export function rateLimited(): SQL {
     rated AS MATERIALIZED (
       SELECT b.bucket, r.granted, r.next_at
       FROM (SELECT bucket, sum(want)::int AS want FROM rate_wants GROUP BY bucket ORDER BY bucket) b
-      CROSS JOIN LATERAL corq.rate_take((SELECT id FROM sub), b.bucket, ${limit("events")}, ${limit("perMs")}, b.want) r
+      CROSS JOIN LATERAL corq.rate_take((SELECT id FROM sub), b.bucket, ${limit("events")}, ${limit("perMs")}, ${burst}, b.want) r
     ),
     dealt AS (
       SELECT w.key, w.want, w.bucket, w.turn, r.next_at,
@@ -45,9 +49,11 @@ export function rateLimited(): SQL {
     shares AS (
       -- a bucket's limited keys wait one behind the other: each until there is room for the
       -- batches of those before it too (all at next_at, they would all come back at once, and
-      -- each claim then would take one and send the rest back to wait)
+      -- each claim then would take one and send the rest back to wait); a key that comes back
+      -- takes at most the burst's events (the bucket never holds more room)
       SELECT d.key, d.want, d.share,
-        d.next_at + (sum(d.want) OVER (PARTITION BY d.bucket, d.share = 0 ORDER BY d.turn) - d.want)
+        d.next_at + (sum(least(d.want, ${burst})) OVER (PARTITION BY d.bucket, d.share = 0 ORDER BY d.turn)
+          - least(d.want, ${burst}))
           * (${limit("perMs")}::float8 / ${limit("events")}) * interval '1 millisecond' AS wait_until
       FROM dealt d
     ),

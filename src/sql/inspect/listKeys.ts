@@ -101,7 +101,7 @@ export interface KeyRow {
   postponed: number;
   tenant: string | null;
   rate_waits: boolean;
-  rate_limit: { events: number; perMs: number; by: string } | null;
+  rate_limit: { events: number; perMs: number; by: string; burst?: number } | null;
   replaying: boolean;
   max_attempts: number;
   subscription_paused: boolean;
@@ -158,7 +158,7 @@ function reasonOf(row: KeyRow, leased: boolean, inFlight: number | undefined): s
       if (row.postponed > 0)
         return `postponed until ${iso(row.available_at)}: the handler asked to come back later (${row.postponed} of ${MAX_POSTPONEMENTS} postponements${error})`;
       if (row.rate_waits && row.rate_limit !== null)
-        return `waiting until ${iso(row.available_at)} for its rate limit: ${row.rate_limit.events} events per ${row.rate_limit.perMs} ms by ${row.rate_limit.by}`;
+        return `waiting until ${iso(row.available_at)} for its rate limit: ${row.rate_limit.events} events per ${row.rate_limit.perMs} ms by ${row.rate_limit.by}${(row.rate_limit.burst ?? 1) > 1 ? `, burst ${row.rate_limit.burst}` : ""}`;
       if (row.attempts === 0) return `waiting until ${iso(row.available_at)} for a delayed event (deliverAt)`;
       return `in backoff until ${iso(row.available_at)} (attempt ${row.attempts} of ${row.max_attempts} failed${error})`;
     case "ready":

@@ -103,7 +103,8 @@ export interface StatsRow {
   tenant_weights: Record<string, number> | null;
   tenant_mismatched: string;
   max_leased_keys_per_tenant: number | null;
-  rate_limit: SubscriptionStats["rateLimit"];
+  // a limit the previous release stored after migration 0030 has no burst: its 1
+  rate_limit: (Omit<NonNullable<SubscriptionStats["rateLimit"]>, "burst"> & { burst?: number }) | null;
   max_delay_ms: string;
   deliver: { url: string; timeoutMs: number } | null;
   paused: boolean;
@@ -149,7 +150,7 @@ export function toSubscriptionStats(row: StatsRow): Omit<SubscriptionStats, "orp
     tenantWeights: row.tenant_weights,
     tenantMismatched: Number(row.tenant_mismatched),
     maxLeasedKeysPerTenant: row.max_leased_keys_per_tenant,
-    rateLimit: row.rate_limit,
+    rateLimit: row.rate_limit && { ...row.rate_limit, burst: row.rate_limit.burst ?? 1 },
     maxDelayMs: Number(row.max_delay_ms),
     // never the signing secret
     ...(row.deliver ? { deliver: { url: row.deliver.url, timeoutMs: row.deliver.timeoutMs } } : {}),

@@ -17,9 +17,10 @@ export const events = corqSchema.table(
     tx: xid8("tx").notNull().default(sql`pg_current_xact_id()`),
     // Not delivered before this time (deliverAt / delayMs at the append); null: at once.
     deliverAt: timestamp("deliver_at", { withTimezone: true }),
-    // The W3C trace context the event was appended under: its `send` span's traceparent, then a
-    // space and the tracestate when there is one (src/tracing.ts). Null when no tracer was
-    // registered: an untraced append writes nothing more.
+    // The W3C trace context the event was appended under: its `send` span's traceparent (with a
+    // tracer), or the append's own valid traceparent as given (without one), then a space and the
+    // tracestate when there is one (src/tracing.ts). Null when the append had neither: it writes
+    // nothing more.
     traceContext: text("trace_context"),
   },
   (t) => [

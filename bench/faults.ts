@@ -34,6 +34,10 @@ export interface FaultRun {
   exitOutput?: string;
   terminations: number;
   backends: number;
+  /** When each round of terminations came, ms after the load began. */
+  terminatedAt: number[];
+  /** serve's output lines, each with its time in ms after the load began. */
+  serveLog: { at: number; line: string }[];
   figures: FaultFigures;
   load: { start: number; end: number };
 }
@@ -46,6 +50,11 @@ export async function faultRun(
 ): Promise<FaultRun> {
   const loadStart = loadavg()[0] ?? 0;
   const serve = await startServeProcess({ databaseUrl, env: { ...localVars, ...secrets } });
+  const lines: { at: number; line: string }[] = [];
+  for (const stream of [serve.child.stdout, serve.child.stderr])
+    stream?.on("data", (chunk: Buffer) => {
+      for (const line of chunk.toString().split("\n")) if (line.trim()) lines.push({ at: Date.now(), line });
+    });
   let exit: number | null | undefined;
   let stopping = false;
   void serve.exited.then((code) => {
@@ -82,6 +91,8 @@ export async function faultRun(
       exitOutput: exit === undefined ? undefined : serve.output().slice(-2000),
       terminations: counts.rounds,
       backends: counts.backends,
+      terminatedAt: counts.at.map((t) => t - figures.startedAt),
+      serveLog: lines.map((l) => ({ at: l.at - figures.startedAt, line: l.line })),
       figures,
       load: { start: loadStart, end: loadavg()[0] ?? 0 },
     };
@@ -146,6 +157,23 @@ export async function faultsSection({
     say(
       `\nThe latest five: ${f.worst.map((w) => `${w.subscription} ${w.key}@${w.position} (appended at +${(w.appendedAt / 1000).toFixed(1)} s${w.attempt ? `, attempt ${w.attempt}` : ""}) ${Math.round(w.lateMs)} ms`).join("; ")}.\n`,
     );
+    // what happened around the latest delivery: the terminations and serve's log from 2 s before its append to its delivery
+    const worst = f.worst[0];
+    if (worst && worst.lateMs > 2000) {
+      const from = worst.appendedAt - 2000;
+      const to = worst.appendedAt + worst.lateMs + 500;
+      say(
+        `Around the latest (+${(from / 1000).toFixed(1)} → +${(to / 1000).toFixed(1)} s): terminations at ${
+          r.terminatedAt
+            .filter((t) => t >= from && t <= to)
+            .map((t) => `+${(t / 1000).toFixed(2)} s`)
+            .join(", ") || "none"
+        }; serve's log:\n\n\`\`\`\n${r.serveLog
+          .filter((l) => l.at >= from && l.at <= to)
+          .map((l) => `+${(l.at / 1000).toFixed(2)} s ${l.line}`)
+          .join("\n")}\n\`\`\`\n`,
+      );
+    }
     Object.assign(result, {
       faults_lost: f.push.lost + f.code.lost,
       faults_order: f.push.order + f.code.order,

@@ -1,9 +1,12 @@
 // What issue 48's fault scenarios share (test/chaos/faults.chaos.test.ts, workerFaults.chaos.test.ts):
 // the load's shape, serve watched for exits, and one check of the figures (test/helpers/faultLoad.ts).
 // No event may wait for a lease: with leases of LEASE_MS (10 s), every event's first delivery
-// comes within BOUND_MS (3 s) of its append, beyond the time the database was unreachable (a
-// restart's downtime; a terminated connection is none). A batch whose settle, claim or advance
-// is lost with its connection and left to its lease comes 10 s late and fails the bound.
+// comes within BOUND_MS (4 s) of its append, beyond the time the database was unreachable (a
+// restart's downtime; a terminated connection is none). Measured without a lost lease: 0.7–2.3 s
+// at most per scenario at load 3–12 (2 cores, shared). A batch whose settle, claim or advance is
+// lost with its connection and left to its lease comes 10 s late (9.4–10.4 s on 8ee0528, before
+// the statement retries of 4c74cf1), or 10 s less the downtime after a restart (6.7 s there): the
+// bound fails both. (Issue 48's target, 2 s, is measured by bench/faults.ts over minutes.)
 import { afterEach, expect } from "vitest";
 import { localVars } from "../../cli/dev/localDatabase.js";
 import { reportScenario, type ScenarioWatch } from "./chaos.js";
@@ -13,7 +16,7 @@ import { startServeProcess } from "./serveProcess.js";
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
 export const DURATION_MS = 20_000 * scale;
 export const LEASE_MS = 10_000;
-export const BOUND_MS = 3000;
+export const BOUND_MS = 4000;
 export const TIMEOUT_MS = 150_000 + DURATION_MS;
 export const secrets = { CORQ_ADMIN_TOKEN: "dev-admin-token", CORQ_WEBHOOK_SECRET: "dev-webhook-secret" };
 /** 30 HTTP appends/s and 10 library appends/s, as issue 48 measured; a lost event has 3 leases to come late. */

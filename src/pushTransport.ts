@@ -37,13 +37,18 @@ export function createPushTransport(options: { allowPrivate: boolean }): PushTra
     };
   }
   type Undici = typeof import("undici");
-  let client: Promise<{ undici: Undici; agent: InstanceType<Undici["Agent"]> }> | undefined;
   const open = async () => {
     const undici = (await import(/* @vite-ignore */ UNDICI)) as Undici;
     const dns = (await import(/* @vite-ignore */ NODE_DNS)) as typeof import("node:dns");
     const connect = options.allowPrivate ? {} : { lookup: publicOnlyLookup(dns) };
     return { undici, agent: new undici.Agent({ connect }) };
   };
+  // Opened now, not at the first push: loading undici took the first request of a serve
+  // process 1 s at load 8-12 (190 ms in issue 49) after its claim had charged the rate limit,
+  // and a late first request lands in the next requests' window at the receiver
+  // (docs/flow-control.md, "What the receiver sees"). No connection is made until a push.
+  let client: Promise<{ undici: Undici; agent: InstanceType<Undici["Agent"]> }> | undefined = open();
+  client.catch(() => undefined); // a failed load fails the push that awaits it, as before
   return {
     async fetch(url, init) {
       checkText(url);

@@ -17,6 +17,8 @@ import { retainOnCron } from "../src/http/retentionRoutes.js";
 import { alertOnCron } from "../src/http/alertRoutes.js";
 import type { Env } from "../src/http/types.js";
 export type { Env } from "../src/http/types.js";
+/** The wake-ups' Durable Object: export it from your Worker module and bind it (docs/deploy.md, "Wake-ups"). */
+export { CorqWakeUps } from "./wakeUps.js";
 
 export type { AppMigration } from "../src/db/appMigrations.js";
 

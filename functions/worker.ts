@@ -4,3 +4,5 @@ import { app } from "./app.js";
 import { createWorker } from "./createWorker.js";
 
 export default createWorker(app);
+// keys due before the next cron are dispatched at their time (wrangler.toml binds it as CORQ_WAKE_UPS)
+export { CorqWakeUps } from "./createWorker.js";

@@ -41,6 +41,8 @@ export default createWorker<Events>({
   ],
   migrations: [{ name: "orders-table", statements: ["CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY)"] }],
 });
+// wake-ups at the due time (docs/deploy.md, "Wake-ups"): bound in wrangler.toml below
+export { CorqWakeUps } from "corqueue/worker";
 `;
 
 const script = `import { createCorq, CorqError, defineSubscription, type StandardSchemaV1 } from "corqueue";
@@ -133,7 +135,10 @@ describe("the packed corq package, installed", () => {
   it("bundles the Worker with wrangler (deploy --dry-run), without the example or Node's drivers", () => {
     writeFileSync(
       join(installed.dir, "wrangler.toml"),
-      'name = "my-app"\nmain = "worker.ts"\ncompatibility_date = "2026-04-20"\ncompatibility_flags = ["nodejs_compat"]\n',
+      'name = "my-app"\nmain = "worker.ts"\ncompatibility_date = "2026-04-20"\ncompatibility_flags = ["nodejs_compat"]\n' +
+        // the lines docs/deploy.md gives for the wake-ups
+        '\n[[durable_objects.bindings]]\nname = "CORQ_WAKE_UPS"\nclass_name = "CorqWakeUps"\n' +
+        '\n[[migrations]]\ntag = "corq-wake-ups-v1"\nnew_sqlite_classes = ["CorqWakeUps"]\n',
     );
     repoTool("wrangler", ["deploy", "--dry-run", "--outdir", "bundle"], {
       cwd: installed.dir,
@@ -142,6 +147,7 @@ describe("the packed corq package, installed", () => {
     const bundle = readFileSync(join(installed.dir, "bundle/worker.js"), "utf8");
     expect(bundle).toContain("createWorker");
     expect(bundle).toContain("orders-table");
+    expect(bundle).toMatch(/export\s*\{[^}]*CorqWakeUps/);
     expect(bundle).not.toContain("visitor-directory"); // this repository's example stays out
     expect(bundle).not.toMatch(/from\s+"undici"|require\("pg"\)/);
     // tracing without @opentelemetry/api installed (an optional peer): read from the API's

@@ -28,6 +28,7 @@ import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { waitForHorizon } from "./horizonRetry.js";
 import { advanceAndDispatch, consumeInSlot, dispatchInBackground, selfInvoker, startConsumer } from "./dispatch.js";
+import { armWakeUp, WAKE_UP_HEADER, wakeUpsFinding } from "./wakeUps.js";
 import { settings } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
 import { onError, problem } from "./problem.js";
@@ -309,6 +310,17 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
       after === undefined
         ? undefined
         : parseOrThrow(dispatchHeaders.shape["corq-after-horizon"], after, "invalid_input", "corq-after-horizon");
+    // the wake-up object's alarm (src/http/wakeUps.ts): answered at once, so the object is not
+    // held (and billed) for the dispatch; the dispatch arms the next wake-up at its end
+    if (c.req.header(WAKE_UP_HEADER) !== undefined) {
+      const opened = c.var.openCorq();
+      c.executionCtx.waitUntil(
+        advanceAndDispatch(c.env, subscriptions, invoke, { opened, coalesce: true, wakeUp: true }).catch((error) =>
+          console.error("corq: dispatch at a wake-up failed:", error),
+        ),
+      );
+      return c.json({ wokeUp: true }, 202);
+    }
     if (tx === undefined) {
       return c.json(await advanceAndDispatch(c.env, subscriptions, invoke, { opened: c.var.openCorq() }));
     }
@@ -338,9 +350,10 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
     if (slotHeader !== undefined) {
       const slot = parseOrThrow(slotSchema, slotHeader, "invalid_input", "corq-slot");
       const invoke = c.var.invoke;
+      const opened = c.var.opened();
       const consumed = await consumeInSlot(c.env, {
         subscriptions,
-        opened: c.var.opened(),
+        opened,
         first: { name, slot },
         continueIn: (next) =>
           c.executionCtx.waitUntil(
@@ -350,11 +363,16 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
             ),
           ),
       });
-      return c.json(consumed);
+      // a failure's backoff, a rate limit's room, a Retry-After this consumer left: woken at its time
+      const { dueAt, ...done } = consumed;
+      const arming = await armWakeUp(c.env, invoke, { opened, subscriptions, dueAt });
+      return c.json({ ...done, subrequests: done.subrequests + arming });
     }
     const { first, batches, events } = await c.var
       .corq()
       .drain(name, budgetMs === undefined ? { maxBatches: 1 } : { budgetMs });
+    // an operator's consume that failed a batch (its backoff) is woken at its time too
+    if (first !== null) await armWakeUp(c.env, c.var.invoke, { opened: c.var.opened(), subscriptions });
     if (first === null) return c.body(null, 204);
     return c.json(budgetMs === undefined ? first : { ...first, batches, eventsTotal: events });
   });
@@ -401,7 +419,9 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
   // What is wrong and what to do (src/doctor.ts); 200 whatever it finds: `ok` says.
   app.get("/doctor", requireScope("admin"), async (c) => {
     const { heldOverMs } = query(c, doctorQuery);
-    return c.json(await c.var.corq().doctor({ heldOverMs }));
+    const report = await c.var.corq().doctor({ heldOverMs });
+    // the Worker's own: whether keys due before the next cron wait for it (src/http/wakeUps.ts)
+    return c.json({ ...report, findings: [...report.findings, ...wakeUpsFinding(c.env)] });
   });
 
   return app;

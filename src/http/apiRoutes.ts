@@ -287,7 +287,8 @@ export const apiRoutes: ApiRoute[] = [
     answers: {
       200: { description: "what was advanced and dispatched", schema: s.dispatched },
       202: {
-        description: "with corq-after-horizon: the horizon passed (or the wait gave up); advance and dispatch follow",
+        description:
+          "with corq-after-horizon: the horizon passed (or the wait gave up); with corq-wake-up: at once. Advance and dispatch follow",
         schema: s.horizonRetry,
       },
     },

@@ -100,9 +100,15 @@ export const dispatchHeaders = z.object({
     .describe(
       "internal: a kick's retry — wait (a few seconds at most) until the xmin horizon has passed this transaction id, answer 202, then advance and dispatch",
     ),
+  "corq-wake-up": z
+    .string()
+    .optional()
+    .describe(
+      "internal: the wake-up object's alarm (a key came due before the next cron) — answer 202 at once, then advance and dispatch",
+    ),
 });
-/** POST /dispatch with corq-after-horizon */
-export const horizonRetry = z.object({ horizonPassed: z.boolean() });
+/** POST /dispatch with corq-after-horizon, or with corq-wake-up */
+export const horizonRetry = z.union([z.object({ horizonPassed: z.boolean() }), z.object({ wokeUp: z.literal(true) })]);
 
 export const tokenParams = z.object({ id: tokenId });
 /** POST /tokens */
@@ -341,6 +347,7 @@ export const doctorFinding = z.looseObject({
     "autovacuum_off",
     "vacuum_behind",
     "connections_near_limit",
+    "wake_ups_wait_for_cron",
   ]),
   message: z.string().describe("what is wrong, in words"),
   fix: z.string().describe("what to do"),

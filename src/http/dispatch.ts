@@ -6,6 +6,7 @@ import { roundRobin } from "../roundRobin.js";
 import { coalesceKicks, scopeKey } from "./isolateKicks.js";
 import { startHorizonRetry } from "./horizonRetry.js";
 import type { Env, Invoke, OpenCorq } from "./types.js";
+import { AFTER_DUE_MS, armWakeUp, nextDueAt, wakeUpsOf } from "./wakeUps.js";
 
 /**
  * After an operator's action that queued work (a rewind): advance and dispatch consumers in the
@@ -42,6 +43,11 @@ const SLOT_MARGIN_MS = 15_000;
 // the next invocation.
 const SUBREQUESTS_PER_BATCH = 3;
 const SUBREQUESTS_AFTER = 3;
+// with the wake-up binding, two more: the next due time and the wake-up object (wakeUps.ts)
+const SUBREQUESTS_ARMING = 2;
+// With the wake-up binding, a consumer with budget left waits in place for a key due this soon
+// (consumeInSlot), instead of a wake-up's round trip.
+const WAIT_WITHIN_MS = 1000;
 
 /**
  * Advance, then put consumers on the ready keys, spread over the subscriptions (round robin),
@@ -66,6 +72,8 @@ export async function advanceAndDispatch(
     eventNames?: string[];
     /** this dispatch is itself the retry after the horizon passed (src/http/horizonRetry.ts): it starts none */
     afterHorizon?: boolean;
+    /** this dispatch is a wake-up's (src/http/wakeUps.ts): it arms the next one whatever it did */
+    wakeUp?: boolean;
   },
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const { opened } = options;
@@ -73,6 +81,8 @@ export async function advanceAndDispatch(
   let advanced: Record<string, number>;
   let plan: string[];
   let consumedHere = 0;
+  // the next due time, when the consumer here read it at its end (the wake-up needs no second read)
+  let dueAt: number | null | undefined;
   let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
   // this app on this database: kicks (and horizon retries) in this isolate meet only within it
   const scope = { databaseUrl: env.DATABASE_URL ?? "", codeSubscriptions: subscriptions.map((s) => s.name) };
@@ -149,7 +159,13 @@ export async function advanceAndDispatch(
         otherSubrequests: started.length,
       });
       consumedHere = consumed.batches;
+      dueAt = consumed.dueAt;
     }
+    // the next wake-up, if a key is due before the next cron: the cron's and a wake-up's always
+    // (they are what re-arms), a kick's when it enqueued (a delayed event) or consumed (a backoff,
+    // a rate limit's room); the consumers it started arm at their own ends
+    if (options.housekeeping || options.wakeUp || consumedHere > 0 || Object.values(advanced).some((n) => n > 0))
+      await armWakeUp(env, invoke, { opened, subscriptions, dueAt });
     others = Promise.allSettled(started);
   } finally {
     await opened.end();
@@ -205,10 +221,13 @@ export function selfInvoker(
   options: { here: (request: Request) => Response | Promise<Response>; basePath: string },
 ): Invoke {
   const { here, basePath } = options;
-  return async (path, init) => {
+  const invoke: Invoke = async (path, init) => {
     const request = new Request(new URL(`${basePath}${path}`, INTERNAL_ORIGIN), init);
     return env.SELF ? env.SELF.fetch(request) : here(request);
   };
+  // the wake-up object's alarm comes back through SELF too (functions/wakeUps.ts)
+  invoke.wakeAt = wakeUpsOf(env, `${basePath}/dispatch`);
+  return invoke;
 }
 
 /**
@@ -219,6 +238,15 @@ export function selfInvoker(
  * every slot busy is never lost: either it got this slot, or its keys were ready (committed
  * before it tried) by the time of the look. Returns the batches consumed here and the
  * subrequests spent (as counted: statements, deliveries, invocations).
+ *
+ * With the wake-up binding, when a drain finds nothing more ready, it reads the next due time
+ * (one statement): a key due within WAIT_WITHIN_MS and the budget is waited for in the slot and
+ * the subscription drained again — a rate limit's next room (200 ms at 5 per second), a short
+ * backoff — instead of a wake-up's round trip (an alarm, an invocation, a dispatch, a slot: 100-
+ * 300 ms each, lost from a smooth rate limit's every interval). A wait that finds nothing for the
+ * subscription (the due key was another's) goes on to the look; one whose subrequests are spent
+ * goes on to the look too, which hands its slot on with the key now ready. The due time read last
+ * is returned (`dueAt`) when nothing came after it: the caller's wake-up reads it from there.
  */
 export async function consumeInSlot(
   env: Env,
@@ -231,7 +259,7 @@ export async function consumeInSlot(
     /** subrequests this invocation spent already (the invocations it started) */
     otherSubrequests?: number;
   },
-): Promise<{ batches: number; subrequests: number }> {
+): Promise<{ batches: number; subrequests: number; dueAt?: number | null }> {
   const { subscriptions, opened, first, continueIn, otherSubrequests = 0 } = consumer;
   const { concurrency, consumerBudgetMs, maxSubrequests, keysPerClaim, replayKeys } = settings(env);
   const { corq } = opened;
@@ -240,13 +268,27 @@ export async function consumeInSlot(
   // spent so far: statements, SELF invocations, and a delivery per batch (push; counted for
   // code subscriptions too, to be safe); batches that fit in the rest, keeping SUBREQUESTS_AFTER
   const spent = () => opened.statements() + otherSubrequests + batches;
-  const batchesLeft = () => Math.floor((maxSubrequests - spent() - SUBREQUESTS_AFTER) / SUBREQUESTS_PER_BATCH);
+  const after = SUBREQUESTS_AFTER + (env.CORQ_WAKE_UPS ? SUBREQUESTS_ARMING : 0);
+  const batchesLeft = () => Math.floor((maxSubrequests - spent() - after) / SUBREQUESTS_PER_BATCH);
+  let dueAt: number | null | undefined;
   for (let current = first; ; ) {
     try {
-      const maxBatches = batchesLeft();
-      if (maxBatches >= 1) {
+      for (let waited = false; ; waited = true) {
+        const maxBatches = batchesLeft();
+        if (maxBatches < 1) break;
         const budgetMs = Math.max(0, deadline - Date.now());
-        batches += (await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim, replayKeys })).batches;
+        const drained = (await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim, replayKeys })).batches;
+        batches += drained;
+        dueAt = undefined;
+        // out of subrequests (batchesLeft), it still waits: the look below then finds the key ready
+        // and hands the slot on to a new invocation (continueIn), sooner than a wake-up would
+        if (!env.CORQ_WAKE_UPS || (drained === 0 && !waited) || Date.now() >= deadline) break;
+        dueAt = await nextDueAt(opened, subscriptions);
+        if (dueAt === null || dueAt > Math.min(Date.now() + WAIT_WITHIN_MS, deadline)) break;
+        // waited, and the key went to another claim or was sent back to wait for its room: wait
+        // again for a time to come, but not for one already here that it could not take
+        if (drained === 0 && dueAt <= Date.now()) break;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, (dueAt ?? 0) - Date.now()) + AFTER_DUE_MS));
       }
     } catch (error) {
       // a subscription deleted since it was listed has nothing to do: not an error
@@ -266,7 +308,7 @@ export async function consumeInSlot(
       codeSubscriptions: subscriptions.map((s) => s.name),
     });
     // nothing ready, or every slot at work (they will look again too)
-    if (next === undefined || slot === undefined) return { batches, subrequests: spent() };
+    if (next === undefined || slot === undefined) return { batches, subrequests: spent(), dueAt };
     if (spentAll) {
       continueIn({ name: next[0], slot });
       return { batches, subrequests: spent() + 1 };

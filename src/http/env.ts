@@ -32,6 +32,7 @@ const settingsSchema = z.object({
   CORQ_KEY_IDLE_MS: positiveInt(DEFAULT_KEY_IDLE_MS, MAX_KEY_IDLE_MS),
   CORQ_IDEMPOTENCY_TTL_MS: positiveInt(DEFAULT_IDEMPOTENCY_TTL_MS, MAX_IDEMPOTENCY_TTL_MS),
   CORQ_RETENTION_CHUNKS: positiveInt(100, 100_000),
+  CORQ_CRON_MINUTES: positiveInt(1, 7 * 24 * 60),
 });
 
 export interface Settings {
@@ -55,6 +56,8 @@ export interface Settings {
   idempotencyTtlMs: number;
   /** Chunks a retention pass removes at most (CORQ_RETENTION_CHUNKS). */
   retentionChunks: number;
+  /** The cron's period (CORQ_CRON_MINUTES, default 1): wake-ups cover keys due before the next cron. */
+  cronMs: number;
 }
 
 /**
@@ -94,6 +97,7 @@ export function settings(env: Env): Settings {
     keyIdleMs: parsed.CORQ_KEY_IDLE_MS,
     idempotencyTtlMs: parsed.CORQ_IDEMPOTENCY_TTL_MS,
     retentionChunks: parsed.CORQ_RETENTION_CHUNKS,
+    cronMs: parsed.CORQ_CRON_MINUTES * 60_000,
   };
 }
 

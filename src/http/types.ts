@@ -66,6 +66,17 @@ export interface Env {
   CORQ_RETENTION_STREAMS?: string;
   /** Chunks one retention pass removes at most (a cron tick, POST /retention/run; default 100, within 10 s and the subrequests). */
   CORQ_RETENTION_CHUNKS?: string;
+  /**
+   * Durable Object binding to corq's wake-ups (CorqWakeUps, functions/wakeUps.ts): keys due
+   * before the next cron (a backoff, a delay, a rate limit's room, a Retry-After, a lease) are
+   * dispatched at their time. Without it they wait for the next cron or append (GET /doctor says so).
+   */
+  CORQ_WAKE_UPS?: WakeUpsNamespace;
+  /**
+   * The cron's period in minutes as wrangler.toml's `crons` has it (default 1, `* * * * *`;
+   * `*\/30 * * * *` is 30): a key due later than one period ahead is left to a later cron.
+   */
+  CORQ_CRON_MINUTES?: string;
   /** Service binding to this Worker: consumer fan-out as separate invocations. */
   SELF?: { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
   /**
@@ -104,8 +115,21 @@ export interface OpenCorq {
 /** How a runtime opens a handle: Workers one per invocation (functions/database.ts), Node the process's. */
 export type OpenCorqFor = (env: Env, subscriptions: SubscriptionDefinition[]) => OpenCorq;
 
+/** What corq uses of a Durable Object namespace binding (the wake-ups'). */
+export interface WakeUpsNamespace {
+  idFromName(name: string): object;
+  get(id: object): { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
+}
+
 /** Starts an invocation of this app (src/http/dispatch.ts: selfInvoker). */
-export type Invoke = (path: string, init: RequestInit) => Promise<Response>;
+export interface Invoke {
+  (path: string, init: RequestInit): Promise<Response>;
+  /**
+   * With the wake-up binding: asks for a dispatch of this app at `epochMs` (src/http/wakeUps.ts).
+   * Undefined without it (and on Node, whose runner wakes itself at the next due time).
+   */
+  wakeAt?: (epochMs: number) => Promise<void>;
+}
 
 /** Who a request acts as. */
 export interface Principal {

@@ -15,7 +15,8 @@ export type DoctorCode =
   | "subscription_orphaned"
   | "autovacuum_off"
   | "vacuum_behind"
-  | "connections_near_limit";
+  | "connections_near_limit"
+  | "wake_ups_wait_for_cron";
 
 /**
  * One thing that is wrong, and what to do about it. `error`: something corq needs stops or is

@@ -32,6 +32,10 @@ export function useStack(
     httpPoolSize?: number;
     /** Another Worker module than functions/worker.ts (createWorker(app)), with its app. */
     worker?: { entrypoint: string; app: WorkerApp };
+    /** Another wrangler configuration than this repository's (the Worker runtime only). */
+    config?: string;
+    /** Fire the Worker's cron this often (default never: a test fires it with runCron). */
+    cronIntervalMs?: number;
   } = {},
 ) {
   const state = {} as { stack: Stack; db: pg.Pool; drop: () => Promise<void> };
@@ -53,6 +57,8 @@ export function useStack(
             databaseUrl: database.url,
             httpPoolSize: options.httpPoolSize,
             entrypoint: options.worker?.entrypoint,
+            config: options.config,
+            cronIntervalMs: options.cronIntervalMs,
             vars: { CORQ_LOCAL: "true", ...options.vars },
           });
     state.db = new pg.Pool({ connectionString: database.url, max: 4 });

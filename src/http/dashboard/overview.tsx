@@ -8,6 +8,8 @@ export function Overview(props: {
   log: { head: number | null; events: number; eventsEstimated: boolean };
   throughput: Record<string, number[]>;
   notice?: string;
+  /** A Worker without the wake-up binding (src/http/wakeUps.ts): keys due before the next cron wait for it. */
+  wakeUpsWaitForCron?: boolean;
 }) {
   const dead = props.subscriptions.reduce((sum, s) => sum + s.keys.dead, 0);
   // shown only when some key waits so long: a long delay holds every later event of its key
@@ -39,6 +41,13 @@ export function Overview(props: {
             </Figure>
           ) : null}
         </section>
+        {props.wakeUpsWaitForCron ? (
+          <p class="muted" role="status" data-testid="wake-ups-wait-for-cron">
+            Wake-ups wait for the cron: this Worker has no <code>CORQ_WAKE_UPS</code> binding, so a key due before the
+            next cron (a backoff, a delay, a rate limit's room, a Retry-After) is delivered at the next cron (every
+            minute deployed) or append. docs/deploy.md, "Wake-ups", has the wrangler.toml lines.
+          </p>
+        ) : null}
         <div class="scroll">
           <table class="cards" aria-label="Subscriptions">
             <thead>

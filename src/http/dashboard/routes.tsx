@@ -21,6 +21,7 @@ import { BasePath, CanOperate, Page } from "./layout.js";
 import { pathWithin, underBase } from "../basePath.js";
 import { Login } from "./login.js";
 import { Overview } from "./overview.js";
+import { wakeUpsFinding } from "../wakeUps.js";
 import { securityHeaders } from "./securityHeaders.js";
 import { endSession, hasSession, sessionPrincipal, startSession } from "./session.js";
 import { LogTail, Stream } from "./streams.js";
@@ -240,7 +241,13 @@ export function dashboard(options: {
       const stats = await corq.stats();
       const throughput = await corq.throughput({ windowMs: 300_000, bucketMs: 10_000 });
       return (
-        <Overview subscriptions={stats.subscriptions} log={stats.log} throughput={throughput} notice={noticeOf(c)} />
+        <Overview
+          subscriptions={stats.subscriptions}
+          log={stats.log}
+          throughput={throughput}
+          notice={noticeOf(c)}
+          wakeUpsWaitForCron={wakeUpsFinding(c.env).length > 0}
+        />
       );
     }),
   );

@@ -259,7 +259,7 @@ const rateLimit = z
   .refine((r) => r.events <= r.perMs * 1000, "at most 1,000 events per millisecond")
   .refine((r) => r.burst <= r.events, { path: ["burst"], message: "a burst is at most the limit's events" })
   .describe(
-    "no window of `perMs` sees more than `events` deliveries start (with a burst b: events + b - 1), for each key, each tenant or the whole subscription",
+    "no window of `perMs` sees more than `events` deliveries start (with a burst b: b of them at once), for each key, each tenant or the whole subscription",
   );
 
 /** `tenantWeights`: a tenant with weight n gets n keys per round of the fair pick (default 1). */
@@ -301,7 +301,7 @@ export const subscriptionSettings = z.object({
   tenantWeights: tenantWeights.nullable().default(null),
   // at most this many keys of each tenant leased at once (docs/flow-control.md); null: no cap
   maxLeasedKeysPerTenant: z.number().int().min(1).max(100_000).nullable().default(null),
-  // no window of `perMs` sees more than `events` deliveries start (burst b: events + b - 1) for each key, tenant or the subscription; null: none
+  // no window of `perMs` sees more than `events` deliveries start (burst b: b of them at once) for each key, tenant or the subscription; null: none
   rateLimit: rateLimit.nullable().default(null),
   // an event's delay above this is capped at it for this subscription, when advanced (docs/flow-control.md)
   maxDelayMs: z

@@ -315,6 +315,49 @@ describe("rate limits", () => {
     expect(first).toBeLessThanOrEqual(12_000);
   });
 
+  it("a burst as large as the limit: that many at once, and the window holds — the next only perMs after the first", async () => {
+    const { handle, count } = recorder();
+    const { corq } = await open({
+      subscriptions: [subscription(handle, { rateLimit: { events: 3, perMs: MINUTE, by: "subscription", burst: 3 } })],
+    });
+    for (let i = 0; i < 6; i++) await corq.append(`k${i}`, [{ name: "E", data: {} }]);
+    await corq.advance();
+    await corq.drain("s");
+    await corq.drain("s");
+    expect(count()).toBe(3);
+    const first = (await corq.keys("s"))
+      .filter((k) => k.status === "backoff")
+      .map((k) => new Date(k.availableAt ?? 0).getTime() - Date.now())
+      .sort((x, y) => x - y)[0];
+    // the spacing alone would give the 4th room after one interval (20 s): the 3 starts leave the
+    // window a minute after they were taken
+    expect(first).toBeGreaterThan(55_000);
+    expect(first).toBeLessThanOrEqual(60_000);
+  });
+
+  it("rate_take with a burst: no window of perMs grants more than `events`, however often it is asked", async () => {
+    const { corq, raw } = await open({ pushAllowPrivate: true });
+    await corq.putSubscription("w", {
+      rateLimit: { events: 5, perMs: 400, by: "subscription", burst: 4 },
+      deliver: { url: "http://127.0.0.1:9/hook" },
+    });
+    const id = (await raw.query("SELECT id FROM corq.subscriptions WHERE name = 'w'")).rows[0].id;
+    // asked back to back for 1, 2 or 3 events for 1.6 s: each grant's time as the database saw it
+    const granted: number[] = [];
+    for (let ask = 0, started = Date.now(); Date.now() - started < 1600; ask++) {
+      const { rows } = await raw.query(
+        "SELECT r.granted, extract(epoch FROM clock_timestamp()) * 1000 AS at FROM corq.rate_take($1, 's', 5, 400, 4, $2) r",
+        [id, 1 + (ask % 3)],
+      );
+      for (let i = 0; i < rows[0].granted; i++) granted.push(Number(rows[0].at));
+    }
+    // (a window a millisecond short of perMs: the time read after each call, not the one it decided on)
+    expect(mostInWindow(granted, 399).most).toBe(5);
+    expect(granted.length).toBeGreaterThanOrEqual(16); // about the limit's rate over 1.6 s (20), not a trickle
+    // the burst: 4 at once from the idle bucket
+    expect(granted.filter((at) => at - (granted[0] ?? 0) < 70)).toHaveLength(4);
+  });
+
   it("limited keys come back one interval apart when the burst is 1, whatever batch they want", async () => {
     const { handled, handle } = recorder();
     const { corq } = await open({

@@ -210,7 +210,7 @@ export const subscription = z.object({
     })
     .nullable()
     .describe(
-      "no window of `perMs` sees more than `events` deliveries start (`events + burst - 1` with a burst) for each key, tenant or the subscription (null: no limit)",
+      "no window of `perMs` sees more than `events` deliveries start (`burst` of them at once, default 1) for each key, tenant or the subscription (null: no limit)",
     ),
   maxDelayMs: z
     .number()

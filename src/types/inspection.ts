@@ -45,9 +45,9 @@ export interface SubscriptionStats {
   /** At most this many keys of each tenant leased at once (null: no cap). */
   maxLeasedKeysPerTenant: number | null;
   /**
-   * No window of `perMs` sees more than `events` deliveries start (`burst` at once, default 1; a
-   * window then sees at most `events + burst - 1`) for each key, tenant or the whole subscription;
-   * null: no limit.
+   * No window of `perMs` sees more than `events` deliveries start (`burst` of them at once,
+   * default 1: one every perMs / events) for each key, tenant or the whole subscription; null: no
+   * limit.
    */
   rateLimit: { events: number; perMs: number; by: "key" | "tenant" | "subscription"; burst: number } | null;
   /** An event's delay above this is capped at it for this subscription, in ms (default a day). */

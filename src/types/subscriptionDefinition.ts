@@ -65,8 +65,8 @@ export interface SubscriptionDefinition<E extends EventMap = AnyEvents, N extend
   /**
    * No window of `perMs` sees more than `events` deliveries start, for each key, each tenant, or
    * the whole subscription (`by`), across every consumer, process and isolate: one every
-   * `perMs / events`; `burst` (1..events, default 1) lets that many start at once, and a window
-   * then sees at most `events + burst - 1`. Over it, keys wait — no failure, no attempt counted
+   * `perMs / events`; `burst` (1..events, default 1) lets that many start at once, a window still
+   * seeing at most `events`. Over it, keys wait — no failure, no attempt counted
    * (docs/flow-control.md). Default: no limit.
    */
   rateLimit?: { events: number; perMs: number; by: "key" | "tenant" | "subscription"; burst?: number } | null;

@@ -37,8 +37,8 @@ export const flowControlMutants: Mutant[] = [
     name: "flow: rate_take reads a bucket of that scope in any subscription",
     edits: one(
       MIGRATIONS,
-      'WHERE b.subscription_id = \\"sub_id\\" AND b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- events',
-      'WHERE b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- events',
+      'WHERE b.subscription_id = \\"sub_id\\" AND b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- spacing',
+      'WHERE b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- spacing',
     ),
     tests: ["test/rateLimits.int.test.ts"],
   },
@@ -55,6 +55,16 @@ export const flowControlMutants: Mutant[] = [
   {
     name: "flow: rate_take says a bucket has room one event too early",
     edits: one(MIGRATIONS, '(\\"granted\\" - \\"burst\\" + 1) * step_ms', '(\\"granted\\" - \\"burst\\") * step_ms'),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "flow: rate_take with a burst has no window (a window sees events + burst - 1)",
+    edits: one(MIGRATIONS, 'room := least(room, \\"limit_events\\" - in_window);', "room := room;"),
+    tests: ["test/rateLimits.int.test.ts"],
+  },
+  {
+    name: "flow: rate_take says a full window has room (keys told to come back before it does)",
+    edits: one(MIGRATIONS, "coalesce(window_next, now_at));", "now_at);"),
     tests: ["test/rateLimits.int.test.ts"],
   },
   {

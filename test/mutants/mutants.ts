@@ -1948,8 +1948,8 @@ export const mutants: Mutant[] = [
     edits: one(
       "src/db/migrations.ts",
       // migration 0030's rate_take (0022's is no longer called)
-      'AND b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- events',
-      'AND b.scope = \\"bucket\\";\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- events',
+      'AND b.scope = \\"bucket\\" FOR UPDATE;\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- spacing',
+      'AND b.scope = \\"bucket\\";\\n  now_at := clock_timestamp();\\n  base := greatest(due, now_at);\\n  -- spacing',
     ),
     tests: ["test/rateLimits.int.test.ts"],
   },

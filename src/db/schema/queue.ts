@@ -127,6 +127,11 @@ export const rateBuckets = corqSchema.table(
     // "s" for the subscription, "t:<tenant>", "k:<key>"
     scope: text("scope").notNull(),
     tat: timestamp("tat", { withTimezone: true }).notNull(),
+    // With a burst above 1 only: the starts of the last perMs, grouped by the claim that took them
+    // (its time, and how many), oldest first — what holds every window of perMs to `events`
+    // starts (corq.rate_take, drizzle/0030). Null with a burst of 1: the spacing alone does.
+    recentAt: timestamp("recent_at", { withTimezone: true }).array(),
+    recentCount: integer("recent_count").array(),
   },
   (t) => [primaryKey({ name: "rate_buckets_pkey", columns: [t.subscriptionId, t.scope] })],
 );

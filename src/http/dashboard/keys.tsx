@@ -254,10 +254,9 @@ export function Keys(props: {
 /** What a rate limit lets the receiver see, as docs/flow-control.md says it (the headline and the table). */
 function rateLimitTitle(limit: NonNullable<SubscriptionStats["rateLimit"]>): string {
   const gap = Math.round((limit.perMs / limit.events) * 10) / 10;
-  const most = limit.events + limit.burst - 1;
   const spacing =
     limit.burst > 1
-      ? `up to ${limit.burst} at once, then one every ${gap} ms: at most ${most}`
+      ? `up to ${limit.burst} at once, one every ${gap} ms after: at most ${limit.events}`
       : `one every ${gap} ms: at most ${limit.events}`;
   return `rateLimit: deliveries start ${spacing} in any ${limit.perMs} ms at the receiver; keys over it wait for its room (no attempt counted) and count among the waiting keys`;
 }

@@ -215,6 +215,7 @@ async function drainLoop(
       const acked: BatchRecordRow[] = [];
       // a full pick: more may be ready (keys over their rate limit now wait, and are not picked again)
       lookAgain = claim.claimed.length + claim.dead.length + claim.empty + claim.limited >= want && want > 0;
+      if (limits.tally) limits.tally.limited += claim.limited;
       // the settle was sent again alone: it claimed nothing, the next statement does
       if (retriedAlone) lookAgain = want > 0;
       retriedAlone = false;

@@ -42,6 +42,8 @@ export interface DrainLimits {
    * subscription that is not so (any more), and the drain then claims as its rows say.
    */
   plainHint?: ClaimParts;
+  /** Counted by the drain as it claims: the keys its claims found over their rate limit (sent to wait for room). */
+  tally?: { limited: number };
 }
 
 /**

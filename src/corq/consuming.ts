@@ -56,7 +56,9 @@ export function createConsuming({
       );
       const consumer = { executor: await executor(), target: { name, code: code.get(name), holder }, corq: corq() };
       const plainHint = partsOf(name);
+      const tally = { limited: 0 };
       const results = await drainKeys(consumer, {
+        tally,
         recorder,
         deadline: Date.now() + budgetMs,
         maxBatches,
@@ -71,6 +73,7 @@ export function createConsuming({
         first: results[0] ?? null,
         batches: results.length,
         events: results.reduce((sum, r) => sum + r.events, 0),
+        waiting: tally.limited + results.filter((r) => r.outcome === "retry" || r.outcome === "postponed").length,
       };
     },
   };

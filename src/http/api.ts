@@ -207,6 +207,8 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
           opened,
           coalesce: true,
           eventNames: [...new Set(body.events.map((e) => e.name))],
+          // a delayed event: the kick arms a wake-up for its time (src/http/wakeUps.ts)
+          delayed: body.events.some((e) => e.delayMs !== undefined || e.deliverAt !== undefined),
         }).catch((error) => console.error("corq: background advance failed:", error)),
       );
       return c.json(result, 201);
@@ -364,15 +366,15 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
           ),
       });
       // a failure's backoff, a rate limit's room, a Retry-After this consumer left: woken at its time
-      const { dueAt, ...done } = consumed;
-      const arming = await armWakeUp(c.env, invoke, { opened, subscriptions, dueAt });
+      const { leftWaiting, dueAt, ...done } = consumed;
+      const arming = leftWaiting ? await armWakeUp(c.env, invoke, { opened, subscriptions, dueAt }) : 0;
       return c.json({ ...done, subrequests: done.subrequests + arming });
     }
-    const { first, batches, events } = await c.var
+    const { first, batches, events, waiting } = await c.var
       .corq()
       .drain(name, budgetMs === undefined ? { maxBatches: 1 } : { budgetMs });
-    // an operator's consume that failed a batch (its backoff) is woken at its time too
-    if (first !== null) await armWakeUp(c.env, c.var.invoke, { opened: c.var.opened(), subscriptions });
+    // an operator's consume that left keys waiting (a failed batch's backoff …) is woken at their time too
+    if (waiting > 0) await armWakeUp(c.env, c.var.invoke, { opened: c.var.opened(), subscriptions });
     if (first === null) return c.body(null, 204);
     return c.json(budgetMs === undefined ? first : { ...first, batches, eventsTotal: events });
   });

@@ -74,6 +74,8 @@ export async function advanceAndDispatch(
     afterHorizon?: boolean;
     /** this dispatch is a wake-up's (src/http/wakeUps.ts): it arms the next one whatever it did */
     wakeUp?: boolean;
+    /** the append that kicked this dispatch had a delayed event: it arms a wake-up for its time */
+    delayed?: boolean;
   },
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const { opened } = options;
@@ -81,7 +83,11 @@ export async function advanceAndDispatch(
   let advanced: Record<string, number>;
   let plan: string[];
   let consumedHere = 0;
-  // the next due time, when the consumer here read it at its end (the wake-up needs no second read)
+  // other appends' kicks in this isolate left their event names with this one (coalesceKicks)
+  let merged = false;
+  // the consumer here left keys waiting for a time, and the next due time when it read it at its
+  // end (the wake-up needs no second read)
+  let leftWaiting = false;
   let dueAt: number | null | undefined;
   let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
   // this app on this database: kicks (and horizon retries) in this isolate meet only within it
@@ -109,6 +115,7 @@ export async function advanceAndDispatch(
         options.eventNames,
         () => kick(options.eventNames, 0),
         async (names, first) => {
+          merged = true;
           try {
             const more = await kick(names, first.slots.length);
             return {
@@ -159,12 +166,14 @@ export async function advanceAndDispatch(
         otherSubrequests: started.length,
       });
       consumedHere = consumed.batches;
-      dueAt = consumed.dueAt;
+      ({ leftWaiting, dueAt } = consumed);
     }
     // the next wake-up, if a key is due before the next cron: the cron's and a wake-up's always
-    // (they are what re-arms), a kick's when it enqueued (a delayed event) or consumed (a backoff,
-    // a rate limit's room); the consumers it started arm at their own ends
-    if (options.housekeeping || options.wakeUp || consumedHere > 0 || Object.values(advanced).some((n) => n > 0))
+    // (they are what re-arms, and see every due time), a kick's when its append had a delayed
+    // event or took others' in (merged), or its consumer left keys waiting (a backoff, a
+    // Retry-After, a rate limit's room). The consumers it started arm at their own ends. A kick
+    // that only delivered reads nothing: one statement per append would be a third more of them.
+    if (options.housekeeping || options.wakeUp || options.delayed || merged || leftWaiting)
       await armWakeUp(env, invoke, { opened, subscriptions, dueAt });
     others = Promise.allSettled(started);
   } finally {
@@ -259,7 +268,7 @@ export async function consumeInSlot(
     /** subrequests this invocation spent already (the invocations it started) */
     otherSubrequests?: number;
   },
-): Promise<{ batches: number; subrequests: number; dueAt?: number | null }> {
+): Promise<{ batches: number; subrequests: number; leftWaiting: boolean; dueAt?: number | null }> {
   const { subscriptions, opened, first, continueIn, otherSubrequests = 0 } = consumer;
   const { concurrency, consumerBudgetMs, maxSubrequests, keysPerClaim, replayKeys } = settings(env);
   const { corq } = opened;
@@ -270,6 +279,9 @@ export async function consumeInSlot(
   const spent = () => opened.statements() + otherSubrequests + batches;
   const after = SUBREQUESTS_AFTER + (env.CORQ_WAKE_UPS ? SUBREQUESTS_ARMING : 0);
   const batchesLeft = () => Math.floor((maxSubrequests - spent() - after) / SUBREQUESTS_PER_BATCH);
+  // its drains left keys waiting for a time (a backoff, a Retry-After, a rate limit's room): the
+  // caller arms a wake-up for them; dueAt, when read last, is when the next key is due
+  let leftWaiting = false;
   let dueAt: number | null | undefined;
   for (let current = first; ; ) {
     try {
@@ -277,12 +289,15 @@ export async function consumeInSlot(
         const maxBatches = batchesLeft();
         if (maxBatches < 1) break;
         const budgetMs = Math.max(0, deadline - Date.now());
-        const drained = (await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim, replayKeys })).batches;
+        const drain = await corq.drain(current.name, { budgetMs, maxBatches, keysPerClaim, replayKeys });
+        const drained = drain.batches;
         batches += drained;
+        if (drain.waiting > 0) leftWaiting = true;
         dueAt = undefined;
         // out of subrequests (batchesLeft), it still waits: the look below then finds the key ready
         // and hands the slot on to a new invocation (continueIn), sooner than a wake-up would
-        if (!env.CORQ_WAKE_UPS || (drained === 0 && !waited) || Date.now() >= deadline) break;
+        // nothing left waiting: nothing due soon that this consumer made (the common case: no read)
+        if (!env.CORQ_WAKE_UPS || !leftWaiting || (drained === 0 && !waited) || Date.now() >= deadline) break;
         dueAt = await nextDueAt(opened, subscriptions);
         if (dueAt === null || dueAt > Math.min(Date.now() + WAIT_WITHIN_MS, deadline)) break;
         // waited, and the key went to another claim or was sent back to wait for its room: wait
@@ -308,10 +323,10 @@ export async function consumeInSlot(
       codeSubscriptions: subscriptions.map((s) => s.name),
     });
     // nothing ready, or every slot at work (they will look again too)
-    if (next === undefined || slot === undefined) return { batches, subrequests: spent(), dueAt };
+    if (next === undefined || slot === undefined) return { batches, subrequests: spent(), leftWaiting, dueAt };
     if (spentAll) {
       continueIn({ name: next[0], slot });
-      return { batches, subrequests: spent() + 1 };
+      return { batches, subrequests: spent() + 1, leftWaiting };
     }
     current = { name: next[0], slot };
   }

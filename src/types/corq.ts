@@ -101,7 +101,17 @@ export interface Corq<E extends EventMap = AnyEvents> {
       stop?: AbortSignal;
       abort?: AbortSignal;
     },
-  ): Promise<{ first: ConsumeResult | null; batches: number; events: number }>;
+  ): Promise<{
+    first: ConsumeResult | null;
+    batches: number;
+    events: number;
+    /**
+     * Keys this drain left waiting for a time: its failed batches' (a backoff), its postponed ones
+     * (Retry-After, retryAfterMs), and those its claims found over their rate limit. (The Worker
+     * arms a wake-up for them: src/http/wakeUps.ts.)
+     */
+    waiting: number;
+  }>;
   /**
    * Every subscription's stats, and the log's last position and size: `events` is counted up to
    * 10,000 and estimated past that (`eventsEstimated`), as each subscription's `lag` is.

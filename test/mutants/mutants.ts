@@ -14,6 +14,7 @@ import { flowControlMutants } from "./flowControl.js";
 import { connectionsMutants } from "./connections.js";
 import { poolerMutants } from "./pooler.js";
 import { traceContextMutants } from "./traceContext.js";
+import { wakeUpsMutants } from "./wakeUps.js";
 
 export type { Edit, Mutant } from "./mutant.js";
 
@@ -1989,4 +1990,5 @@ export const mutants: Mutant[] = [
   ...connectionsMutants,
   ...poolerMutants,
   ...traceContextMutants,
+  ...wakeUpsMutants,
 ];

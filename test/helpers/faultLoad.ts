@@ -47,6 +47,8 @@ export interface FaultLoadOptions {
   faults: (over: () => boolean) => Promise<Outage[]>;
   /** After the load, how long to wait for every event to be delivered before counting it lost. */
   settleMs: number;
+  /** The pause of the library's advance loop when it has advanced (default 100 ms). */
+  libraryAdvanceEveryMs?: number;
   /** Said as the load goes (the scenario's watch.step). */
   step?: (what: string) => void;
 }
@@ -86,6 +88,8 @@ export interface FaultFigures {
   unreachableMs: number;
   /** When appends began (Date.now()): `appendedAt` and fault times count from it. */
   startedAt: number;
+  /** One key's deliveries, for a report: push (ms after the start, attempt, positions) and code. */
+  history: (key: string) => string;
 }
 
 const count = (tallyOf: Record<string, number>, key: string) => (tallyOf[key] = (tallyOf[key] ?? 0) + 1);
@@ -166,7 +170,7 @@ export async function runFaultLoad(options: FaultLoadOptions): Promise<FaultFigu
         } catch (error) {
           count(consumeErrors, `${kind}: ${codeOf(error)}`);
         }
-        if (!worked) await sleep(kind === "advance" ? 100 : 20);
+        if (!worked) await sleep(kind === "advance" ? (options.libraryAdvanceEveryMs ?? 100) : 20);
       }
     };
     consumers.push(consumer("advance"), consumer("drain"), consumer("consume"));
@@ -314,6 +318,14 @@ export async function runFaultLoad(options: FaultLoadOptions): Promise<FaultFigu
       outages,
       unreachableMs: outages.reduce((sum, o) => sum + o.to - o.from, 0),
       startedAt: started,
+      history: (key) =>
+        `push: ${receiver.deliveries
+          .filter((d) => d.subscription === "faults-push" && d.key === key)
+          .map((d) => `+${d.receivedAt - started} attempt ${d.attempt} [${d.events.map((e) => e.position).join(",")}]`)
+          .join(" | ")}; code: ${codeDeliveries
+          .filter((d) => d.key === key)
+          .map((d) => `+${d.at - started} ${d.position}`)
+          .join(" ")}`,
     };
   } finally {
     over = true;

@@ -88,6 +88,8 @@ export function checkFaults(
     watch.fail(
       `worst deliveries (ms beyond the outage; +ms after the load began): ${figures.worst.map((w) => `${w.subscription} ${w.key}@${w.position} appended at +${w.appendedAt} ms: ${w.lateMs} ms late${w.attempt ? ` (attempt ${w.attempt})` : ""}`).join(", ")}`,
     );
+    for (const key of new Set(figures.worst.slice(0, 2).map((w) => w.key)))
+      console.log(`${scenario}: deliveries of ${key} (+ms after the load began): ${figures.history(key)}`);
     if (extra.log) console.log(`${scenario}: the runtime's log (+ms after the load began):\n${extra.log.slice(-6000)}`);
   }
   watch.expectEqual("events in the log vs appends acknowledged", figures.events, figures.appends.acknowledged);

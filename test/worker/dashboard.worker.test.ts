@@ -253,7 +253,7 @@ describe("dashboard pages: paging and times", () => {
       /<b>\s*50 \/ 1,000 ms(<!-- -->)?\s*, burst 10\s*<\/b>\s*<span>rate limit by tenant<\/span>/,
     );
     // the limit as the receiver sees it, in the docs' words (docs/flow-control.md, "Rate limits")
-    expect(page.body).toContain("deliveries start up to 10 at once, then one every 20 ms: at most 59 in any 1000 ms");
+    expect(page.body).toContain("deliveries start up to 10 at once, one every 20 ms after: at most 50 in any 1000 ms");
     expect(page.body).toContain("<th>Tenant</th>");
     const tenantOf = (key: string) =>
       new RegExp(`<tr data-key="${key}">.*?data-label="Tenant">(.*?)</td>`, "s").exec(page.body)?.[1];

@@ -40,9 +40,10 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
     holdMs: settings.activityFlushMs,
   });
   const wakes = createAppendWakes(executor);
+  const readyWakes = createAppendWakes(executor, "ready");
   const pushTransport = createPushTransport({ allowPrivate: settings.pushAllowPrivate });
   const subscriptions = createSubscriptions(deps);
-  const advancing = createAdvancing(deps);
+  const advancing = createAdvancing({ ...deps, ready: readyWakes.wake });
   const inspection = createInspection({ ...deps, subscription: subscriptions.subscription });
   const corq: CorqRuntime = {
     ...createLog({ ...deps, wake: wakes.wake, advance: advancing.advance }),
@@ -63,6 +64,7 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
     ...createAlerts({ ...deps, transport: pushTransport }),
     async close() {
       await wakes.settled();
+      await readyWakes.settled();
       await recorder.close();
       await end();
       await pushTransport.close();

@@ -1,15 +1,18 @@
 import type { Executor } from "../db/executor.js";
-import { notifyWake } from "../sql/log/notify.js";
+import { notifyWake, type WakePayload } from "../sql/log/notify.js";
 
 export interface AppendWakes {
-  /** An append committed: NOTIFY the listeners (CorqOptions.notify). */
+  /** An append committed (or an advance enqueued: `payload`): NOTIFY the listeners (CorqOptions.notify). */
   wake(): void;
   /** The NOTIFY in flight, if any (close() waits for it). */
   settled(): Promise<void> | undefined;
 }
 
-/** NOTIFY after an append's commit, coalesced: one in flight, one more after it (CorqOptions.notify). */
-export function createAppendWakes(executor: () => Promise<Executor>): AppendWakes {
+/**
+ * NOTIFY after an append's commit ("append"), or after an advance() that enqueued ("ready"),
+ * coalesced: one in flight, one more after it (CorqOptions.notify).
+ */
+export function createAppendWakes(executor: () => Promise<Executor>, payload: WakePayload = "append"): AppendWakes {
   let waking: Promise<void> | undefined;
   let wakeAgain = false;
   const wake = () => {
@@ -24,7 +27,7 @@ export function createAppendWakes(executor: () => Promise<Executor>): AppendWake
         // more on failure: after a database restart the pool's idle connections are dead, and
         // the first statement on one fails (the pool then drops it; the second gets a new one)
         const send = async () => {
-          await (await executor()).run(notifyWake("append"));
+          await (await executor()).run(notifyWake(payload));
         };
         await send()
           .catch(send)

@@ -110,4 +110,9 @@ export const connectionsMutants: Mutant[] = [
     ),
     tests: ["test/settleRetry.int.test.ts"],
   },
+  {
+    name: "connections: an app's advance() that enqueued tells no serve process (its push events wait for serve's safety net)",
+    edits: one("src/corq/advancing.ts", "        ready();", "        void 0;"),
+    tests: ["test/serve/wake.serve.test.ts"],
+  },
 ];

@@ -1,14 +1,21 @@
 // `npm run serve` is woken, not polling: with the safety net set to an hour, what an append's
 // NOTIFY (or an API write) wakes is handled at once, an append that did not NOTIFY waits for
-// the next wake-up, and an idle process sends no statements at all.
+// the next wake-up, an advance() by a library with notify: true wakes it for what that advance
+// enqueued, and an idle process sends no statements at all.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCorq, type Corq } from "../../src/index.js";
 import { useRecordingServe } from "../helpers/serveProcess.js";
 import { eventually } from "../helpers/stack.js";
 import { sleep } from "../helpers/corq.js";
+import { useReceiver } from "../helpers/receiver.js";
 
 const TOKEN = "serve-test-admin-token-0123456789abcdef";
-const state = useRecordingServe({ CORQ_SAFETY_NET_MS: "3600000", CORQ_ADMIN_TOKEN: TOKEN });
+const state = useRecordingServe({
+  CORQ_SAFETY_NET_MS: "3600000",
+  CORQ_ADMIN_TOKEN: TOKEN,
+  CORQ_PUSH_ALLOW_PRIVATE: "true",
+});
+const hook = useReceiver();
 const corqs = {} as { quiet: Corq; loud: Corq };
 
 beforeAll(() => {
@@ -74,5 +81,25 @@ describe("serve: woken by NOTIFY, not polling", () => {
       "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'corq-serve'",
     );
     expect(connections.rows[0].n).toBeGreaterThanOrEqual(2);
+  });
+
+  it("an advance() by a library with notify: true wakes it for what that advance enqueued (a push subscription's)", async () => {
+    const created = await api("PUT", "/subscriptions/pushed", {
+      events: ["Pushed"],
+      from: "now",
+      deliver: { url: hook.receiver.url },
+    });
+    expect(created.status).toBe(201);
+    hook.secret = ((await created.json()) as { secret: string }).secret;
+    await sleep(1500); // the wake-ups of that write have settled (its advance, the horizon's re-checks)
+    await corqs.quiet.append("pushed-1", [{ name: "Pushed", data: {} }]);
+    await sleep(1000);
+    expect(hook.receiver.deliveries).toHaveLength(0); // nobody was told
+    // the library enqueues it (a push subscription: every advancer takes those): serve hears "ready"
+    expect(await corqs.loud.advance()).toMatchObject({ pushed: 1 });
+    await eventually(async () => expect(hook.receiver.deliveries.map((d) => d.key)).toEqual(["pushed-1"]), {
+      timeoutMs: 5000,
+      intervalMs: 20,
+    });
   });
 });

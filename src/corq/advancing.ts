@@ -16,11 +16,12 @@ export function createAdvancing({
         eventNames: advanceOpts.eventNames,
       });
       if (advanceOpts.coalesce !== true || (advanceOpts.recheckIf?.() ?? true)) await first.recheck();
-      // An advance() of an app's own (not a runner's coalescing one, which consumes what it
-      // enqueues) may have enqueued what a serve process is to deliver — a push subscription's
-      // events, or events it appended and then found this advancer at work on (its kick was
-      // served here): with `notify`, the listeners are told keys are ready.
-      if (settings.notify && advanceOpts.coalesce !== true && Object.values(first.advanced).some((n) => n > 0)) ready();
+      // What this advance enqueued may be for a serve process to deliver — a push subscription's
+      // events, or serve's own appends whose advance found this one at work and left them to it:
+      // with `notify`, the listeners are told keys are ready, unless the caller delivers what it
+      // enqueues itself (serve's runner).
+      if (settings.notify && advanceOpts.consumesEnqueued !== true && Object.values(first.advanced).some((n) => n > 0))
+        ready();
       return first.advanced;
     },
   };

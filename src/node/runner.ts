@@ -142,7 +142,11 @@ export function createRunner(options: RunnerOptions): Runner {
       try {
         // woken during this run: the next run follows at once and takes what others' kicks were
         // for, so this one skips the re-check for them (a statement less per run under load)
-        const advanced = await corq.advance({ coalesce: true, recheckIf: () => !advanceWanted || stopping });
+        const advanced = await corq.advance({
+          coalesce: true,
+          recheckIf: () => !advanceWanted || stopping,
+          consumesEnqueued: true,
+        });
         const enqueued = Object.entries(advanced).filter(([name, n]) => n > 0 && consumable(name));
         if (enqueued.length > 0) consumeEnqueued(enqueued);
         // under load the next run is already wanted and takes what waited at the horizon along

@@ -75,6 +75,12 @@ export interface Corq<E extends EventMap = AnyEvents> {
     coalesce?: boolean;
     eventNames?: string[];
     recheckIf?: () => boolean;
+    /**
+     * The caller delivers what this advance enqueues itself (a runner such as `npm run serve`'s):
+     * a Corq with `notify` then does not NOTIFY "ready" for it, as it does after any other advance
+     * that enqueued (so serve processes deliver at once what an app's advance enqueued for them).
+     */
+    consumesEnqueued?: boolean;
   }): Promise<Record<string, number>>;
   consume(subscription: string): Promise<ConsumeResult | null>;
   /**

@@ -57,8 +57,9 @@ export interface CorqOptions<E extends EventMap = AnyEvents> {
   /**
    * NOTIFY after an append commits, so `npm run serve` processes on the same database wake at
    * once instead of at their safety-net timer; and after an `advance()` that enqueued events
-   * (payload "ready"), so they deliver what this advancer enqueued for them (a push subscription's
-   * events, or their own appends, which found this advancer at work) at once too. An append in its own transaction NOTIFYs in a
+   * (payload "ready"; not one with `consumesEnqueued`), so they deliver what this advancer
+   * enqueued for them (a push subscription's events, or their own appends, which found this
+   * advancer at work) at once too. An append in its own transaction NOTIFYs in a
    * statement of its own right after its commit, coalesced (at most one in flight, one more
    * after it for the appends that committed meanwhile); an append in the caller's transaction
    * NOTIFYs inside it (delivered at that commit; Postgres folds repeats). Why not always inside:

@@ -112,7 +112,7 @@ export const connectionsMutants: Mutant[] = [
   },
   {
     name: "connections: an app's advance() that enqueued tells no serve process (its push events wait for serve's safety net)",
-    edits: one("src/corq/advancing.ts", "n > 0)) ready();", "n > 0)) void 0;"),
+    edits: one("src/corq/advancing.ts", "        ready();", "        void 0;"),
     tests: ["test/serve/wake.serve.test.ts"],
   },
 ];

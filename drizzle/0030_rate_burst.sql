@@ -9,10 +9,12 @@
 --            bucket, idle or not, takes at most `burst` events at once. With a burst of 1 this
 --            alone holds every window to limit_events (one every interval).
 --   window   with a burst above 1 the spacing alone would let a window see limit_events +
---            burst - 1 (the burst, then the refill): the starts of the last limit_ms are kept
---            (recent_at / recent_count: one entry per call that took room, oldest first) and an
---            event has room only while fewer than limit_events of them are inside the window
---            that ends now.
+--            burst - 1 (the burst, then the refill): the starts of the last limit_ms and one
+--            interval (at most 1 s) are kept (recent_at / recent_count: one entry per call that
+--            took room, oldest first) and an event has room only while fewer than limit_events of
+--            them are inside that span, ending now. The interval more is for the receiver: a
+--            burst that reaches it up to that much later than the next burst does still does not
+--            put two bursts in one of its windows.
 -- 0022's tolerance was a whole limit_ms and had no window: up to 2 x limit_events - 1 in one.
 -- Claims of one bucket take turns on its row (FOR UPDATE), and a VOLATILE function's query takes
 -- a fresh snapshot (READ COMMITTED): the room the claim before it took is seen, which the claim
@@ -25,7 +27,8 @@ CREATE FUNCTION "corq"."rate_take"("sub_id" integer, "bucket" text, "limit_event
 RETURNS TABLE ("granted" integer, "next_at" timestamptz) LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   step_ms float8 := "limit_ms"::float8 / "limit_events";
-  span interval := "limit_ms" * interval '1 millisecond';
+  -- the span a start is counted in: limit_ms, and an interval (at most 1 s) for the receiver's jitter
+  span interval := ("limit_ms" + least("limit_ms"::float8 / "limit_events", 1000)) * interval '1 millisecond';
   due timestamptz;
   now_at timestamptz;
   base timestamptz;
@@ -44,7 +47,7 @@ BEGIN
   -- spacing: events i = 0, 1, … have room while base + i intervals <= now + (burst - 1) intervals
   room := floor(("burst"::float8 * "limit_ms" - extract(epoch FROM base - now_at) * 1000 * "limit_events") / "limit_ms")::integer;
   IF "burst" > 1 THEN
-    -- window: the starts still inside the window that ends now (a start at t leaves it at t + limit_ms)
+    -- window: the starts still inside the span that ends now (a start at t leaves it at t + span)
     SELECT coalesce(array_agg(u.started ORDER BY u.started), '{}'), coalesce(array_agg(u.n ORDER BY u.started), '{}'),
            coalesce(sum(u.n), 0)::integer
       INTO starts_at, starts_n, in_window

@@ -245,6 +245,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   tableVacuum: (f) => [f()],
   serverState: (f) => [f()],
   notifyWake: (f) => [f("append"), f("append", "ready")],
+  notifyProbe: (f) => [f("4b6f0e8a-1d2c-4e5f-8a9b-0c1d2e3f4a5b"), f("another")],
   logCounters: (f) => [f()],
   listSubscriptionCounters: (f) => [f()],
   listAlertCounters: (f) => [f()],

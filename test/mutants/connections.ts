@@ -84,11 +84,11 @@ export const connectionsMutants: Mutant[] = [
     tests: ["test/worker/transientErrors.worker.test.ts"],
   },
   {
-    name: "connections: a driver's HTTP status other than 5xx is left as it is (a bare 500)",
+    name: "connections: a driver's HTTP status other than 500-504 is left unexplained (as before 4c74cf1)",
     edits: one(
       "src/errors.ts",
       "  if (status !== undefined) {",
-      '  if (status !== undefined && status.startsWith("5")) {',
+      "  if (status !== undefined && /^50[0-4]$/.test(status)) {",
     ),
     tests: ["test/worker/transientErrors.worker.test.ts"],
   },

@@ -1,6 +1,7 @@
 // Dispatch across concurrent kicks: every append kicks a dispatch, and together they start at
 // most CORQ_CONCURRENCY consumers (slots claimed in the database), each delivering at most
 // CORQ_KEYS_PER_CLAIM keys at once — and lose no wake-up.
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createCorq } from "../../src/index.js";
 import { peakInFlight, useReceiver } from "../helpers/receiver.js";
@@ -10,6 +11,9 @@ const CONCURRENCY = 3;
 // each consumer delivers up to this many keys at once (one claim statement takes them all)
 const KEYS_PER_CLAIM = 2;
 const { state, api } = useStack({
+  // without the wake-up binding: a wake-up armed by an earlier test's waiting keys would dispatch
+  // (and advance) on its own, and the counts below are of the dispatches this file makes
+  config: fileURLToPath(new URL("./fixtures/noWakeUps.toml", import.meta.url)),
   vars: {
     CORQ_CONCURRENCY: String(CONCURRENCY),
     CORQ_KEYS_PER_CLAIM: String(KEYS_PER_CLAIM),

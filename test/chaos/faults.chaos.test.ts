@@ -16,12 +16,13 @@ import { chaosSeed, seededRandom, watchScenario } from "../helpers/chaos.js";
 import { sleep } from "../helpers/corq.js";
 import { createTestDatabase } from "../helpers/database.js";
 import { pgbouncerAvailable, startPgBouncer } from "../helpers/pgbouncer.js";
-import { runFaultLoad, terminateBackends, type Outage } from "../helpers/faultLoad.js";
+import { runFaultLoad, type Outage } from "../helpers/faultLoad.js";
 import {
-  checkFaults,
   DURATION_MS,
+  everyBackendEnded,
   load,
   secrets,
+  stopAndCheck,
   TIMEOUT_MS,
   useCleanups,
   watchedServe,
@@ -69,21 +70,13 @@ async function underTerminations(options: {
     databaseUrl: url,
     random,
     durationMs: DURATION_MS,
-    faults: terminateBackends({
-      serverUrl,
-      databaseName: new URL(database.url).pathname.slice(1),
-      random,
-      minMs: 200,
-      maxMs: 2000,
-      counts,
-    }),
+    faults: everyBackendEnded(serverUrl, database.url, random, counts),
     step: watch.step,
   });
-  const exitedEarly = served.exitedEarly();
-  const stopped = await served.stop();
-  checkFaults(scenario, watch, figures, {
-    exits: exitedEarly === undefined ? 0 : 1,
-    log: served.log(figures.startedAt),
+  const stopped = await stopAndCheck(served, {
+    scenario,
+    watch,
+    figures,
     notes: {
       seed,
       terminations: counts.rounds,
@@ -170,11 +163,10 @@ describe("connection faults on Node (issue 48)", () => {
         },
         step: watch.step,
       });
-      const exitedEarly = served.exitedEarly();
-      const stopped = await served.stop();
-      checkFaults(scenario, watch, figures, {
-        exits: exitedEarly === undefined ? 0 : 1,
-        log: served.log(figures.startedAt),
+      const stopped = await stopAndCheck(served, {
+        scenario,
+        watch,
+        figures,
         notes: { seed, restarts: restarts.join(",") },
       });
       expect(stopped).toBe(0);

@@ -7,8 +7,16 @@ import { describe, expect, inject, it } from "vitest";
 import { startLocalStack } from "../../cli/dev/localStack.js";
 import { chaosSeed, seededRandom, watchScenario } from "../helpers/chaos.js";
 import { createTestDatabase } from "../helpers/database.js";
-import { runFaultLoad, terminateBackends } from "../helpers/faultLoad.js";
-import { checkFaults, DURATION_MS, load, secrets, TIMEOUT_MS, useCleanups } from "../helpers/faultScenario.js";
+import { runFaultLoad } from "../helpers/faultLoad.js";
+import {
+  checkFaults,
+  DURATION_MS,
+  everyBackendEnded,
+  load,
+  secrets,
+  TIMEOUT_MS,
+  useCleanups,
+} from "../helpers/faultScenario.js";
 
 const cleanups = useCleanups();
 
@@ -40,14 +48,7 @@ describe("connection faults on Workers (issue 48)", () => {
         databaseUrl: database.url,
         random,
         durationMs: DURATION_MS,
-        faults: terminateBackends({
-          serverUrl,
-          databaseName: new URL(database.url).pathname.slice(1),
-          random,
-          minMs: 200,
-          maxMs: 2000,
-          counts,
-        }),
+        faults: everyBackendEnded(serverUrl, database.url, random, counts),
         step: watch.step,
       });
       if (workerLog.length > 0)

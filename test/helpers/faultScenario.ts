@@ -10,7 +10,7 @@
 import { afterEach, expect } from "vitest";
 import { localVars } from "../../cli/dev/localDatabase.js";
 import { reportScenario, type ScenarioWatch } from "./chaos.js";
-import type { FaultFigures } from "./faultLoad.js";
+import { terminateBackends, type FaultFigures } from "./faultLoad.js";
 import { startServeProcess } from "./serveProcess.js";
 
 const scale = Number(process.env.CORQ_CHAOS_SCALE ?? 1);
@@ -21,6 +21,35 @@ export const TIMEOUT_MS = 150_000 + DURATION_MS;
 export const secrets = { CORQ_ADMIN_TOKEN: "dev-admin-token", CORQ_WEBHOOK_SECRET: "dev-webhook-secret" };
 /** 30 HTTP appends/s and 10 library appends/s, as issue 48 measured; a lost event has 3 leases to come late. */
 export const load = { httpRate: 30, libraryRate: 10, streams: 20, leaseMs: LEASE_MS, settleMs: 3 * LEASE_MS };
+
+/**
+ * The scenarios' terminations: every backend of `databaseUrl`'s database (but the killer's own)
+ * ended every 200 ms–2 s, counted in `counts`.
+ */
+export function everyBackendEnded(
+  serverUrl: string,
+  databaseUrl: string,
+  random: () => number,
+  counts: { rounds: number; backends: number; at: number[] },
+) {
+  const databaseName = new URL(databaseUrl).pathname.slice(1);
+  return terminateBackends({ serverUrl, databaseName, random, minMs: 200, maxMs: 2000, counts });
+}
+
+/** Stops a watched serve (SIGTERM), checks the scenario's figures with its exits and log, and gives serve's exit code. */
+export async function stopAndCheck(
+  served: Awaited<ReturnType<typeof watchedServe>>,
+  check: { scenario: string; watch: ScenarioWatch; figures: FaultFigures; notes: Record<string, number | string> },
+): Promise<number | null | undefined> {
+  const exitedEarly = served.exitedEarly();
+  const stopped = await served.stop();
+  checkFaults(check.scenario, check.watch, check.figures, {
+    exits: exitedEarly === undefined ? 0 : 1,
+    log: served.log(check.figures.startedAt),
+    notes: check.notes,
+  });
+  return stopped;
+}
 
 /** The test file's cleanups, run after each test (last registered first). */
 export function useCleanups() {

@@ -7,7 +7,7 @@ import type { AnyEvents, Corq, CorqOptions, EventMap } from "./types.js";
 import type { CorqRuntime } from "./runtimeTypes.js";
 import { createAdvancing } from "./corq/advancing.js";
 import { createAlerts } from "./corq/alerts.js";
-import { createAppendWakes } from "./corq/appendWakes.js";
+import { createWakes } from "./corq/wakes.js";
 import { connect } from "./corq/connect.js";
 import { createConsuming } from "./corq/consuming.js";
 import { createDispatching } from "./corq/dispatching.js";
@@ -39,8 +39,8 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
   const recorder = createBatchRecorder(async (records) => (await executor()).run(recordBatches(records)), {
     holdMs: settings.activityFlushMs,
   });
-  const wakes = createAppendWakes(executor);
-  const readyWakes = createAppendWakes(executor, "ready");
+  const wakes = createWakes(executor, "append");
+  const readyWakes = createWakes(executor, "ready");
   const pushTransport = createPushTransport({ allowPrivate: settings.pushAllowPrivate });
   const subscriptions = createSubscriptions(deps);
   const advancing = createAdvancing({ ...deps, ready: readyWakes.wake });

@@ -84,7 +84,7 @@ export function createLog({
   wake,
   advance,
 }: PartDeps & {
-  /** After an append in a transaction of its own commits, with `notify` (src/corq/appendWakes.ts). */
+  /** After an append in a transaction of its own commits, with `notify` (src/corq/wakes.ts). */
   wake: () => void;
   /** The advance, for the kicks that waited while an erasure round held the advancer locks. */
   advance: Corq["advance"];

@@ -1,18 +1,18 @@
 import type { Executor } from "../db/executor.js";
 import { notifyWake, type WakePayload } from "../sql/log/notify.js";
 
-export interface AppendWakes {
-  /** An append committed (or an advance enqueued: `payload`): NOTIFY the listeners (CorqOptions.notify). */
+export interface Wakes {
+  /** What it is for happened (an append committed, an advance enqueued): NOTIFY the listeners (CorqOptions.notify). */
   wake(): void;
   /** The NOTIFY in flight, if any (close() waits for it). */
   settled(): Promise<void> | undefined;
 }
 
 /**
- * NOTIFY after an append's commit ("append"), or after an advance() that enqueued ("ready"),
- * coalesced: one in flight, one more after it (CorqOptions.notify).
+ * NOTIFY `payload` for listeners — after an append's commit ("append"), after an advance() that
+ * enqueued ("ready") — coalesced: one in flight, one more after it (CorqOptions.notify).
  */
-export function createAppendWakes(executor: () => Promise<Executor>, payload: WakePayload = "append"): AppendWakes {
+export function createWakes(executor: () => Promise<Executor>, payload: WakePayload): Wakes {
   let waking: Promise<void> | undefined;
   let wakeAgain = false;
   const wake = () => {

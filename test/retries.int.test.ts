@@ -224,6 +224,34 @@ describe("a consumer's claim whose connection is terminated (57P01)", () => {
   });
 });
 
+describe("a drain's claim of two keys whose connection is terminated (57P01)", () => {
+  it("is sent again once and both keys' batches are delivered at once, each once", async () => {
+    const delivered: string[] = [];
+    const subscriptions = [
+      {
+        name: "claimed",
+        handle: async (events: { position: number }[], ctx: { key: string }) => {
+          for (const event of events) delivered.push(`${ctx.key}:${event.position}`);
+        },
+      },
+    ];
+    const { corq, url } = await open({ subscriptions });
+    const proxy = await startTerminatingProxy(url);
+    closers.push(() => proxy.close());
+    const consumer = createCorq({ databaseUrl: proxy.url, subscriptions });
+    closers.push(() => consumer.close());
+    await corq.append("k", [{ name: "E", data: {} }]);
+    await corq.append("j", [{ name: "E", data: {} }]);
+    await corq.advance();
+    proxy.terminateStatements(/\bgranted AS \(/);
+    const started = Date.now();
+    expect(await consumer.drain("claimed", { keysPerClaim: 2 })).toMatchObject({ batches: 2, events: 2 });
+    expect(proxy.terminated()).toBe(1);
+    expect(Date.now() - started).toBeLessThan(3000); // not a lease (30 s)
+    expect([...delivered].sort()).toEqual(["j:2", "k:1"]);
+  });
+});
+
 describe("neverCommitted: the errors after which any statement, an append too, is sent again", () => {
   const pgError = (code: string, message = "x") => Object.assign(new Error(message), { code });
   it.each([

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|retentionPass|sustained|peers|delays|fairness|tenantsWalk|rateLimit|idempotency|alerts|faults|cost | --skip connections]
+// `npm run bench [-- --quick] [-- --only connections|serve|advance|replay|rewindStall|retentionPass|sustained|peers|delays|fairness|tenantsWalk|rateLimit|idempotency|alerts|faults|cost|sizing | --skip connections]
 // [-- --replay-events n] [-- --rewind-events n] [-- --retention-events n --retention-chunks n --rate n] [-- --minutes n --rate n] [-- --peers dbos,pgboss-group --peer-events n
 // --peer-keys n]`: corq against graphile-worker, pg-boss and DBOS on the same Postgres in the same run, then corq's stages,
 // scale curves, live latency during a large replay, and the local Workers stack (its
@@ -10,7 +10,8 @@
 // Neon (bench/costSection.ts, its flags there); `--only fairness` is issue 32's fairness between tenants
 // (bench/fairnessSection.ts, its flags there); `--only tenantsWalk` is issue 47's claim at many tenants
 // (bench/tenantsWalk.ts, its flags there); `--only faults` is issue 48's targets under terminated connections
-// (bench/faults.ts, its flags there). The last line printed is one JSON object.
+// (bench/faults.ts, its flags there); `--only sizing` is issue 50's events per Postgres CPU-second, statements and
+// WAL per event (bench/primarySizing.ts, its flags there; DATABASE_URL for another server). The last line printed is one JSON object.
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { startEmbeddedPostgres } from "../cli/dev/embeddedPostgres.js";
@@ -38,6 +39,7 @@ import { idempotencyCost } from "./idempotency.js";
 import { alertLatency } from "./alerts.js";
 import { faultsSection } from "./faults.js";
 import { rateLimitRun } from "./rateLimit.js";
+import { sizingSection } from "./primarySizing.js";
 import { present } from "../test/helpers/present.js";
 
 const quick = process.argv.includes("--quick");
@@ -61,6 +63,7 @@ const sections = [
   "alerts",
   "faults",
   "cost",
+  "sizing",
 ];
 const only = flag("--only");
 if (only !== undefined && !sections.includes(only)) {
@@ -606,6 +609,13 @@ try {
       alerts_max_ms: Math.round(run.maxMs),
       alerts_duplicates: run.duplicates,
     });
+    await endOnly(start);
+  }
+
+  // issue 50: what one primary carries — events per Postgres CPU-second, statements and WAL per event
+  if (only === "sizing") {
+    const start = sectionOf("What one primary carries (issue 50)", "sizing");
+    results.sizing = await sizingSection({ quick, say, serverUrl, onFreshDatabase });
     await endOnly(start);
   }
 

@@ -62,6 +62,7 @@ export function createCorqRuntime(options: CorqOptions): CorqRuntime {
     ...createTokens(deps),
     ...createRetention(deps),
     ...createAlerts({ ...deps, transport: pushTransport }),
+    database: executor,
     async close() {
       await wakes.settled();
       await readyWakes.settled();

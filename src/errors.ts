@@ -16,7 +16,9 @@ export type CorqErrorCode =
   | "schema_too_new"
   | "retained_away"
   | "idempotency_key_reused"
-  | "idempotency_in_flight";
+  | "idempotency_in_flight"
+  | "slot_moving"
+  | "wrong_cell";
 
 /** Every code the library raises, with its HTTP status (docs/http-api.md "Errors" lists them: test/errorCodes.test.ts). */
 export const statusByCode: Record<CorqErrorCode, number> = {
@@ -35,6 +37,8 @@ export const statusByCode: Record<CorqErrorCode, number> = {
   retained_away: 409,
   idempotency_key_reused: 422,
   idempotency_in_flight: 409,
+  slot_moving: 503,
+  wrong_cell: 409,
 };
 
 export class CorqError extends Error {

@@ -1,5 +1,6 @@
 // corq — correlated queues on a Postgres event log. Runs in Node and in Workers.
 export { createCorq } from "./corq.js";
+export { createCells } from "./cells/createCells.js";
 // drizzle's `sql` template, which `ctx.run` and `ctx.tx` take: from here, the app uses the same
 // drizzle-orm copy as corq (a peer dependency), so an `SQL` it builds is the one corq expects.
 export { sql, type SQL } from "drizzle-orm";

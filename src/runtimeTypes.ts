@@ -2,6 +2,8 @@
 // slots, kicks, the horizon probe, ready-key counts. Not exported from the package's main entry
 // (src/index.ts) and not in the user docs: they can change in any release. functions/ and
 // src/node/ get them from src/internal.ts.
+import type { Fence } from "./sql/log/appendEvents.js";
+import type { Executor } from "./db/executor.js";
 import type { AnyEvents, AppendResult, Corq, EventInput, EventName, StoredEvent } from "./types.js";
 
 export interface CorqRuntime extends Corq {
@@ -13,7 +15,11 @@ export interface CorqRuntime extends Corq {
   append<N extends EventName<AnyEvents>>(
     stream: string,
     events: EventInput<AnyEvents, N>[],
-    options?: Parameters<Corq["append"]>[2] & { idempotencyScope?: string },
+    options?: Parameters<Corq["append"]>[2] & {
+      idempotencyScope?: string;
+      /** A routed append (src/cells/): written only where the cell holds this slot at this epoch. */
+      fence?: Fence;
+    },
   ): Promise<AppendResult>;
   /**
    * For dispatchers, in one statement: the subscriptions with ready keys (push ones, and code
@@ -83,4 +89,6 @@ export interface CorqRuntime extends Corq {
     webhookIds: number;
     idempotencyKeys: number;
   }>;
+  /** The connection of this Corq, for the statements of src/cells/ (a move's reads and writes in a cell). */
+  database(): Promise<Executor>;
 }

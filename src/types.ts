@@ -17,3 +17,4 @@ export type * from "./types/handler.js";
 export type * from "./types/subscriptionDefinition.js";
 export type * from "./types/corqOptions.js";
 export type * from "./types/corq.js";
+export type * from "./types/cells.js";

@@ -15,6 +15,7 @@ import {
   appendEvents,
   streamHead,
   type AppendRow,
+  type Fence,
   type Idempotency,
   type StreamHeadRow,
 } from "../sql/log/appendEvents.js";
@@ -78,6 +79,21 @@ type UntracedAppend = (
   traceContext: string | null,
 ) => ReturnType<Append>;
 
+/**
+ * A routed append (src/cells/) that wrote nothing because this cell does not hold its slot at
+ * the router's epoch (a stale router: it reads the directory again) or a move is taking the slot
+ * away (`slot_moving`: retry shortly).
+ */
+function refuseUnfenced(fence: Fence, row: AppendRow) {
+  if (row.fence_epoch === fence.epoch && row.fence_state === "owned") return;
+  const details = { slot: fence.slot, epoch: fence.epoch, cellEpoch: row.fence_epoch ?? null };
+  if (row.fence_epoch === fence.epoch && row.fence_state === "fenced")
+    throw new CorqError("slot_moving", `slot ${fence.slot} is being moved to another cell; append again shortly`, {
+      details,
+    });
+  throw new CorqError("wrong_cell", `this cell does not hold slot ${fence.slot} at epoch ${fence.epoch}`, { details });
+}
+
 export function createLog({
   executor,
   settings,
@@ -137,6 +153,7 @@ export function createLog({
               notify: notify && appendOpts.tx !== undefined,
               idempotency,
               traceContext,
+              fence: appendOpts.fence,
             }),
           );
         } catch (error) {
@@ -153,6 +170,7 @@ export function createLog({
           continue;
         }
         const row = present(appended, "the append's result row");
+        if (appendOpts.fence) refuseUnfenced(appendOpts.fence, row);
         if (row.version !== null) {
           if (notify && !appendOpts.tx) wake();
           return { stream, version: row.version, positions: row.positions.map(Number) };

@@ -295,5 +295,11 @@ export const migrations: { tag: string; statements: string[] }[] = [
       "-- The previous release's claims (a Worker or process still running it while this one migrates)\n-- call the 5-argument form: it takes room as the new one does with a burst of 1, from the same\n-- buckets, so one limit holds across both during a deploy.\nCREATE OR REPLACE FUNCTION \"corq\".\"rate_take\"(\"sub_id\" integer, \"bucket\" text, \"limit_events\" integer, \"limit_ms\" integer, \"wanted\" integer)\nRETURNS TABLE (\"granted\" integer, \"next_at\" timestamptz) LANGUAGE sql VOLATILE AS $$\n  SELECT r.granted, r.next_at FROM \"corq\".\"rate_take\"(\"sub_id\", \"bucket\", \"limit_events\", \"limit_ms\", 1, \"wanted\") r\n$$;",
       "-- Every stored limit says its burst: 1, the new default (a limit set before this release let an\n-- idle bucket take `events` at once; it now spaces them, as the docs always said it limits).\nUPDATE \"corq\".\"subscriptions\" SET rate_limit = rate_limit || '{\"burst\": 1}'::jsonb\n  WHERE rate_limit IS NOT NULL AND NOT (rate_limit ? 'burst');"
     ]
+  },
+  {
+    "tag": "0031_cell_slots",
+    "statements": [
+      "CREATE TABLE \"corq\".\"cell_slots\" (\n\t\"slot\" integer PRIMARY KEY NOT NULL,\n\t\"epoch\" integer NOT NULL,\n\t\"state\" text NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL\n);"
+    ]
   }
 ];

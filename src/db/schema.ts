@@ -10,3 +10,4 @@ export * from "./schema/activity.js";
 export * from "./schema/access.js";
 export * from "./schema/retention.js";
 export * from "./schema/alerts.js";
+export * from "./schema/cells.js";

@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { events, idempotencyKeys, streams } from "../../db/schema.js";
+import { cellSlots, events, idempotencyKeys, streams } from "../../db/schema.js";
 import type { EventInput } from "../../types.js";
 import { WAKE_CHANNEL } from "./notify.js";
 
@@ -16,6 +16,15 @@ export interface AppendRow {
   prior_positions?: number[] | null;
   /** Whether that earlier append was sent the same events and expectedVersion. */
   prior_same?: boolean | null;
+  /** Routed appends only (`fence`): the cell's row of the slot as the append found it. */
+  fence_epoch?: number | null;
+  fence_state?: string | null;
+}
+
+/** Where a routed append's router sent it (src/cells/): the slot of its tenant, at the directory's epoch. */
+export interface Fence {
+  slot: number;
+  epoch: number;
 }
 
 /** An append's idempotency key, with the fingerprint of what it was sent. */
@@ -81,7 +90,14 @@ export function appendEvents(
     notify,
     idempotency,
     traceContext = null,
-  }: { expectedVersion?: number; notify?: boolean; idempotency?: Idempotency; traceContext?: string | null } = {},
+    fence,
+  }: {
+    expectedVersion?: number;
+    notify?: boolean;
+    idempotency?: Idempotency;
+    traceContext?: string | null;
+    fence?: Fence;
+  } = {},
 ): SQL {
   const n = input.length;
   // the stream's row is written only FROM `locked` (below): the transaction id is taken after
@@ -109,6 +125,17 @@ export function appendEvents(
   // the events. A row the snapshot could not see (committed after the statement began) makes
   // the row's insert write nothing: the statement then fails (corq.idempotency_race) rather
   // than keep the events twice, and the caller runs it again.
+  // Routed (cells): the cell's slot row, locked FOR SHARE once the stream's turn came (a row lock
+  // takes the transaction id: see APPENDING). A move's fence (an UPDATE of the row) waits for the
+  // appends in flight, and every later one sees the row as the move left it (a row lock reads its
+  // latest version, not the statement's snapshot). Nothing is written unless this cell holds the
+  // slot at the router's epoch and no move is taking it away.
+  const streamLocked = fence ? sql`stream_locked` : sql`locked`;
+  const fenced = fence
+    ? sql`,
+      fence AS (SELECT epoch, state FROM ${cellSlots} c, stream_locked WHERE slot = ${fence.slot} FOR SHARE OF c),
+      locked AS (SELECT FROM fence WHERE epoch = ${fence.epoch} AND state = 'owned')`
+    : sql``;
   const guard = idempotency
     ? sql`free AS (
         SELECT pg_try_advisory_xact_lock(hashtextextended(${idempotency.scope} || chr(10) || ${stream} || chr(10) || ${idempotency.key}, ${IDEMPOTENT})) AS free
@@ -119,11 +146,11 @@ export function appendEvents(
         WHERE scope = ${idempotency.scope} AND stream = ${stream} AND key = ${idempotency.key}
           AND created_at > ${window(idempotency.ttlMs)}
       ),
-      locked AS (
+      ${streamLocked} AS (
         SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING})) FROM free
         WHERE free AND NOT EXISTS (SELECT FROM prior)
-      ),`
-    : sql`locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),`;
+      )${fenced},`
+    : sql`${streamLocked} AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING})))${fenced},`;
   const record = idempotency
     ? sql`,
       recorded AS (
@@ -167,8 +194,16 @@ export function appendEvents(
     SELECT (SELECT version FROM claim) AS version,
            coalesce((SELECT json_agg(position ORDER BY version) FROM inserted), '[]'::json) AS positions
            ${notify ? sql`, (SELECT pg_notify(${WAKE_CHANNEL}, 'append') FROM claim) AS notified` : sql``}
-           ${answer}`;
+           ${answer}
+           ${fence ? fenceAnswer(fence.slot) : sql``}`;
 }
+
+// The slot row as the append found it: locked (`fence`) when the append took the stream's turn;
+// read plainly when it did not (an idempotent replay or a key in flight: nothing is written, and
+// the answer is the same in either cell while a move copies the key's row).
+const fenceAnswer = (slot: number) => sql`,
+  coalesce((SELECT epoch FROM fence), (SELECT epoch FROM ${cellSlots} WHERE slot = ${slot})) AS fence_epoch,
+  coalesce((SELECT state FROM fence), (SELECT state FROM ${cellSlots} WHERE slot = ${slot})) AS fence_state`;
 
 export interface StreamHeadRow {
   version: number;

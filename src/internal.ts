@@ -3,3 +3,4 @@
 // has none of it.
 export { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM } from "./corq.js";
 export type { CorqRuntime } from "./runtimeTypes.js";
+export { createCellsRuntime } from "./cells/createCells.js";

@@ -28,6 +28,14 @@ const cellsOptions = z.object({
 
 export function createCells<E extends EventMap = AnyEvents>(options: NoInfer<CellsOptions<E>>): Cells<E>;
 export function createCells(options: CellsOptions): Cells {
+  return createCellsRuntime(options).cells;
+}
+
+/**
+ * The same, with each cell's runtime (src/internal.ts): what `npm run serve` and the Worker drive
+ * per cell (its runner, its dispatcher's consumer slots), beside the cells' own operations.
+ */
+export function createCellsRuntime(options: CellsOptions): { cells: Cells; runtimes: Map<string, CorqRuntime> } {
   const { cells: urls, slots, moveWaitMs } = parseOrThrow(cellsOptions, options, "invalid_config", "cells");
   const { directoryUrl, tenant, cells: _urls, slots: _slots, moveWaitMs: _wait, ...corqOptions } = options;
   const names = Object.keys(urls);
@@ -301,7 +309,7 @@ export function createCells(options: CellsOptions): Cells {
       waiting: row.waiting,
     }));
   }
-  return cellsCorq;
+  return { cells: cellsCorq, runtimes };
 }
 
 /**

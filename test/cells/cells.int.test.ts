@@ -70,10 +70,12 @@ describe("cells", () => {
     const cells = createCells({ cells: urls, subscriptions });
     // a router that read the directory before the move (another process)
     const stale = createCells({ cells: urls, subscriptions });
+    const staleReader = createCells({ cells: urls, subscriptions });
     try {
       await cells.migrate();
       const before = await cells.place("acme:order-1");
       await stale.place("acme:order-1");
+      await staleReader.place("acme:order-1");
       const first = await cells.append("acme:order-1", [{ name: "Placed", data: { order: "o1" } }], {
         idempotencyKey: "k-1",
       });
@@ -108,6 +110,8 @@ describe("cells", () => {
       const moved = await cells.readStream("acme:order-1");
       expect(replay).toMatchObject({ replayed: true, version: first.version, positions: [moved[0]!.position] });
 
+      // a stale reader reads the old cell, sees it no longer holds the slot, reads again where it went
+      expect((await staleReader.readStream("acme:order-1")).map((e) => e.name)).toEqual(["Placed", "Paid"]);
       // the stale router's append is refused by the old cell, read again, lands in the new one
       await stale.append("acme:order-1", [{ name: "Shipped", data: { order: "o1" } }], { expectedVersion: 1 });
       await stale.append("acme:gone", [{ name: "Again", data: { order: "o2" } }], { expectedVersion: 0 });
@@ -123,6 +127,7 @@ describe("cells", () => {
       expect(byStream.find((d) => d.stream === "acme:order-1" && d.version === 2)!.seq).toBeGreaterThan(2);
     } finally {
       await stale.close();
+      await staleReader.close();
       await cells.close();
     }
   });

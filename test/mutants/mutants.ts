@@ -15,6 +15,7 @@ import { connectionsMutants } from "./connections.js";
 import { poolerMutants } from "./pooler.js";
 import { traceContextMutants } from "./traceContext.js";
 import { wakeUpsMutants } from "./wakeUps.js";
+import { cellsMutants } from "./cells.js";
 
 export type { Edit, Mutant } from "./mutant.js";
 
@@ -139,8 +140,8 @@ export const mutants: Mutant[] = [
     name: "append: takes its transaction id before its turn on the stream (refused for order under concurrency)",
     edits: one(
       "src/sql/log/appendEvents.ts",
-      ": sql`locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING}))),`;",
-      ": sql`locked AS (SELECT 1),`;",
+      ": sql`${streamLocked} AS (SELECT pg_advisory_xact_lock(hashtextextended(${stream}, ${APPENDING})))${fenced},`;",
+      ": sql`${streamLocked} AS (SELECT 1)${fenced},`;",
     ),
     tests: ["test/streamOrder.int.test.ts"],
   },
@@ -1991,4 +1992,5 @@ export const mutants: Mutant[] = [
   ...poolerMutants,
   ...traceContextMutants,
   ...wakeUpsMutants,
+  ...cellsMutants,
 ];

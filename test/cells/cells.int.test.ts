@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import pg from "pg";
 import { createCells, type Cells, type DeliveredEvent } from "../../src/index.js";
 import { slotOf } from "../../src/cells/slots.js";
+import type { CorqRuntime } from "../../src/internal.js";
 import { startThreeCells, type ThreeCells } from "../helpers/cells.js";
 
 let three: ThreeCells;
@@ -56,6 +57,20 @@ describe("cells", () => {
         expect((await cells.readStream(`${tenant}:a`)).map((e) => e.name)).toEqual(["Made"]);
       }
       expect(new Set(await Promise.all(tenants.map(async (t) => (await cells.place(`${t}:a`)).cell))).size).toBe(3);
+      // the fence: a write for another epoch than the cell's, or a slot the cell does not hold, writes nothing
+      const place = await cells.place("t0:a");
+      const holder = cells.cell(place.cell) as unknown as CorqRuntime;
+      const other = cells.cell(cells.names.find((n) => n !== place.cell) ?? "") as unknown as CorqRuntime;
+      const event = [{ name: "Made", data: { order: "t0-2" } }];
+      for (const [corq, epoch] of [
+        [holder, place.epoch + 1],
+        [holder, place.epoch - 1],
+        [other, place.epoch],
+      ] as const)
+        await expect(corq.append("t0:a", event, { fence: { slot: place.slot, epoch } })).rejects.toMatchObject({
+          code: "wrong_cell",
+        });
+      expect(await cells.readStream("t0:a")).toHaveLength(1);
       const log = await cells.readLog();
       expect(log.events.length).toBe(12);
       expect(Object.keys(log.next).sort()).toEqual(["one", "three", "two"]);

@@ -179,9 +179,12 @@ describe("cells under traffic", () => {
       const hotProducers = produce(cells, 51, 2, () => [hot], run.appendedAt);
       producers.push(hotProducers);
       await sleep(500);
+      const movedAt = Date.now();
       expect(await cells.move({ tenant: hot }, { to: second! })).toMatchObject({ done: true });
+      const firstMoveMs = Date.now() - movedAt;
       await sleep(500);
       expect(await cells.move({ tenant: hot }, { to: third! })).toMatchObject({ done: true });
+      const movesMs = [firstMoveMs, Date.now() - movedAt - firstMoveMs - 500];
       expect(await placeOf(hot)).toBe(third);
       await sleep(500);
       await hotProducers.stop();
@@ -215,7 +218,7 @@ describe("cells under traffic", () => {
         expect(versions).toEqual(versions.map((_, i) => i));
       }
       console.info(
-        `cells traffic: ${run.deliveries.length} deliveries, ${duringOthers} by cells one and two while three was down, refused appends ${JSON.stringify(producers.map((p) => p.refused))}, loop errors ${JSON.stringify(run.errors)}`,
+        `cells traffic: moves took ${movesMs.join(", ")} ms (${hotProducers.acked.size} streams); ${run.deliveries.length} deliveries, ${duringOthers} by cells one and two while three was down, refused appends ${JSON.stringify(producers.map((p) => p.refused))}, loop errors ${JSON.stringify(run.errors)}`,
       );
     } finally {
       await run.stop();

@@ -412,11 +412,11 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
   });
 
   // Prometheus text (src/metrics.ts), read from the database: every runtime and process answers the same.
-  app.get("/metrics", requireScope("read"), async (c) =>
-    c.body(toPrometheus(await c.var.corq().metrics()), 200, {
-      "content-type": "text/plain; version=0.0.4; charset=utf-8",
-    }),
-  );
+  app.get("/metrics", requireScope("read"), async (c) => {
+    const { prometheus } = c.var.opened();
+    const text = prometheus ? await prometheus() : toPrometheus(await c.var.corq().metrics());
+    return c.body(text, 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+  });
 
   // What is wrong and what to do (src/doctor.ts); 200 whatever it finds: `ok` says.
   app.get("/doctor", requireScope("admin"), async (c) => {

@@ -110,6 +110,11 @@ export interface OpenCorq {
   db: Executor;
   /** Closes what the invocation opened; pass to ctx.waitUntil. */
   end(): Promise<void>;
+  /**
+   * GET /metrics' text, where it is not `toPrometheus(corq.metrics())`: a deployment of cells
+   * renders every cell's, labelled with its cell (src/cells/cellsRuntime.ts).
+   */
+  prometheus?: () => Promise<string>;
 }
 
 /** How a runtime opens a handle: Workers one per invocation (functions/database.ts), Node the process's. */

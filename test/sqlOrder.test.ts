@@ -78,6 +78,7 @@ const samples: Record<string, (fn: (...args: any[]) => SQL) => SQL[]> = {
   recordAdvanceError: (f) => [f(1, "Error: x")],
   // cells (src/sql/cells/)
   listSlots: (f) => [f()],
+  countSlots: (f) => [f()],
   listMoves: (f) => [f()],
   raiseWatermarks: (f) => [f()],
   holdSlots: (f) => [f([{ slot: 1, epoch: 1 }])],

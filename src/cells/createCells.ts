@@ -10,7 +10,14 @@ import { createCorqRuntime } from "../corq.js";
 import { CorqError, present, toError } from "../errors.js";
 import type { CorqRuntime } from "../runtimeTypes.js";
 import { holdSlots, holdsSlot } from "../sql/cells/cellSlots.js";
-import { assignSlots, DIRECTORY_SCHEMA, listMoves, type MoveRow, type SlotRow } from "../sql/cells/directory.js";
+import {
+  assignSlots,
+  countSlots,
+  DIRECTORY_SCHEMA,
+  listMoves,
+  type MoveRow,
+  type SlotRow,
+} from "../sql/cells/directory.js";
 import type { AnyEvents, Corq, EventMap } from "../types.js";
 import type { Cells, CellsOptions, SlotMove } from "../types/cells.js";
 import { moveSlot, rollbackSlot } from "./move.js";
@@ -92,8 +99,19 @@ export function createCellsRuntime(options: CellsOptions): { cells: Cells; runti
       await db.transaction(async (tx) => {
         for (const statement of DIRECTORY_SCHEMA) await tx.run(statement);
       });
-      const empty = await everyCell(async (corq) => (await corq.stats()).log.head === null);
-      await db.run(assignSlots(firstAssignment(names, slots, [...empty.values()].every(Boolean))));
+      const [existing] = await db.run<{ slots: number }>(countSlots());
+      if (!existing?.slots) {
+        const empty = await everyCell(async (corq) => (await corq.stats()).log.head === null);
+        const used = names.filter((name) => !empty.get(name));
+        // a database with events keeps them routed to it: it must be the home cell, which takes every slot
+        if (used.some((name) => name !== home))
+          throw new CorqError(
+            "invalid_config",
+            `cell "${used.find((name) => name !== home)}" has events but is not named first: a new directory gives ` +
+              "every slot to the first cell when any cell has events — name the database in use first",
+          );
+        await db.run(assignSlots(firstAssignment(names, slots, used.length === 0)));
+      }
       // each cell holds what the directory gives it (again, harmlessly, on every migrate)
       router.forget();
       const rows = await router.slots();

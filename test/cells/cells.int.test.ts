@@ -3,7 +3,7 @@
 // separate clusters (test/helpers/cells.ts).
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import pg from "pg";
-import { createCells, type Cells, type DeliveredEvent } from "../../src/index.js";
+import { createCells, createCorq, type Cells, type DeliveredEvent } from "../../src/index.js";
 import { slotOf } from "../../src/cells/slots.js";
 import type { CorqRuntime } from "../../src/internal.js";
 import { startThreeCells, type ThreeCells } from "../helpers/cells.js";
@@ -184,6 +184,38 @@ describe("cells", () => {
       await drainAll(cells);
       const zeta = delivered.filter((d) => d.subscription === "byStream" && d.stream === "zeta:1");
       expect(zeta.map((d) => d.version)).toEqual([0, 1, 2]);
+    } finally {
+      await cells.close();
+    }
+  });
+
+  it("a database in use becomes the first cell with every slot; named elsewhere, it is refused", async () => {
+    const urls = await three.databases();
+    const inUse = createCorq({ databaseUrl: urls.two });
+    await inUse.migrate();
+    await inUse.append("acme:order-1", [{ name: "Placed", data: { order: "acme-1" } }]);
+    await inUse.close();
+    const misnamed = createCells({ cells: urls, subscriptions });
+    try {
+      await expect(misnamed.migrate()).rejects.toMatchObject({
+        code: "invalid_config",
+        message: /cell "two" has events/,
+      });
+    } finally {
+      await misnamed.close();
+    }
+    const cells = createCells({ cells: { two: urls.two, one: urls.one, three: urls.three }, subscriptions });
+    try {
+      await cells.migrate();
+      expect((await cells.directory()).cells.map((c) => [c.name, c.slots])).toEqual([
+        ["two", 1024],
+        ["one", 0],
+        ["three", 0],
+      ]);
+      expect((await cells.readStream("acme:order-1")).map((e) => e.name)).toEqual(["Placed"]);
+      expect(await cells.append("acme:order-1", [{ name: "Paid", data: { order: "acme-1" } }])).toMatchObject({
+        version: 1,
+      });
     } finally {
       await cells.close();
     }

@@ -38,6 +38,8 @@ export interface SlotRow {
 /** Every slot's cell and epoch. */
 export const listSlots = () => sql`SELECT slot, cell, epoch FROM corq_directory.slots ORDER BY slot`;
 
+export const countSlots = () => sql`SELECT count(*)::int AS slots FROM corq_directory.slots`;
+
 /** The first assignment (one statement; a concurrent one that came first wins, the same as this or not). */
 export function assignSlots(assignment: SlotRow[]): SQL {
   return sql`INSERT INTO corq_directory.slots (slot, cell, epoch)

@@ -20,7 +20,8 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.removeAll
 
 let embedded: RunningPostgres | undefined;
 try {
-  if (!env.DATABASE_URL) {
+  // (CORQ_CELLS: a deployment of cells, each its own Postgres: src/node/serve.ts)
+  if (!env.DATABASE_URL && !env.CORQ_CELLS?.trim()) {
     embedded = await startEmbeddedPostgres({ dataDir: join(env.CORQ_DATA_DIR ?? ".data", "postgres") });
     env.DATABASE_URL = await ensureDatabase(embedded.url, "corq");
     log(`postgres: embedded, ${redact(env.DATABASE_URL)}`);

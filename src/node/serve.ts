@@ -22,7 +22,17 @@ import { parseBasePath, pathWithin } from "../http/basePath.js";
 import { adminTokenRefusal } from "../http/auth.js";
 import { retentionOption, settings } from "../http/env.js";
 import { createTokenCache } from "../http/tokenCache.js";
-import { createCorqRuntime, DEFAULT_KEYS_PER_CLAIM, MAX_KEYS_PER_CLAIM, type CorqRuntime } from "../internal.js";
+import {
+  createCellsRuntime,
+  createCorqRuntime,
+  DEFAULT_KEYS_PER_CLAIM,
+  MAX_KEYS_PER_CLAIM,
+  type CorqRuntime,
+} from "../internal.js";
+import { cellsRuntime } from "../cells/cellsRuntime.js";
+import { parseCellsEnv } from "../cells/cellsEnv.js";
+import { present } from "../errors.js";
+import type { Cells } from "../types/cells.js";
 import { createExecutor } from "../db/executor.js";
 import { guardPool } from "../db/guardPool.js";
 import { notifyWake } from "../sql/log/notify.js";
@@ -33,7 +43,7 @@ import { createRunner, type Runner } from "./runner.js";
 import { forwardedClient, parseTrustedProxies } from "./forwarded.js";
 import type { WakeListener } from "./wakeListener.js";
 import { hearWakeUps } from "./wakeUps.js";
-import type { Env, OpenCorq } from "../http/types.js";
+import type { Env, OpenCorq, TokenCache } from "../http/types.js";
 
 /** `startServe<Events>(…)`: subscriptions checked against the app's event map (docs/typed-events.md). */
 export interface ServeOptions<E extends EventMap = AnyEvents> {
@@ -44,8 +54,9 @@ export interface ServeOptions<E extends EventMap = AnyEvents> {
   /** The app's own SQL (its projections' tables), applied at start after corq's schema, each once. */
   migrations?: AppMigration[];
   /**
-   * The environment: DATABASE_URL (required), the Worker's CORQ_* variables (docs/http-api.md,
-   * "Configuration") and the Node runtime's own (docs/self-hosting.md). Default: process.env.
+   * The environment: DATABASE_URL (required; or CORQ_CELLS, a deployment of cells), the Worker's
+   * CORQ_* variables (docs/http-api.md, "Configuration") and the Node runtime's own
+   * (docs/self-hosting.md). Default: process.env.
    */
   env?: Record<string, string | undefined>;
   /** Port to listen on; 0 picks a free one. Default: PORT or 8787. */
@@ -166,10 +177,21 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const subscriptions = withSharedSchemas(options.subscriptions, options.schemas);
   const env = options.env ?? process.env;
   const log = options.log ?? ((line: string) => console.log(`corq: ${line}`));
-  if (!env.DATABASE_URL) throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on");
-  const databaseUrl = named(env.DATABASE_URL);
+  // CORQ_CELLS: a deployment of cells (src/cells/, docs/self-hosting.md "Cells"), else DATABASE_URL's one database
+  const cellsEnv = env.CORQ_CELLS?.trim() ? parseCellsEnv(env) : undefined;
+  if (!cellsEnv && !env.DATABASE_URL)
+    throw new Error("DATABASE_URL is not set: corq serve needs a Postgres to run on (or CORQ_CELLS: cells)");
+  const databases: Database[] = cellsEnv
+    ? Object.entries(cellsEnv.cells).map(([name, url]) => ({ name, url: named(url) }))
+    : [{ name: "", url: named(present(env.DATABASE_URL, "DATABASE_URL")) }];
+  if (cellsEnv && env.DATABASE_URL)
+    log("CORQ_CELLS is set: DATABASE_URL is not used (the home cell is the first of CORQ_CELLS)");
   const knobs = nodeSettings(env);
   const listenUrl = knobs.listenDatabaseUrl && named(knobs.listenDatabaseUrl);
+  if (cellsEnv && listenUrl)
+    throw new Error(
+      "CORQ_LISTEN_DATABASE_URL names one database: with CORQ_CELLS each cell LISTENs on its own URL (name direct ones)",
+    );
   const basePath = parseBasePath(options.basePath);
   const role = options.role ?? knobs.role;
   // said at start, not discovered as a 401 on every call after "ready"
@@ -180,75 +202,43 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
   };
   try {
-    // Two pools: the consumers' (one connection each, and the advancer's) and the API's, so
-    // requests never queue behind consumers for a connection (measured: with one shared pool,
-    // 8 draining consumers pushed appends at 200/s to seconds).
-    const make = (poolSize: number, notify: boolean) =>
-      createCorqRuntime({
-        databaseUrl,
-        subscriptions,
-        migrations: options.migrations,
-        poolSize,
-        notify,
-        pushAllowPrivate: knobs.pushAllowPrivate,
-        keyIdleMs: knobs.keyIdleMs,
-        idempotencyTtlMs: knobs.idempotencyTtlMs,
-        retention: knobs.retention,
-        // one activity write a second for all drains, not one per drain (drains here are many
-        // and short: at 1,000 appends/s that statement was a fifth of the database's work)
-        activityFlushMs: 1000,
-      });
-    // (an API process has no consumers, a worker no API: each opens only its own pool)
-    const corq = role === "api" ? undefined : make(knobs.concurrency + 2, true);
-    if (corq) closers.push(() => corq.close());
-    // the API's appends wake this process directly and NOTIFY the others from `fetch` below
-    const apiCorq = role === "worker" ? undefined : make(knobs.poolSize, false);
-    if (apiCorq) closers.push(() => apiCorq.close());
-    if (options.migrate !== false) await (corq ?? apiCorq)?.migrate();
-    // the runner's own statements, the wake-ups and the dashboard's sessions: a small pool of their own
-    const ownPool = guardPool(new pg.Pool({ connectionString: databaseUrl, max: 3 }));
-    closers.push(() => ownPool.end());
-    const db = createExecutor(ownPool);
-
-    const runner = corq
-      ? createRunner({
-          corq,
-          db,
-          codeSubscriptions: subscriptions.map((s) => s.name),
-          transactionalSubscriptions: subscriptions.filter((s) => s.transactional).map((s) => s.name),
-          concurrency: knobs.concurrency,
-          keysPerClaim: knobs.keysPerClaim,
-          replayKeys: knobs.replayKeys,
-          budgetMs: knobs.consumerBudgetMs,
-          safetyNetMs: knobs.safetyNetMs,
-          retention: knobs.retentionPasses,
-          alerts: knobs.alertPasses,
-          log,
-        })
-      : noRunner;
-    const tokens = createTokenCache({ ttlMs: knobs.tokenCacheMs });
-    const wakeUps = hearWakeUps({
-      pool: ownPool,
-      db,
-      listenUrl: listenUrl ?? databaseUrl,
-      separateListenUrl: listenUrl !== undefined,
-      onWake: (payload) => {
-        if (payload === "tokens") tokens.clear();
-        else runner.wake(payload);
-      },
-      recheck: () => {
-        // a revocation heard of by no notification (missed, or none arrive) is heard of here
-        tokens.clear();
-        runner.recheck();
-      },
-      safetyNetMs: knobs.safetyNetMs,
-      pollMs: knobs.pollMs,
-      log,
+    // Two pools per database: the consumers' (one connection each, and the advancer's) and the
+    // API's, so requests never queue behind consumers for a connection (measured: with one shared
+    // pool, 8 draining consumers pushed appends at 200/s to seconds).
+    const runtimeOptions = (poolSize: number, notify: boolean) => ({
+      subscriptions,
+      migrations: options.migrations,
+      poolSize,
+      notify,
+      pushAllowPrivate: knobs.pushAllowPrivate,
+      keyIdleMs: knobs.keyIdleMs,
+      idempotencyTtlMs: knobs.idempotencyTtlMs,
+      retention: knobs.retention,
+      // one activity write a second for all drains, not one per drain (drains here are many
+      // and short: at 1,000 appends/s that statement was a fifth of the database's work)
+      activityFlushMs: 1000,
     });
-    closers.push(() => wakeUps.close());
-    // said before "ready": whether wake-ups are immediate or polled (a LISTEN through a pooler)
-    await wakeUps.checked(LISTEN_CHECK_MS);
+    const open = (poolSize: number, notify: boolean): Deployment => {
+      if (cellsEnv) {
+        const { cells, runtimes } = createCellsRuntime({
+          ...runtimeOptions(poolSize, notify),
+          cells: Object.fromEntries(databases.map(({ name, url }) => [name, url])),
+          directoryUrl: cellsEnv.directoryUrl,
+        });
+        return { runtimes, cells, migrate: () => cells.migrate(), close: () => cells.close() };
+      }
+      const corq = createCorqRuntime({ ...runtimeOptions(poolSize, notify), databaseUrl: databases[0]?.url });
+      return { runtimes: new Map([["", corq]]), migrate: () => corq.migrate(), close: () => corq.close() };
+    };
+    // (an API process has no consumers, a worker no API: each opens only its own pools)
+    const workers = role === "api" ? undefined : open(knobs.concurrency + 2, true);
+    if (workers) closers.push(() => workers.close());
+    // the API's appends wake this process directly and NOTIFY the others from `fetch` below
+    const apis = role === "worker" ? undefined : open(knobs.poolSize, false);
+    if (apis) closers.push(() => apis.close());
+    if (options.migrate !== false) await (workers ?? apis)?.migrate();
 
+    const tokens = createTokenCache({ ttlMs: knobs.tokenCacheMs });
     // executionCtx.waitUntil: background work, awaited at shutdown
     const background = new Set<Promise<unknown>>();
     const track = (work: Promise<unknown>) => {
@@ -256,49 +246,45 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       background.add(tracked);
       void tracked.finally(() => background.delete(tracked));
     };
-    // The other processes hear of this process's appends by NOTIFY, on this process's own pool
-    // (not the API's: at 1,000 appends/s a NOTIFY after every commit, one in flight, was a
-    // statement per two appends, and half of them queued behind appends for the API's
-    // connections; bench/serveProbe.ts). With consumers here ("all") this process advances at
-    // once and the others only help with what it cannot take: one NOTIFY per NOTIFY_EVERY_MS
-    // at most. An API process ("api") wakes the workers by nothing else: one NOTIFY in flight,
-    // one more after it for the appends that committed meanwhile.
-    let notifyTimer: NodeJS.Timeout | undefined;
-    let notifying = false;
-    let notifyAgain = false;
-    const notifyOthers = () => {
-      if (notifying) {
-        notifyAgain = true;
-        return;
-      }
-      notifying = true;
-      const send = async () => {
-        do {
-          notifyAgain = false;
-          await db.run(notifyWake("append"));
-        } while (notifyAgain);
-      };
-      track(send().finally(() => (notifying = false)));
-    };
-    const appended = () => {
-      if (role === "api") return notifyOthers();
-      runner.wake("append");
-      notifyTimer ??= setTimeout(() => {
-        notifyTimer = undefined;
-        notifyOthers();
-      }, NOTIFY_EVERY_MS);
-    };
-    closers.push(async () => clearTimeout(notifyTimer));
+    // every database advances and consumes on its own: a cell that is down, or whose horizon is
+    // held, holds back only its own runner
+    const works = databases.map((database) =>
+      startWork(database, workers?.runtimes.get(database.name), {
+        subscriptions,
+        knobs,
+        role,
+        listenUrl,
+        tokens,
+        track,
+        closers,
+        log: database.name ? (line) => log(`cell "${database.name}": ${line}`) : log,
+      }),
+    );
+    const home = present(works[0], "the home database's work");
+    // said before "ready": whether wake-ups are immediate or polled (a LISTEN through a pooler)
+    await Promise.all(works.map((work) => work.wakeUps.checked(LISTEN_CHECK_MS)));
+    const workOf = new Map(works.map((work, index) => [databases[index]?.name, work]));
+    const apiCorq =
+      apis?.cells === undefined
+        ? apis?.runtimes.get("")
+        : cellsRuntime(apis.cells, apis.runtimes, { appended: (cell) => workOf.get(cell)?.appended() });
     const http = apiCorq ? await serveHttp(apiCorq) : undefined;
 
-    async function serveHttp(apiCorq: CorqRuntime) {
-      const opened: OpenCorq = { corq: apiCorq, db, statements: () => 0, end: async () => undefined };
+    async function serveHttp(apiCorq: CorqRuntime & { prometheus?: () => Promise<string> }) {
+      const opened: OpenCorq = {
+        corq: apiCorq,
+        // the dashboard's sessions: the home cell's, with the tokens
+        db: home.db,
+        statements: () => 0,
+        end: async () => undefined,
+        prometheus: apiCorq.prometheus,
+      };
       const sha256 = (text: string) => new Uint8Array(createHash("sha256").update(text).digest());
       // A revoked token: 401 from the next request on here, and in the other processes once they
       // hear it (or their cache entry ends: CORQ_TOKEN_CACHE_MS). Called by the revoking handler.
       const tokenRevoked = () => {
         tokens.clear();
-        track(db.run(notifyWake("tokens")));
+        track(home.db.run(notifyWake("tokens")));
       };
       // no SELF here, whatever the environment holds: consumers run in this process
       const appEnv: Env = { ...env, SELF: undefined, CORQ_NODE: { sha256, tokens, tokenRevoked } };
@@ -327,13 +313,14 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         const whole = new URL(request.url).pathname;
         // the API's own path: an append under the prefix wakes the consumers as one at the root
         const path = pathWithin(basePath, whole) ?? whole;
-        if (appendPath.test(path)) appended();
-        else if (!wakesNobody.test(path)) {
+        // (over cells, the append woke its own cell's runner: cellsRuntime's `appended`)
+        if (appendPath.test(path)) {
+          if (!cellsEnv) home.appended();
+        } else if (!wakesNobody.test(path)) {
           // A write that may have made keys ready or subscriptions advanceable (resume, release,
           // rewind, a new subscription): every process advances and looks at once, not at its
-          // safety net.
-          runner.recheck();
-          track(db.run(notifyWake("append", "ready")));
+          // safety net (in every cell).
+          for (const work of works) work.changed();
         }
         return response;
       };
@@ -358,6 +345,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       return { server, closed, url: `http://${shown}:${port}`, port };
     }
 
+    const runner = works.length === 1 ? home.runner : everyRunner(works.map((work) => work.runner));
     let stopping: Promise<{ abandoned: number }> | undefined;
     const stop = async (stopOptions: { boundMs?: number } = {}) => {
       const boundMs = stopOptions.boundMs ?? knobs.shutdownMs;
@@ -369,7 +357,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       // the keys this process gave back or left ready: other processes take them now; and they
       // advance (a kick another process left with this one's advancer may wait for a run that the
       // stop cut short: Runner's recheckIf)
-      await db.run(notifyWake("append", "ready")).catch(() => undefined);
+      await Promise.all(works.map((work) => work.db.run(notifyWake("append", "ready")).catch(() => undefined)));
       const left = Math.max(0, boundMs - (Date.now() - started));
       await Promise.race([
         Promise.all([http?.closed, ...background]),
@@ -383,13 +371,150 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       port: http?.port ?? 0,
       role,
       runner,
-      listener: wakeUps.listener,
+      listener: home.wakeUps.listener,
       stop: () => (stopping ??= stop()),
     };
   } catch (error) {
     await closeAll();
     throw error;
   }
+}
+
+/** One database of the process (DATABASE_URL's, or a cell's), and the runtimes on it. */
+interface Database {
+  /** The cell's name; "" for DATABASE_URL's. */
+  name: string;
+  url: string;
+}
+
+interface Deployment {
+  /** By the database's name. */
+  runtimes: Map<string, CorqRuntime>;
+  cells?: Cells;
+  migrate(): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/**
+ * One database's share of the process: a small pool of its own (the runner's statements, the
+ * wake-ups, the dashboard's sessions), its runner, its LISTEN, and the NOTIFYs that tell the
+ * other processes on it of this one's writes.
+ */
+function startWork(
+  database: Database,
+  corq: CorqRuntime | undefined,
+  deps: {
+    subscriptions: SubscriptionDefinition[];
+    knobs: ReturnType<typeof nodeSettings>;
+    role: ServeRole;
+    listenUrl: string | undefined;
+    tokens: TokenCache;
+    track(work: Promise<unknown>): void;
+    closers: (() => Promise<unknown>)[];
+    log(line: string): void;
+  },
+) {
+  const { knobs, track, log, tokens, closers } = deps;
+  const ownPool = guardPool(new pg.Pool({ connectionString: database.url, max: 3 }));
+  closers.push(() => ownPool.end());
+  const db = createExecutor(ownPool);
+  const runner = corq
+    ? createRunner({
+        corq,
+        db,
+        codeSubscriptions: deps.subscriptions.map((s) => s.name),
+        transactionalSubscriptions: deps.subscriptions.filter((s) => s.transactional).map((s) => s.name),
+        concurrency: knobs.concurrency,
+        keysPerClaim: knobs.keysPerClaim,
+        replayKeys: knobs.replayKeys,
+        budgetMs: knobs.consumerBudgetMs,
+        safetyNetMs: knobs.safetyNetMs,
+        retention: knobs.retentionPasses,
+        alerts: knobs.alertPasses,
+        log,
+      })
+    : noRunner;
+  const wakeUps = hearWakeUps({
+    pool: ownPool,
+    db,
+    listenUrl: deps.listenUrl ?? database.url,
+    separateListenUrl: deps.listenUrl !== undefined,
+    onWake: (payload) => {
+      if (payload === "tokens") tokens.clear();
+      else runner.wake(payload);
+    },
+    recheck: () => {
+      // a revocation heard of by no notification (missed, or none arrive) is heard of here
+      tokens.clear();
+      runner.recheck();
+    },
+    safetyNetMs: knobs.safetyNetMs,
+    pollMs: knobs.pollMs,
+    log,
+  });
+  closers.push(() => wakeUps.close());
+
+  // The other processes hear of this process's appends by NOTIFY, on this process's own pool
+  // (not the API's: at 1,000 appends/s a NOTIFY after every commit, one in flight, was a
+  // statement per two appends, and half of them queued behind appends for the API's
+  // connections; bench/serveProbe.ts). With consumers here ("all") this process advances at
+  // once and the others only help with what it cannot take: one NOTIFY per NOTIFY_EVERY_MS
+  // at most. An API process ("api") wakes the workers by nothing else: one NOTIFY in flight,
+  // one more after it for the appends that committed meanwhile.
+  let notifyTimer: NodeJS.Timeout | undefined;
+  let notifying = false;
+  let notifyAgain = false;
+  const notifyOthers = () => {
+    if (notifying) {
+      notifyAgain = true;
+      return;
+    }
+    notifying = true;
+    const send = async () => {
+      do {
+        notifyAgain = false;
+        await db.run(notifyWake("append"));
+      } while (notifyAgain);
+    };
+    track(send().finally(() => (notifying = false)));
+  };
+  closers.push(async () => clearTimeout(notifyTimer));
+  return {
+    db,
+    runner,
+    wakeUps,
+    /** An append committed here. */
+    appended() {
+      if (deps.role === "api") return notifyOthers();
+      runner.wake("append");
+      notifyTimer ??= setTimeout(() => {
+        notifyTimer = undefined;
+        notifyOthers();
+      }, NOTIFY_EVERY_MS);
+    },
+    /** Another write that may have made work here: advance and look at once, here and in the other processes. */
+    changed() {
+      runner.recheck();
+      track(db.run(notifyWake("append", "ready")));
+    },
+  };
+}
+
+/** The runners of every cell as one (RunningServe.runner). */
+function everyRunner(runners: Runner[]): Runner {
+  return {
+    wake: (payload) => {
+      for (const runner of runners) runner.wake(payload);
+    },
+    recheck: () => {
+      for (const runner of runners) runner.recheck();
+    },
+    busy: () => runners.reduce((total, runner) => total + runner.busy(), 0),
+    async stop(stopOptions) {
+      const stopped = await Promise.all(runners.map((runner) => runner.stop(stopOptions)));
+      return { abandoned: stopped.reduce((total, { abandoned }) => total + abandoned, 0) };
+    },
+  };
 }
 
 /** An API process's runner: nothing to advance or consume. */

@@ -12,7 +12,7 @@ export interface Io {
   fetch?: (request: Request) => Promise<Response>;
 }
 
-/** The commands that take --key (and rewind's --to): anywhere else they are refused, not ignored. */
+/** The commands that take --key: anywhere else it is refused, not ignored. */
 export const keyCommands = new Set(["pause", "resume", "rewind", "retry", "skip"]);
 
 export const options = {
@@ -44,10 +44,15 @@ export const options = {
   "data-dir": { type: "string" },
   "cron-interval": { type: "string" },
   "base-path": { type: "string" },
+  // corq cells move
+  "wait-ms": { type: "string" },
+  tenant: { type: "string" },
+  slot: { type: "string" },
 } as const;
 
 /** Options only some commands read: anywhere else they are refused, not ignored. */
 export const commandOnlyOptions: Partial<Record<keyof typeof options, string[]>> = {
+  to: ["rewind", "cells"],
   "held-over": ["doctor", "alerts"],
   on: ["alerts"],
   "lag-over": ["alerts"],
@@ -58,6 +63,9 @@ export const commandOnlyOptions: Partial<Record<keyof typeof options, string[]>>
   "data-dir": ["dev"],
   "cron-interval": ["dev"],
   "base-path": ["dev"],
+  "wait-ms": ["cells"],
+  tenant: ["cells"],
+  slot: ["cells"],
 };
 
 export type Values = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>["values"];

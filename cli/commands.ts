@@ -1,8 +1,9 @@
 // The commands of `corq`, by name: over the HTTP API (corqueue/client), but `migrate` and `serve` over DATABASE_URL,
-// and `dev`, the local stack around the user's Worker (cli/dev/).
+// `cells` over CORQ_CELLS (cellsCommand.ts), and `dev`, the local stack around the user's Worker (cli/dev/).
 import { CorqHttpError, type CorqClient } from "../src/client.js";
 import type { KeyStatus, StoredEvent } from "../src/types.js";
 import { alertsCommand } from "./alertsCommand.js";
+import { cellsCommand } from "./cellsCommand.js";
 import { integer, keyOption, noMore, positional, statuses, UsageError, type Context } from "./arguments.js";
 import { exitCodes } from "./output.js";
 import { formatTable, formatTime, wrap } from "./table.js";
@@ -174,6 +175,9 @@ export const commands: Record<string, (ctx: Context) => Promise<void | number>> 
   },
 
   alerts: alertsCommand,
+
+  // over CORQ_CELLS: the cells of a deployment, each its own database
+  cells: cellsCommand,
 
   async migrate(ctx) {
     noMore(ctx, 0);

@@ -38,11 +38,9 @@ export async function run(argv: string[], io: Io): Promise<number> {
     return exitCodes.usage;
   }
   // a --key another command would ignore could widen what it does (skip every dead key): refused
-  for (const option of ["key", "to"] as const) {
-    if (values[option] !== undefined && !(keyCommands.has(name as string) && (option === "key" || name === "rewind"))) {
-      io.err.write(`corq: ${name} takes no --${option}\n`);
-      return exitCodes.usage;
-    }
+  if (values.key !== undefined && !keyCommands.has(name as string)) {
+    io.err.write(`corq: ${name} takes no --key\n`);
+    return exitCodes.usage;
   }
   for (const [option, only] of Object.entries(commandOnlyOptions)) {
     if (values[option as keyof Values] !== undefined && !only.includes(name as string)) {

@@ -28,6 +28,7 @@ import { nextDue } from "../src/sql/consume/nextDue.js";
 import { syncSubscriptions, type StoredSettings } from "../src/sql/advance/syncSubscriptions.js";
 import { readAdvanceBatch } from "../src/sql/advance/advanceByFunction.js";
 import { appendEvents } from "../src/sql/log/appendEvents.js";
+import { eventsToCopy } from "../src/sql/cells/moveData.js";
 import { removeChunk } from "../src/sql/lifecycle/retention.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { MAX_COST, costOffenses, explain, planOffenses, type Intent } from "./helpers/plans.js";
@@ -239,6 +240,20 @@ const statements: {
           why: "the key's row by the primary key (stream, scope, key)",
         },
       ],
+    },
+  },
+  {
+    name: "a routed append (cells: the fence of its slot)",
+    query: () => appendEvents("order-7", placed(1), { fence: { slot: 7, epoch: 1 } }),
+    intent: { walks: [] },
+  },
+  {
+    name: "a move's copy chunk (cells: a slot's streams, in log order)",
+    query: () => eventsToCopy(["order-8", "order-9", "order-10"], { tx: "100", position: 5 }, 1000),
+    intent: { walks: [] },
+    maxCost: {
+      cost: 25_000,
+      why: "with no statistics of the log the planner guesses each stream's share of it (14,000 here); after ANALYZE a few index probes. A move's chunk, not a hot statement, and far below jit_above_cost",
     },
   },
   {

@@ -376,8 +376,7 @@ const exceptions: { rule: Rule; match: string; reason: string }[] = [
   {
     rule: "ordered aggregate",
     match: "ARRAY(SELECT jsonb_array_elements_text",
-    reason:
-      "syncSubscriptions: the events filter is a set of names; cells' moveData: the slot's streams, a set for ANY() (jsonb_array_elements keeps array order anyway)",
+    reason: "syncSubscriptions: the events filter is a set of names (jsonb_array_elements keeps array order anyway)",
   },
 ];
 

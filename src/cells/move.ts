@@ -92,7 +92,9 @@ export async function moveSlot(deps: MoveDeps, slot: number, to: string, waitMs:
   if (move.phase === "draining") {
     const deadline = Date.now() + waitMs;
     // what was appended before the fence is enqueued (advance returns once every event
-    // committed before it is), then delivered by the deployment's consumers
+    // committed before it is: for the subscriptions this process runs — the backlog below counts
+    // the slot's events any subscription has not advanced past), then delivered by the
+    // deployment's consumers
     await from.advance();
     for (;;) {
       const backlog = await source.run<BacklogRow>(slotBacklog(streams));
@@ -192,6 +194,7 @@ function describeBacklog(rows: BacklogRow[]): string {
   return rows
     .map((row) => {
       const parts = [`${row.queued} queued`];
+      if (row.unadvanced > 0) parts.push(`${row.unadvanced} not advanced yet (where its code runs)`);
       if (row.dead_keys > 0) parts.push(`${row.dead_keys} dead keys (retry or skip them)`);
       if (row.paused_keys > 0) parts.push(`${row.paused_keys} paused keys`);
       if (row.paused) parts.push("the subscription is paused");

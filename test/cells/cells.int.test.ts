@@ -220,4 +220,30 @@ describe("cells", () => {
       await cells.close();
     }
   });
+
+  it("a mover without the code subscriptions waits for the events they have not advanced yet", async () => {
+    delivered.length = 0;
+    const urls = await three.databases();
+    const cells = createCells({ cells: urls, subscriptions });
+    // an operator's process (corq cells move): no code subscription of its own
+    const mover = createCells({ cells: urls });
+    try {
+      await cells.migrate();
+      const place = await cells.place("zeta:1");
+      const to = cells.names.find((name) => name !== place.cell) ?? "";
+      await cells.append("zeta:1", [{ name: "Made", data: { order: "z1" } }]);
+      const stopped = await mover.move({ tenant: "zeta" }, { to, waitMs: 200 });
+      expect(stopped).toMatchObject({ done: false, phase: "draining" });
+      expect(stopped.waiting).toMatch(/byOrder: 0 queued, 1 not advanced yet.*byStream: 0 queued, 1 not advanced yet/);
+      await drainAll(cells);
+      expect(await mover.move({ tenant: "zeta" }, { to })).toMatchObject({ done: true, copied: 1 });
+      await cells.append("zeta:1", [{ name: "After", data: { order: "z1" } }]);
+      await drainAll(cells);
+      expect(delivered.filter((d) => d.subscription === "byStream").map((d) => d.version)).toEqual([0, 1]);
+      expect(delivered.filter((d) => d.subscription === "byOrder").map((d) => d.version)).toEqual([0, 1]);
+    } finally {
+      await mover.close();
+      await cells.close();
+    }
+  });
 });

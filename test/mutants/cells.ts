@@ -52,6 +52,15 @@ export const cellsMutants: Mutant[] = [
     tests: cellsTests,
   },
   {
+    name: "cells: a move copies events a subscription has not advanced yet (a mover without its code)",
+    edits: one(
+      "src/sql/cells/moveData.ts",
+      "HAVING count(k.key) > 0 OR s.rewind_token IS NOT NULL OR EXISTS (",
+      "HAVING count(k.key) > 0 OR s.rewind_token IS NOT NULL OR false AND EXISTS (",
+    ),
+    tests: cellsTests,
+  },
+  {
     name: "cells: a routed read trusts a stale directory",
     edits: one("src/cells/createCells.ts", "if (row?.holds) return result;", "return result;"),
     tests: cellsTests,

@@ -6,8 +6,9 @@ import { valueAt } from "../advance/advanceSubscription.js";
 // it goes to. The slot's streams are named by the caller (a tenant is a function of the stream
 // name, computed in JS): every statement here takes them as a text[].
 
-// (one JSON parameter: drizzle spreads a JS array into one parameter per item)
-const streamList = (names: string[]) => sql`ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(names)}::jsonb))`;
+// one text[] parameter (sql.param: drizzle spreads a bare JS array into one parameter per item),
+// whose elements the planner sees: it estimates the streams' rows, not a default
+const streamList = (names: string[]) => sql`${sql.param(names)}::text[]`;
 
 /** A page of the cell's stream names, in name order after `after`. */
 export function streamNames(after: string, limit: number): SQL {
@@ -17,6 +18,8 @@ export function streamNames(after: string, limit: number): SQL {
 export interface BacklogRow {
   subscription: string;
   queued: number;
+  /** The slot's events past the subscription's watermark: not advanced yet (by whoever runs its code). */
+  unadvanced: number;
   dead_keys: number;
   paused_keys: number;
   paused: boolean;
@@ -25,12 +28,15 @@ export interface BacklogRow {
 }
 
 /**
- * What still holds the slot's events in this cell, per subscription: queued rows not yet acked
- * (their keys dead or paused among them), and a rewind under way (it may queue them again).
- * Empty when the slot's events are all delivered here.
+ * What still holds the slot's events in this cell, per subscription: events not yet advanced
+ * (a code subscription is advanced only where its code runs — not by a mover without it),
+ * queued rows not yet acked (their keys dead or paused among them), and a rewind under way (it
+ * may queue them again). Empty when the slot's events are all delivered here.
  */
 export function slotBacklog(names: string[]): SQL {
   return sql`SELECT s.name AS subscription, count(k.key)::int AS queued,
+      (SELECT count(*) FROM ${events} e WHERE e.stream = ANY(${streamList(names)})
+        AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position))::int AS unadvanced,
       count(DISTINCT q.key) FILTER (WHERE k.dead_at IS NOT NULL)::int AS dead_keys,
       count(DISTINCT q.key) FILTER (WHERE k.paused_at IS NOT NULL)::int AS paused_keys,
       s.paused, s.rewind_token IS NOT NULL AS rewinding, min(q.deliver_at)::text AS next_due
@@ -39,7 +45,9 @@ export function slotBacklog(names: string[]): SQL {
       AND q.position IN (SELECT position FROM ${events} WHERE stream = ANY(${streamList(names)}))
     LEFT JOIN ${keys} k ON k.subscription_id = q.subscription_id AND k.key = q.key AND q.seq > k.last_seq
     GROUP BY s.id
-    HAVING count(k.key) > 0 OR s.rewind_token IS NOT NULL
+    HAVING count(k.key) > 0 OR s.rewind_token IS NOT NULL OR EXISTS (
+      SELECT FROM ${events} e WHERE e.stream = ANY(${streamList(names)})
+        AND (e.tx, e.position) > (s.watermark_tx, s.watermark_position))
     ORDER BY s.name`;
 }
 

@@ -10,8 +10,7 @@
 import { CorqError, present } from "../errors.js";
 import { toPrometheus } from "../metrics.js";
 import type { CorqRuntime } from "../runtimeTypes.js";
-import { holdsSlot } from "../sql/cells/cellSlots.js";
-import type { Cells } from "../types/cells.js";
+import type { CellsRuntime } from "./createCells.js";
 import type { DoctorCode, DoctorFinding, KeyState, SubscriptionStats } from "../types.js";
 
 export interface CellsRuntimeOptions {
@@ -28,8 +27,7 @@ const perCell = (what: string, instead: string) =>
   new CorqError("invalid_input", `${what}: positions are per cell in a deployment of cells; ${instead}`);
 
 export function cellsRuntime(
-  cells: Cells,
-  runtimes: Map<string, CorqRuntime>,
+  { cells, runtimes, routedRead: routed }: CellsRuntime,
   options: CellsRuntimeOptions = {},
 ): CorqRuntime & { prometheus(): Promise<string> } {
   const names = cells.names;
@@ -48,20 +46,6 @@ export function cellsRuntime(
     const failed = settled.find(({ result }) => result.status === "rejected");
     if (failed?.result.status === "rejected") throw inCell(failed.name, failed.result.reason);
     return settled.map(({ result }) => (result as PromiseFulfilledResult<T>).value);
-  };
-  // A routed read as createCells does it: read in the stream's cell, then check that the cell
-  // still held the slot at that epoch (a move removes its copy only after it gave the slot up);
-  // `directory()` makes the router read the directory again.
-  const routed = async <T>(stream: string, read: (corq: CorqRuntime) => Promise<T>): Promise<T> => {
-    for (let attempt = 0; ; attempt++) {
-      const place = await cells.place(stream);
-      const corq = cell(place.cell);
-      const result = await read(corq);
-      const [row] = await (await corq.database()).run<{ holds: boolean }>(holdsSlot(place.slot, place.epoch));
-      if (row?.holds) return result;
-      if (attempt >= 5) throw new CorqError("conflict", `slot ${place.slot} keeps moving; read again`);
-      await cells.directory();
-    }
   };
   const subscriptionOf = async (name: string) => mergeSubscriptions(await everyCell((corq) => corq.subscription(name)));
 

@@ -42,7 +42,14 @@ export function createCells(options: CellsOptions): Cells {
  * The same, with each cell's runtime (src/internal.ts): what `npm run serve` and the Worker drive
  * per cell (its runner, its dispatcher's consumer slots), beside the cells' own operations.
  */
-export function createCellsRuntime(options: CellsOptions): { cells: Cells; runtimes: Map<string, CorqRuntime> } {
+export interface CellsRuntime {
+  cells: Cells;
+  runtimes: Map<string, CorqRuntime>;
+  /** A read in a stream's cell, checked against the directory after it (read again where the slot went). */
+  routedRead<T>(stream: string, read: (corq: CorqRuntime) => Promise<T>): Promise<T>;
+}
+
+export function createCellsRuntime(options: CellsOptions): CellsRuntime {
   const { cells: urls, slots, moveWaitMs } = parseOrThrow(cellsOptions, options, "invalid_config", "cells");
   const { directoryUrl, tenant, cells: _urls, slots: _slots, moveWaitMs: _wait, ...corqOptions } = options;
   const names = Object.keys(urls);
@@ -327,7 +334,7 @@ export function createCellsRuntime(options: CellsOptions): { cells: Cells; runti
       waiting: row.waiting,
     }));
   }
-  return { cells: cellsCorq, runtimes };
+  return { cells: cellsCorq, runtimes, routedRead };
 }
 
 /**

@@ -32,7 +32,7 @@ import {
 import { cellsRuntime } from "../cells/cellsRuntime.js";
 import { parseCellsEnv } from "../cells/cellsEnv.js";
 import { present } from "../errors.js";
-import type { Cells } from "../types/cells.js";
+import type { CellsRuntime } from "../cells/createCells.js";
 import { createExecutor } from "../db/executor.js";
 import { guardPool } from "../db/guardPool.js";
 import { notifyWake } from "../sql/log/notify.js";
@@ -220,12 +220,13 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     });
     const open = (poolSize: number, notify: boolean): Deployment => {
       if (cellsEnv) {
-        const { cells, runtimes } = createCellsRuntime({
+        const deployment = createCellsRuntime({
           ...runtimeOptions(poolSize, notify),
           cells: Object.fromEntries(databases.map(({ name, url }) => [name, url])),
           directoryUrl: cellsEnv.directoryUrl,
         });
-        return { runtimes, cells, migrate: () => cells.migrate(), close: () => cells.close() };
+        const { cells, runtimes } = deployment;
+        return { runtimes, cells: deployment, migrate: () => cells.migrate(), close: () => cells.close() };
       }
       const corq = createCorqRuntime({ ...runtimeOptions(poolSize, notify), databaseUrl: databases[0]?.url });
       return { runtimes: new Map([["", corq]]), migrate: () => corq.migrate(), close: () => corq.close() };
@@ -267,7 +268,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const apiCorq =
       apis?.cells === undefined
         ? apis?.runtimes.get("")
-        : cellsRuntime(apis.cells, apis.runtimes, { appended: (cell) => workOf.get(cell)?.appended() });
+        : cellsRuntime(apis.cells, { appended: (cell) => workOf.get(cell)?.appended() });
     const http = apiCorq ? await serveHttp(apiCorq) : undefined;
 
     async function serveHttp(apiCorq: CorqRuntime & { prometheus?: () => Promise<string> }) {
@@ -390,7 +391,8 @@ interface Database {
 interface Deployment {
   /** By the database's name. */
   runtimes: Map<string, CorqRuntime>;
-  cells?: Cells;
+  /** Over cells (CORQ_CELLS): the cells with their runtimes. */
+  cells?: CellsRuntime;
   migrate(): Promise<unknown>;
   close(): Promise<void>;
 }

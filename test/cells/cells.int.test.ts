@@ -1,20 +1,14 @@
 // Cells (issue "Past one Postgres"): routing by tenant, a move's copy (versions, tombstones,
 // idempotency keys, seqs), resuming and rolling back, and a stale router refused — on three
 // separate clusters (test/helpers/cells.ts).
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import pg from "pg";
 import { createCells, createCorq, type Cells, type DeliveredEvent } from "../../src/index.js";
 import { slotOf } from "../../src/cells/slots.js";
 import type { CorqRuntime } from "../../src/internal.js";
-import { startThreeCells, type ThreeCells } from "../helpers/cells.js";
+import { useThreeCells } from "../helpers/cells.js";
 
-let three: ThreeCells;
-beforeAll(async () => {
-  three = await startThreeCells(inject("postgresUrl"));
-}, 120_000);
-afterAll(async () => {
-  await three?.close();
-});
+const three = useThreeCells();
 
 const delivered: { subscription: string; key: string; stream: string; version: number; seq: number }[] = [];
 const record = (subscription: string) => async (events: DeliveredEvent[], ctx: { key: string }) => {

@@ -1,19 +1,13 @@
 // `corq cells …` (cli/cellsCommand.ts, in-process through cli/run.ts) on three separate clusters
 // (test/helpers/cells.ts): migrate and status, place, a tenant moved from one database to
 // another, a move that stops waiting and is rolled back, and the command lines it refuses.
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { run } from "../../cli/run.js";
 import { slotOf } from "../../src/cells/slots.js";
 import { createCells, createCorq } from "../../src/index.js";
-import { startThreeCells, type CellUrls, type ThreeCells } from "../helpers/cells.js";
+import { type CellUrls, useThreeCells } from "../helpers/cells.js";
 
-let three: ThreeCells;
-beforeAll(async () => {
-  three = await startThreeCells(inject("postgresUrl"));
-}, 120_000);
-afterAll(async () => {
-  await three?.close();
-});
+const three = useThreeCells();
 
 async function corq(args: string[], env: Record<string, string>) {
   let out = "";

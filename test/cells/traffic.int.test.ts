@@ -5,21 +5,15 @@
 // while a slot with live traffic moves twice, and while one cell is stopped for 10 s (its tenants
 // wait, the others do not). And a transaction holding cell one's horizon does not slow the
 // deliveries of cells two and three.
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import pg from "pg";
 import { createCells, type Cells, type DeliveredEvent } from "../../src/index.js";
 import { slotOf } from "../../src/cells/slots.js";
 import { seededRandom } from "../helpers/chaos.js";
-import { startThreeCells, type ThreeCells } from "../helpers/cells.js";
+import { useThreeCells } from "../helpers/cells.js";
 import { until } from "../helpers/until.js";
 
-let three: ThreeCells;
-beforeAll(async () => {
-  three = await startThreeCells(inject("postgresUrl"));
-}, 120_000);
-afterAll(async () => {
-  await three?.close();
-});
+const three = useThreeCells();
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const TENANTS = Array.from({ length: 200 }, (_, i) => `t${i}`);

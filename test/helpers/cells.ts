@@ -3,6 +3,7 @@
 // server (DATABASE_URL's Postgres when it is set: the major CI runs on), "two" and "three" on
 // embedded clusters of their own on free ports. `databases()` gives each test fresh databases.
 import pg from "pg";
+import { afterAll, beforeAll, inject } from "vitest";
 import { randomBytes } from "node:crypto";
 import { startEmbeddedPostgres, type RunningPostgres } from "../../cli/dev/embeddedPostgres.js";
 import { createTestDatabase, databaseUrl } from "./database.js";
@@ -42,6 +43,27 @@ export async function startThreeCells(serverUrl: string): Promise<ThreeCells> {
     clusters: { two: two!, three: three! },
     async close() {
       await Promise.allSettled([...dropOnOne.map((drop) => drop()), two!.stop(), three!.stop()]);
+    },
+  };
+}
+
+/** The three clusters for one test file: started before its tests (they take seconds), stopped after. */
+export function useThreeCells(): Omit<ThreeCells, "close"> {
+  let started: ThreeCells | undefined;
+  beforeAll(async () => {
+    started = await startThreeCells(inject("postgresUrl"));
+  }, 120_000);
+  afterAll(async () => {
+    await started?.close();
+  });
+  const running = () => {
+    if (!started) throw new Error("the three cells are not started: call useThreeCells() at the file's top level");
+    return started;
+  };
+  return {
+    databases: () => running().databases(),
+    get clusters() {
+      return running().clusters;
     },
   };
 }

@@ -66,6 +66,14 @@ Commands (over DATABASE_URL):
                                       (PORT, HOST, CORQ_*: docs/self-hosting.md); for code
                                       subscriptions, startServe from "corqueue/node"
 
+Commands (over CORQ_CELLS: several databases, docs/cli.md "corq cells"):
+  cells migrate                       every cell's schema, then the directory (once)
+  cells status [--json]               slots per cell, moves under way, each cell's health
+  cells place <stream>                the stream's tenant, slot, cell and epoch
+  cells move <slot|tenant> --to <c>   move a slot (a tenant's) to cell c while traffic
+      [--wait-ms n]                   flows; exit 7: not finished (run again to resume)
+  cells rollback <slot>               undo a move that has not switched yet
+
 Command (your Worker, locally):
   dev [--config wrangler.toml]        your Worker (its wrangler configuration in this
       [--port n] [--data-dir dir]     directory) under wrangler's dev runtime, with Postgres

@@ -1413,7 +1413,7 @@ export const mutants: Mutant[] = [
   },
   {
     name: "housekeeping: serve ignores CORQ_KEY_IDLE_MS",
-    edits: one("src/node/serve.ts", "        keyIdleMs: knobs.keyIdleMs,\n", ""),
+    edits: one("src/node/serve.ts", "      keyIdleMs: knobs.keyIdleMs,\n", ""),
     tests: ["test/serve/housekeeping.serve.test.ts"],
   },
   {

@@ -24,7 +24,7 @@ export const poolerMutants: Mutant[] = [
   },
   {
     name: "pooler: CORQ_LISTEN_DATABASE_URL ignored (LISTEN through the pooler)",
-    edits: one("src/node/serve.ts", "      listenUrl: listenUrl ?? databaseUrl,", "      listenUrl: databaseUrl,"),
+    edits: one("src/node/serve.ts", "    listenUrl: deps.listenUrl ?? database.url,", "    listenUrl: database.url,"),
     tests: ["test/serve/pooler.serve.test.ts"],
   },
   {

@@ -84,8 +84,11 @@ export function createWorker(app: WorkerApp): CorqWorker {
     migrated ??= (async () => {
       const opened = openCorq(env, subscriptions);
       try {
-        const applied = await applyAppMigrations(opened.db, migrations);
-        if (applied.length > 0) console.log(`corq: applied ${applied.join(", ")}`);
+        // over cells, in every cell: a cell's handlers write to its own database
+        for (const [cell, { db }] of opened.cells ?? [["", opened]]) {
+          const applied = await applyAppMigrations(db, migrations);
+          if (applied.length > 0) console.log(`corq: applied ${applied.join(", ")}${cell ? ` in cell "${cell}"` : ""}`);
+        }
       } finally {
         await opened.end();
       }
@@ -103,7 +106,10 @@ export function createWorker(app: WorkerApp): CorqWorker {
       return api.fetch(request, env, ctx);
     },
 
-    /** Cron: advance every subscription and fan out consumers; a retention pass; an alerts pass. Never lets an error escape. */
+    /**
+     * Cron: advance every subscription and fan out consumers (over cells, in every cell on its
+     * own); a retention pass; an alerts pass. Never lets an error escape.
+     */
     async scheduled(_controller, env, ctx) {
       // Without a SELF binding the consumers run in this invocation.
       const invoke = selfInvoker(env, { here: (request) => api.fetch(request, env, ctx), basePath });

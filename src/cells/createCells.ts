@@ -7,6 +7,7 @@ import { z } from "zod";
 import { parseOrThrow, streamName } from "../config.js";
 import { connect } from "../corq/connect.js";
 import { createCorqRuntime } from "../corq.js";
+import type { Executor } from "../db/executor.js";
 import { CorqError, present, toError } from "../errors.js";
 import type { CorqRuntime } from "../runtimeTypes.js";
 import { holdSlots, holdsSlot } from "../sql/cells/cellSlots.js";
@@ -49,14 +50,34 @@ export interface CellsRuntime {
   routedRead<T>(stream: string, read: (corq: CorqRuntime) => Promise<T>): Promise<T>;
 }
 
-export function createCellsRuntime(options: CellsOptions): CellsRuntime {
+/**
+ * How a runtime other than Node's reaches the cells (the Worker: Neon's HTTP path per cell,
+ * functions/database.ts). Default: a node-postgres pool per cell (createCorqRuntime over its
+ * URL with the options given) and one of 3 connections for the directory.
+ */
+export interface OpenCells {
+  /** A cell's runtime, made with the options the caller gave createCellsRuntime. */
+  cell(name: string, url: string): CorqRuntime;
+  /** The directory's executor (closed by its opener: close() leaves it). */
+  directory(url: string): Executor;
+}
+
+export function createCellsRuntime(options: CellsOptions & { open?: OpenCells }): CellsRuntime {
   const { cells: urls, slots, moveWaitMs } = parseOrThrow(cellsOptions, options, "invalid_config", "cells");
-  const { directoryUrl, tenant, cells: _urls, slots: _slots, moveWaitMs: _wait, ...corqOptions } = options;
+  const { directoryUrl, tenant, cells: _urls, slots: _slots, moveWaitMs: _wait, open, ...corqOptions } = options;
   const names = Object.keys(urls);
   const home = present(names[0], "the home cell");
   const tenantOf = tenant ?? tenantBeforeColon;
-  const runtimes = new Map(names.map((name) => [name, createCorqRuntime({ ...corqOptions, databaseUrl: urls[name] })]));
-  const directoryConnection = connect({ databaseUrl: directoryUrl ?? urls[home], poolSize: 3 }, {});
+  const runtimes = new Map(
+    names.map((name) => {
+      const url = present(urls[name], "a cell's URL");
+      return [name, open ? open.cell(name, url) : createCorqRuntime({ ...corqOptions, databaseUrl: url })];
+    }),
+  );
+  const directoryUrlOrHome = directoryUrl ?? present(urls[home], "the home cell's URL");
+  const directoryConnection = open
+    ? openedDirectory(open.directory(directoryUrlOrHome))
+    : connect({ databaseUrl: directoryUrlOrHome, poolSize: 3 }, {});
   const directory = directoryConnection.executor;
   const router = createRouter(directory, tenantOf);
   const cell = (name: string): CorqRuntime => {
@@ -336,6 +357,8 @@ export function createCellsRuntime(options: CellsOptions): CellsRuntime {
   }
   return { cells: cellsCorq, runtimes, routedRead };
 }
+
+const openedDirectory = (executor: Executor) => ({ executor: async () => executor, end: async () => undefined });
 
 /**
  * The directory's first slots: spread over the cells in turn when every cell is empty, else all

@@ -27,7 +27,15 @@ import { addAlertRoutes } from "./alertRoutes.js";
 import { authenticate, requireScope, requireScopeOrSignature } from "./auth.js";
 import { createAuthThrottle } from "./authThrottle.js";
 import { waitForHorizon } from "./horizonRetry.js";
-import { advanceAndDispatch, consumeInSlot, dispatchInBackground, selfInvoker, startConsumer } from "./dispatch.js";
+import {
+  advanceAndDispatch,
+  CELL_HEADER,
+  cellInvoker,
+  consumeInSlot,
+  dispatchInBackground,
+  selfInvoker,
+  startConsumer,
+} from "./dispatch.js";
 import { armWakeUp, WAKE_UP_HEADER, wakeUpsFinding } from "./wakeUps.js";
 import { settings } from "./env.js";
 import { requireLocalHost } from "./localHost.js";
@@ -62,6 +70,23 @@ function keyParam(c: Context): string {
     throw new CorqError("invalid_input", "key: not percent-encoded UTF-8");
   }
   return parseOrThrow(correlationKey, key, "invalid_input", "key");
+}
+
+/**
+ * The cell a dispatcher's invocation is for (`corq-cell`, src/http/dispatch.ts): its own handle
+ * among `opened`'s cells; undefined without the header. A cell not in CORQ_CELLS is a 400.
+ */
+function cellHandle(c: Context, opened: OpenCorq): OpenCorq | undefined {
+  const name = c.req.header(CELL_HEADER);
+  if (name === undefined) return undefined;
+  const handle = opened.cells?.get(name);
+  if (handle) return handle;
+  throw new CorqError(
+    "invalid_input",
+    opened.cells
+      ? `${CELL_HEADER}: no cell ${JSON.stringify(name.slice(0, 40))} (cells: ${[...opened.cells.keys()].join(", ")})`
+      : `${CELL_HEADER}: this deployment has no cells (CORQ_CELLS is not set)`,
+  );
 }
 
 /**
@@ -205,6 +230,8 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
       c.executionCtx.waitUntil(
         advanceAndDispatch(c.env, subscriptions, c.var.invoke, {
           opened,
+          // over cells: the appended stream's cell only
+          cell: (result as { cell?: string }).cell,
           coalesce: true,
           eventNames: [...new Set(body.events.map((e) => e.name))],
           // a delayed event: the kick arms a wake-up for its time (src/http/wakeUps.ts)
@@ -305,6 +332,7 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
   // What the cron does, on request: advance, then fan out consumer invocations.
   // With `corq-after-horizon` (a kick's retry, src/http/horizonRetry.ts): first wait until no
   // committed event waits above the xmin horizon, answer 202, then advance and dispatch.
+  // Over cells every cell, each on its own (`corq-cell`: that cell only, as a cell's horizon retry asks).
   app.post("/dispatch", requireScope("admin"), async (c) => {
     const invoke = c.var.invoke;
     const after = c.req.header("corq-after-horizon");
@@ -312,32 +340,41 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
       after === undefined
         ? undefined
         : parseOrThrow(dispatchHeaders.shape["corq-after-horizon"], after, "invalid_input", "corq-after-horizon");
+    // its own handle, for work that outlives the request (closed by the dispatch)
+    const opened = c.var.openCorq();
+    let inCell: OpenCorq | undefined;
+    try {
+      inCell = cellHandle(c, opened);
+    } catch (error) {
+      c.executionCtx.waitUntil(opened.end());
+      throw error;
+    }
+    const cell = inCell?.cell;
     // the wake-up object's alarm (src/http/wakeUps.ts): answered at once, so the object is not
     // held (and billed) for the dispatch; the dispatch arms the next wake-up at its end
     if (c.req.header(WAKE_UP_HEADER) !== undefined) {
-      const opened = c.var.openCorq();
       c.executionCtx.waitUntil(
-        advanceAndDispatch(c.env, subscriptions, invoke, { opened, coalesce: true, wakeUp: true }).catch((error) =>
-          console.error("corq: dispatch at a wake-up failed:", error),
+        advanceAndDispatch(c.env, subscriptions, invoke, { opened, cell, coalesce: true, wakeUp: true }).catch(
+          (error) => console.error("corq: dispatch at a wake-up failed:", error),
         ),
       );
       return c.json({ wokeUp: true }, 202);
     }
     if (tx === undefined) {
-      return c.json(await advanceAndDispatch(c.env, subscriptions, invoke, { opened: c.var.openCorq() }));
+      return c.json(await advanceAndDispatch(c.env, subscriptions, invoke, { opened, cell }));
     }
-    // its own handle: the polls count against this invocation's subrequests like the drain's statements
-    const opened = c.var.openCorq();
+    // the polls count against this invocation's subrequests like the drain's statements (a
+    // transaction id is one cell's: its horizon there)
     let passed: boolean;
     try {
-      passed = await waitForHorizon(opened.corq, tx);
+      passed = await waitForHorizon((inCell ?? opened).corq, tx);
     } catch (error) {
       c.executionCtx.waitUntil(opened.end());
       throw error;
     }
     c.executionCtx.waitUntil(
-      advanceAndDispatch(c.env, subscriptions, invoke, { opened, coalesce: true, afterHorizon: true }).catch((error) =>
-        console.error("corq: dispatch after the horizon failed:", error),
+      advanceAndDispatch(c.env, subscriptions, invoke, { opened, cell, coalesce: true, afterHorizon: true }).catch(
+        (error) => console.error("corq: dispatch after the horizon failed:", error),
       ),
     );
     return c.json({ horizonPassed: passed }, 202);
@@ -347,12 +384,16 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
     const name = param(c, "subscription", subscriptionName);
     const budget = c.req.header("corq-budget-ms");
     const budgetMs = budget === undefined ? undefined : parseOrThrow(count, budget, "invalid_input", "corq-budget-ms");
-    // a consumer a dispatcher started holds a consumer slot (dispatch.ts)
+    // a consumer a dispatcher started holds a consumer slot (dispatch.ts); over cells, in its cell
     const slotHeader = c.req.header("corq-slot");
+    const inCell = cellHandle(c, c.var.opened());
     if (slotHeader !== undefined) {
       const slot = parseOrThrow(slotSchema, slotHeader, "invalid_input", "corq-slot");
-      const invoke = c.var.invoke;
-      const opened = c.var.opened();
+      if (c.var.opened().cells && !inCell)
+        throw new CorqError("invalid_input", `corq-slot: a consumer slot is one cell's; name it in ${CELL_HEADER}`);
+      const opened = inCell ?? c.var.opened();
+      // the invocations it starts consume from its cell too
+      const invoke = cellInvoker(c.var.invoke, opened);
       const consumed = await consumeInSlot(c.env, {
         subscriptions,
         opened,
@@ -370,11 +411,12 @@ export function createApi(options: { subscriptions: SubscriptionDefinition[]; op
       const arming = leftWaiting ? await armWakeUp(c.env, invoke, { opened, subscriptions, dueAt }) : 0;
       return c.json({ ...done, subrequests: done.subrequests + arming });
     }
-    const { first, batches, events, waiting } = await c.var
-      .corq()
-      .drain(name, budgetMs === undefined ? { maxBatches: 1 } : { budgetMs });
+    const { first, batches, events, waiting } = await (inCell?.corq ?? c.var.corq()).drain(
+      name,
+      budgetMs === undefined ? { maxBatches: 1 } : { budgetMs },
+    );
     // an operator's consume that left keys waiting (a failed batch's backoff …) is woken at their time too
-    if (waiting > 0) await armWakeUp(c.env, c.var.invoke, { opened: c.var.opened(), subscriptions });
+    if (waiting > 0) await armWakeUp(c.env, c.var.invoke, { opened: inCell ?? c.var.opened(), subscriptions });
     if (first === null) return c.body(null, 204);
     return c.json(budgetMs === undefined ? first : { ...first, batches, eventsTotal: events });
   });

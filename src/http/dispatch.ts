@@ -64,19 +64,77 @@ export async function advanceAndDispatch(
   env: Env,
   subscriptions: SubscriptionDefinition[],
   invoke: Invoke,
-  options: {
-    /** the database handle it uses, and closes */
-    opened: OpenCorq;
-    housekeeping?: boolean;
-    coalesce?: boolean;
-    eventNames?: string[];
-    /** this dispatch is itself the retry after the horizon passed (src/http/horizonRetry.ts): it starts none */
-    afterHorizon?: boolean;
-    /** this dispatch is a wake-up's (src/http/wakeUps.ts): it arms the next one whatever it did */
-    wakeUp?: boolean;
-    /** the append that kicked this dispatch had a delayed event: it arms a wake-up for its time */
-    delayed?: boolean;
+  options: DispatchOptions & {
+    /** over cells: this cell's only (an append's kick dispatches its stream's cell); default every cell */
+    cell?: string;
   },
+): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
+  const { opened } = options;
+  if (!opened.cells) return advanceAndDispatchOne(env, subscriptions, invoke, options);
+  // Over cells: every cell advances and dispatches on its own handle (its horizon, its consumer
+  // slots), at once; a cell that fails is logged and holds back no other.
+  const total = { advanced: {} as Record<string, number>, dispatched: 0, consumedHere: 0 };
+  try {
+    const cells = [...opened.cells].filter(([name]) => options.cell === undefined || name === options.cell);
+    const results = await Promise.allSettled(
+      cells.map(([name, cellOpened]) =>
+        advanceAndDispatchOne(env, subscriptions, invokeInCell(invoke, name), { ...options, opened: cellOpened }),
+      ),
+    );
+    results.forEach((result, index) => {
+      const name = cells[index]?.[0];
+      if (result.status === "rejected") {
+        console.error(`corq: cell "${name}": dispatch failed:`, result.reason);
+        return;
+      }
+      total.advanced = added(total.advanced, result.value.advanced);
+      total.dispatched += result.value.dispatched;
+      total.consumedHere += result.value.consumedHere;
+    });
+  } finally {
+    await opened.end();
+  }
+  return total;
+}
+
+/** A cell's consumers consume from their cell: its invocations carry it (the consume route opens that cell's runtime). */
+export const CELL_HEADER = "corq-cell";
+
+function invokeInCell(invoke: Invoke, cell: string): Invoke {
+  const inCell: Invoke = (path, init) => {
+    const headers = new Headers(init.headers);
+    headers.set(CELL_HEADER, cell);
+    return invoke(path, { ...init, headers });
+  };
+  // a wake-up dispatches every cell
+  inCell.wakeAt = invoke.wakeAt;
+  return inCell;
+}
+
+/** `invoke` with this cell in every invocation, where `opened` is a cell's handle (else `invoke` itself). */
+export function cellInvoker(invoke: Invoke, opened: OpenCorq): Invoke {
+  return opened.cell === undefined ? invoke : invokeInCell(invoke, opened.cell);
+}
+
+interface DispatchOptions {
+  /** the database handle it uses, and closes */
+  opened: OpenCorq;
+  housekeeping?: boolean;
+  coalesce?: boolean;
+  eventNames?: string[];
+  /** this dispatch is itself the retry after the horizon passed (src/http/horizonRetry.ts): it starts none */
+  afterHorizon?: boolean;
+  /** this dispatch is a wake-up's (src/http/wakeUps.ts): it arms the next one whatever it did */
+  wakeUp?: boolean;
+  /** the append that kicked this dispatch had a delayed event: it arms a wake-up for its time */
+  delayed?: boolean;
+}
+
+async function advanceAndDispatchOne(
+  env: Env,
+  subscriptions: SubscriptionDefinition[],
+  invoke: Invoke,
+  options: DispatchOptions,
 ): Promise<{ advanced: Record<string, number>; dispatched: number; consumedHere: number }> {
   const { opened } = options;
   const { concurrency, consumerBudgetMs, keysPerClaim } = settings(env);
@@ -91,7 +149,11 @@ export async function advanceAndDispatch(
   let dueAt: number | null | undefined;
   let others: Promise<PromiseSettledResult<Response>[]> = Promise.resolve([]);
   // this app on this database: kicks (and horizon retries) in this isolate meet only within it
-  const scope = { databaseUrl: env.DATABASE_URL ?? "", codeSubscriptions: subscriptions.map((s) => s.name) };
+  // (a cell's: its own, so no kick of one cell is left with another's)
+  const scope = {
+    databaseUrl: opened.cell === undefined ? (env.DATABASE_URL ?? "") : `cell ${opened.cell}`,
+    codeSubscriptions: subscriptions.map((s) => s.name),
+  };
   try {
     // one consumer per CORQ_KEYS_PER_CLAIM ready keys of a subscription (its claims take that
     // many at once), as far as free slots go: decided in the database, so the kicks of many

@@ -9,6 +9,13 @@ import type { SubscriptionDefinition } from "../types.js";
 
 export interface Env {
   DATABASE_URL?: string;
+  /**
+   * A deployment of cells (src/cells/cellsEnv.ts): `name=postgres://…` pairs, home first. When
+   * set, DATABASE_URL is not used; a secret (its URLs carry passwords).
+   */
+  CORQ_CELLS?: string;
+  /** With CORQ_CELLS: where the cells' directory lives (default: the home cell's database). */
+  CORQ_DIRECTORY_URL?: string;
   CORQ_ADMIN_TOKEN?: string;
   /** One secret, or several separated by spaces while rotating. */
   CORQ_WEBHOOK_SECRET?: string;
@@ -47,6 +54,13 @@ export interface Env {
   CORQ_NEON_WS_PROXY?: string;
   /** Local only: the URL of the HTTP SQL endpoint standing in for Neon's (cli/dev/httpSqlEndpoint.ts). */
   CORQ_NEON_HTTP_ENDPOINT?: string;
+  /**
+   * Local only, for cells on several Postgres servers: `host:port=<endpoint URL>` pairs (whitespace
+   * between), the HTTP SQL endpoint of each server; any other goes to CORQ_NEON_HTTP_ENDPOINT.
+   */
+  CORQ_NEON_HTTP_ENDPOINTS?: string;
+  /** Local only, the same for the WebSocket proxies: `host:port=<CORQ_NEON_WS_PROXY's value>` pairs. */
+  CORQ_NEON_WS_PROXIES?: string;
   /**
    * "http" (default): every one-statement operation over Neon's HTTP query path, no connection
    * per invocation; "websocket": a WebSocket Pool per invocation (a Postgres that is not Neon).
@@ -110,6 +124,14 @@ export interface OpenCorq {
   db: Executor;
   /** Closes what the invocation opened; pass to ctx.waitUntil. */
   end(): Promise<void>;
+  /**
+   * Over cells (CORQ_CELLS): each cell's own handle, home first — its runtime (its consumer
+   * slots, its horizon), its database — sharing this invocation's statements; ended with this one.
+   * A dispatch runs per cell on these (src/http/dispatch.ts).
+   */
+  cells?: Map<string, OpenCorq>;
+  /** A cell's own handle (in `cells`): its name. */
+  cell?: string;
   /**
    * GET /metrics' text, where it is not `toPrometheus(corq.metrics())`: a deployment of cells
    * renders every cell's, labelled with its cell (src/cells/cellsRuntime.ts).

@@ -11,6 +11,7 @@ import { CorqError, present } from "../errors.js";
 import { toPrometheus } from "../metrics.js";
 import type { CorqRuntime } from "../runtimeTypes.js";
 import type { CellsRuntime } from "./createCells.js";
+import { everyCell as everyCellOf, inCell, settleEvery, sum } from "./fanOut.js";
 import type { DoctorCode, DoctorFinding, KeyState, SubscriptionStats } from "../types.js";
 
 export interface CellsRuntimeOptions {
@@ -35,18 +36,13 @@ export function cellsRuntime(
   function cell(name: string): CorqRuntime {
     return present(runtimes.get(name), `cell "${name}"'s runtime`);
   }
+  const fleet = { names, cell };
   // every cell at once; each answer, or its error (a cell that is down does not hide the others)
-  const settle = async <T>(fn: (corq: CorqRuntime) => Promise<T>) => {
-    const results = await Promise.allSettled(names.map((name) => fn(cell(name))));
-    return names.map((name, index) => ({ name, result: present(results[index], "a cell's answer") }));
-  };
+  const settle = <T>(fn: (corq: CorqRuntime) => Promise<T>) => settleEvery(fleet, fn);
   // every cell; the first failure is thrown once all have answered, naming its cell
-  const everyCell = async <T>(fn: (corq: CorqRuntime) => Promise<T>): Promise<T[]> => {
-    const settled = await settle(fn);
-    const failed = settled.find(({ result }) => result.status === "rejected");
-    if (failed?.result.status === "rejected") throw inCell(failed.name, failed.result.reason);
-    return settled.map(({ result }) => (result as PromiseFulfilledResult<T>).value);
-  };
+  const everyCell = async <T>(fn: (corq: CorqRuntime) => Promise<T>): Promise<T[]> => [
+    ...(await everyCellOf(fleet, fn)).values(),
+  ];
   const subscriptionOf = async (name: string) => mergeSubscriptions(await everyCell((corq) => corq.subscription(name)));
 
   const runtime: CorqRuntime & { prometheus(): Promise<string> } = {
@@ -318,14 +314,4 @@ function mostOf(states: KeyState[]): KeyState {
   );
 }
 
-function inCell(name: string, error: unknown): unknown {
-  if (!(error instanceof CorqError)) return error;
-  return new CorqError(error.code, `cell "${name}": ${error.message}`, {
-    cause: error,
-    details: error.details,
-    extra: { ...error.extra, cell: name },
-  });
-}
-
 const errorText = (error: unknown) => (error instanceof Error ? error.message : String(error));
-const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);

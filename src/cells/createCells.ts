@@ -21,6 +21,7 @@ import {
 } from "../sql/cells/directory.js";
 import type { AnyEvents, Corq, EventMap } from "../types.js";
 import type { Cells, CellsOptions, SlotMove } from "../types/cells.js";
+import { everyCell as everyCellOf, sum } from "./fanOut.js";
 import { moveSlot, rollbackSlot } from "./move.js";
 import { createRouter } from "./router.js";
 import { DEFAULT_SLOTS, slotOf, tenantBeforeColon } from "./slots.js";
@@ -88,20 +89,8 @@ export function createCellsRuntime(options: CellsOptions & { open?: OpenCells })
   const moveDeps = { directory, router, cell, tenantOf };
   const all = () => names.map((name) => ({ name, corq: cell(name) }));
 
-  // Every cell at once; each cell's failure is its own: the others finish, then the first error
-  // is thrown naming its cell (a cell that is down does not hold the others back).
-  async function everyCell<T>(fn: (corq: CorqRuntime, name: string) => Promise<T>): Promise<Map<string, T>> {
-    const settled = await Promise.allSettled(all().map(({ name, corq }) => fn(corq, name)));
-    const results = new Map<string, T>();
-    let failure: { name: string; reason: unknown } | undefined;
-    settled.forEach((result, index) => {
-      const name = present(names[index], "a cell's name");
-      if (result.status === "fulfilled") results.set(name, result.value);
-      else failure ??= { name, reason: result.reason };
-    });
-    if (failure) throw inCell(failure.name, failure.reason);
-    return results;
-  }
+  const fleet = { names, cell };
+  const everyCell = <T>(fn: (corq: CorqRuntime, name: string) => Promise<T>) => everyCellOf(fleet, fn);
 
   // A routed read: read where the directory says, then check that cell still held the slot at
   // that epoch after the read (a move removes its copy only after it gave the slot up).
@@ -372,26 +361,12 @@ export function firstAssignment(names: string[], slots: number, spread: boolean)
   }));
 }
 
-function inCell(name: string, error: unknown): unknown {
-  if (error instanceof CorqError) {
-    const wrapped = new CorqError(error.code, `cell "${name}": ${error.message}`, {
-      cause: error,
-      details: error.details,
-      extra: { ...error.extra, cell: name },
-    });
-    return wrapped;
-  }
-  return error;
-}
-
 function withSecret(input: unknown, secret: string): unknown {
   if (typeof input !== "object" || input === null) return input;
   const deliver = (input as { deliver?: unknown }).deliver;
   if (typeof deliver !== "object" || deliver === null) return input;
   return { ...input, deliver: { ...deliver, secret } };
 }
-
-const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
 
 function sumByName(results: Map<string, Record<string, number>>): Record<string, number> {
   const total: Record<string, number> = {};

@@ -194,25 +194,31 @@ describe("a connection cut while the statement was out (it ran; its answer was l
   });
 });
 
+/** A subscription "claimed" recording what it handles, and a second Corq that consumes it through a terminating proxy. */
+async function claimedBehindProxy() {
+  const delivered: string[] = [];
+  const subscriptions = [
+    {
+      name: "claimed",
+      handle: async (events: { position: number }[], ctx: { key: string }) => {
+        for (const event of events) delivered.push(`${ctx.key}:${event.position}`);
+      },
+    },
+  ];
+  const { corq, url } = await open({ subscriptions });
+  const proxy = await startTerminatingProxy(url);
+  closers.push(() => proxy.close());
+  const consumer = createCorq({ databaseUrl: proxy.url, subscriptions });
+  closers.push(() => consumer.close());
+  return { corq, consumer, proxy, delivered };
+}
+
 describe("a consumer's claim whose connection is terminated (57P01)", () => {
   it.each([
     ["consume()", (corq: ReturnType<typeof createCorq>) => corq.consume("claimed").then((r) => (r ? 1 : 0))],
     ["drain()", (corq: ReturnType<typeof createCorq>) => corq.drain("claimed").then((r) => r.batches)],
   ])("%s: the claim is sent again on a new connection and the batch is delivered at once", async (_, consume) => {
-    const delivered: string[] = [];
-    const subscriptions = [
-      {
-        name: "claimed",
-        handle: async (events: { position: number }[], ctx: { key: string }) => {
-          for (const event of events) delivered.push(`${ctx.key}:${event.position}`);
-        },
-      },
-    ];
-    const { corq, url } = await open({ subscriptions });
-    const proxy = await startTerminatingProxy(url);
-    closers.push(() => proxy.close());
-    const consumer = createCorq({ databaseUrl: proxy.url, subscriptions });
-    closers.push(() => consumer.close());
+    const { corq, consumer, proxy, delivered } = await claimedBehindProxy();
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.advance();
     proxy.terminateStatements(/\bgranted AS \(/);
@@ -226,20 +232,7 @@ describe("a consumer's claim whose connection is terminated (57P01)", () => {
 
 describe("a drain's claim of two keys whose connection is terminated (57P01)", () => {
   it("is sent again once and both keys' batches are delivered at once, each once", async () => {
-    const delivered: string[] = [];
-    const subscriptions = [
-      {
-        name: "claimed",
-        handle: async (events: { position: number }[], ctx: { key: string }) => {
-          for (const event of events) delivered.push(`${ctx.key}:${event.position}`);
-        },
-      },
-    ];
-    const { corq, url } = await open({ subscriptions });
-    const proxy = await startTerminatingProxy(url);
-    closers.push(() => proxy.close());
-    const consumer = createCorq({ databaseUrl: proxy.url, subscriptions });
-    closers.push(() => consumer.close());
+    const { corq, consumer, proxy, delivered } = await claimedBehindProxy();
     await corq.append("k", [{ name: "E", data: {} }]);
     await corq.append("j", [{ name: "E", data: {} }]);
     await corq.advance();
